@@ -1,0 +1,137 @@
+/* diag.c — source files and diagnostics in the C compilers' form:
+ *
+ *   model.gsl:3:14: error: unknown name 'wq'
+ *       y = x @ wq
+ *               ^~
+ *
+ * Sources are read whole and NUL-terminated, so the lexer needs no refill
+ * and a span's line can always be printed. Errors are counted; the driver
+ * stops after a phase that reported any. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gslc.h"
+
+static FILE *diag_out;  /* where diagnostics go; NULL means stderr */
+static int nerrors;     /* errors reported since the last reset */
+
+Source *source_from_string(const char *path, const char *text) {
+  Source *s = xcalloc(1, sizeof *s);
+  s->path = xstrdup(path);
+  s->len = strlen(text);
+  s->text = xstrdup(text);
+  return s;
+}
+
+Source *source_load(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  size_t cap = 4096, len = 0;
+  char *buf = xmalloc(cap);
+  for (;;) {
+    if (cap - len < 2)
+      buf = xrealloc(buf, cap *= 2);
+    size_t n = fread(buf + len, 1, cap - len - 1, f);
+    len += n;
+    if (n == 0)
+      break;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    free(buf);
+    errno = EIO;
+    return NULL;
+  }
+  buf[len] = '\0';
+  Source *s = xcalloc(1, sizeof *s);
+  s->path = xstrdup(path);
+  s->text = buf;
+  s->len = len;
+  return s;
+}
+
+void source_free(Source *s) {
+  if (!s)
+    return;
+  free((char *)s->path);
+  free((char *)s->text);
+  free(s);
+}
+
+Span span_join(Span a, Span b) {
+  if (!a.src)
+    return b;
+  if (!b.src || b.end < a.off)
+    return a;
+  a.end = b.end > a.end ? b.end : a.end;
+  return a;
+}
+
+void diag_set_stream(FILE *f) { diag_out = f; }
+int diag_errors(void) { return nerrors; }
+void diag_reset(void) { nerrors = 0; }
+
+static FILE *out(void) { return diag_out ? diag_out : stderr; }
+
+/* Prints the line holding sp and a caret under it, ~ to the span's end on
+ * that line. Tabs are kept so the caret lines up under the same tabs. */
+static void show_line(const Span *sp) {
+  const Source *s = sp->src;
+  if (!s || sp->off > s->len)
+    return;
+  const char *text = s->text;
+  size_t start = sp->off, end = sp->off;
+  while (start > 0 && text[start - 1] != '\n')
+    start--;
+  while (end < s->len && text[end] != '\n')
+    end++;
+  FILE *f = out();
+  fprintf(f, "%5u | %.*s\n      | ", sp->line, (int)(end - start), text + start);
+  for (size_t i = start; i < sp->off; i++)
+    fputc(text[i] == '\t' ? '\t' : ' ', f);
+  fputc('^', f);
+  size_t stop = sp->end < end ? sp->end : end;
+  for (size_t i = sp->off + 1; i < stop; i++)
+    fputc('~', f);
+  fputc('\n', f);
+}
+
+static void report(const char *level, Span sp, const char *fmt, va_list ap) {
+  FILE *f = out();
+  if (sp.src)
+    fprintf(f, "%s:%u:%u: %s: ", sp.src->path, sp.line, sp.col, level);
+  else
+    fprintf(f, "gslc: %s: ", level);
+  vfprintf(f, fmt, ap);
+  fputc('\n', f);
+  if (sp.src)
+    show_line(&sp);
+}
+
+void diag_error(Span sp, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  report("error", sp, fmt, ap);
+  va_end(ap);
+  nerrors++;
+}
+
+void diag_note(Span sp, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  report("note", sp, fmt, ap);
+  va_end(ap);
+}
+
+void diag_fatal(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  Span none = {0};
+  report("error", none, fmt, ap);
+  va_end(ap);
+  nerrors++;
+}

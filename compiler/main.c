@@ -1,0 +1,288 @@
+/* main.c — the gslc driver: options, then the whole pipeline in one function.
+ *
+ *   source -> parse_source -> sema_program -> ir_verify -> cg_emit -> link
+ *
+ * Each phase reports its own errors; the driver stops after the first phase
+ * that reported any. Linking spawns the compiler driver configure found
+ * (mpicc), as cproc spawns its assembler and linker, with libgslrt and the
+ * BLAS after the program's object. An uninstalled gslc (run from its build
+ * tree) uses the build tree's runtime and the source tree's stdlib; an
+ * installed one uses those under its prefix. */
+#include <errno.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "gslc.h"
+
+extern char **environ;
+
+typedef enum Mode { MODE_LINK, MODE_OBJECT, MODE_ASM, MODE_LLVM, MODE_IR, MODE_SPMD, MODE_EXPLAIN } Mode;
+
+typedef struct Options {
+  const char *input;      /* the .gsl file */
+  const char *output;     /* -o, or NULL for the default */
+  Mode mode;              /* what to produce */
+  int opt_level;          /* -O0..-O3 */
+  const char **includes;  /* -I */
+  int ninclude;
+  Define *defines;        /* -D */
+  int ndefine;
+} Options;
+
+static const char usage[] =
+    "usage: gslc [options] FILE.gsl\n"
+    "Compiles a GSL program to an executable linked with libgslrt and MPI.\n"
+    "\n"
+    "  -o FILE        write FILE (default: FILE.gsl without .gsl, or .o/.s/.ll)\n"
+    "  -c             write an object file, do not link\n"
+    "  -S             write assembly\n"
+    "  --emit-llvm    write LLVM IR (after optimization)\n"
+    "  --emit-ir      write the global tensor IR (to stdout unless -o)\n"
+    "  --emit-spmd    write the per-device program (arrives with sharding)\n"
+    "  --explain      report shardings and collectives (arrives with sharding)\n"
+    "  -D NAME=VALUE  override const NAME\n"
+    "  -I DIR         search DIR for imports before the stdlib\n"
+    "  -O0 .. -O3     optimization level (default -O2)\n"
+    "  --help         show this help\n"
+    "  --version      show the version\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "gslc: error: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\nTry 'gslc --help'.\n");
+  return 1;
+}
+
+/* the value of an option given as "-oFILE" or "-o FILE" */
+static const char *option_value(int argc, char **argv, int *i, const char *opt) {
+  const char *a = argv[*i];
+  size_t n = strlen(opt);
+  if (a[n])
+    return a[n] == '=' && opt[1] == '-' ? a + n + 1 : a + n;
+  if (*i + 1 >= argc)
+    return NULL;
+  return argv[++*i];
+}
+
+static int parse_options(int argc, char **argv, Options *o) {
+  memset(o, 0, sizeof *o);
+  o->opt_level = 2;
+  o->includes = xcalloc((size_t)argc, sizeof *o->includes);
+  o->defines = xcalloc((size_t)argc, sizeof *o->defines);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      fputs(usage, stdout);
+      exit(0);
+    } else if (strcmp(a, "--version") == 0) {
+      printf("gslc (GSL) %s\nLLVM 14, runtime libgslrt over MPI\n", PACKAGE_VERSION);
+      exit(0);
+    } else if (strcmp(a, "-c") == 0) {
+      o->mode = MODE_OBJECT;
+    } else if (strcmp(a, "-S") == 0) {
+      o->mode = MODE_ASM;
+    } else if (strcmp(a, "--emit-llvm") == 0) {
+      o->mode = MODE_LLVM;
+    } else if (strcmp(a, "--emit-ir") == 0) {
+      o->mode = MODE_IR;
+    } else if (strcmp(a, "--emit-spmd") == 0) {
+      o->mode = MODE_SPMD;
+    } else if (strcmp(a, "--explain") == 0) {
+      o->mode = MODE_EXPLAIN;
+    } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
+      o->opt_level = a[2] - '0';
+    } else if (strncmp(a, "-o", 2) == 0) {
+      if (!(o->output = option_value(argc, argv, &i, "-o")) || !*o->output)
+        return usage_error("-o needs a file name%s", "");
+    } else if (strncmp(a, "-I", 2) == 0) {
+      const char *d = option_value(argc, argv, &i, "-I");
+      if (!d || !*d)
+        return usage_error("-I needs a directory%s", "");
+      o->includes[o->ninclude++] = d;
+    } else if (strncmp(a, "-D", 2) == 0) {
+      const char *d = option_value(argc, argv, &i, "-D");
+      const char *eq = d ? strchr(d, '=') : NULL;
+      if (!d || !eq || eq == d)
+        return usage_error("-D needs NAME=VALUE, got '%s'", d ? d : "");
+      o->defines[o->ndefine].name = xstrdup(d);
+      ((char *)o->defines[o->ndefine].name)[eq - d] = '\0';
+      o->defines[o->ndefine].value = eq + 1;
+      o->ndefine++;
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error("unknown option '%s'", a);
+    } else if (o->input) {
+      return usage_error("more than one input file ('%s')", a);
+    } else {
+      o->input = a;
+    }
+  }
+  if (!o->input)
+    return usage_error("no input file%s", "");
+  return 0;
+}
+
+/* Where the runtime library and the stdlib are: beside the build tree when
+ * this gslc is the one in it, else under the install prefix. */
+static bool running_uninstalled(void) {
+  char self[PATH_MAX], built[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    return false;
+  self[n] = '\0';
+  if (!realpath(GSL_BUILDDIR "/gslc", built))
+    return false;
+  return strcmp(self, built) == 0;
+}
+
+static char *default_output(const char *input, const char *ext) {
+  size_t n = strlen(input);
+  if (n > 4 && strcmp(input + n - 4, ".gsl") == 0)
+    n -= 4;
+  char *out = xmalloc(n + strlen(ext) + 1);
+  memcpy(out, input, n);
+  strcpy(out + n, ext);
+  return out;
+}
+
+/* Runs argv[0] with argv; true if it exited 0. */
+static bool run(char **argv) {
+  pid_t pid;
+  int err = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+  if (err) {
+    diag_fatal("cannot run %s: %s", argv[0], strerror(err));
+    return false;
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) {
+      diag_fatal("waiting for %s: %s", argv[0], strerror(errno));
+      return false;
+    }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    diag_fatal("linking failed (%s exited with status %d)", argv[0],
+               WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    return false;
+  }
+  return true;
+}
+
+static bool link_program(const char *object, const char *out, bool uninstalled) {
+  char runtime[PATH_MAX];
+  snprintf(runtime, sizeof runtime, "%s/libgslrt.a", uninstalled ? GSL_BUILDDIR "/runtime" : GSL_LIBDIR);
+  if (access(runtime, R_OK) != 0) {
+    diag_fatal("cannot find the runtime library %s: %s", runtime, strerror(errno));
+    return false;
+  }
+  char *argv[32];
+  int n = 0;
+  argv[n++] = (char *)GSL_LINKER;
+  argv[n++] = (char *)"-o";
+  argv[n++] = (char *)out;
+  argv[n++] = (char *)object;
+  argv[n++] = runtime;
+  char *libs = xstrdup(GSL_LINK_LIBS);
+  for (char *tok = strtok(libs, " "); tok && n < 30; tok = strtok(NULL, " "))
+    argv[n++] = tok;
+  argv[n] = NULL;
+  bool ok = run(argv);
+  free(libs);
+  return ok;
+}
+
+static int compile(const Options *o) {
+  Source *src = source_load(o->input);
+  if (!src) {
+    diag_fatal("cannot read %s: %s", o->input, strerror(errno));
+    return 1;
+  }
+  bool uninstalled = running_uninstalled();
+  Arena *ast_arena = arena_new();
+  Program *p = NULL;
+  int rc = 1;
+  char *obj = NULL;
+
+  Node *root = parse_source(src, ast_arena);
+  if (!root || diag_errors())
+    goto done;
+  SemaOptions so = {o->includes, o->ninclude, uninstalled ? GSL_SRCDIR "/stdlib" : GSL_STDLIBDIR,
+                    o->defines, o->ndefine};
+  p = sema_program(root, src, ast_arena, &so);
+  if (!p || diag_errors())
+    goto done;
+  if (!ir_verify(p, stderr))
+    die("the IR sema built does not verify");
+
+  if (o->mode == MODE_SPMD || o->mode == MODE_EXPLAIN) {
+    diag_fatal("%s arrives with sharding support (the SPMD partitioner); use --emit-ir for the global program",
+               o->mode == MODE_SPMD ? "--emit-spmd" : "--explain");
+    goto done;
+  }
+  if (o->mode == MODE_IR) {
+    FILE *f = o->output ? fopen(o->output, "w") : stdout;
+    if (!f) {
+      diag_fatal("cannot write %s: %s", o->output, strerror(errno));
+      goto done;
+    }
+    ir_print(f, p);
+    if ((o->output ? fclose(f) : fflush(f)) != 0) {
+      diag_fatal("cannot write %s: %s", o->output ? o->output : "stdout", strerror(errno));
+      goto done;
+    }
+    rc = 0;
+    goto done;
+  }
+
+  CodegenOptions co = {o->opt_level, EMIT_OBJECT, NULL};
+  if (o->mode == MODE_LINK) {
+    char tmpl[] = "/tmp/gslc-XXXXXX.o";
+    int fd = mkstemps(tmpl, 2);
+    if (fd < 0) {
+      diag_fatal("cannot create a temporary file: %s", strerror(errno));
+      goto done;
+    }
+    close(fd);
+    obj = xstrdup(tmpl);
+    co.out = obj;
+  } else {
+    co.emit = o->mode == MODE_ASM ? EMIT_ASM : o->mode == MODE_LLVM ? EMIT_LLVM : EMIT_OBJECT;
+    co.out = o->output ? o->output
+                       : default_output(o->input, o->mode == MODE_ASM ? ".s" : o->mode == MODE_LLVM ? ".ll" : ".o");
+  }
+  if (!cg_emit(p, &co))
+    goto done;
+  if (o->mode == MODE_LINK) {
+    char *out = o->output ? xstrdup(o->output) : default_output(o->input, "");
+    bool ok = link_program(obj, out, uninstalled);
+    free(out);
+    if (!ok)
+      goto done;
+  }
+  rc = 0;
+done:
+  if (obj) {
+    unlink(obj);
+    free(obj);
+  }
+  ir_free(p);
+  arena_free(ast_arena);
+  source_free(src);
+  return rc || diag_errors() ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  Options o;
+  if (parse_options(argc, argv, &o))
+    return 1;
+  int rc = compile(&o);
+  for (int i = 0; i < o.ndefine; i++)
+    free((char *)o.defines[i].name);
+  free(o.defines);
+  free(o.includes);
+  return rc;
+}

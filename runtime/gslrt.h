@@ -1,0 +1,119 @@
+/* gslrt.h — libgslrt, the runtime every compiled GSL program links against.
+ *
+ * The contract with gslc's code generator. A compiled program defines
+ *   void gsl_setup(gslrt_ctx *ctx);             declares mesh, tensors, outputs; allocates buffers
+ *   void gsl_step(gslrt_ctx *ctx, int64_t step); computes one step
+ * and a main() that returns gslrt_main(argc, argv, &info). gslrt_main parses
+ * the options of SPEC section 7, starts MPI, calls gsl_setup, checks the mesh
+ * against the number of ranks, initializes params, and for every step binds
+ * the inputs (from --input files or their initializers), calls gsl_step and
+ * logs; after the last step it writes --output files.
+ *
+ * Every public symbol is gslrt_. Errors are fatal: one message naming the
+ * rank and the cause on stderr, then every rank ends (MPI_Abort). */
+#ifndef GSLRT_H
+#define GSLRT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GSLRT_MAX_RANK 8 /* as GSL_MAX_RANK */
+#define GSLRT_MAX_AXES 8 /* as GSL_MAX_AXES */
+
+typedef struct gslrt_ctx gslrt_ctx;
+
+enum gslrt_dtype { GSLRT_F32 = 0, GSLRT_I32 = 1 };
+enum gslrt_kind { GSLRT_PARAM = 0, GSLRT_INPUT = 1 };
+enum gslrt_init { GSLRT_INIT_NONE = 0, GSLRT_INIT_ZEROS, GSLRT_INIT_ONES, GSLRT_INIT_NORMAL, GSLRT_INIT_UNIFORM };
+enum gslrt_dist { GSLRT_UNIFORM = 0, GSLRT_NORMAL = 1 };
+
+/* What the compiled program tells gslrt_main about itself. */
+typedef struct gslrt_program_info {
+  const char *source;                       /* the .gsl file it was compiled from */
+  const char *compiler_version;             /* gslc's version */
+  void (*setup)(gslrt_ctx *ctx);            /* gsl_setup */
+  void (*step)(gslrt_ctx *ctx, int64_t step); /* gsl_step */
+} gslrt_program_info;
+
+int gslrt_main(int argc, char **argv, const gslrt_program_info *info);
+
+/* ---- called from gsl_setup ---------------------------------------------- */
+
+/* One mesh axis; called in axis order before any tensor. No call: one device. */
+void gslrt_declare_axis(gslrt_ctx *ctx, const char *name, int64_t size);
+
+/* A param or input. global_shape has rank entries. dim_axes has
+ * rank * GSLRT_MAX_AXES entries: for dimension i, the mesh axes splitting it
+ * (major first), padded with -1 (all -1: replicated). The runtime allocates
+ * the local buffer (zeroed, 64-byte aligned) and stores its address in
+ * *slot; params are initialized from (init, a, b, stream) before step 0;
+ * inputs are filled before every step, from their --input file or, without
+ * one, from their initializer drawn anew for that step. */
+void gslrt_declare_tensor(gslrt_ctx *ctx, const char *name, int32_t kind, int32_t dtype,
+                          int32_t rank, const int64_t *global_shape, const int32_t *dim_axes,
+                          void **slot, int32_t init, double a, double b, uint32_t stream,
+                          int32_t frozen);
+
+/* A value --output may name: *slot holds its buffer's address once
+ * gsl_setup has returned (it may be a tensor's slot). */
+void gslrt_declare_output(gslrt_ctx *ctx, const char *name, int32_t dtype, int32_t rank,
+                          const int64_t *global_shape, const int32_t *dim_axes, void **slot);
+
+/* A buffer for an intermediate: zeroed, 64-byte aligned, freed at exit. */
+void *gslrt_alloc(gslrt_ctx *ctx, int64_t bytes);
+
+/* ---- called from gsl_step ------------------------------------------------ */
+
+/* Fills out (the local tile, local_shape, at local_offset within a tensor of
+ * global_shape; local_offset NULL means all zeros) with counter-based draws
+ * keyed by (seed, stream, step, global element index): the same numbers on
+ * any mesh. uniform: [a, b); normal: mean 0, std a. */
+void gslrt_rng_fill(gslrt_ctx *ctx, float *out, int32_t dist, double a, double b,
+                    uint32_t stream, int64_t step, int32_t rank, const int64_t *global_shape,
+                    const int64_t *local_offset, const int64_t *local_shape);
+
+/* C[b] = op(A[b]) * op(B[b]) for b < batch, row-major, through cblas_sgemm
+ * (alpha 1, beta 0). op(A) is M x K, op(B) is K x N; stride_* is the distance
+ * in elements between consecutive batch entries. */
+void gslrt_sgemm(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                 const float *a, int64_t lda, int64_t stride_a,
+                 const float *b, int64_t ldb, int64_t stride_b,
+                 float *c, int64_t ldc, int64_t stride_c);
+
+/* The step's scalar loss, for the log line (training). */
+void gslrt_report_loss(gslrt_ctx *ctx, float loss);
+
+/* A fatal error raised by compiled code (e.g. a gather index out of range). */
+void gslrt_fail(gslrt_ctx *ctx, const char *msg);
+
+/* ---- runtime pieces shared with tests and tools -------------------------- */
+
+/* Philox-4x32-10: four 32-bit words from a 128-bit counter and 64-bit key. */
+void gslrt_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+/* .npy files. A header describes dtype, rank and shape (C order, little endian). */
+typedef struct gslrt_npy {
+  int32_t dtype;                 /* GSLRT_F32 or GSLRT_I32 */
+  int32_t rank;
+  int64_t shape[GSLRT_MAX_RANK + 1];
+  int64_t data_offset;           /* byte offset of element 0 in the file */
+} gslrt_npy;
+
+/* 0 on success; otherwise -1 with a message (naming the file and the
+ * problem) in err. */
+int gslrt_npy_read_header(const char *path, gslrt_npy *h, char *err, int errlen);
+/* Reads the tile [offset, offset + count) of a file whose header is h;
+ * elements are 4 bytes. */
+int gslrt_npy_read_tile(const char *path, const gslrt_npy *h, const int64_t *offset,
+                        const int64_t *count, void *out, char *err, int errlen);
+/* Writes a whole array; to path.tmp first, renamed over path when complete. */
+int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
+                    const void *data, char *err, int errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

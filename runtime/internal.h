@@ -1,0 +1,173 @@
+/* internal.h — what the runtime's files share and the unit tests see: the
+ * gslrt_ctx struct, the option record and its parser, and the error paths.
+ * Sectioned by the file that defines each function; nothing here is part of
+ * the contract with gslc (that is gslrt.h). */
+#ifndef GSLRT_INTERNAL_H
+#define GSLRT_INTERNAL_H
+
+/* Every runtime .c includes this first: POSIX (pread, fileno, isatty) and,
+ * under configure, config.h for PACKAGE_VERSION. */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <mpi.h>
+
+#include "gslrt.h"
+
+#ifndef PACKAGE_VERSION
+#define GSLRT_VERSION "0.1.0"
+#else
+#define GSLRT_VERSION PACKAGE_VERSION
+#endif
+
+#define GSLRT_ERRLEN 512 /* room for one error message */
+
+/* One --input or --output NAME=FILE. */
+typedef struct gslrt_binding {
+  char *name;       /* NAME, a copy freed by gslrt_free_options */
+  const char *file; /* FILE, pointing into argv */
+} gslrt_binding;
+
+/* The compiled program's options (SPEC section 7). */
+typedef struct gslrt_options {
+  int64_t steps;            /* --steps N, default 1 */
+  uint64_t seed;            /* --seed S, default 0 */
+  int64_t log_every;        /* --log-every K; 0 until resolved by gslrt_log_every */
+  int quiet;                /* --quiet */
+  int help;                 /* --help or -h */
+  int version;              /* --version */
+  gslrt_binding *inputs;    /* --input bindings, in command-line order */
+  int ninputs;              /* entries in inputs */
+  gslrt_binding *outputs;   /* --output bindings, in command-line order */
+  int noutputs;             /* entries in outputs */
+  const char *checkpoint;   /* --checkpoint DIR, or NULL */
+  int64_t checkpoint_every; /* --checkpoint-every K, 0 if not given */
+  int resume;               /* --resume */
+} gslrt_options;
+
+/* A declared param or input. */
+typedef struct gslrt_tensor {
+  const char *name;                             /* the GSL name (owned by the program) */
+  int32_t kind;                                 /* GSLRT_PARAM or GSLRT_INPUT */
+  int32_t dtype;                                /* GSLRT_F32 or GSLRT_I32 */
+  int32_t rank;                                 /* number of dimensions */
+  int64_t global_shape[GSLRT_MAX_RANK];         /* the whole tensor's shape */
+  int64_t local_shape[GSLRT_MAX_RANK];          /* this rank's tile */
+  int64_t local_offset[GSLRT_MAX_RANK];         /* where the tile starts in the whole */
+  int64_t local_count;                          /* elements in the tile */
+  void **slot;                                  /* where the program keeps the buffer's address */
+  int32_t init;                                 /* enum gslrt_init */
+  double a, b;                                  /* initializer arguments */
+  uint32_t stream;                              /* rng stream of the initializer */
+  int32_t frozen;                               /* not trained (unused by the runtime yet) */
+  const char *file;                             /* --input FILE, or NULL */
+  gslrt_npy npy;                                /* that file's header */
+  int64_t batches;                              /* B of a [B, ...] file; 0 if the shape is exact */
+} gslrt_tensor;
+
+/* A value --output may name. */
+typedef struct gslrt_output {
+  const char *name;                     /* the GSL name */
+  int32_t dtype;                        /* GSLRT_F32 or GSLRT_I32 */
+  int32_t rank;                         /* number of dimensions */
+  int64_t global_shape[GSLRT_MAX_RANK]; /* the whole value's shape */
+  int64_t local_shape[GSLRT_MAX_RANK];  /* this rank's tile */
+  int64_t local_offset[GSLRT_MAX_RANK]; /* where the tile starts */
+  int64_t local_count;                  /* elements in the tile */
+  int32_t dim_axes[GSLRT_MAX_RANK * GSLRT_MAX_AXES]; /* the sharding, as declared */
+  void **slot;                          /* holds the buffer's address after setup */
+  const char *file;                     /* --output FILE, or NULL */
+} gslrt_output;
+
+struct gslrt_ctx {
+  const char *prog;                       /* basename of argv[0], for messages */
+  const gslrt_program_info *info;         /* what the program said about itself */
+  MPI_Comm comm;                          /* our duplicate of MPI_COMM_WORLD */
+  int rank;                               /* this process's rank in comm */
+  int nranks;                             /* ranks in comm */
+  gslrt_options opts;                     /* the parsed command line */
+  uint64_t seed;                          /* --seed, the rng key */
+  int naxes;                              /* mesh axes declared */
+  const char *axis_name[GSLRT_MAX_AXES];  /* their names */
+  int64_t axis_size[GSLRT_MAX_AXES];      /* their sizes */
+  int64_t coord[GSLRT_MAX_AXES];          /* this rank's coordinate on each axis */
+  int mesh_checked;                       /* the mesh was compared with nranks */
+  gslrt_tensor *tensors;                  /* declared params and inputs */
+  int ntensors;                           /* entries in tensors */
+  gslrt_output *outputs;                  /* declared outputs */
+  int noutputs;                           /* entries in outputs */
+  void **allocs;                          /* every buffer handed out, freed at exit */
+  int nallocs;                            /* entries in allocs */
+  int cap_allocs;                         /* capacity of allocs */
+  int have_loss;                          /* gslrt_report_loss was called this step */
+  float loss;                             /* the value it reported */
+};
+
+/* ---- options.c ----------------------------------------------------------- */
+
+/* Parses argv[1..argc) into *o (zeroed first). 0 on success; -1 with the
+ * cause (without program name) in err. Free with gslrt_free_options. */
+int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int errlen);
+void gslrt_free_options(gslrt_options *o);
+/* The --log-every in effect: the option, or the default for steps. */
+int64_t gslrt_log_every(const gslrt_options *o);
+/* The --help text. */
+void gslrt_print_usage(FILE *f, const char *prog);
+
+/* ---- main.c -------------------------------------------------------------- */
+
+/* A run-time error seen by this rank alone: prints "PROG: rank R: error:
+ * cause" and ends every rank (MPI_Abort; with one rank, exit(1)). ctx may be
+ * NULL (gslrt_sgemm): then the context of the running gslrt_main. */
+void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
+/* A run-time error every rank reaches together (the same decision on the
+ * same data): rank 0 prints "PROG: rank 0: error: cause"; all exit 1. */
+void gslrt_fail_all(gslrt_ctx *ctx, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
+/* A usage error, reached by every rank together: rank 0 prints "PROG:
+ * error: cause" and "Try 'PROG --help'."; all exit 2. */
+void gslrt_usage_error(gslrt_ctx *ctx, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
+/* Dies through gslrt_fatal naming call if rc is not MPI_SUCCESS. */
+void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call);
+
+/* ---- tensors.c ----------------------------------------------------------- */
+
+/* Compares the mesh with the number of ranks (once) and computes this
+ * rank's coordinates; called by the first declaration and after setup. */
+void gslrt_check_mesh(gslrt_ctx *ctx);
+/* The tile of mesh rank r for a tensor of global_shape sharded by dim_axes
+ * (rank * GSLRT_MAX_AXES entries); what names the tensor in errors. */
+void gslrt_tile(gslrt_ctx *ctx, int r, const char *what, int32_t rank, const int64_t *global_shape,
+                const int32_t *dim_axes, int64_t *local_shape, int64_t *local_offset);
+/* Matches --input and --output with the declarations (usage errors). */
+void gslrt_check_bindings(gslrt_ctx *ctx);
+/* Reads and checks every --input file's header on rank 0, shares them. */
+void gslrt_open_inputs(gslrt_ctx *ctx);
+/* Initializes every param (draws with step -1). */
+void gslrt_init_params(gslrt_ctx *ctx);
+/* Fills every input for step: its tile of the file's batch step % B, or
+ * its initializer drawn for step. */
+void gslrt_bind_inputs(gslrt_ctx *ctx, int64_t step);
+/* Gathers each --output to rank 0 and writes it. */
+void gslrt_write_outputs(gslrt_ctx *ctx);
+/* Tokens per step: the product of all dims but the last of the first
+ * declared input (1 if none). */
+int64_t gslrt_tokens_per_step(const gslrt_ctx *ctx);
+
+/* ---- rng.c --------------------------------------------------------------- */
+
+/* The draw for global element index i of (seed, stream, step): uniform in
+ * [0,1) and normal (mean 0, std 1), exactly as gslrt_rng_fill makes them. */
+double gslrt_rng_uniform01(uint64_t seed, uint32_t stream, int64_t step, uint64_t i);
+double gslrt_rng_normal01(uint64_t seed, uint32_t stream, int64_t step, uint64_t i);
+
+#endif

@@ -1,0 +1,254 @@
+/* main.c — gslrt_main, the life of a compiled GSL program:
+ *
+ *   MPI_Init; duplicate MPI_COMM_WORLD, errors returned on the duplicate;
+ *   parse the options (usage errors: exit 2); --help / --version;
+ *   gsl_setup (declarations; the mesh is checked against the ranks);
+ *   match --input/--output with the declarations; check the input files;
+ *   initialize params; for each step: bind inputs, gsl_step, log;
+ *   write the outputs; free everything; MPI_Finalize.
+ *
+ * Errors. A usage error is found by every rank alike: rank 0 prints
+ * "PROG: error: CAUSE" and "Try 'PROG --help'.", every rank exits 2. A run-
+ * time error every rank reaches together (a bad mesh, a bad input file,
+ * decided on rank 0 and broadcast) prints "PROG: rank 0: error: CAUSE" once
+ * and every rank exits 1. A run-time error of one rank (gslrt_fail, a failed
+ * read or allocation, an MPI error) prints "PROG: rank R: error: CAUSE" and
+ * calls MPI_Abort, which ends every rank: nothing waits forever on a dead
+ * peer. With one rank it finalizes and exits 1 instead.
+ *
+ * Log (rank 0, stdout), every --log-every steps and at the last step:
+ *   step 10/100  loss 0.123456  tokens/s 12345  (3.2 ms/step)
+ * loss only if gslrt_report_loss was called during that step (%.6g);
+ * tokens/s and ms/step are averaged over the steps since the previous line.
+ * On a terminal, stderr also shows a progress line rewritten with '\r' and
+ * erased before each log line and at the end. --quiet prints only errors. */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The context of the running gslrt_main, for errors raised without one. */
+static gslrt_ctx *current;
+/* A progress line is on the terminal and must be erased before printing. */
+static int progress_shown;
+
+static void erase_progress(void) {
+  if (progress_shown) {
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+    progress_shown = 0;
+  }
+}
+
+static void finalize_and_exit(gslrt_ctx *ctx, int code) __attribute__((noreturn));
+static void finalize_and_exit(gslrt_ctx *ctx, int code) {
+  int up = 0, down = 0;
+  fflush(stdout);
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (up && !down) {
+    if (ctx && ctx->comm != MPI_COMM_NULL)
+      MPI_Comm_free(&ctx->comm);
+    MPI_Finalize();
+  }
+  exit(code);
+}
+
+void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
+  va_list ap;
+  int rank = 0, nranks = 1, up = 0;
+  if (!ctx)
+    ctx = current;
+  MPI_Initialized(&up);
+  if (ctx)
+    rank = ctx->rank, nranks = ctx->nranks;
+  else if (up)
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank), MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  erase_progress();
+  fflush(stdout);
+  fprintf(stderr, "%s: rank %d: error: ", ctx ? ctx->prog : "gslrt", rank);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  fflush(stderr);
+  if (up && nranks > 1)
+    MPI_Abort(ctx && ctx->comm != MPI_COMM_NULL ? ctx->comm : MPI_COMM_WORLD, 1);
+  finalize_and_exit(ctx, 1);
+}
+
+void gslrt_fail_all(gslrt_ctx *ctx, const char *fmt, ...) {
+  va_list ap;
+  if (ctx->rank == 0) {
+    erase_progress();
+    fflush(stdout);
+    fprintf(stderr, "%s: rank 0: error: ", ctx->prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+  }
+  finalize_and_exit(ctx, 1);
+}
+
+void gslrt_usage_error(gslrt_ctx *ctx, const char *fmt, ...) {
+  va_list ap;
+  if (ctx->rank == 0) {
+    fprintf(stderr, "%s: error: ", ctx->prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '%s --help'.\n", ctx->prog);
+  }
+  finalize_and_exit(ctx, 2);
+}
+
+void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call) {
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+      snprintf(msg, sizeof msg, "MPI error %d", rc);
+    gslrt_fatal(ctx, "%s failed: %s", call, msg);
+  }
+}
+
+void *gslrt_alloc(gslrt_ctx *ctx, int64_t bytes) {
+  if (bytes < 0 || (uint64_t)bytes > SIZE_MAX - 64)
+    gslrt_fatal(ctx, "gslrt_alloc: cannot allocate %lld bytes", (long long)bytes);
+  size_t size = ((size_t)bytes + 63) / 64 * 64;
+  if (size == 0)
+    size = 64;
+  if (ctx->nallocs == ctx->cap_allocs) {
+    int cap = ctx->cap_allocs ? 2 * ctx->cap_allocs : 64;
+    void **grown = realloc(ctx->allocs, (size_t)cap * sizeof *grown);
+    if (!grown)
+      gslrt_fatal(ctx, "gslrt_alloc: out of memory");
+    ctx->allocs = grown;
+    ctx->cap_allocs = cap;
+  }
+  void *p = aligned_alloc(64, size);
+  if (!p)
+    gslrt_fatal(ctx, "gslrt_alloc: cannot allocate %lld bytes", (long long)bytes);
+  memset(p, 0, size);
+  ctx->allocs[ctx->nallocs++] = p;
+  return p;
+}
+
+void gslrt_report_loss(gslrt_ctx *ctx, float loss) {
+  ctx->loss = loss;
+  ctx->have_loss = 1;
+}
+
+void gslrt_fail(gslrt_ctx *ctx, const char *msg) { gslrt_fatal(ctx, "%s", msg); }
+
+static const char *basename_of(const char *path) {
+  const char *slash = path ? strrchr(path, '/') : NULL;
+  return slash ? slash + 1 : path ? path : "gsl-program";
+}
+
+static void print_version(const gslrt_ctx *ctx) {
+  printf("%s (GSL runtime %s, compiled from %s by gslc %s)\n", ctx->prog, GSLRT_VERSION,
+         ctx->info->source ? ctx->info->source : "?",
+         ctx->info->compiler_version ? ctx->info->compiler_version : "?");
+}
+
+static void log_line(gslrt_ctx *ctx, int64_t step, int64_t nsteps, double seconds, int64_t tokens) {
+  double per = seconds / (double)nsteps, ms = 1000.0 * per;
+  erase_progress();
+  printf("step %lld/%lld", (long long)step + 1, (long long)ctx->opts.steps);
+  if (ctx->have_loss)
+    printf("  loss %.6g", (double)ctx->loss);
+  printf("  tokens/s %.0f  (%.*f ms/step)\n", (double)tokens / (per > 0 ? per : 1e-9),
+         ms >= 100 ? 0 : ms >= 1 ? 1 : 3, ms);
+  fflush(stdout);
+}
+
+static void show_progress(gslrt_ctx *ctx, int64_t step, double per) {
+  fprintf(stderr, "\r\033[Kstep %lld/%lld  %.1f ms/step", (long long)step + 1,
+          (long long)ctx->opts.steps, 1000.0 * per);
+  fflush(stderr);
+  progress_shown = 1;
+}
+
+static void run_steps(gslrt_ctx *ctx) {
+  int64_t every = gslrt_log_every(&ctx->opts), tokens = gslrt_tokens_per_step(ctx);
+  int talk = ctx->rank == 0 && !ctx->opts.quiet;
+  int tty = talk && isatty(fileno(stderr));
+  double since = MPI_Wtime(), shown = since;
+  int64_t last_logged = -1;
+  for (int64_t s = 0; s < ctx->opts.steps; s++) {
+    gslrt_bind_inputs(ctx, s);
+    ctx->have_loss = 0;
+    ctx->info->step(ctx, s);
+    double now = MPI_Wtime();
+    if (talk && ((s + 1) % every == 0 || s + 1 == ctx->opts.steps)) {
+      log_line(ctx, s, s - last_logged, now - since, tokens);
+      last_logged = s;
+      since = now;
+    } else if (tty && now - shown > 0.1) {
+      show_progress(ctx, s, (now - since) / (double)(s - last_logged));
+      shown = now;
+    }
+  }
+  erase_progress();
+}
+
+static void free_ctx(gslrt_ctx *ctx) {
+  for (int i = 0; i < ctx->nallocs; i++)
+    free(ctx->allocs[i]);
+  free(ctx->allocs);
+  free(ctx->tensors);
+  free(ctx->outputs);
+  gslrt_free_options(&ctx->opts);
+  ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL;
+  ctx->nallocs = ctx->ntensors = ctx->noutputs = 0;
+}
+
+int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
+  gslrt_ctx ctx;
+  char err[GSLRT_ERRLEN];
+  memset(&ctx, 0, sizeof ctx);
+  ctx.prog = basename_of(argc > 0 ? argv[0] : NULL);
+  ctx.info = info;
+  ctx.comm = MPI_COMM_NULL;
+  current = &ctx;
+  if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
+    fprintf(stderr, "%s: rank ?: error: MPI_Init failed\n", ctx.prog);
+    exit(1);
+  }
+  gslrt_mpi_check(&ctx, MPI_Comm_dup(MPI_COMM_WORLD, &ctx.comm), "MPI_Comm_dup");
+  gslrt_mpi_check(&ctx, MPI_Comm_set_errhandler(ctx.comm, MPI_ERRORS_RETURN),
+                  "MPI_Comm_set_errhandler");
+  gslrt_mpi_check(&ctx, MPI_Comm_rank(ctx.comm, &ctx.rank), "MPI_Comm_rank");
+  gslrt_mpi_check(&ctx, MPI_Comm_size(ctx.comm, &ctx.nranks), "MPI_Comm_size");
+  if (gslrt_parse_options(argc, argv, &ctx.opts, err, sizeof err) != 0)
+    gslrt_usage_error(&ctx, "%s", err);
+  if (ctx.opts.help || ctx.opts.version) {
+    if (ctx.rank == 0 && ctx.opts.help)
+      gslrt_print_usage(stdout, ctx.prog);
+    else if (ctx.rank == 0)
+      print_version(&ctx);
+    free_ctx(&ctx);
+    finalize_and_exit(&ctx, 0);
+  }
+  if (ctx.opts.checkpoint || ctx.opts.checkpoint_every || ctx.opts.resume)
+    gslrt_usage_error(&ctx, "%s is not supported yet",
+                      ctx.opts.checkpoint ? "--checkpoint"
+                      : ctx.opts.checkpoint_every ? "--checkpoint-every" : "--resume");
+  ctx.seed = ctx.opts.seed;
+  info->setup(&ctx);
+  gslrt_check_mesh(&ctx);
+  gslrt_check_bindings(&ctx);
+  gslrt_open_inputs(&ctx);
+  gslrt_init_params(&ctx);
+  run_steps(&ctx);
+  gslrt_write_outputs(&ctx);
+  free_ctx(&ctx);
+  gslrt_mpi_check(&ctx, MPI_Comm_free(&ctx.comm), "MPI_Comm_free");
+  MPI_Finalize();
+  current = NULL;
+  return 0;
+}

@@ -1,0 +1,416 @@
+/* npy.c — reading and writing NumPy .npy files (format versions 1.0, 2.0
+ * and 3.0, as numpy/lib/format.py defines them).
+ *
+ * A file is the magic "\x93NUMPY", a major and minor version byte, the
+ * header length (2 bytes little-endian in 1.0, 4 bytes in 2.0 and 3.0), then
+ * the header: a Python dict literal with exactly the keys 'descr',
+ * 'fortran_order' and 'shape', padded with spaces and ending in '\n'; the
+ * data follows. Only '<f4' (f32) and '<i4' (i32) in C order are accepted.
+ * The header is read into a bounded buffer and parsed by a small recursive-
+ * free scanner that checks every byte it consumes, so garbage yields a
+ * message, never a crash; the file must hold all the data its shape needs.
+ *
+ * Tiles are read with pread, one call per contiguous run: the trailing
+ * dimensions a tile covers fully merge into one run.
+ *
+ * Writing produces what numpy.save produces (version 1.0 unless the header
+ * needs 2.0): the header padded so that magic + version + length + header
+ * is a multiple of 64 bytes. The file is written to PATH.tmp and renamed
+ * over PATH only when every write and the close succeeded. The host is
+ * assumed little-endian (x86-64, AArch64).
+ *
+ * This file depends on gslrt.h only (not MPI), so tools link it alone. */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "gslrt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NPY_MAX_HEADER (1 << 20) /* longest header accepted, in bytes */
+#define NPY_MAX_DIMS (GSLRT_MAX_RANK + 1)
+
+static void seterr(char *err, int errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, int errlen, const char *fmt, ...) {
+  va_list ap;
+  if (!err || errlen <= 0)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(err, (size_t)errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* The header scanner: a cursor over the NUL-terminated header text. */
+typedef struct scan {
+  const char *p; /* next byte */
+} scan;
+
+static void skip_space(scan *s) {
+  while (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r')
+    s->p++;
+}
+
+static int eat(scan *s, char c) {
+  skip_space(s);
+  if (*s->p != c)
+    return 0;
+  s->p++;
+  return 1;
+}
+
+/* A quoted string (single or double quotes, no escapes) into buf. */
+static int scan_string(scan *s, char *buf, size_t len) {
+  skip_space(s);
+  char q = *s->p;
+  if (q != '\'' && q != '"')
+    return 0;
+  const char *start = ++s->p;
+  while (*s->p && *s->p != q)
+    s->p++;
+  if (*s->p != q || (size_t)(s->p - start) >= len)
+    return 0;
+  memcpy(buf, start, (size_t)(s->p - start));
+  buf[s->p - start] = 0;
+  s->p++;
+  return 1;
+}
+
+static int scan_word(scan *s, const char *w) {
+  skip_space(s);
+  size_t n = strlen(w);
+  if (strncmp(s->p, w, n) != 0)
+    return 0;
+  s->p += n;
+  return 1;
+}
+
+/* A tuple of non-negative integers: (), (3,), (2, 3) or (2, 3,). */
+static int scan_shape(scan *s, int64_t *shape, int32_t *rank) {
+  *rank = 0;
+  if (!eat(s, '('))
+    return 0;
+  for (;;) {
+    skip_space(s);
+    if (*s->p == ')')
+      break;
+    if (*s->p < '0' || *s->p > '9' || *rank >= NPY_MAX_DIMS)
+      return 0;
+    int64_t v = 0;
+    while (*s->p >= '0' && *s->p <= '9') {
+      if (v > (INT64_MAX - 9) / 10)
+        return 0;
+      v = v * 10 + (*s->p++ - '0');
+    }
+    if (*s->p == 'L')
+      s->p++;
+    shape[(*rank)++] = v;
+    skip_space(s);
+    if (*s->p == ',')
+      s->p++;
+    else if (*s->p != ')')
+      return 0;
+  }
+  s->p++;
+  return 1;
+}
+
+static void shape_str(char *buf, size_t len, int32_t rank, const int64_t *shape) {
+  size_t n = (size_t)snprintf(buf, len, "[");
+  for (int32_t i = 0; i < rank && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (n < len)
+    snprintf(buf + n, len - n, "]");
+}
+
+/* Parses the dict text of a header into h. */
+static int parse_dict(const char *path, const char *text, gslrt_npy *h, char *err, int errlen) {
+  scan s = {text};
+  int have_descr = 0, have_fortran = 0, have_shape = 0, rc = -1;
+  char key[32], descr[32];
+  if (!eat(&s, '{')) {
+    seterr(err, errlen, "%s: malformed .npy header (expected '{')", path);
+    goto fn_exit;
+  }
+  while (!eat(&s, '}')) {
+    if (!scan_string(&s, key, sizeof key) || !eat(&s, ':')) {
+      seterr(err, errlen, "%s: malformed .npy header (expected a quoted key and ':')", path);
+      goto fn_exit;
+    }
+    if (!strcmp(key, "descr") && !have_descr) {
+      if (!scan_string(&s, descr, sizeof descr)) {
+        seterr(err, errlen, "%s: malformed .npy header (bad 'descr')", path);
+        goto fn_exit;
+      }
+      have_descr = 1;
+    } else if (!strcmp(key, "fortran_order") && !have_fortran) {
+      if (scan_word(&s, "True")) {
+        seterr(err, errlen, "%s: fortran_order True is not supported (save the array in C order)",
+               path);
+        goto fn_exit;
+      }
+      if (!scan_word(&s, "False")) {
+        seterr(err, errlen, "%s: malformed .npy header (bad 'fortran_order')", path);
+        goto fn_exit;
+      }
+      have_fortran = 1;
+    } else if (!strcmp(key, "shape") && !have_shape) {
+      if (!scan_shape(&s, h->shape, &h->rank)) {
+        seterr(err, errlen, "%s: malformed .npy header (bad 'shape', or more than %d dimensions)",
+               path, NPY_MAX_DIMS);
+        goto fn_exit;
+      }
+      have_shape = 1;
+    } else {
+      seterr(err, errlen, "%s: malformed .npy header (unexpected or repeated key '%s')", path, key);
+      goto fn_exit;
+    }
+    if (!eat(&s, ',')) {
+      if (!eat(&s, '}')) {
+        seterr(err, errlen, "%s: malformed .npy header (expected ',' or '}')", path);
+        goto fn_exit;
+      }
+      break;
+    }
+  }
+  skip_space(&s);
+  if (*s.p) {
+    seterr(err, errlen, "%s: malformed .npy header (text after the dict)", path);
+    goto fn_exit;
+  }
+  if (!have_descr || !have_fortran || !have_shape) {
+    seterr(err, errlen, "%s: malformed .npy header (missing '%s')", path,
+           !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
+    goto fn_exit;
+  }
+  if (!strcmp(descr, "<f4"))
+    h->dtype = GSLRT_F32;
+  else if (!strcmp(descr, "<i4"))
+    h->dtype = GSLRT_I32;
+  else {
+    seterr(err, errlen, "%s: unsupported dtype '%s' (expected '<f4' for f32 or '<i4' for i32)",
+           path, descr);
+    goto fn_exit;
+  }
+  rc = 0;
+fn_exit:
+  return rc;
+}
+
+int gslrt_npy_read_header(const char *path, gslrt_npy *h, char *err, int errlen) {
+  int rc = -1;
+  FILE *f = NULL;
+  char *text = NULL;
+  unsigned char pre[12];
+  struct stat st;
+  memset(h, 0, sizeof *h);
+  f = fopen(path, "rb");
+  if (!f) {
+    seterr(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    goto fn_exit;
+  }
+  if (fstat(fileno(f), &st) != 0) {
+    seterr(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+    goto fn_exit;
+  }
+  if (fread(pre, 1, 10, f) != 10) {
+    seterr(err, errlen, "%s: not a .npy file (truncated before the header)", path);
+    goto fn_exit;
+  }
+  if (memcmp(pre, "\x93NUMPY", 6) != 0) {
+    seterr(err, errlen, "%s: not a .npy file (bad magic)", path);
+    goto fn_exit;
+  }
+  if (pre[6] < 1 || pre[6] > 3 || pre[7] != 0) {
+    seterr(err, errlen, "%s: unsupported .npy version %d.%d", path, pre[6], pre[7]);
+    goto fn_exit;
+  }
+  int64_t hlen, start;
+  if (pre[6] == 1) {
+    hlen = pre[8] | (int64_t)pre[9] << 8;
+    start = 10;
+  } else {
+    if (fread(pre + 10, 1, 2, f) != 2) {
+      seterr(err, errlen, "%s: not a .npy file (truncated before the header)", path);
+      goto fn_exit;
+    }
+    hlen = pre[8] | (int64_t)pre[9] << 8 | (int64_t)pre[10] << 16 | (int64_t)pre[11] << 24;
+    start = 12;
+  }
+  if (hlen < 2 || hlen > NPY_MAX_HEADER) {
+    seterr(err, errlen, "%s: malformed .npy header (length %lld)", path, (long long)hlen);
+    goto fn_exit;
+  }
+  text = malloc((size_t)hlen + 1);
+  if (!text) {
+    seterr(err, errlen, "%s: out of memory for the header", path);
+    goto fn_exit;
+  }
+  if (fread(text, 1, (size_t)hlen, f) != (size_t)hlen) {
+    seterr(err, errlen, "%s: truncated .npy header", path);
+    goto fn_exit;
+  }
+  text[hlen] = 0;
+  if (strlen(text) != (size_t)hlen) {
+    seterr(err, errlen, "%s: malformed .npy header (NUL byte)", path);
+    goto fn_exit;
+  }
+  if (parse_dict(path, text, h, err, errlen) != 0)
+    goto fn_exit;
+  h->data_offset = start + hlen;
+  int64_t n = 1;
+  for (int32_t i = 0; i < h->rank; i++) {
+    if (h->shape[i] != 0 && n > INT64_MAX / 4 / h->shape[i]) {
+      seterr(err, errlen, "%s: shape too large", path);
+      goto fn_exit;
+    }
+    n *= h->shape[i];
+  }
+  if ((int64_t)st.st_size - h->data_offset < n * 4) {
+    char sh[160];
+    shape_str(sh, sizeof sh, h->rank, h->shape);
+    seterr(err, errlen, "%s: file has %lld bytes, but shape %s needs %lld bytes after the %lld-byte header",
+           path, (long long)st.st_size, sh, (long long)(n * 4), (long long)h->data_offset);
+    goto fn_exit;
+  }
+  rc = 0;
+fn_exit:
+  free(text);
+  if (f)
+    fclose(f);
+  return rc;
+}
+
+int gslrt_npy_read_tile(const char *path, const gslrt_npy *h, const int64_t *offset,
+                        const int64_t *count, void *out, char *err, int errlen) {
+  int rc = -1, fd = -1;
+  int32_t r = h->rank;
+  int64_t idx[NPY_MAX_DIMS] = {0}, stride[NPY_MAX_DIMS], total = 1;
+  for (int32_t d = 0; d < r; d++) {
+    if (offset[d] < 0 || count[d] < 0 || offset[d] + count[d] > h->shape[d]) {
+      seterr(err, errlen, "%s: tile out of range in dimension %d", path, (int)d);
+      goto fn_exit;
+    }
+    total *= count[d];
+  }
+  for (int32_t d = r - 1; d >= 0; d--)
+    stride[d] = d == r - 1 ? 1 : stride[d + 1] * h->shape[d + 1];
+  /* The run: the innermost dimension not covered whole, and all after it. */
+  int32_t outer = r - 1;
+  int64_t run = r ? count[r - 1] : 1;
+  while (outer > 0 && count[outer] == h->shape[outer]) {
+    outer--;
+    run *= count[outer];
+  }
+  fd = open(path, O_RDONLY);
+  if (fd < 0) {
+    seterr(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    goto fn_exit;
+  }
+  char *dst = out;
+  for (int64_t done = 0; total > 0 && done < total; done += run) {
+    int64_t e = 0;
+    for (int32_t d = 0; d < r; d++)
+      e += (offset[d] + (d <= outer ? idx[d] : 0)) * stride[d];
+    size_t want = (size_t)run * 4, got = 0;
+    while (got < want) {
+      ssize_t k = pread(fd, dst + got, want - got, (off_t)(h->data_offset + e * 4 + (int64_t)got));
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0) {
+        seterr(err, errlen, "cannot read %s: %s", path, k < 0 ? strerror(errno) : "unexpected end of file");
+        goto fn_exit;
+      }
+      got += (size_t)k;
+    }
+    dst += want;
+    for (int32_t d = outer - 1; d >= 0; d--) {
+      if (++idx[d] < count[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  rc = 0;
+fn_exit:
+  if (fd >= 0)
+    close(fd);
+  return rc;
+}
+
+int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
+                    const void *data, char *err, int errlen) {
+  int rc = -1;
+  FILE *f = NULL;
+  char *tmp = NULL, dict[512];
+  unsigned char pre[12];
+  size_t npre;
+  int64_t n = 1;
+  if (rank < 0 || rank > NPY_MAX_DIMS) {
+    seterr(err, errlen, "%s: cannot write an array of rank %d", path, (int)rank);
+    goto fn_exit;
+  }
+  int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                     dtype == GSLRT_I32 ? "<i4" : "<f4");
+  for (int32_t i = 0; i < rank; i++) {
+    len += snprintf(dict + len, sizeof dict - (size_t)len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    n *= shape[i];
+  }
+  len += snprintf(dict + len, sizeof dict - (size_t)len, "%s), }", rank == 1 ? "," : "");
+  /* Pad with spaces and a final '\n' so the data starts on a 64-byte boundary. */
+  size_t total = 10 + (size_t)len + 1;
+  npre = 10;
+  if ((total + 63) / 64 * 64 - 10 > 65535)
+    npre = 12, total += 2;
+  size_t hlen = (total + 63) / 64 * 64 - npre;
+  memcpy(pre, "\x93NUMPY", 6);
+  pre[6] = npre == 10 ? 1 : 2;
+  pre[7] = 0;
+  pre[8] = (unsigned char)hlen, pre[9] = (unsigned char)(hlen >> 8);
+  pre[10] = (unsigned char)(hlen >> 16), pre[11] = (unsigned char)(hlen >> 24);
+  tmp = malloc(strlen(path) + 5);
+  if (!tmp) {
+    seterr(err, errlen, "%s: out of memory", path);
+    goto fn_exit;
+  }
+  strcpy(tmp, path);
+  strcat(tmp, ".tmp");
+  f = fopen(tmp, "wb");
+  if (!f) {
+    seterr(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    goto fn_exit;
+  }
+  int ok = fwrite(pre, 1, npre, f) == npre && fwrite(dict, 1, (size_t)len, f) == (size_t)len;
+  for (size_t i = (size_t)len; ok && i + 1 < hlen; i++)
+    ok = fputc(' ', f) != EOF;
+  ok = ok && fputc('\n', f) != EOF;
+  ok = ok && (n == 0 || fwrite(data, 4, (size_t)n, f) == (size_t)n);
+  if (!ok) {
+    seterr(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    goto fn_exit;
+  }
+  FILE *g = f;
+  f = NULL;
+  if (fclose(g) != 0) {
+    seterr(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    goto fn_exit;
+  }
+  if (rename(tmp, path) != 0) {
+    seterr(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    goto fn_exit;
+  }
+  rc = 0;
+fn_exit:
+  if (f)
+    fclose(f);
+  if (rc != 0 && tmp)
+    unlink(tmp);
+  free(tmp);
+  return rc;
+}

@@ -1,0 +1,239 @@
+/* options.c — the compiled program's command line (SPEC section 7).
+ *
+ * A table names each option, whether it takes a value, and where the value
+ * goes; gslrt_parse_options walks argv once, accepting both "--opt value"
+ * and "--opt=value", and stops at the first usage error with its cause.
+ * Checks that need the program's declarations (does the program have an
+ * input named x?) happen in main.c after gsl_setup; this file knows only the
+ * syntax, so the unit tests can drive it without MPI. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum opt_kind { OPT_FLAG, OPT_COUNT, OPT_SEED, OPT_PATH, OPT_BIND };
+
+/* One option of the table. */
+typedef struct opt {
+  const char *name;   /* "--steps" */
+  enum opt_kind kind; /* how the value is parsed (OPT_FLAG: none) */
+  int64_t min;        /* least value of an OPT_COUNT */
+  size_t field;       /* offsetof the destination in gslrt_options */
+} opt;
+
+#define OFF(f) offsetof(gslrt_options, f)
+static const opt opts_table[] = {
+    {"--steps", OPT_COUNT, 0, OFF(steps)},
+    {"--seed", OPT_SEED, 0, OFF(seed)},
+    {"--input", OPT_BIND, 0, OFF(inputs)},
+    {"--output", OPT_BIND, 0, OFF(outputs)},
+    {"--checkpoint", OPT_PATH, 0, OFF(checkpoint)},
+    {"--checkpoint-every", OPT_COUNT, 1, OFF(checkpoint_every)},
+    {"--resume", OPT_FLAG, 0, OFF(resume)},
+    {"--log-every", OPT_COUNT, 1, OFF(log_every)},
+    {"--quiet", OPT_FLAG, 0, OFF(quiet)},
+    {"--help", OPT_FLAG, 0, OFF(help)},
+    {"--version", OPT_FLAG, 0, OFF(version)},
+};
+
+static void seterr(char *err, int errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, int errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, (size_t)errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* A decimal integer in [min, max]: digits only, no sign, no spaces. */
+static int parse_uint(const char *s, uint64_t max, uint64_t *v) {
+  char *end;
+  if (*s < '0' || *s > '9')
+    return 0;
+  errno = 0;
+  unsigned long long x = strtoull(s, &end, 10);
+  if (errno || *end || x > max)
+    return 0;
+  *v = x;
+  return 1;
+}
+
+static int add_binding(gslrt_options *o, const opt *op, const char *val, char *err, int errlen) {
+  int rc = -1;
+  int is_in = op->field == OFF(inputs);
+  gslrt_binding *list = is_in ? o->inputs : o->outputs;
+  int *n = is_in ? &o->ninputs : &o->noutputs;
+  const char *eq = strchr(val, '=');
+  if (!eq || eq == val || !eq[1]) {
+    seterr(err, errlen, "%s %s: expected NAME=FILE", op->name, val);
+    goto fn_exit;
+  }
+  for (int i = 0; i < *n; i++)
+    if (strlen(list[i].name) == (size_t)(eq - val) && !strncmp(list[i].name, val, (size_t)(eq - val))) {
+      seterr(err, errlen, "%s %s given twice", op->name, list[i].name);
+      goto fn_exit;
+    }
+  char *name = malloc((size_t)(eq - val) + 1);
+  if (!name) {
+    seterr(err, errlen, "out of memory");
+    goto fn_exit;
+  }
+  memcpy(name, val, (size_t)(eq - val));
+  name[eq - val] = 0;
+  list[*n].name = name;
+  list[*n].file = eq + 1;
+  (*n)++;
+  rc = 0;
+fn_exit:
+  return rc;
+}
+
+int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int errlen) {
+  int rc = -1;
+  memset(o, 0, sizeof *o);
+  o->steps = 1;
+  o->inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->inputs);
+  o->outputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->outputs);
+  if (!o->inputs || !o->outputs) {
+    seterr(err, errlen, "out of memory");
+    goto fn_exit;
+  }
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    const opt *op = NULL;
+    if (!strcmp(arg, "-h"))
+      arg = "--help", len = 6;
+    for (size_t k = 0; k < sizeof opts_table / sizeof opts_table[0]; k++)
+      if (strlen(opts_table[k].name) == len && !strncmp(opts_table[k].name, arg, len))
+        op = &opts_table[k];
+    if (!op) {
+      if (arg[0] == '-')
+        seterr(err, errlen, "unknown option '%.*s'", (int)len, arg);
+      else
+        seterr(err, errlen, "unexpected argument '%s'", arg);
+      goto fn_exit;
+    }
+    char *dst = (char *)o + op->field;
+    if (op->kind == OPT_FLAG) {
+      if (eq) {
+        seterr(err, errlen, "option '%s' takes no value", op->name);
+        goto fn_exit;
+      }
+      *(int *)dst = 1;
+      continue;
+    }
+    const char *val = eq ? eq + 1 : NULL;
+    if (!val) {
+      if (i + 1 >= argc) {
+        seterr(err, errlen, "option '%s' requires a value", op->name);
+        goto fn_exit;
+      }
+      val = argv[++i];
+    }
+    uint64_t v;
+    switch (op->kind) {
+    case OPT_COUNT:
+      if (!parse_uint(val, INT64_MAX, &v) || (int64_t)v < op->min) {
+        seterr(err, errlen, "invalid value '%s' for %s (expected an integer >= %lld)", val, op->name,
+               (long long)op->min);
+        goto fn_exit;
+      }
+      *(int64_t *)dst = (int64_t)v;
+      break;
+    case OPT_SEED:
+      if (!parse_uint(val, UINT64_MAX, &v)) {
+        seterr(err, errlen, "invalid value '%s' for %s (expected an integer from 0 to %llu)", val,
+               op->name, (unsigned long long)UINT64_MAX);
+        goto fn_exit;
+      }
+      *(uint64_t *)dst = v;
+      break;
+    case OPT_PATH:
+      if (!*val) {
+        seterr(err, errlen, "option '%s' requires a non-empty value", op->name);
+        goto fn_exit;
+      }
+      *(const char **)dst = val;
+      break;
+    case OPT_BIND:
+      if (add_binding(o, op, val, err, errlen) != 0)
+        goto fn_exit;
+      break;
+    case OPT_FLAG:
+      break;
+    }
+  }
+  rc = 0;
+fn_exit:
+  return rc;
+}
+
+void gslrt_free_options(gslrt_options *o) {
+  for (int i = 0; i < o->ninputs; i++)
+    free(o->inputs[i].name);
+  for (int i = 0; i < o->noutputs; i++)
+    free(o->outputs[i].name);
+  free(o->inputs);
+  free(o->outputs);
+  o->inputs = o->outputs = NULL;
+  o->ninputs = o->noutputs = 0;
+}
+
+/* Every step up to 100 steps; beyond, the smallest of 2, 5, 10, 20, 50,
+ * 100, 200, ... that logs at most 100 lines. */
+int64_t gslrt_log_every(const gslrt_options *o) {
+  int64_t k = 1;
+  if (o->log_every > 0)
+    return o->log_every;
+  for (int64_t scale = 1; o->steps > 100 * k; scale *= 10) {
+    if (o->steps <= 100 * 2 * scale) {
+      k = 2 * scale;
+      break;
+    }
+    if (o->steps <= 100 * 5 * scale) {
+      k = 5 * scale;
+      break;
+    }
+    k = 10 * scale;
+    if (scale > INT64_MAX / 1000)
+      break;
+  }
+  return k;
+}
+
+void gslrt_print_usage(FILE *f, const char *prog) {
+  fprintf(f,
+          "Usage: %s [options]\n"
+          "       mpirun -np N %s [options]   (N = the product of the program's mesh sizes)\n"
+          "Runs a program compiled by gslc: initializes its params, then runs its steps.\n"
+          "\n"
+          "Options:\n"
+          "  --steps N              run N steps (default 1)\n"
+          "  --seed S               seed of every random draw (default 0)\n"
+          "  --input NAME=FILE      bind input NAME to a .npy file of its global shape,\n"
+          "                         or of shape [B, ...] to cycle through B batches\n"
+          "                         (f32: '<f4', i32: '<i4'; each rank reads its own tile);\n"
+          "                         an input without one is drawn from its initializer\n"
+          "  --output NAME=FILE     write output NAME as .npy of its global shape after\n"
+          "                         the last step\n"
+          "  --checkpoint DIR       save checkpoints in DIR (not supported yet)\n"
+          "  --checkpoint-every K   checkpoint every K steps (not supported yet)\n"
+          "  --resume               continue from the newest checkpoint (not supported yet)\n"
+          "  --log-every K          log every K steps and the last (default: every step\n"
+          "                         up to 100 steps, otherwise the smallest of 2, 5, 10,\n"
+          "                         20, 50, 100, ... that gives at most 100 lines)\n"
+          "  --quiet                print nothing but errors\n"
+          "  --help                 print this help and exit\n"
+          "  --version              print the version and exit\n"
+          "Options also take the form --opt=value.\n"
+          "\n"
+          "Rank 0 logs lines like\n"
+          "  step 10/100  loss 0.123456  tokens/s 12345  (3.2 ms/step)\n"
+          "(loss only for programs that train). Exit status: 0 on success, 2 on a\n"
+          "usage error, 1 on a run-time error.\n",
+          prog, prog);
+}

@@ -1,0 +1,409 @@
+/* tensors.c — what gsl_setup declares, and the data that flows in and out.
+ *
+ * Mesh: axes are declared in order; rank r's coordinates are r written
+ * row-major over the axis sizes (the last axis varies fastest):
+ * r = ((c0 * s1) + c1) * s2 + c2 ... Their product must equal the number of
+ * ranks.
+ *
+ * Tiles: dimension i of a tensor, split over mesh axes a1..ak (major
+ * first), has local extent global / (s_a1 * ... * s_ak), and the rank's
+ * shard index along it is its coordinates on a1..ak read row-major; the
+ * tile starts at index * extent. Dimensions split by no axis are whole
+ * (replicated). The same function gives any rank's tile, which is how rank
+ * 0 reassembles a gathered output.
+ *
+ * Inputs: a --input file's header is read once, on rank 0, checked against
+ * the declaration (the global shape exactly, or [B, ...shape]) and shared;
+ * then before every step each rank reads only its own tile (of batch
+ * step % B). Without a file an input is drawn from its initializer for the
+ * step; params are drawn once with step -1. i32 tensors take the floor of
+ * the drawn value (uniform(0, V) gives ids 0..V-1).
+ *
+ * Outputs: after the last step every rank sends its tile to rank 0
+ * (MPI_Gatherv), which places each tile in the global array and writes the
+ * .npy; the result is shared so every rank exits the same way. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *dtype_name(int32_t dtype) { return dtype == GSLRT_I32 ? "i32" : "f32"; }
+
+static void shape_str(char *buf, size_t len, const char *lead, int32_t rank, const int64_t *shape) {
+  size_t n = (size_t)snprintf(buf, len, "[%s", lead);
+  for (int32_t i = 0; i < rank && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%lld", i || *lead ? ", " : "", (long long)shape[i]);
+  if (n < len)
+    snprintf(buf + n, len - n, "]");
+}
+
+void gslrt_check_mesh(gslrt_ctx *ctx) {
+  int64_t devices = 1;
+  if (ctx->mesh_checked)
+    return;
+  ctx->mesh_checked = 1;
+  for (int i = 0; i < ctx->naxes; i++)
+    devices *= ctx->axis_size[i];
+  if (devices != ctx->nranks) {
+    char mesh[256] = "[";
+    size_t n = 1;
+    for (int i = 0; i < ctx->naxes && n < sizeof mesh; i++)
+      n += (size_t)snprintf(mesh + n, sizeof mesh - n, "%s%s = %lld", i ? ", " : "",
+                            ctx->axis_name[i], (long long)ctx->axis_size[i]);
+    if (n < sizeof mesh)
+      snprintf(mesh + n, sizeof mesh - n, "]");
+    if (ctx->naxes == 0)
+      gslrt_fail_all(ctx, "the program has no mesh (one device) but it was started on %d ranks "
+                     "(run it without mpirun, or with mpirun -np 1)", ctx->nranks);
+    gslrt_fail_all(ctx, "the program's mesh %s has %lld device%s but it was started on %d rank%s "
+                   "(mpirun -np %lld)", mesh, (long long)devices, devices == 1 ? "" : "s",
+                   ctx->nranks, ctx->nranks == 1 ? "" : "s", (long long)devices);
+  }
+  for (int i = ctx->naxes - 1, r = ctx->rank; i >= 0; i--) {
+    ctx->coord[i] = r % ctx->axis_size[i];
+    r = (int)(r / ctx->axis_size[i]);
+  }
+}
+
+void gslrt_tile(gslrt_ctx *ctx, int r, const char *what, int32_t rank, const int64_t *global_shape,
+                const int32_t *dim_axes, int64_t *local_shape, int64_t *local_offset) {
+  int64_t coord[GSLRT_MAX_AXES];
+  for (int i = ctx->naxes - 1; i >= 0; i--) {
+    coord[i] = r % ctx->axis_size[i];
+    r = (int)(r / ctx->axis_size[i]);
+  }
+  for (int32_t d = 0; d < rank; d++) {
+    int64_t shards = 1, index = 0;
+    for (int j = 0; j < GSLRT_MAX_AXES; j++) {
+      int32_t ax = dim_axes ? dim_axes[d * GSLRT_MAX_AXES + j] : -1;
+      if (ax < 0)
+        continue;
+      if (ax >= ctx->naxes)
+        gslrt_fail_all(ctx, "%s: dimension %d is split over mesh axis %d, but the mesh has %d axes",
+                       what, (int)d, (int)ax, ctx->naxes);
+      shards *= ctx->axis_size[ax];
+      index = index * ctx->axis_size[ax] + coord[ax];
+    }
+    if (global_shape[d] < 0 || global_shape[d] % shards != 0)
+      gslrt_fail_all(ctx, "%s: dimension %d of size %lld cannot be split into %lld equal shards",
+                     what, (int)d, (long long)global_shape[d], (long long)shards);
+    local_shape[d] = global_shape[d] / shards;
+    local_offset[d] = index * local_shape[d];
+  }
+}
+
+void gslrt_declare_axis(gslrt_ctx *ctx, const char *name, int64_t size) {
+  if (ctx->mesh_checked || ctx->naxes >= GSLRT_MAX_AXES || size < 1)
+    gslrt_fail_all(ctx, "gslrt_declare_axis: bad mesh axis %s = %lld (declared after a tensor, "
+                   "more than %d axes, or size < 1)", name, (long long)size, GSLRT_MAX_AXES);
+  ctx->axis_name[ctx->naxes] = name;
+  ctx->axis_size[ctx->naxes] = size;
+  ctx->naxes++;
+}
+
+static int64_t count_of(int32_t rank, const int64_t *shape) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < rank; i++)
+    n *= shape[i];
+  return n;
+}
+
+static void check_decl(gslrt_ctx *ctx, const char *call, const char *name, int32_t dtype,
+                       int32_t rank, void **slot) {
+  for (int i = 0; i < ctx->ntensors; i++)
+    if (!strcmp(ctx->tensors[i].name, name) && !strcmp(call, "gslrt_declare_tensor"))
+      gslrt_fail_all(ctx, "%s: %s declared twice", call, name);
+  for (int i = 0; i < ctx->noutputs; i++)
+    if (!strcmp(ctx->outputs[i].name, name) && !strcmp(call, "gslrt_declare_output"))
+      gslrt_fail_all(ctx, "%s: %s declared twice", call, name);
+  if ((dtype != GSLRT_F32 && dtype != GSLRT_I32) || rank < 0 || rank > GSLRT_MAX_RANK || !slot)
+    gslrt_fail_all(ctx, "%s: %s has a bad dtype %d, rank %d or slot", call, name, (int)dtype,
+                   (int)rank);
+}
+
+void gslrt_declare_tensor(gslrt_ctx *ctx, const char *name, int32_t kind, int32_t dtype,
+                          int32_t rank, const int64_t *global_shape, const int32_t *dim_axes,
+                          void **slot, int32_t init, double a, double b, uint32_t stream,
+                          int32_t frozen) {
+  gslrt_check_mesh(ctx);
+  check_decl(ctx, "gslrt_declare_tensor", name, dtype, rank, slot);
+  if ((kind != GSLRT_PARAM && kind != GSLRT_INPUT) || init < GSLRT_INIT_NONE ||
+      init > GSLRT_INIT_UNIFORM)
+    gslrt_fail_all(ctx, "gslrt_declare_tensor: %s has a bad kind %d or initializer %d", name,
+                   (int)kind, (int)init);
+  gslrt_tensor *grown = realloc(ctx->tensors, (size_t)(ctx->ntensors + 1) * sizeof *grown);
+  if (!grown)
+    gslrt_fatal(ctx, "gslrt_declare_tensor: out of memory");
+  ctx->tensors = grown;
+  gslrt_tensor *t = &ctx->tensors[ctx->ntensors++];
+  memset(t, 0, sizeof *t);
+  t->name = name, t->kind = kind, t->dtype = dtype, t->rank = rank;
+  memcpy(t->global_shape, global_shape, (size_t)rank * sizeof *global_shape);
+  t->slot = slot, t->init = init, t->a = a, t->b = b, t->stream = stream, t->frozen = frozen;
+  gslrt_tile(ctx, ctx->rank, name, rank, global_shape, dim_axes, t->local_shape, t->local_offset);
+  t->local_count = count_of(rank, t->local_shape);
+  *slot = gslrt_alloc(ctx, t->local_count * 4);
+}
+
+void gslrt_declare_output(gslrt_ctx *ctx, const char *name, int32_t dtype, int32_t rank,
+                          const int64_t *global_shape, const int32_t *dim_axes, void **slot) {
+  gslrt_check_mesh(ctx);
+  check_decl(ctx, "gslrt_declare_output", name, dtype, rank, slot);
+  gslrt_output *grown = realloc(ctx->outputs, (size_t)(ctx->noutputs + 1) * sizeof *grown);
+  if (!grown)
+    gslrt_fatal(ctx, "gslrt_declare_output: out of memory");
+  ctx->outputs = grown;
+  gslrt_output *o = &ctx->outputs[ctx->noutputs++];
+  memset(o, 0, sizeof *o);
+  o->name = name, o->dtype = dtype, o->rank = rank, o->slot = slot;
+  memcpy(o->global_shape, global_shape, (size_t)rank * sizeof *global_shape);
+  for (int i = 0; i < rank * GSLRT_MAX_AXES; i++)
+    o->dim_axes[i] = dim_axes ? dim_axes[i] : -1;
+  gslrt_tile(ctx, ctx->rank, name, rank, global_shape, dim_axes, o->local_shape, o->local_offset);
+  o->local_count = count_of(rank, o->local_shape);
+}
+
+void gslrt_check_bindings(gslrt_ctx *ctx) {
+  const gslrt_options *op = &ctx->opts;
+  for (int i = 0; i < op->ninputs; i++) {
+    gslrt_tensor *t = NULL;
+    for (int k = 0; k < ctx->ntensors; k++)
+      if (!strcmp(ctx->tensors[k].name, op->inputs[i].name))
+        t = &ctx->tensors[k];
+    if (!t)
+      gslrt_usage_error(ctx, "--input %s=%s: the program has no input named %s", op->inputs[i].name,
+                        op->inputs[i].file, op->inputs[i].name);
+    if (t->kind != GSLRT_INPUT)
+      gslrt_usage_error(ctx, "--input %s=%s: %s is a param, not an input", op->inputs[i].name,
+                        op->inputs[i].file, op->inputs[i].name);
+    t->file = op->inputs[i].file;
+  }
+  for (int i = 0; i < op->noutputs; i++) {
+    gslrt_output *o = NULL;
+    for (int k = 0; k < ctx->noutputs; k++)
+      if (!strcmp(ctx->outputs[k].name, op->outputs[i].name))
+        o = &ctx->outputs[k];
+    if (!o) {
+      char names[256] = "";
+      size_t n = 0;
+      for (int k = 0; k < ctx->noutputs && n < sizeof names; k++)
+        n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", k ? ", " : "",
+                              ctx->outputs[k].name);
+      gslrt_usage_error(ctx, "--output %s=%s: the program has no output named %s (%s%s)",
+                        op->outputs[i].name, op->outputs[i].file, op->outputs[i].name,
+                        ctx->noutputs ? "outputs: " : "it declares no output", names);
+    }
+    o->file = op->outputs[i].file;
+  }
+  for (int k = 0; k < ctx->ntensors; k++) {
+    gslrt_tensor *t = &ctx->tensors[k];
+    if (t->kind == GSLRT_INPUT && !t->file && t->init == GSLRT_INIT_NONE)
+      gslrt_usage_error(ctx, "input %s has no initializer; bind it with --input %s=FILE", t->name,
+                        t->name);
+  }
+}
+
+/* Checks t's file header against its declaration, on rank 0; 0 or -1 with err. */
+static int check_input_file(gslrt_tensor *t, char *err, int errlen) {
+  int rc = -1;
+  char msg[GSLRT_ERRLEN];
+  gslrt_npy *h = &t->npy;
+  if (gslrt_npy_read_header(t->file, h, msg, sizeof msg) != 0) {
+    snprintf(err, (size_t)errlen, "input %s: %s", t->name, msg);
+    goto fn_exit;
+  }
+  int exact = h->rank == t->rank, batched = h->rank == t->rank + 1 && h->shape[0] >= 1;
+  for (int32_t d = 0; d < t->rank; d++) {
+    exact = exact && h->shape[d] == t->global_shape[d];
+    batched = batched && h->shape[d + 1] == t->global_shape[d];
+  }
+  if (h->dtype != t->dtype || (!exact && !batched)) {
+    char found[160], want[160], wantb[160];
+    shape_str(found, sizeof found, "", h->rank, h->shape);
+    shape_str(want, sizeof want, "", t->rank, t->global_shape);
+    shape_str(wantb, sizeof wantb, "B", t->rank, t->global_shape);
+    snprintf(err, (size_t)errlen, "input %s: %s has shape %s (%s), expected %s (%s) or %s",
+             t->name, t->file, found, dtype_name(h->dtype), want, dtype_name(t->dtype), wantb);
+    goto fn_exit;
+  }
+  t->batches = exact ? 0 : h->shape[0];
+  rc = 0;
+fn_exit:
+  return rc;
+}
+
+void gslrt_open_inputs(gslrt_ctx *ctx) {
+  char err[GSLRT_ERRLEN] = "";
+  int status = 0;
+  for (int k = 0; k < ctx->ntensors; k++) {
+    gslrt_tensor *t = &ctx->tensors[k];
+    if (!t->file)
+      continue;
+    if (ctx->rank == 0 && status == 0)
+      status = check_input_file(t, err, sizeof err);
+    gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+    if (status != 0)
+      gslrt_fail_all(ctx, "%s", err);
+    gslrt_mpi_check(ctx, MPI_Bcast(&t->npy, (int)sizeof t->npy, MPI_BYTE, 0, ctx->comm), "MPI_Bcast");
+    gslrt_mpi_check(ctx, MPI_Bcast(&t->batches, 1, MPI_INT64_T, 0, ctx->comm), "MPI_Bcast");
+  }
+}
+
+/* Fills t's tile from its initializer for step. */
+static void fill_init(gslrt_ctx *ctx, gslrt_tensor *t, int64_t step) {
+  void *buf = *t->slot;
+  switch (t->init) {
+  case GSLRT_INIT_NONE:
+  case GSLRT_INIT_ZEROS:
+    memset(buf, 0, (size_t)t->local_count * 4);
+    return;
+  case GSLRT_INIT_ONES:
+    for (int64_t i = 0; i < t->local_count; i++) {
+      if (t->dtype == GSLRT_I32)
+        ((int32_t *)buf)[i] = 1;
+      else
+        ((float *)buf)[i] = 1.0f;
+    }
+    return;
+  default:
+    gslrt_rng_fill(ctx, buf, t->init == GSLRT_INIT_NORMAL ? GSLRT_NORMAL : GSLRT_UNIFORM, t->a, t->b,
+                   t->stream, step, t->rank, t->global_shape, t->local_offset, t->local_shape);
+    if (t->dtype == GSLRT_I32)
+      for (int64_t i = 0; i < t->local_count; i++) {
+        float f;
+        memcpy(&f, (char *)buf + 4 * i, 4);
+        ((int32_t *)buf)[i] = (int32_t)floorf(f);
+      }
+  }
+}
+
+void gslrt_init_params(gslrt_ctx *ctx) {
+  for (int k = 0; k < ctx->ntensors; k++)
+    if (ctx->tensors[k].kind == GSLRT_PARAM)
+      fill_init(ctx, &ctx->tensors[k], -1);
+}
+
+void gslrt_bind_inputs(gslrt_ctx *ctx, int64_t step) {
+  char err[GSLRT_ERRLEN];
+  for (int k = 0; k < ctx->ntensors; k++) {
+    gslrt_tensor *t = &ctx->tensors[k];
+    if (t->kind != GSLRT_INPUT)
+      continue;
+    if (!t->file) {
+      fill_init(ctx, t, step);
+      continue;
+    }
+    int64_t off[GSLRT_MAX_RANK + 1], cnt[GSLRT_MAX_RANK + 1];
+    int lead = t->batches ? 1 : 0;
+    off[0] = t->batches ? step % t->batches : 0;
+    cnt[0] = 1;
+    for (int32_t d = 0; d < t->rank; d++)
+      off[d + lead] = t->local_offset[d], cnt[d + lead] = t->local_shape[d];
+    if (gslrt_npy_read_tile(t->file, &t->npy, off, cnt, *t->slot, err, sizeof err) != 0)
+      gslrt_fatal(ctx, "input %s: %s", t->name, err);
+  }
+}
+
+/* Copies a tile (row-major, local_shape at local_offset) into the global array. */
+static void place_tile(char *global, int32_t rank, const int64_t *gshape, const int64_t *off,
+                       const int64_t *shape, const char *src) {
+  int64_t idx[GSLRT_MAX_RANK] = {0}, rows = 1;
+  int64_t run = rank ? shape[rank - 1] : 1;
+  for (int32_t d = 0; d + 1 < rank; d++)
+    rows *= shape[d];
+  if (run == 0)
+    return;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t e = 0;
+    for (int32_t d = 0; d < rank; d++)
+      e = e * gshape[d] + off[d] + (d + 1 < rank ? idx[d] : 0);
+    memcpy(global + 4 * e, src, (size_t)run * 4);
+    src += 4 * run;
+    for (int32_t d = rank - 2; d >= 0; d--) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/* Gathers output o on rank 0 and writes it; returns the status there. */
+static int write_output(gslrt_ctx *ctx, gslrt_output *o, char *err, int errlen) {
+  int rc = -1;
+  int *counts = NULL, *displs = NULL;
+  char *all = NULL, *global = NULL;
+  const void *mine = *o->slot;
+  if (!mine && o->local_count > 0)
+    gslrt_fatal(ctx, "output %s has no buffer (gsl_setup left its slot empty)", o->name);
+  if (ctx->nranks == 1) {
+    rc = gslrt_npy_write(o->file, o->dtype, o->rank, o->global_shape, mine, err, errlen);
+    goto fn_exit;
+  }
+  int64_t total = 0, gcount = count_of(o->rank, o->global_shape);
+  if (ctx->rank == 0) {
+    counts = malloc((size_t)ctx->nranks * sizeof *counts);
+    displs = malloc((size_t)ctx->nranks * sizeof *displs);
+    if (!counts || !displs)
+      gslrt_fatal(ctx, "output %s: out of memory", o->name);
+    for (int r = 0; r < ctx->nranks; r++) {
+      int64_t shape[GSLRT_MAX_RANK], off[GSLRT_MAX_RANK];
+      gslrt_tile(ctx, r, o->name, o->rank, o->global_shape, o->dim_axes, shape, off);
+      int64_t n = count_of(o->rank, shape);
+      if (total + n > INT32_MAX)
+        gslrt_fatal(ctx, "output %s: %lld elements are too many to gather", o->name,
+                    (long long)(total + n));
+      counts[r] = (int)n, displs[r] = (int)total;
+      total += n;
+    }
+    all = malloc((size_t)total * 4 + 4);
+    global = malloc((size_t)gcount * 4 + 4);
+    if (!all || !global)
+      gslrt_fatal(ctx, "output %s: cannot allocate %lld bytes to gather it", o->name,
+                  (long long)(total + gcount) * 4);
+  }
+  gslrt_mpi_check(ctx, MPI_Gatherv(mine, (int)o->local_count, MPI_FLOAT, all, counts, displs,
+                                   MPI_FLOAT, 0, ctx->comm), "MPI_Gatherv");
+  if (ctx->rank == 0) {
+    for (int r = 0; r < ctx->nranks; r++) {
+      int64_t shape[GSLRT_MAX_RANK], off[GSLRT_MAX_RANK];
+      gslrt_tile(ctx, r, o->name, o->rank, o->global_shape, o->dim_axes, shape, off);
+      place_tile(global, o->rank, o->global_shape, off, shape, all + 4 * (int64_t)displs[r]);
+    }
+    rc = gslrt_npy_write(o->file, o->dtype, o->rank, o->global_shape, global, err, errlen);
+  } else {
+    rc = 0;
+  }
+fn_exit:
+  free(counts);
+  free(displs);
+  free(all);
+  free(global);
+  return rc;
+}
+
+void gslrt_write_outputs(gslrt_ctx *ctx) {
+  char err[GSLRT_ERRLEN] = "";
+  for (int k = 0; k < ctx->noutputs; k++) {
+    gslrt_output *o = &ctx->outputs[k];
+    if (!o->file)
+      continue;
+    int status = write_output(ctx, o, err, sizeof err);
+    gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+    if (status != 0)
+      gslrt_fail_all(ctx, "output %s: %s", o->name, err);
+  }
+}
+
+int64_t gslrt_tokens_per_step(const gslrt_ctx *ctx) {
+  int64_t n = 1;
+  for (int k = 0; k < ctx->ntensors; k++) {
+    const gslrt_tensor *t = &ctx->tensors[k];
+    if (t->kind != GSLRT_INPUT)
+      continue;
+    for (int32_t d = 0; d + 1 < t->rank; d++)
+      n *= t->global_shape[d];
+    break;
+  }
+  return n;
+}

@@ -1,0 +1,1 @@
+# tests/local.mk — the test lists, included by Makefile.am.

@@ -1,0 +1,45 @@
+/* main.c — the unit-test registry: every suite of tests.h, run with CUnit's
+ * basic interface; the exit status is the number of failures. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <CUnit/Basic.h>
+
+#include "tests.h"
+
+CU_pSuite tests_suite(const char *name) {
+  CU_pSuite s = CU_add_suite(name, NULL, NULL);
+  if (!s) {
+    fprintf(stderr, "unit_tests: cannot add suite %s: %s\n", name, CU_get_error_msg());
+    exit(99);
+  }
+  return s;
+}
+
+void tests_add(CU_pSuite s, const char *name, CU_TestFunc fn) {
+  if (!CU_add_test(s, name, fn)) {
+    fprintf(stderr, "unit_tests: cannot add test %s: %s\n", name, CU_get_error_msg());
+    exit(99);
+  }
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS)
+    return 99;
+  add_lexer_tests();
+  add_parser_tests();
+  add_sema_tests();
+  add_ir_tests();
+  add_codegen_tests();
+  add_runtime_tests();
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+  unsigned run = CU_get_number_of_tests_run();
+  CU_cleanup_registry();
+  if (run == 0) {
+    fprintf(stderr, "unit_tests: no test ran\n");
+    return 99;
+  }
+  return failed > 0 ? 1 : 0;
+}

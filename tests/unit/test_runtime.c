@@ -1,0 +1,504 @@
+/* test_runtime.c — the runtime's pieces that need no MPI: Philox against
+ * Random123's known answers, the draws of gslrt_rng_fill (recipe, tile
+ * invariance, moments), .npy reading and writing (exact header bytes, tiles,
+ * malformed files), gslrt_sgemm against a triple loop, mesh tiles, and the
+ * option parser with each of its usage errors. Expected values are computed
+ * independently of the code under test (published vectors, hand-written
+ * bytes, naive loops). */
+#include "internal.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests.h"
+
+#define TWO_M24 (1.0 / 16777216.0)
+
+/* A scratch directory for files, made on first use, removed at exit. */
+static char tmpdir[64];
+
+static void remove_tmpdir(void) {
+  DIR *d = opendir(tmpdir);
+  struct dirent *e;
+  char path[384];
+  while (d && (e = readdir(d)) != NULL) {
+    snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      unlink(path);
+  }
+  if (d)
+    closedir(d);
+  rmdir(tmpdir);
+}
+
+static const char *tmp_path(const char *name) {
+  static char buf[4][128];
+  static int next;
+  if (!tmpdir[0]) {
+    strcpy(tmpdir, "/tmp/gslrt_test_XXXXXX");
+    if (!mkdtemp(tmpdir))
+      CU_FAIL_FATAL("mkdtemp failed");
+    atexit(remove_tmpdir);
+  }
+  char *p = buf[next++ % 4];
+  snprintf(p, sizeof buf[0], "%s/%s", tmpdir, name);
+  return p;
+}
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fwrite(data, 1, n, f), n);
+  fclose(f);
+}
+
+/* A v1.0 file with the given header text and n zero data bytes. */
+static const char *npy_with_header(const char *name, const char *text, size_t n) {
+  unsigned char buf[512] = {0};
+  size_t len = strlen(text);
+  memcpy(buf, "\x93NUMPY\x01\x00", 8);
+  buf[8] = (unsigned char)len, buf[9] = (unsigned char)(len >> 8);
+  memcpy(buf + 10, text, len);
+  const char *p = tmp_path(name);
+  write_bytes(p, buf, 10 + len + n);
+  return p;
+}
+
+/* ---- Philox and the draws ------------------------------------------------ */
+
+static void test_philox_kat(void) {
+  /* Random123 tests/kat_vectors, "philox4x32 10" lines. */
+  static const uint32_t v[3][10] = {
+      {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+      {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
+       0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+      {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09,
+       0x94fdcceb, 0x5001e420, 0x24126ea1},
+  };
+  for (int t = 0; t < 3; t++) {
+    uint32_t out[4];
+    gslrt_philox(v[t], v[t] + 4, out);
+    for (int i = 0; i < 4; i++)
+      CU_ASSERT_EQUAL(out[i], v[t][6 + i]);
+  }
+}
+
+static void test_rng_recipe(void) {
+  /* seed 0, stream 0, step 0, index 0: the counter and key are all zero, so
+   * the words are the first known answer. */
+  double u = gslrt_rng_uniform01(0, 0, 0, 0);
+  CU_ASSERT_EQUAL(u, 0x6627e8 * TWO_M24);
+  double z = gslrt_rng_normal01(0, 0, 0, 0);
+  double u1 = (0x6627e8 + 1) * TWO_M24, u2 = 0xe169c5 * TWO_M24;
+  CU_ASSERT_DOUBLE_EQUAL(z, sqrt(-2 * log(u1)) * cos(2 * 3.14159265358979323846 * u2), 1e-15);
+  /* All ones: index 2^64-1, step -1 (the params' sentinel), stream and seed all ones. */
+  CU_ASSERT_EQUAL(gslrt_rng_uniform01(UINT64_MAX, 0xffffffff, -1, UINT64_MAX), 0x408f27 * TWO_M24);
+  /* Through gslrt_rng_fill: element 0 of uniform(-1, 3) and normal(std 2). */
+  gslrt_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  int64_t shape[1] = {1};
+  float f;
+  gslrt_rng_fill(&ctx, &f, GSLRT_UNIFORM, -1, 3, 0, 0, 1, shape, NULL, shape);
+  CU_ASSERT_EQUAL(f, (float)(-1 + 4 * (0x6627e8 * TWO_M24)));
+  gslrt_rng_fill(&ctx, &f, GSLRT_NORMAL, 2, 0, 0, 0, 1, shape, NULL, shape);
+  CU_ASSERT_EQUAL(f, (float)(2 * z));
+  /* The counter layout: element i = 5 of stream 9 at step 4 with seed 2^32 + 3. */
+  ctx.seed = (1ull << 32) + 3;
+  int64_t big[2] = {2, 3}, off[2] = {1, 2}, one[2] = {1, 1};
+  uint32_t ctr[4] = {5, 0, 4, 9}, key[2] = {3, 1}, out[4];
+  gslrt_philox(ctr, key, out);
+  gslrt_rng_fill(&ctx, &f, GSLRT_UNIFORM, 0, 1, 9, 4, 2, big, off, one);
+  CU_ASSERT_EQUAL(f, (float)((out[0] >> 8) * TWO_M24));
+}
+
+static void test_rng_tiles(void) {
+  gslrt_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.seed = 42;
+  int64_t g[3] = {4, 6, 5}, off[3] = {1, 2, 0}, loc[3] = {2, 3, 5}, off2[3] = {2, 0, 3},
+          loc2[3] = {2, 6, 2};
+  float whole[120], tile[30], tile2[24];
+  for (int dist = 0; dist < 2; dist++) {
+    gslrt_rng_fill(&ctx, whole, dist, 0.5, 2, 7, 3, 3, g, NULL, g);
+    gslrt_rng_fill(&ctx, tile, dist, 0.5, 2, 7, 3, 3, g, off, loc);
+    gslrt_rng_fill(&ctx, tile2, dist, 0.5, 2, 7, 3, 3, g, off2, loc2);
+    int same = 1, e = 0;
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 3; j++)
+        for (int k = 0; k < 5; k++)
+          same &= tile[e++] == whole[((1 + i) * 6 + 2 + j) * 5 + k];
+    e = 0;
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 6; j++)
+        for (int k = 0; k < 2; k++)
+          same &= tile2[e++] == whole[((2 + i) * 6 + j) * 5 + 3 + k];
+    CU_ASSERT(same);
+  }
+  /* A different step or stream gives different numbers. */
+  float other[120];
+  gslrt_rng_fill(&ctx, other, GSLRT_UNIFORM, 0, 1, 7, 4, 3, g, NULL, g);
+  gslrt_rng_fill(&ctx, whole, GSLRT_UNIFORM, 0, 1, 7, 3, 3, g, NULL, g);
+  CU_ASSERT(memcmp(other, whole, sizeof whole) != 0);
+  gslrt_rng_fill(&ctx, other, GSLRT_UNIFORM, 0, 1, 8, 3, 3, g, NULL, g);
+  CU_ASSERT(memcmp(other, whole, sizeof whole) != 0);
+}
+
+static void test_rng_moments(void) {
+  enum { N = 100000 };
+  gslrt_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.seed = 1234;
+  float *v = malloc(N * sizeof *v);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+  int64_t shape[1] = {N};
+  gslrt_rng_fill(&ctx, v, GSLRT_UNIFORM, 0, 1, 1, 0, 1, shape, NULL, shape);
+  double sum = 0, sq = 0;
+  int in_range = 1;
+  for (int i = 0; i < N; i++) {
+    in_range &= v[i] >= 0 && v[i] < 1;
+    sum += v[i];
+  }
+  CU_ASSERT(in_range);
+  CU_ASSERT(fabs(sum / N - 0.5) < 0.01);
+  gslrt_rng_fill(&ctx, v, GSLRT_UNIFORM, -2, 3, 1, 0, 1, shape, NULL, shape);
+  in_range = 1;
+  for (int i = 0; i < N; i++)
+    in_range &= v[i] >= -2 && v[i] < 3;
+  CU_ASSERT(in_range);
+  gslrt_rng_fill(&ctx, v, GSLRT_NORMAL, 1, 0, 2, 0, 1, shape, NULL, shape);
+  sum = 0;
+  for (int i = 0; i < N; i++)
+    sum += v[i], sq += (double)v[i] * v[i];
+  double mean = sum / N, sd = sqrt(sq / N - mean * mean);
+  CU_ASSERT(fabs(mean) < 0.02);
+  CU_ASSERT(fabs(sd - 1) < 0.02);
+  gslrt_rng_fill(&ctx, v, GSLRT_NORMAL, 0.02, 0, 2, 0, 1, shape, NULL, shape);
+  sq = 0;
+  for (int i = 0; i < N; i++)
+    sq += (double)v[i] * v[i];
+  CU_ASSERT(fabs(sqrt(sq / N) - 0.02) < 0.001);
+  free(v);
+}
+
+/* ---- .npy ---------------------------------------------------------------- */
+
+static void check_header_bytes(const char *path, const char *dict, size_t datalen) {
+  unsigned char buf[256];
+  FILE *f = fopen(path, "rb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(n, 128 + datalen);
+  CU_ASSERT(memcmp(buf, "\x93NUMPY\x01\x00\x76\x00", 10) == 0);
+  CU_ASSERT(memcmp(buf + 10, dict, strlen(dict)) == 0);
+  int pad = 1;
+  for (size_t i = 10 + strlen(dict); i < 127; i++)
+    pad &= buf[i] == ' ';
+  CU_ASSERT(pad);
+  CU_ASSERT_EQUAL(buf[127], '\n');
+}
+
+static void test_npy_roundtrip(void) {
+  char err[GSLRT_ERRLEN];
+  int64_t shape[2] = {2, 3}, off[2] = {0, 0};
+  float f[6] = {1.5f, -2, 3e-7f, 4, 5, 6}, g[6];
+  int32_t i[6] = {1, -2, 3, 2147483647, -2147483647 - 1, 0}, j[6];
+  gslrt_npy h;
+  const char *pf = tmp_path("f.npy"), *pi = tmp_path("i.npy");
+  CU_ASSERT_EQUAL(gslrt_npy_write(pf, GSLRT_F32, 2, shape, f, err, sizeof err), 0);
+  check_header_bytes(pf, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 24);
+  CU_ASSERT_EQUAL(gslrt_npy_read_header(pf, &h, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(h.dtype, GSLRT_F32);
+  CU_ASSERT_EQUAL(h.rank, 2);
+  CU_ASSERT_EQUAL(h.shape[0], 2);
+  CU_ASSERT_EQUAL(h.shape[1], 3);
+  CU_ASSERT_EQUAL(h.data_offset, 128);
+  CU_ASSERT_EQUAL(gslrt_npy_read_tile(pf, &h, off, shape, g, err, sizeof err), 0);
+  CU_ASSERT(memcmp(f, g, sizeof f) == 0);
+  CU_ASSERT_EQUAL(gslrt_npy_write(pi, GSLRT_I32, 2, shape, i, err, sizeof err), 0);
+  check_header_bytes(pi, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }", 24);
+  CU_ASSERT_EQUAL(gslrt_npy_read_header(pi, &h, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(h.dtype, GSLRT_I32);
+  CU_ASSERT_EQUAL(gslrt_npy_read_tile(pi, &h, off, shape, j, err, sizeof err), 0);
+  CU_ASSERT(memcmp(i, j, sizeof i) == 0);
+  /* One dimension writes "(3,)", a scalar "()". */
+  int64_t three[1] = {3};
+  CU_ASSERT_EQUAL(gslrt_npy_write(pf, GSLRT_F32, 1, three, f, err, sizeof err), 0);
+  check_header_bytes(pf, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 12);
+  CU_ASSERT_EQUAL(gslrt_npy_write(pf, GSLRT_F32, 0, three, f, err, sizeof err), 0);
+  check_header_bytes(pf, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 4);
+  CU_ASSERT_EQUAL(gslrt_npy_read_header(pf, &h, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(h.rank, 0);
+  /* A failed write leaves neither the file nor its .tmp. */
+  CU_ASSERT_EQUAL(gslrt_npy_write("/nonexistent-dir/x.npy", GSLRT_F32, 1, three, f, err, sizeof err), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent-dir/x.npy.tmp"));
+  CU_ASSERT_EQUAL(access(tmp_path("f.npy.tmp"), F_OK), -1);
+}
+
+static void test_npy_tile(void) {
+  char err[GSLRT_ERRLEN];
+  int64_t shape[3] = {3, 4, 5};
+  int32_t all[60], got[60];
+  gslrt_npy h;
+  for (int e = 0; e < 60; e++)
+    all[e] = e * 7 - 3;
+  const char *p = tmp_path("t.npy");
+  CU_ASSERT_EQUAL_FATAL(gslrt_npy_write(p, GSLRT_I32, 3, shape, all, err, sizeof err), 0);
+  CU_ASSERT_EQUAL_FATAL(gslrt_npy_read_header(p, &h, err, sizeof err), 0);
+  /* Whole rows (the last two dimensions merge into runs of 10). */
+  int64_t off[3] = {1, 2, 0}, cnt[3] = {2, 2, 5};
+  CU_ASSERT_EQUAL(gslrt_npy_read_tile(p, &h, off, cnt, got, err, sizeof err), 0);
+  int ok = 1, e = 0;
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++)
+      for (int k = 0; k < 5; k++)
+        ok &= got[e++] == all[((1 + i) * 4 + 2 + j) * 5 + k];
+  CU_ASSERT(ok);
+  /* Partial rows. */
+  int64_t off2[3] = {0, 1, 2}, cnt2[3] = {3, 2, 2};
+  CU_ASSERT_EQUAL(gslrt_npy_read_tile(p, &h, off2, cnt2, got, err, sizeof err), 0);
+  ok = 1, e = 0;
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 2; j++)
+      for (int k = 0; k < 2; k++)
+        ok &= got[e++] == all[(i * 4 + 1 + j) * 5 + 2 + k];
+  CU_ASSERT(ok);
+  /* One batch of a [B, ...] file. */
+  int64_t off3[3] = {2, 0, 0}, cnt3[3] = {1, 4, 5};
+  CU_ASSERT_EQUAL(gslrt_npy_read_tile(p, &h, off3, cnt3, got, err, sizeof err), 0);
+  CU_ASSERT(memcmp(got, all + 40, 20 * 4) == 0);
+  int64_t bad[3] = {2, 0, 1};
+  CU_ASSERT_EQUAL(gslrt_npy_read_tile(p, &h, bad, cnt3, got, err, sizeof err), -1);
+}
+
+/* Expects the header of path to be rejected with a message containing want. */
+static void expect_bad(const char *path, const char *want) {
+  char err[GSLRT_ERRLEN] = "";
+  gslrt_npy h;
+  CU_ASSERT_EQUAL(gslrt_npy_read_header(path, &h, err, sizeof err), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, path));
+}
+
+static void test_npy_malformed(void) {
+  const char *good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n";
+  char err[GSLRT_ERRLEN];
+  gslrt_npy h;
+  CU_ASSERT_EQUAL(gslrt_npy_read_header(npy_with_header("ok.npy", good, 24), &h, err, sizeof err), 0);
+  expect_bad(npy_with_header("short.npy", good, 23), "needs 24 bytes");
+  const char *p = tmp_path("trunc.npy");
+  write_bytes(p, "\x93NUMPY\x01", 7);
+  expect_bad(p, "truncated");
+  p = tmp_path("trunc2.npy");
+  write_bytes(p, "\x93NUMPY\x01\x00\x40\x00{'descr'", 18);
+  expect_bad(p, "truncated");
+  p = tmp_path("magic.npy");
+  write_bytes(p, "\x93NUMPZ\x01\x00\x02\x00{}", 12);
+  expect_bad(p, "bad magic");
+  p = tmp_path("version.npy");
+  write_bytes(p, "\x93NUMPY\x04\x00\x02\x00{}", 12);
+  expect_bad(p, "version 4.0");
+  expect_bad(npy_with_header("fortran.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24),
+             "fortran_order True");
+  expect_bad(npy_with_header("be.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 24),
+             "unsupported dtype '>f4'");
+  expect_bad(npy_with_header("f8.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", 48),
+             "unsupported dtype '<f8'");
+  expect_bad(npy_with_header("nokey.npy", "{'descr': '<f4', 'shape': (2, 3), }", 24),
+             "missing 'fortran_order'");
+  expect_bad(npy_with_header("extra.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", 8),
+             "unexpected or repeated key 'x'");
+  expect_bad(npy_with_header("twice.npy", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': ()}", 4),
+             "unexpected or repeated key 'descr'");
+  expect_bad(npy_with_header("shape.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", 24),
+             "bad 'shape'");
+  expect_bad(npy_with_header("garbage.npy", "\x01\x02garbage", 0), "expected '{'");
+  expect_bad(npy_with_header("unclosed.npy", "{'descr': '<f4", 0), "malformed");
+  expect_bad(npy_with_header("huge.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999, 99999999999), }", 0),
+             "too large");
+  expect_bad(tmp_path("missing.npy"), "cannot open");
+  /* Version 2.0 with a 4-byte length and double quotes is fine. */
+  unsigned char v2[80] = "\x93NUMPY\x02\x00";
+  const char *dq = "{\"descr\": \"<i4\", \"fortran_order\": False, \"shape\": (1,)}\n";
+  size_t len = strlen(dq);
+  v2[8] = (unsigned char)len;
+  memcpy(v2 + 12, dq, len);
+  p = tmp_path("v2.npy");
+  write_bytes(p, v2, 12 + len + 4);
+  CU_ASSERT_EQUAL(gslrt_npy_read_header(p, &h, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(h.dtype, GSLRT_I32);
+  CU_ASSERT_EQUAL(h.data_offset, (int64_t)(12 + len));
+}
+
+/* ---- sgemm ---------------------------------------------------------------- */
+
+static void test_sgemm(void) {
+  enum { B = 3, M = 4, N = 5, K = 6, LD = 9, STRIDE = 64 };
+  float a[B * STRIDE], b[B * STRIDE], c[B * STRIDE], want;
+  for (int i = 0; i < B * STRIDE; i++)
+    a[i] = (float)((i * 37) % 11) - 5, b[i] = (float)((i * 53) % 13) - 6;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      for (int i = 0; i < B * STRIDE; i++)
+        c[i] = -999;
+      gslrt_sgemm(B, ta, tb, M, N, K, a, LD, STRIDE, b, LD, STRIDE, c, LD, STRIDE);
+      int ok = 1;
+      for (int e = 0; e < B; e++)
+        for (int i = 0; i < M; i++)
+          for (int j = 0; j < N; j++) {
+            want = 0;
+            for (int k = 0; k < K; k++)
+              want += (ta ? a[e * STRIDE + k * LD + i] : a[e * STRIDE + i * LD + k]) *
+                      (tb ? b[e * STRIDE + j * LD + k] : b[e * STRIDE + k * LD + j]);
+            ok &= c[e * STRIDE + i * LD + j] == want;
+          }
+      CU_ASSERT(ok);
+      CU_ASSERT_EQUAL(c[N], -999); /* the padding between rows is untouched */
+    }
+}
+
+/* ---- mesh tiles ------------------------------------------------------------ */
+
+static void test_tiles(void) {
+  gslrt_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.naxes = 2;
+  ctx.axis_size[0] = 2, ctx.axis_size[1] = 3;
+  int32_t axes[2 * GSLRT_MAX_AXES];
+  for (int i = 0; i < 2 * GSLRT_MAX_AXES; i++)
+    axes[i] = -1;
+  axes[0] = 0, axes[1] = 1;         /* dimension 0 over (a, b) */
+  axes[GSLRT_MAX_AXES] = 1;         /* dimension 1 over b */
+  int64_t g[2] = {12, 9}, shape[2], off[2];
+  gslrt_tile(&ctx, 4, "t", 2, g, axes, shape, off); /* rank 4 = (1, 1) */
+  CU_ASSERT_EQUAL(shape[0], 2);
+  CU_ASSERT_EQUAL(off[0], 8);
+  CU_ASSERT_EQUAL(shape[1], 3);
+  CU_ASSERT_EQUAL(off[1], 3);
+  gslrt_tile(&ctx, 2, "t", 2, g, axes, shape, off); /* rank 2 = (0, 2) */
+  CU_ASSERT_EQUAL(off[0], 4);
+  CU_ASSERT_EQUAL(off[1], 6);
+  axes[0] = 1, axes[1] = 0; /* (b, a): index = c_b * 2 + c_a */
+  gslrt_tile(&ctx, 4, "t", 2, g, axes, shape, off);
+  CU_ASSERT_EQUAL(off[0], 6);
+  gslrt_tile(&ctx, 5, "t", 2, g, NULL, shape, off); /* replicated */
+  CU_ASSERT_EQUAL(shape[0], 12);
+  CU_ASSERT_EQUAL(off[0], 0);
+  CU_ASSERT_EQUAL(shape[1], 9);
+}
+
+/* ---- options --------------------------------------------------------------- */
+
+static int parse(char *line, gslrt_options *o, char *err) {
+  char *argv[32];
+  int argc = 0;
+  argv[argc++] = "prog";
+  for (char *w = strtok(line, " "); w && argc < 31; w = strtok(NULL, " "))
+    argv[argc++] = w;
+  argv[argc] = NULL;
+  return gslrt_parse_options(argc, argv, o, err, GSLRT_ERRLEN);
+}
+
+static void test_options(void) {
+  gslrt_options o;
+  char err[GSLRT_ERRLEN];
+  char l0[] = "";
+  CU_ASSERT_EQUAL(parse(l0, &o, err), 0);
+  CU_ASSERT_EQUAL(o.steps, 1);
+  CU_ASSERT_EQUAL(o.seed, 0);
+  CU_ASSERT_EQUAL(o.log_every, 0);
+  CU_ASSERT(!o.quiet && !o.help && !o.version && !o.resume && !o.checkpoint && !o.ninputs);
+  gslrt_free_options(&o);
+  char l1[] = "--steps 10 --seed=18446744073709551615 --input x=a.npy --input=y=dir/b=c.npy "
+              "--output z=o.npy --log-every=3 --quiet --checkpoint ck --checkpoint-every 5 --resume";
+  CU_ASSERT_EQUAL_FATAL(parse(l1, &o, err), 0);
+  CU_ASSERT_EQUAL(o.steps, 10);
+  CU_ASSERT_EQUAL(o.seed, UINT64_MAX);
+  CU_ASSERT_EQUAL(o.ninputs, 2);
+  CU_ASSERT_STRING_EQUAL(o.inputs[0].name, "x");
+  CU_ASSERT_STRING_EQUAL(o.inputs[0].file, "a.npy");
+  CU_ASSERT_STRING_EQUAL(o.inputs[1].name, "y");
+  CU_ASSERT_STRING_EQUAL(o.inputs[1].file, "dir/b=c.npy");
+  CU_ASSERT_EQUAL(o.noutputs, 1);
+  CU_ASSERT_STRING_EQUAL(o.outputs[0].name, "z");
+  CU_ASSERT_EQUAL(o.log_every, 3);
+  CU_ASSERT(o.quiet);
+  CU_ASSERT_STRING_EQUAL(o.checkpoint, "ck");
+  CU_ASSERT_EQUAL(o.checkpoint_every, 5);
+  CU_ASSERT(o.resume);
+  gslrt_free_options(&o);
+  char l2[] = "--help --version";
+  CU_ASSERT_EQUAL(parse(l2, &o, err), 0);
+  CU_ASSERT(o.help && o.version);
+  gslrt_free_options(&o);
+  char l3[] = "--steps 0 --output x=a.npy --input x=b.npy";
+  CU_ASSERT_EQUAL(parse(l3, &o, err), 0); /* the same name as input and output is fine */
+  CU_ASSERT_EQUAL(o.steps, 0);
+  gslrt_free_options(&o);
+  static const struct {
+    const char *line, *want;
+  } bad[] = {
+      {"--bogus", "unknown option '--bogus'"},
+      {"--steps", "option '--steps' requires a value"},
+      {"--steps abc", "invalid value 'abc' for --steps"},
+      {"--steps -1", "invalid value '-1' for --steps"},
+      {"--steps 1x", "invalid value '1x'"},
+      {"--steps 99999999999999999999", "invalid value"},
+      {"--steps=", "invalid value ''"},
+      {"--seed -3", "invalid value '-3' for --seed"},
+      {"--seed 18446744073709551616", "invalid value"},
+      {"--log-every 0", "invalid value '0' for --log-every"},
+      {"--checkpoint-every 0", "invalid value '0' for --checkpoint-every"},
+      {"--checkpoint=", "requires a non-empty value"},
+      {"--input x.npy", "--input x.npy: expected NAME=FILE"},
+      {"--input =x.npy", "expected NAME=FILE"},
+      {"--output y=", "--output y=: expected NAME=FILE"},
+      {"--input x=a --input x=b", "--input x given twice"},
+      {"--output x=a --output=x=b", "--output x given twice"},
+      {"--quiet=yes", "option '--quiet' takes no value"},
+      {"stray", "unexpected argument 'stray'"},
+      {"--steps=3=4", "invalid value '3=4'"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char line[128];
+    strcpy(line, bad[i].line);
+    err[0] = 0;
+    CU_ASSERT_EQUAL(parse(line, &o, err), -1);
+    if (!strstr(err, bad[i].want))
+      fprintf(stderr, "\n  %s: got '%s', want '%s'", bad[i].line, err, bad[i].want);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i].want));
+    gslrt_free_options(&o);
+  }
+}
+
+static void test_log_every(void) {
+  static const int64_t cases[][2] = {{1, 1},     {100, 1},    {101, 2},    {200, 2},
+                                     {201, 5},   {500, 5},    {501, 10},   {1000, 10},
+                                     {1001, 20}, {5000, 50},  {100000, 1000}};
+  gslrt_options o;
+  memset(&o, 0, sizeof o);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    o.steps = cases[i][0];
+    CU_ASSERT_EQUAL(gslrt_log_every(&o), cases[i][1]);
+  }
+  o.log_every = 7;
+  CU_ASSERT_EQUAL(gslrt_log_every(&o), 7);
+}
+
+void add_runtime_tests(void) {
+  CU_pSuite s = tests_suite("runtime");
+  tests_add(s, "philox known answers", test_philox_kat);
+  tests_add(s, "rng recipe", test_rng_recipe);
+  tests_add(s, "rng tile invariance", test_rng_tiles);
+  tests_add(s, "rng moments", test_rng_moments);
+  tests_add(s, "npy round trip", test_npy_roundtrip);
+  tests_add(s, "npy tiles", test_npy_tile);
+  tests_add(s, "npy malformed", test_npy_malformed);
+  tests_add(s, "sgemm", test_sgemm);
+  tests_add(s, "mesh tiles", test_tiles);
+  tests_add(s, "options", test_options);
+  tests_add(s, "log every", test_log_every);
+}

@@ -1,0 +1,19 @@
+/* tests.h — the CUnit suites, one test_<module>.c each; main.c registers
+ * every suite and exits with the number of failures. */
+#ifndef GSL_TESTS_H
+#define GSL_TESTS_H
+
+#include <CUnit/CUnit.h>
+
+void add_lexer_tests(void);   /* test_lexer.c */
+void add_parser_tests(void);  /* test_parser.c */
+void add_sema_tests(void);    /* test_sema.c */
+void add_ir_tests(void);      /* test_ir.c */
+void add_codegen_tests(void); /* test_codegen.c */
+void add_runtime_tests(void); /* test_runtime.c */
+
+/* Adds a suite and its tests, dying on a registry error. */
+CU_pSuite tests_suite(const char *name);
+void tests_add(CU_pSuite s, const char *name, CU_TestFunc fn);
+
+#endif
