@@ -1,0 +1,119 @@
+#!/bin/sh
+# bench/run.sh — examples/mlp.gsl's forward pass, compiled by gslc, against
+# the same computation in numpy and PyTorch (CPU), all on one core; then a
+# check that the three compute the same numbers. `make bench` runs it from the
+# build directory after building gslc and the runtime. See bench/README.md.
+#
+# Settings (environment): B D H O (sizes, default 256 1024 4096 1024),
+# STEPS (timed steps, default 8), WARMUP (default 2), REPS (default 5),
+# PYTHON (default /usr/bin/python3), GSLC (default ./gslc).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(dirname "$here")
+GSLC=${GSLC:-./gslc}
+PYTHON=${PYTHON:-/usr/bin/python3}
+B=${B:-256} D=${D:-1024} H=${H:-4096} O=${O:-1024}
+STEPS=${STEPS:-8} WARMUP=${WARMUP:-2} REPS=${REPS:-5}
+# one core everywhere: one BLAS thread, one OpenMP thread
+OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OPENBLAS_NUM_THREADS OMP_NUM_THREADS MKL_NUM_THREADS
+
+die() { echo "bench: $*" >&2; exit 1; }
+[ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gslbench.XXXXXX") || die "mktemp failed"
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+
+sizes="-D B=$B -D D=$D -D H=$H -D O=$O"
+echo "GSL mlp benchmark: examples/mlp.gsl forward pass, B=$B D=$D H=$H O=$O, float32"
+echo "  $STEPS timed steps after $WARMUP warm-up steps, median of $REPS runs, one core" \
+     "(OPENBLAS_NUM_THREADS=1)"
+$GSLC $sizes "$top/examples/mlp.gsl" -o "$tmp/mlp" || die "gslc failed"
+
+have_numpy=yes have_torch=yes
+$PYTHON -c 'import numpy' 2>/dev/null || have_numpy=no
+$PYTHON -c 'import torch' 2>/dev/null || have_torch=no
+
+# The same fixed batch x for every implementation; GSL reads it from x.npy
+# (every step re-reads it; without --input it would draw a fresh normal batch
+# each step inside the timed loop).
+xbind=
+if [ $have_numpy = yes ]; then
+  $PYTHON -c "import numpy as np, sys
+np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($B, $D)).astype(np.float32))" \
+    "$tmp/x.npy" || die "could not write x.npy"
+  xbind="--input x=$tmp/x.npy"
+fi
+
+# GSL: ms/step from the program's own log (--log-every 1, one line a step,
+# timed with MPI_Wtime around each step), averaged over the steps after the
+# warm-up; MPI start-up, param init and output writing are outside it.
+gsl_once() {
+  "$tmp/mlp" --steps $((WARMUP + STEPS)) --log-every 1 $xbind >"$tmp/gsl.log" 2>&1 ||
+    { cat "$tmp/gsl.log" >&2; return 1; }
+  awk -v w=$WARMUP '/^step /{ split($2, a, "/"); if (a[1] + 0 > w) {
+      s = $0; sub(/.*\(/, "", s); sub(/ ms\/step.*/, "", s); t += s; n++ } }
+    END { if (n) printf "ms_per_step %.3f\n", t / n; else exit 1 }' "$tmp/gsl.log"
+}
+py_once() {  # SCRIPT
+  $PYTHON "$here/$1" --B $B --D $D --H $H --O $O --steps $STEPS --warmup $WARMUP
+}
+
+: >"$tmp/times"
+r=1
+while [ $r -le $REPS ]; do  # interleaved, so that load on the machine hits all alike
+  t=$(gsl_once) || die "the GSL program failed"
+  echo "gsl ${t#ms_per_step }" >>"$tmp/times"
+  if [ $have_numpy = yes ]; then
+    t=$(py_once mlp_numpy.py) || die "mlp_numpy.py failed"
+    echo "numpy ${t#ms_per_step }" >>"$tmp/times"
+  fi
+  if [ $have_torch = yes ]; then
+    t=$(py_once mlp_torch.py) || die "mlp_torch.py failed"
+    echo "torch ${t#ms_per_step }" >>"$tmp/times"
+  fi
+  r=$((r + 1))
+done
+
+median() {  # IMPL
+  awk -v k="$1" '$1 == k { print $2 }' "$tmp/times" | sort -n |
+    awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
+all() { awk -v k="$1" '$1 == k { printf "%s%s", s, $2; s = " " }' "$tmp/times"; }
+g=$(median gsl)
+echo
+printf '%-24s %10s %12s   %s\n' implementation ms/step "peer/GSL" "runs (ms/step)"
+row() {  # NAME KEY
+  m=$(median "$2")
+  awk -v n="$1" -v m="$m" -v g="$g" -v runs="$(all "$2")" \
+    'BEGIN { printf "%-24s %10.1f %12.2f   %s\n", n, m, m / g, runs }'
+}
+row "GSL (gslc -O2)" gsl
+if [ $have_numpy = yes ]; then row "numpy $($PYTHON -c 'import numpy; print(numpy.__version__)')" numpy
+else echo "numpy: skipped ($PYTHON cannot import numpy; apt-get install python3-numpy)"; fi
+if [ $have_torch = yes ]; then row "PyTorch $($PYTHON -c 'import torch; print(torch.__version__)')" torch
+else echo "PyTorch: skipped ($PYTHON cannot import torch; apt-get install python3-torch)"; fi
+echo "(peer/GSL = peer's ms/step over GSL's: above 1 means GSL is faster)"
+
+# Agreement: the same x and weights through all three. A copy of mlp.gsl
+# with nonzero biases (mlp.gsl's are zeros()) so that the bias add counts.
+echo
+if [ $have_numpy = no ]; then
+  echo "agreement check: skipped (needs numpy)"
+  exit 0
+fi
+sed 's/= zeros()/= normal(0.5)/' "$top/examples/mlp.gsl" >"$tmp/mlpcheck.gsl"
+$GSLC -I "$top/examples" $sizes "$tmp/mlpcheck.gsl" -o "$tmp/mlpcheck" || die "gslc failed (check)"
+"$tmp/mlpcheck" --quiet --steps 1 --input x="$tmp/x.npy" --output y="$tmp/y.npy" \
+  --output w1="$tmp/w1.npy" --output b1="$tmp/b1.npy" --output w2="$tmp/w2.npy" \
+  --output b2="$tmp/b2.npy" || die "the GSL check program failed"
+echo "agreement (max |a - b| / max |ref|; ref = the same computation in float64):"
+{ $PYTHON "$here/mlp_numpy.py" --check "$tmp" || die "mlp_numpy.py --check failed"
+  if [ $have_torch = yes ]; then
+    $PYTHON "$here/mlp_torch.py" --check "$tmp" || die "mlp_torch.py --check failed"
+  fi; } >"$tmp/check"
+sed 's/^check /  /' "$tmp/check"
+awk '$1 == "check" && !($3 < 1e-4) { bad = 1 } END { exit bad }' "$tmp/check" ||
+  die "FAILED: some error is not below 1e-4"
+echo "  all below 1e-4: agree"

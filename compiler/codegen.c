@@ -393,6 +393,36 @@ static LLVMValueRef bool_to(CG *g, LLVMValueRef c, DType dt) {
   return dt == DT_I32 ? LLVMBuildZExt(g->b, c, g->t_i32, "") : LLVMBuildUIToFP(g->b, c, g->t_f32, "");
 }
 
+/* exp in f32 that vectorizes (llvm.exp on vectors becomes one libm call
+ * per lane on x86): Cephes' expf. n = round(x log2 e), r = x - n ln 2 in two
+ * parts, exp(r) by a degree-7 polynomial, times 2^n built from exponent bits
+ * as 2^(n/2) 2^(n - n/2) so results near overflow and subnormal ones are
+ * right. x is clamped to [-104, 89] first (beyond, the result is 0 or inf
+ * anyway); NaN passes through. About 1 ulp. */
+static LLVMValueRef exp_f32(CG *g, LLVMValueRef x) {
+  static const double p[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                             4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef xc = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(g, -104.0), ""), x, cf32(g, -104.0), "");
+  xc = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, xc, cf32(g, 89.0), ""), xc, cf32(g, 89.0), "");
+  LLVMValueRef fx = call1(g, "llvm.floor.f32",
+                          LLVMBuildFAdd(b, LLVMBuildFMul(b, xc, cf32(g, 1.44269504088896341), ""), cf32(g, 0.5), ""));
+  LLVMValueRef r = LLVMBuildFSub(b, xc, LLVMBuildFMul(b, fx, cf32(g, 0.693359375), ""), "");
+  r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, fx, cf32(g, -2.12194440e-4), ""), "");
+  LLVMValueRef y = cf32(g, p[0]);
+  for (size_t i = 1; i < sizeof p / sizeof *p; i++)
+    y = LLVMBuildFAdd(b, LLVMBuildFMul(b, y, r, ""), cf32(g, p[i]), "");
+  y = LLVMBuildFMul(b, y, LLVMBuildFMul(b, r, r, ""), "");
+  y = LLVMBuildFAdd(b, LLVMBuildFAdd(b, y, r, ""), cf32(g, 1.0), "");
+  LLVMValueRef n = LLVMBuildFPToSI(b, fx, g->t_i32, "");
+  LLVMValueRef n1 = LLVMBuildAShr(b, n, ci32(g, 1), "");
+  LLVMValueRef n2 = LLVMBuildSub(b, n, n1, "");
+  LLVMValueRef s1 = LLVMBuildBitCast(b, LLVMBuildShl(b, LLVMBuildAdd(b, n1, ci32(g, 127), ""), ci32(g, 23), ""), g->t_f32, "");
+  LLVMValueRef s2 = LLVMBuildBitCast(b, LLVMBuildShl(b, LLVMBuildAdd(b, n2, ci32(g, 127), ""), ci32(g, 23), ""), g->t_f32, "");
+  y = LLVMBuildFMul(b, LLVMBuildFMul(b, y, s1, ""), s2, "");
+  return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), x, y, "");
+}
+
 /* tanh in f32: an odd Taylor polynomial below 0.4, above it
  * sign(x) (1 - 2 / (exp(2|x|) + 1)) with |x| clamped to 9 (tanh is 1 in f32
  * there); both sides are computed and selected, so it vectorizes. */
@@ -408,7 +438,7 @@ static LLVMValueRef tanh_f32(CG *g, LLVMValueRef x) {
   LLVMValueRef small = LLVMBuildFMul(b, poly, x, "");
   LLVMValueRef big_ax = LLVMBuildFCmp(b, LLVMRealOGT, ax, cf32(g, 9.0), "");
   LLVMValueRef cl = LLVMBuildSelect(b, big_ax, cf32(g, 9.0), ax, "");
-  LLVMValueRef e = call1(g, "llvm.exp.f32", LLVMBuildFMul(b, cl, cf32(g, 2.0), ""));
+  LLVMValueRef e = exp_f32(g, LLVMBuildFMul(b, cl, cf32(g, 2.0), ""));
   LLVMValueRef t = LLVMBuildFSub(
       b, cf32(g, 1.0), LLVMBuildFDiv(b, cf32(g, 2.0), LLVMBuildFAdd(b, e, cf32(g, 1.0), ""), ""), "");
   LLVMValueRef big = call2(g, "llvm.copysign.f32", t, x);
@@ -419,7 +449,7 @@ static LLVMValueRef tanh_f32(CG *g, LLVMValueRef x) {
 /* 1 / (1 + exp(-x)) */
 static LLVMValueRef sigmoid_f32(CG *g, LLVMValueRef x) {
   LLVMBuilderRef b = g->b;
-  LLVMValueRef e = call1(g, "llvm.exp.f32", LLVMBuildFNeg(b, x, ""));
+  LLVMValueRef e = exp_f32(g, LLVMBuildFNeg(b, x, ""));
   return LLVMBuildFDiv(b, cf32(g, 1.0), LLVMBuildFAdd(b, cf32(g, 1.0), e, ""), "");
 }
 
@@ -427,7 +457,7 @@ static LLVMValueRef unary_f32(CG *g, int fn, LLVMValueRef x) {
   LLVMBuilderRef b = g->b;
   switch (fn) {
   case UF_NEG: return LLVMBuildFNeg(b, x, "");
-  case UF_EXP: return call1(g, "llvm.exp.f32", x);
+  case UF_EXP: return exp_f32(g, x);
   case UF_LOG: return call1(g, "llvm.log.f32", x);
   case UF_SQRT: return call1(g, "llvm.sqrt.f32", x);
   case UF_RSQRT: return LLVMBuildFDiv(b, cf32(g, 1.0), call1(g, "llvm.sqrt.f32", x), "");

@@ -7,6 +7,8 @@
  *
  * The text form (--emit-ir) is one line per value:
  *   %7 h: f32[8, 32] = einsum "bi,ij->bj" %3, %5   ; mlp.gsl:12
+ * (the comment names the source line that produced the value; for code
+ * inlined from an imported module, that module's line)
  * with the sharding in braces once one is known, e.g. {[d, _]} or
  * {[_, _] partial(d)}. ir_verify checks what every pass must keep true:
  * operands before users, arity, dtypes and shapes agreeing with the op. */
@@ -259,8 +261,10 @@ void ir_print(FILE *f, const Program *p) {
     print_attrs(f, p, v);
     for (int j = 0; j < v->nargs; j++)
       fprintf(f, "%s%%%d", j ? ", " : " ", v->args[j]->id);
-    if (v->span.src)
-      fprintf(f, "   ; line %u", v->span.line);
+    if (v->span.src) {
+      const char *base = strrchr(v->span.src->path, '/');
+      fprintf(f, "   ; %s:%u", base ? base + 1 : v->span.src->path, v->span.line);
+    }
     fputc('\n', f);
   }
   for (int i = 0; i < p->noutputs; i++)

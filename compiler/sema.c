@@ -42,7 +42,8 @@ typedef struct R {
 
 static const R none = {R_NONE, 0, 0, NULL, NULL, 0};
 
-typedef enum BindKind { BK_INT, BK_FLOAT, BK_VALUE, BK_FN, BK_SHAPEVAR } BindKind;
+/* BK_POISON: a name whose definition failed; uses of it stay silent */
+typedef enum BindKind { BK_INT, BK_FLOAT, BK_VALUE, BK_FN, BK_SHAPEVAR, BK_POISON } BindKind;
 
 typedef struct Binding Binding;
 struct Binding {
@@ -173,6 +174,58 @@ static Binding *bind(Sema *s, Scope *sc, const char *name, BindKind k, Span sp) 
   b->next = sc->head;
   sc->head = b;
   return b;
+}
+
+/* ---- suggestions for misspelt names ------------------------------------------ */
+
+static int edit_distance(const char *a, const char *b) {
+  size_t n = strlen(a), m = strlen(b);
+  if (n > 31 || m > 31)
+    return 99;
+  int d[32][32];
+  for (size_t i = 0; i <= n; i++)
+    d[i][0] = (int)i;
+  for (size_t j = 0; j <= m; j++)
+    d[0][j] = (int)j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best)
+        best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best)
+        best = d[i][j - 1] + 1;
+      d[i][j] = best;
+    }
+  return d[n][m];
+}
+
+/* The closest name in scope (functions if want_fn, else values), or NULL. */
+static const char *suggest(Scope *sc, const char *name, bool want_fn) {
+  const char *best = NULL;
+  if (strlen(name) < 3) /* a one- or two-letter name is close to everything */
+    return NULL;
+  int bestd = (int)strlen(name) / 3 + 1;
+  if (bestd > 2)
+    bestd = 2;
+  for (; sc; sc = sc->parent)
+    for (Binding *b = sc->head; b; b = b->next) {
+      if ((b->kind == BK_FN) != want_fn || b->kind == BK_POISON)
+        continue;
+      int d = edit_distance(name, b->name);
+      if (d <= bestd && (!best || d < bestd)) {
+        best = b->name;
+        bestd = d;
+      }
+    }
+  if (want_fn)
+    for (int i = 0; i < BI__COUNT; i++) {
+      int d = edit_distance(name, builtins[i].name);
+      if (d <= bestd && (!best || d < bestd)) {
+        best = builtins[i].name;
+        bestd = d;
+      }
+    }
+  return best;
 }
 
 /* ---- IR helpers ---------------------------------------------------------------- */
@@ -746,8 +799,15 @@ static bool check_sharding(Sema *s, const Sharding *sh, const Shape *shape, cons
     for (int j = 0; j < sh->naxes[i]; j++)
       shards *= s->p->mesh.size[sh->axes[i][j]];
     if (shape->d[i] % shards != 0) {
-      serr(s, sp, "dimension %d of %s (size %" PRId64 ") is not divisible by its %" PRId64 " shards",
-           i, what, shape->d[i], shards);
+      char axes[256];
+      size_t n = 0;
+      for (int j = 0; j < sh->naxes[i]; j++) {
+        int ax = sh->axes[i][j];
+        n += (size_t)snprintf(axes + n, sizeof axes - n, "%s%s = %" PRId64, j ? ", " : "", s->p->mesh.name[ax],
+                              s->p->mesh.size[ax]);
+      }
+      serr(s, sp, "dimension %d of %s (size %" PRId64 ") is not divisible by its %" PRId64 " shards (mesh axes %s)",
+           i, what, shape->d[i], shards, axes);
       return false;
     }
   }
@@ -1426,6 +1486,8 @@ static R eval(Sema *s, Scope *sc, const Node *n) {
         serr(s, n->span, "'_' may only stand in a shard() list");
       else if (builtin_lookup(n->name) >= 0)
         serr(s, n->span, "'%s' is a builtin function: call it", n->name);
+      else if (suggest(sc, n->name, false))
+        serr(s, n->span, "unknown name '%s'; did you mean '%s'?", n->name, suggest(sc, n->name, false));
       else
         serr(s, n->span, "unknown name '%s'", n->name);
       return none;
@@ -1440,6 +1502,8 @@ static R eval(Sema *s, Scope *sc, const Node *n) {
       return rval(b->v);
     case BK_FN:
       serr(s, n->span, "'%s' is a function: call it", n->name);
+      return none;
+    case BK_POISON:
       return none;
     }
     return none;
@@ -1470,6 +1534,8 @@ static R eval(Sema *s, Scope *sc, const Node *n) {
       return call_builtin(s, sc, id, n);
     if (b)
       serr(s, n->span, "'%s' is not a function", n->name);
+    else if (suggest(sc, n->name, true))
+      serr(s, n->span, "unknown function '%s'; did you mean '%s'?", n->name, suggest(sc, n->name, true));
     else
       serr(s, n->span, "unknown function '%s'", n->name);
     return none;
@@ -1497,15 +1563,24 @@ static R eval(Sema *s, Scope *sc, const Node *n) {
 
 /* ---- statements ------------------------------------------------------------------- */
 
+static void poison(Sema *s, Scope *sc, const Node *st) {
+  for (int i = 0; i < st->list.len; i++)
+    if (!lookup_local(sc, st->list.items[i]->name))
+      bind(s, sc, st->list.items[i]->name, BK_POISON, st->list.items[i]->span);
+}
+
 static bool exec_let(Sema *s, Scope *sc, const Node *st) {
   R r = eval(s, sc, st->a);
-  if (r.k == R_NONE)
+  if (r.k == R_NONE) {
+    poison(s, sc, st);
     return false;
+  }
   int want = st->list.len;
   int have = r.k == R_TUPLE ? r.n : 1;
   if (want != have) {
     serr(s, st->span, "let binds %d name%s but the expression gives %d value%s", want, want == 1 ? "" : "s",
          have, have == 1 ? "" : "s");
+    poison(s, sc, st);
     return false;
   }
   for (int i = 0; i < want; i++) {
@@ -1754,6 +1829,8 @@ static void exec_output(Sema *s, const Node *st) {
       serr(s, nm->span, "unknown name '%s'", nm->name);
       continue;
     }
+    if (b->kind == BK_POISON)
+      continue;
     if (b->kind != BK_VALUE) {
       serr(s, nm->span, "'%s' is not a tensor; only tensors can be outputs", nm->name);
       continue;

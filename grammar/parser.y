@@ -398,7 +398,7 @@ static const char *shown_name(const Parser *ps, yysymbol_kind_t k) {
 /* The message: "syntax error, unexpected X[, expecting A, B or C]". The
  * expected tokens are grouped: every keyword that can begin a top-level
  * statement is "statement" (which then also stands for the end of an empty
- * one), every token that can begin an expression is "expression", every
+ * one; so do 'let' and 'return' in a body), every token that can begin an expression is "expression", every
  * arithmetic operator "operator" (which then also
  * stands for comparisons and the postfix '(' and '['); "number" and "end of
  * file" after "newline" are dropped as redundant. More than five
@@ -433,6 +433,8 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Parser *ps) {
     for (size_t i = 0; i < sizeof stmt_start / sizeof stmt_start[0]; i++)
       set[YYTRANSLATE(stmt_start[i])] = false;
     set[YYTRANSLATE(';')] = set[YYSYMBOL_NEWLINE] = set[YYSYMBOL_YYEOF] = false;
+  } else if (set[YYSYMBOL_LET] && set[YYSYMBOL_RETURN]) {
+    set[YYTRANSLATE(';')] = set[YYSYMBOL_NEWLINE] = false;
   }
   for (size_t i = 0; i < sizeof expr_start / sizeof expr_start[0]; i++)
     all_expr = all_expr && set[YYTRANSLATE(expr_start[i])];

@@ -13,8 +13,8 @@
  * decided on rank 0 and broadcast) prints "PROG: rank 0: error: CAUSE" once
  * and every rank exits 1. A run-time error of one rank (gslrt_fail, a failed
  * read or allocation, an MPI error) prints "PROG: rank R: error: CAUSE" and
- * calls MPI_Abort, which ends every rank: nothing waits forever on a dead
- * peer. With one rank it finalizes and exits 1 instead.
+ * calls MPI_Abort(MPI_COMM_WORLD), which ends every rank through the
+ * process manager: nothing waits forever on a dead peer. With one rank it finalizes and exits 1 instead.
  *
  * Log (rank 0, stdout), every --log-every steps and at the last step:
  *   step 10/100  loss 0.123456  tokens/s 12345  (3.2 ms/step)
@@ -74,8 +74,11 @@ void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
   va_end(ap);
   fputc('\n', stderr);
   fflush(stderr);
+  /* MPI_COMM_WORLD, not our duplicate: MPICH's ch4 aborts the world through
+   * the process manager (PMI_Abort), but any other communicator by sending
+   * abort messages that a peer already in MPI_Finalize never answers. */
   if (up && nranks > 1)
-    MPI_Abort(ctx && ctx->comm != MPI_COMM_NULL ? ctx->comm : MPI_COMM_WORLD, 1);
+    MPI_Abort(MPI_COMM_WORLD, 1);
   finalize_and_exit(ctx, 1);
 }
 

@@ -1,1 +1,19 @@
 # tests/local.mk — the test lists, included by Makefile.am.
+
+# programs compiled and run, their outputs compared (tests/run-gsl.sh)
+E2E_TESTS += \
+	tests/e2e/elementwise.gsl tests/e2e/transcendental.gsl tests/e2e/broadcast.gsl \
+	tests/e2e/matmul.gsl tests/e2e/reductions.gsl tests/e2e/softmax.gsl \
+	tests/e2e/layout.gsl tests/e2e/indices.gsl tests/e2e/stdlib_nn.gsl \
+	tests/e2e/functions.gsl tests/e2e/batches.gsl tests/e2e/scalars.gsl \
+	tests/e2e/bad_input_shape.gsl tests/e2e/bad_mesh_size.gsl tests/e2e/unbound_input.gsl \
+	tests/e2e/mlp_example.gsl
+EXTRA_DIST += tests/e2e/mlp_check.c
+
+# programs that must not compile, beside their expected diagnostics
+ERROR_TESTS += \
+	tests/errors/syntax_several.gsl tests/errors/lexical.gsl tests/errors/unknown_names.gsl \
+	tests/errors/shapes.gsl tests/errors/inlined.gsl tests/errors/sharding.gsl tests/errors/not_yet.gsl
+
+# scripts
+SCRIPT_TESTS += tests/examples.sh

@@ -14,6 +14,8 @@
 #   # STDERR text                                text the program's stderr must contain
 #   # CHECK prog.c                               a C reference: built and run in the
 #                                                run directory after the program
+#   # PROGRAM ../../examples/mlp.gsl             compile that file instead of this one
+# A shape "[]" is a scalar's.
 # Values may span several directive lines: a line "#+ v v v" continues the last.
 set -u
 test=$1
@@ -40,7 +42,8 @@ sed -n 's/^# *\([A-Z][A-Z]*\) \(.*\)$/\1 \2/p; s/^#+ \(.*\)$/+ \1/p' "$test" |
   awk '/^\+ /{ line = line " " substr($0, 3); next } { if (line != "") print line; line = $0 } END { if (line != "") print line }' \
   >"$work/directives"
 
-np=1; args=; gslc_args=; want_exit=0
+np=1; args=; gslc_args=; want_exit=0; program=$test
+shape() { [ "$1" = "[]" ] && echo "" || echo "$1"; }
 while IFS= read -r line; do
   key=${line%% *}; rest=${line#* }
   case $key in
@@ -48,10 +51,11 @@ while IFS= read -r line; do
   ARGS) args="$args $rest" ;;
   GSLC) gslc_args="$gslc_args $rest" ;;
   EXIT) want_exit=$rest ;;
+  PROGRAM) program=$dir/$rest ;;
   INPUT)
     set -- ${rest%%=*}
     vals=${rest#*=}
-    echo $vals | "$NPYTOOL" write "$work/$1.npy" "$2" "$3" - || fail "cannot write input $1"
+    echo $vals | "$NPYTOOL" write "$work/$1.npy" "$2" "$(shape "$3")" - || fail "cannot write input $1"
     args="$args --input $1=$work/$1.npy" ;;
   EXPECT)
     set -- ${rest%%=*}
@@ -60,7 +64,7 @@ while IFS= read -r line; do
 done <"$work/directives"
 
 # shellcheck disable=SC2086
-"$GSLC" $gslc_args "$test" -o "$work/prog" || fail "gslc failed"
+"$GSLC" $gslc_args "$program" -o "$work/prog" || fail "gslc failed"
 # shellcheck disable=SC2086
 (cd "$work" && timeout 120 $MPIEXEC -n "$np" ./prog $args) >"$work/stdout" 2>"$work/stderr"
 rc=$?
@@ -74,7 +78,7 @@ while IFS= read -r line; do
   EXPECT)
     set -- ${rest%%=*}
     vals=${rest#*=}
-    echo $vals | "$NPYTOOL" compare "$work/$1.npy" "$2" "$3" --rtol 1e-5 --atol 1e-6 - ||
+    echo $vals | "$NPYTOOL" compare "$work/$1.npy" "$2" "$(shape "$3")" --rtol 1e-5 --atol 1e-6 - ||
       { echo "FAIL: $name: output $1 differs"; status=1; } ;;
   STDERR)
     grep -qF -- "$rest" "$work/stderr" ||

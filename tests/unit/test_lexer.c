@@ -121,7 +121,7 @@ static void test_lex_strings(void) {
 
 static void test_lex_comments(void) {
   check_tokens("# leading comment\n\n  # another\nlet a = 1 # trailing\n# between\n\nlet b = 2\n# last",
-               "4:1 'let'\n4:5 name a\n4:7 '='\n4:9 integer 1\n4:11 newline\n"
+               "4:1 'let'\n4:5 name a\n4:7 '='\n4:9 integer 1\n4:21 newline\n"
                "7:1 'let'\n7:5 name b\n7:7 '='\n7:9 integer 2\n");
 }
 
@@ -148,8 +148,8 @@ static void test_lex_unclosed(void) {
   /* only a top-level keyword closes {; the end of the input closes all */
   check_tokens("fn f(x) {\n let y = x\nparam w: f32\nfn g(\n",
                "1:1 'fn'\n1:4 name f\n1:5 '('\n1:6 name x\n1:7 ')'\n1:9 '{'\n1:10 newline\n2:2 'let'\n"
-               "2:6 name y\n2:8 '='\n2:10 name x\n2:11 newline\n2:11 unclosed bracket 1:9\n"
-               "2:11 newline\n3:1 'param'\n3:7 name w\n3:8 ':'\n3:10 name f32\n3:13 newline\n"
+               "2:6 name y\n2:8 '='\n2:10 name x\n2:11 unclosed bracket 1:9\n2:11 newline\n"
+               "3:1 'param'\n3:7 name w\n3:8 ':'\n3:10 name f32\n3:13 newline\n"
                "4:1 'fn'\n4:4 name g\n4:5 '('\n4:6 unclosed bracket 4:5 eof\n");
   /* a stray closer changes nothing; a closer pops what it encloses */
   check_tokens("a)\n[(b]\nc", "1:1 name a\n1:2 ')'\n1:3 newline\n2:1 '['\n2:2 '('\n2:3 name b\n"

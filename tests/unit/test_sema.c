@@ -98,6 +98,12 @@ static void test_names(void) {
   expect_error("input x: f32[2]\nlet y = x + z\noutput y\n", "t.gsl:2:13: error: unknown name 'z'");
   expect_error("input x: f32[2]\nparam x: f32[3]\n", "t.gsl:2:1: error: redefinition of 'x'");
   expect_error("let y = nosuch(1)\n", "t.gsl:1:9: error: unknown function 'nosuch'");
+  expect_error("let y = softmaxx(1)\n", "t.gsl:1:9: error: unknown function 'softmaxx'; did you mean 'softmax'?");
+  expect_error("input hidden: f32[2]\nlet y = hiden + 1\n", "t.gsl:2:9: error: unknown name 'hiden'; did you mean 'hidden'?");
+  /* a failed let poisons its names: later uses add no message */
+  expect_error("input x: f32[2]\nlet y = x @ x\nlet z = y + 1\noutput z\n",
+               "t.gsl:2:9: error: '@' needs operands of rank 2 or more, got f32[2] and f32[2]");
+  CU_ASSERT_PTR_NULL(strstr(diag_text, "t.gsl:3"));
   expect_error("input x: f32[2]\noutput q\n", "t.gsl:2:8: error: unknown name 'q'");
   expect_error("fn f(a, a) { return a }\n", "t.gsl:1:9: error: redefinition of 'a'");
   expect_error("fn exp(a) { return a }\n", "t.gsl:1:1: error: 'exp' is a builtin function and cannot be redefined");
@@ -283,7 +289,7 @@ static void test_annotations(void) {
   CU_ASSERT_EQUAL(h->sh_origin, SO_ANNOTATED);
   ir_free(p);
   expect_error("mesh [d = 4]\nparam w: f32[6, 3] split(0)\n",
-               "t.gsl:2:20: error: dimension 0 of param 'w' (size 6) is not divisible by its 4 shards");
+               "t.gsl:2:20: error: dimension 0 of param 'w' (size 6) is not divisible by its 4 shards (mesh axes d = 4)");
   expect_error("mesh [d = 2]\nparam w: f32[6, 3] split(0, q)\n", "t.gsl:2:29: error: unknown mesh axis 'q'");
   expect_error("mesh [d = 2]\nparam w: f32[6, 3] shard([d, d])\n",
                "t.gsl:2:30: error: mesh axis 'd' is used twice in one sharding");

@@ -1,0 +1,813 @@
+/* test_codegen.c — codegen.c end to end: small Programs built by hand are
+ * compiled by cg_emit to an object, linked with libgslrt (mpicc), run with
+ * --input/--output .npy files, and their outputs compared with plain C
+ * references to 1e-5 relative. Programs carry many outputs each, since
+ * linking and starting a program cost most of the time. The textual LLVM
+ * IR is inspected for fusion (one loop nest, no intermediate buffers). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gslc.h"
+#include "gslrt.h"
+#include "tests.h"
+
+#ifndef TEST_BUILDDIR
+#define TEST_BUILDDIR "."
+#endif
+
+static char tmpdir[64]; /* this suite's scratch directory */
+
+/* ---- building programs ------------------------------------------------------ */
+
+static Value *val(Program *p, Op op, DType dt, int rank, const int64_t *d, int nargs, Value **args) {
+  return ir_add(p, op, dt, shape_of(rank, d), (Span){0}, nargs, args);
+}
+
+static Value *tensor(Program *p, const char *name, TensorKind kind, DType dt, int rank, const int64_t *d) {
+  if (p->ntensors == p->captensors) {
+    p->captensors = p->captensors ? 2 * p->captensors : 8;
+    p->tensors = xrealloc(p->tensors, (size_t)p->captensors * sizeof *p->tensors);
+  }
+  Value *v = val(p, kind == TK_PARAM ? OP_PARAM : OP_INPUT, dt, rank, d, 0, NULL);
+  v->name = arena_strdup(p->arena, name);
+  v->tensor = p->ntensors;
+  Tensor *t = &p->tensors[p->ntensors++];
+  memset(t, 0, sizeof *t);
+  t->name = v->name;
+  t->kind = kind;
+  t->dtype = dt;
+  t->shape = v->shape;
+  t->value = v;
+  t->init = kind == TK_PARAM ? INIT_ZEROS : INIT_NONE;
+  return v;
+}
+
+static void output(Program *p, const char *name, Value *v) {
+  if (p->noutputs == p->capoutputs) {
+    p->capoutputs = p->capoutputs ? 2 * p->capoutputs : 8;
+    p->outputs = xrealloc(p->outputs, (size_t)p->capoutputs * sizeof *p->outputs);
+  }
+  p->outputs[p->noutputs++] = (Output){arena_strdup(p->arena, name), v, (Span){0}};
+}
+
+static Value *un(Program *p, int fn, Value *a) {
+  Value *v = val(p, OP_UNARY, a->dtype, a->shape.rank, a->shape.d, 1, &a);
+  v->fn = fn;
+  return v;
+}
+
+static Value *bin(Program *p, int fn, Value *a, Value *b) {
+  Value *args[2] = {a, b};
+  Value *v = val(p, OP_BINARY, a->dtype, a->shape.rank, a->shape.d, 2, args);
+  v->fn = fn;
+  return v;
+}
+
+static Value *cnst(Program *p, DType dt, double x, int rank, const int64_t *d) {
+  Value *v = val(p, OP_CONST, dt, rank, d, 0, NULL);
+  v->fval = x;
+  v->ival = (int64_t)x;
+  return v;
+}
+
+static Value *cast(Program *p, DType dt, Value *a) {
+  return val(p, OP_CAST, dt, a->shape.rank, a->shape.d, 1, &a);
+}
+
+/* perm as in ops.def; rank of the result given by d */
+static Value *bcast(Program *p, Value *a, int rank, const int64_t *d, const int *perm) {
+  Value *v = val(p, OP_BROADCAST, a->dtype, rank, d, 1, &a);
+  memcpy(v->perm, perm, (size_t)rank * sizeof *perm);
+  return v;
+}
+
+static Value *transpose(Program *p, Value *a, const int *perm) {
+  int64_t d[GSL_MAX_RANK];
+  for (int i = 0; i < a->shape.rank; i++)
+    d[i] = a->shape.d[perm[i]];
+  Value *v = val(p, OP_TRANSPOSE, a->dtype, a->shape.rank, d, 1, &a);
+  memcpy(v->perm, perm, (size_t)a->shape.rank * sizeof *perm);
+  return v;
+}
+
+static Value *slice(Program *p, Value *a, int axis, int64_t start, int64_t n) {
+  Shape s = a->shape;
+  s.d[axis] = n;
+  Value *v = val(p, OP_SLICE, a->dtype, s.rank, s.d, 1, &a);
+  v->axis = axis;
+  v->start = start;
+  return v;
+}
+
+static Value *reduce(Program *p, int fn, Value *a, uint32_t rmask) {
+  int64_t d[GSL_MAX_RANK];
+  int r = 0;
+  for (int i = 0; i < a->shape.rank; i++)
+    if (!(rmask & (1u << i)))
+      d[r++] = a->shape.d[i];
+  Value *v = val(p, OP_REDUCE, fn == RF_ARGMAX ? DT_I32 : a->dtype, r, d, 1, &a);
+  v->fn = fn;
+  v->rmask = rmask;
+  return v;
+}
+
+static Value *einsum(Program *p, const char *spec, int rank, const int64_t *d, Value *a, Value *b) {
+  Value *args[2] = {a, b};
+  Value *v = val(p, OP_EINSUM, a->dtype, rank, d, b ? 2 : 1, args);
+  v->spec = arena_strdup(p->arena, spec);
+  return v;
+}
+
+/* ---- files and processes -------------------------------------------------- */
+
+static const char *path(const char *name) {
+  static char buf[8][256];
+  static int k;
+  char *b = buf[k++ % 8];
+  snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
+  return b;
+}
+
+static void write_npy(const char *name, int32_t dtype, int rank, const int64_t *d, const void *data) {
+  char err[256];
+  int rc = gslrt_npy_write(path(name), dtype, rank, d, data, err, sizeof err);
+  if (rc)
+    fprintf(stderr, "test_codegen: %s\n", err);
+  CU_ASSERT_EQUAL(rc, 0);
+}
+
+/* Reads name into a fresh buffer of want elements; NULL (a failure) when it
+ * is missing or its size is not want. */
+static void *read_npy(const char *name, int64_t want) {
+  gslrt_npy h;
+  char err[256];
+  if (gslrt_npy_read_header(path(name), &h, err, sizeof err)) {
+    fprintf(stderr, "test_codegen: %s\n", err);
+    CU_FAIL("output file unreadable");
+    return NULL;
+  }
+  int64_t n = 1, off[GSLRT_MAX_RANK + 1] = {0};
+  for (int i = 0; i < h.rank; i++)
+    n *= h.shape[i];
+  CU_ASSERT_EQUAL(n, want);
+  if (n != want)
+    return NULL;
+  void *buf = calloc((size_t)(n ? n : 1), 4);
+  if (gslrt_npy_read_tile(path(name), &h, off, h.shape, buf, err, sizeof err)) {
+    fprintf(stderr, "test_codegen: %s\n", err);
+    CU_FAIL("output file unreadable");
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+/* Compiles p to an object and links it into exe; true on success. */
+static bool build(Program *p, const char *exe, int opt_level) {
+  CU_ASSERT_TRUE_FATAL(ir_verify(p, stderr));
+  char obj[300], cmd[1200];
+  snprintf(obj, sizeof obj, "%s.o", exe);
+  CodegenOptions o = {opt_level, EMIT_OBJECT, obj};
+  if (!cg_emit(p, &o)) {
+    CU_FAIL("cg_emit failed");
+    return false;
+  }
+  snprintf(cmd, sizeof cmd, "mpicc %s -o %s %s/runtime/libgslrt.a -lopenblas -lm", obj, exe, TEST_BUILDDIR);
+  int rc = system(cmd);
+  CU_ASSERT_EQUAL(rc, 0);
+  return rc == 0;
+}
+
+/* Runs exe with the given arguments (printf style); its exit status. */
+static int run(const char *exe, const char *fmt, ...) {
+  char args[2000], cmd[2400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof cmd, "cd %s && %s --quiet %s 2>%s/stderr.txt", tmpdir, exe, args, tmpdir);
+  int rc = system(cmd);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static uint32_t seed = 12345;
+static float frand(float lo, float hi) {
+  seed = seed * 1664525u + 1013904223u;
+  return lo + (hi - lo) * (float)(seed >> 8) / 16777216.0f;
+}
+
+static void fill(float *x, int64_t n, float lo, float hi) {
+  for (int64_t i = 0; i < n; i++)
+    x[i] = frand(lo, hi);
+}
+
+/* Compares n floats with |got - want| <= rel |want| + abs; reports the
+ * first few mismatches. */
+static void check_f(const char *what, const float *got, const double *want, int64_t n, double rel, double abs) {
+  int bad = 0;
+  if (!got)
+    return;
+  for (int64_t i = 0; i < n; i++) {
+    double e = fabs((double)got[i] - want[i]);
+    if (!(e <= rel * fabs(want[i]) + abs) && !(isinf(want[i]) && got[i] == want[i]) &&
+        !(isnan(want[i]) && isnan(got[i]))) {
+      if (bad < 5)
+        fprintf(stderr, "\n%s[%ld]: got %.9g want %.9g", what, (long)i, got[i], want[i]);
+      bad++;
+    }
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+}
+
+static void check_i(const char *what, const int32_t *got, const int32_t *want, int64_t n) {
+  int bad = 0;
+  if (!got)
+    return;
+  for (int64_t i = 0; i < n; i++)
+    if (got[i] != want[i]) {
+      if (bad < 5)
+        fprintf(stderr, "\n%s[%ld]: got %d want %d", what, (long)i, got[i], want[i]);
+      bad++;
+    }
+  CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* Reads output file name (n floats) and compares it with want. */
+static void expect_f(const char *name, const double *want, int64_t n, double rel, double abs) {
+  float *got = read_npy(name, n);
+  check_f(name, got, want, n, rel, abs);
+  free(got);
+}
+
+static void expect_i(const char *name, const int32_t *want, int64_t n) {
+  int32_t *got = read_npy(name, n);
+  check_i(name, got, want, n);
+  free(got);
+}
+
+static char *slurp(const char *file) {
+  FILE *f = fopen(file, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  s[fread(s, 1, (size_t)n, f)] = '\0';
+  fclose(f);
+  return s;
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *s = hay; (s = strstr(s, needle)); s += strlen(needle))
+    n++;
+  return n;
+}
+
+/* ---- elementwise: fusion, broadcast, index maps, math, casts, i32 --------------- */
+
+enum { R = 4, C = 37, NZ = 1001 };
+
+/* chain = tanh(x * x + y[j]) * 0.5; the four ops are one loop nest */
+static Value *chain(Program *p, Value *x, Value *y) {
+  int64_t d[2] = {R, C};
+  Value *t = bin(p, BF_MUL, x, x);
+  t = bin(p, BF_ADD, t, bcast(p, y, 2, d, (int[]){-1, 0}));
+  t = un(p, UF_TANH, t);
+  return bin(p, BF_MUL, t, cnst(p, DT_F32, 0.5, 2, d));
+}
+
+static void test_fusion_ir(void) {
+  Program *p = ir_new("chain.gsl");
+  int64_t d[2] = {R, C};
+  Value *x = tensor(p, "x", TK_INPUT, DT_F32, 2, d);
+  Value *y = tensor(p, "y", TK_INPUT, DT_F32, 1, &d[1]);
+  output(p, "out", chain(p, x, y));
+  const char *ll = path("chain.ll");
+  CodegenOptions o = {0, EMIT_LLVM, ll};
+  CU_ASSERT_TRUE_FATAL(cg_emit(p, &o));
+  char *s = slurp(ll);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  /* at O0 the loop counters are the only phis: one nest of two loops */
+  CU_ASSERT_EQUAL(count(s, "phi i64"), 2);
+  /* one buffer allocated (the output); the inputs come from the runtime */
+  CU_ASSERT_EQUAL(count(s, "call i8* @gslrt_alloc"), 1);
+  CU_ASSERT_EQUAL(count(s, "call void @gslrt_declare_tensor"), 2);
+  CU_ASSERT_EQUAL(count(s, "call void @gslrt_declare_output"), 1);
+  free(s);
+  o.opt_level = 2;
+  CU_ASSERT_TRUE_FATAL(cg_emit(p, &o));
+  s = slurp(ll);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT(strstr(s, "define void @gsl_step") != NULL);
+  CU_ASSERT(strstr(s, "<8 x float>") != NULL || strstr(s, "<4 x float>") != NULL || strstr(s, "<16 x float>") != NULL);
+  CU_ASSERT_EQUAL(count(s, "call i8* @gslrt_alloc"), 1);
+  free(s);
+  o.emit = EMIT_ASM;
+  o.out = path("chain.s");
+  CU_ASSERT_TRUE(cg_emit(p, &o));
+  s = slurp(o.out);
+  CU_ASSERT(s && strstr(s, "gsl_step") && strstr(s, "main"));
+  free(s);
+  /* an unwritable output is reported, not a crash */
+  FILE *sink = tmpfile();
+  diag_set_stream(sink);
+  o.emit = EMIT_OBJECT;
+  o.out = "/nonexistent/dir/chain.o";
+  CU_ASSERT_FALSE(cg_emit(p, &o));
+  o.opt_level = 7;
+  CU_ASSERT_FALSE(cg_emit(p, &o));
+  diag_set_stream(NULL);
+  fclose(sink);
+  ir_free(p);
+}
+
+static double gelu_ref(double x) {
+  return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static void test_elementwise(void) {
+  Program *p = ir_new("elementwise.gsl");
+  int64_t d[2] = {R, C}, dt[2] = {C, R}, nz = NZ;
+  Value *x = tensor(p, "x", TK_INPUT, DT_F32, 2, d);
+  Value *y = tensor(p, "y", TK_INPUT, DT_F32, 1, &d[1]);
+  Value *xt = tensor(p, "xt", TK_INPUT, DT_F32, 2, dt);
+  Value *ia = tensor(p, "ia", TK_INPUT, DT_I32, 2, d);
+  Value *ib = tensor(p, "ib", TK_INPUT, DT_I32, 2, d);
+  Value *z = tensor(p, "z", TK_INPUT, DT_F32, 1, &nz);
+  Value *ze = tensor(p, "ze", TK_INPUT, DT_F32, 1, &nz);
+  output(p, "exp", un(p, UF_EXP, ze));
+  output(p, "chain", chain(p, x, y));
+  /* ts = relu(transpose(xt)[:, 3:13]... as x[i, 3 + j] - slice of broadcast) */
+  Value *tr = slice(p, transpose(p, xt, (int[]){1, 0}), 1, 3, 10);
+  Value *yb = slice(p, bcast(p, y, 2, d, (int[]){-1, 0}), 1, 5, 10);
+  output(p, "ts", un(p, UF_RELU, bin(p, BF_SUB, tr, yb)));
+  /* sel = where(x < y, x, 2x); also the comparisons alone */
+  Value *yb2 = bcast(p, y, 2, d, (int[]){-1, 0});
+  Value *lt = bin(p, BF_LT, x, yb2);
+  Value *args[3] = {lt, x, bin(p, BF_MUL, x, cnst(p, DT_F32, 2, 2, d))};
+  output(p, "sel", val(p, OP_SELECT, DT_F32, 2, d, 3, args));
+  output(p, "ge", bin(p, BF_GE, x, bcast(p, y, 2, d, (int[]){-1, 0})));
+  output(p, "ieq", bin(p, BF_EQ, ia, ib));
+  output(p, "tocast", cast(p, DT_I32, bin(p, BF_MUL, x, cnst(p, DT_F32, 10, 2, d))));
+  output(p, "fromcast", cast(p, DT_F32, ia));
+  output(p, "iarith", bin(p, BF_SUB, bin(p, BF_MUL, bin(p, BF_ADD, ia, ib), ib), bin(p, BF_MAX, ia, ib)));
+  output(p, "idiv", bin(p, BF_DIV, ia, ib));
+  output(p, "tanh", un(p, UF_TANH, z));
+  output(p, "gelu", un(p, UF_GELU, z));
+  output(p, "sigmoid", un(p, UF_SIGMOID, z));
+  output(p, "misc", bin(p, BF_ADD, un(p, UF_SQRT, un(p, UF_ABS, z)),
+                        bin(p, BF_POW, un(p, UF_EXP, bin(p, BF_MUL, z, cnst(p, DT_F32, 0.1, 1, &nz))),
+                            cnst(p, DT_F32, 1.5, 1, &nz))));
+  output(p, "rsqrt", un(p, UF_RSQRT, bin(p, BF_ADD, un(p, UF_LOG, bin(p, BF_ADD, un(p, UF_ABS, z), cnst(p, DT_F32, 2, 1, &nz))),
+                                       cnst(p, DT_F32, 0, 1, &nz))));
+  char exe[256];
+  snprintf(exe, sizeof exe, "%s", path("elementwise"));
+  if (!build(p, exe, 2)) {
+    ir_free(p);
+    return;
+  }
+  float hx[R * C], hy[C], hxt[C * R], hz[NZ];
+  int32_t hia[R * C], hib[R * C];
+  fill(hx, R * C, -2, 2);
+  fill(hy, C, -1, 1);
+  fill(hxt, C * R, -2, 2);
+  for (int i = 0; i < R * C; i++) {
+    hia[i] = (int32_t)frand(-50, 50);
+    hib[i] = (int32_t)frand(-5, 5);
+  }
+  hia[0] = INT32_MIN;
+  hib[0] = -1;
+  hib[1] = 0;
+  for (int i = 0; i < NZ; i++)
+    hz[i] = -12.0f + 24.0f * (float)i / (NZ - 1);
+  hz[1] = 1e-4f;
+  hz[2] = -3e-3f;
+  write_npy("x.npy", GSLRT_F32, 2, d, hx);
+  write_npy("y.npy", GSLRT_F32, 1, &d[1], hy);
+  write_npy("xt.npy", GSLRT_F32, 2, dt, hxt);
+  write_npy("ia.npy", GSLRT_I32, 2, d, hia);
+  write_npy("ib.npy", GSLRT_I32, 2, d, hib);
+  write_npy("z.npy", GSLRT_F32, 1, &nz, hz);
+  static float hze[NZ];
+  for (int i = 0; i < NZ; i++)
+    hze[i] = -110.0f + 205.0f * (float)i / (NZ - 1);
+  hze[0] = NAN;
+  hze[1] = -INFINITY;
+  hze[2] = INFINITY;
+  hze[3] = 88.72f;
+  hze[4] = 88.73f;
+  hze[5] = -87.5f;
+  write_npy("ze.npy", GSLRT_F32, 1, &nz, hze);
+  int rc = run(exe,
+               "--input x=x.npy --input y=y.npy --input xt=xt.npy --input ia=ia.npy --input ib=ib.npy "
+               "--input z=z.npy --input ze=ze.npy --output exp=exp.npy --output chain=chain.npy --output ts=ts.npy --output sel=sel.npy "
+               "--output ge=ge.npy --output ieq=ieq.npy --output tocast=tocast.npy "
+               "--output fromcast=fromcast.npy --output iarith=iarith.npy --output idiv=idiv.npy "
+               "--output tanh=tanh.npy --output gelu=gelu.npy --output sigmoid=sigmoid.npy "
+               "--output misc=misc.npy --output rsqrt=rsqrt.npy");
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+
+  static double w[R * C], wz[NZ];
+  static int32_t wi[R * C];
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++)
+      w[i * C + j] = tanh((double)hx[i * C + j] * hx[i * C + j] + hy[j]) * 0.5;
+  expect_f("chain.npy", w, R * C, 1e-5, 1e-6);
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < 10; j++)
+      w[i * 10 + j] = fmax((double)hxt[(3 + j) * R + i] - hy[5 + j], 0);
+  expect_f("ts.npy", w, R * 10, 1e-5, 1e-6);
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++) {
+      float a = hx[i * C + j];
+      w[i * C + j] = a < hy[j] ? a : 2.0 * a;
+    }
+  expect_f("sel.npy", w, R * C, 1e-6, 0);
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++)
+      w[i * C + j] = hx[i * C + j] >= hy[j];
+  expect_f("ge.npy", w, R * C, 0, 0);
+  for (int i = 0; i < R * C; i++)
+    wi[i] = hia[i] == hib[i];
+  expect_i("ieq.npy", wi, R * C);
+  for (int i = 0; i < R * C; i++)
+    wi[i] = (int32_t)(hx[i] * 10.0f);
+  expect_i("tocast.npy", wi, R * C);
+  for (int i = 0; i < R * C; i++)
+    w[i] = hia[i];
+  expect_f("fromcast.npy", w, R * C, 0, 0);
+  for (int i = 1; i < R * C; i++) {
+    int32_t s = hia[i] + hib[i], m = hia[i] > hib[i] ? hia[i] : hib[i];
+    wi[i] = s * hib[i] - m;
+  }
+  wi[0] = (int32_t)((uint32_t)((uint32_t)INT32_MIN + (uint32_t)-1) * (uint32_t)-1 - (uint32_t)-1);
+  expect_i("iarith.npy", wi, R * C);
+  for (int i = 0; i < R * C; i++)
+    wi[i] = hib[i] == 0 ? 0 : hib[i] == -1 ? (int32_t)(0u - (uint32_t)hia[i]) : hia[i] / hib[i];
+  expect_i("idiv.npy", wi, R * C);
+  for (int i = 0; i < NZ; i++)
+    wz[i] = (float)exp(hze[i]);
+  expect_f("exp.npy", wz, NZ, 3e-7, 3e-45);
+  for (int i = 0; i < NZ; i++)
+    wz[i] = tanh(hz[i]);
+  expect_f("tanh.npy", wz, NZ, 2e-6, 1e-30);
+  for (int i = 0; i < NZ; i++)
+    wz[i] = gelu_ref(hz[i]);
+  expect_f("gelu.npy", wz, NZ, 1e-5, 1e-6);
+  for (int i = 0; i < NZ; i++)
+    wz[i] = 1 / (1 + exp(-(double)hz[i]));
+  expect_f("sigmoid.npy", wz, NZ, 1e-5, 1e-30);
+  for (int i = 0; i < NZ; i++)
+    wz[i] = sqrt(fabs((double)hz[i])) + pow(exp(0.1 * hz[i]), 1.5);
+  expect_f("misc.npy", wz, NZ, 1e-5, 1e-6);
+  for (int i = 0; i < NZ; i++)
+    wz[i] = 1 / sqrt(log(fabs((double)hz[i]) + 2));
+  expect_f("rsqrt.npy", wz, NZ, 1e-5, 1e-6);
+  ir_free(p);
+}
+
+/* ---- reductions, scans, gather, one_hot, concat, reshape, rng ------------------ */
+
+enum { A0 = 3, A1 = 5, A2 = 7, V = 6, E = 4 };
+
+static void test_structural(void) {
+  Program *p = ir_new("structural.gsl");
+  int64_t d[3] = {A0, A1, A2}, td[2] = {V, E}, id[2] = {2, 3};
+  Value *x = tensor(p, "x", TK_INPUT, DT_F32, 3, d);
+  Value *tab = tensor(p, "tab", TK_INPUT, DT_F32, 2, td);
+  Value *idx = tensor(p, "idx", TK_INPUT, DT_I32, 2, id);
+  Value *sq = bin(p, BF_MUL, x, x);
+  output(p, "sum_last", reduce(p, RF_SUM, sq, 4));
+  output(p, "sum_mid", reduce(p, RF_SUM, bin(p, BF_ADD, x, cnst(p, DT_F32, 1, 3, d)), 2));
+  output(p, "max_outer", reduce(p, RF_MAX, x, 5));
+  output(p, "sum_all", reduce(p, RF_SUM, x, 7));
+  output(p, "argmax_last", reduce(p, RF_ARGMAX, x, 4));
+  output(p, "argmax_mid", reduce(p, RF_ARGMAX, x, 2));
+  Value *cs = val(p, OP_CUMSUM, DT_F32, 3, d, 1, &x);
+  cs->axis = 1;
+  output(p, "cumsum", cs);
+  Value *cx = val(p, OP_CUMSUM, DT_F32, 3, d, 1, &x);
+  cx->axis = 2;
+  cx->exclusive = true;
+  output(p, "cumsum_ex", cx);
+  Value *ga[2] = {tab, idx};
+  int64_t gd[3] = {2, 3, E}, od[3] = {2, 3, V};
+  output(p, "gather", val(p, OP_GATHER, DT_F32, 3, gd, 2, ga));
+  output(p, "onehot", val(p, OP_ONE_HOT, DT_F32, 3, od, 1, &idx));
+  int64_t cd[3] = {A0, 2 * A1, A2};
+  Value *ca[2] = {x, bin(p, BF_MUL, x, cnst(p, DT_F32, 2, 3, d))};
+  Value *cat = val(p, OP_CONCAT, DT_F32, 3, cd, 2, ca);
+  cat->axis = 1;
+  output(p, "concat", cat);
+  int64_t rd[2] = {A0 * A1, A2};
+  output(p, "reshape", val(p, OP_RESHAPE, DT_F32, 2, rd, 1, &x));
+  Value *rn = val(p, OP_RNG, DT_F32, 2, rd, 0, NULL);
+  rn->fn = RNG_UNIFORM;
+  rn->fval = 2;
+  rn->fval2 = 3;
+  output(p, "rng", rn);
+  output(p, "scalar", cnst(p, DT_F32, 2.5, 0, NULL));
+  char exe[256];
+  snprintf(exe, sizeof exe, "%s", path("structural"));
+  if (!build(p, exe, 3)) {
+    ir_free(p);
+    return;
+  }
+  enum { N = A0 * A1 * A2 };
+  float hx[N], ht[V * E];
+  int32_t hi[6] = {0, 5, 2, 2, 1, 4};
+  fill(hx, N, -3, 3);
+  hx[1 * A1 * A2 + 2 * A2 + 3] = hx[1 * A1 * A2 + 2 * A2 + 5] = 9; /* ties: first wins */
+  fill(ht, V * E, -1, 1);
+  write_npy("sx.npy", GSLRT_F32, 3, d, hx);
+  write_npy("tab.npy", GSLRT_F32, 2, td, ht);
+  write_npy("idx.npy", GSLRT_I32, 2, id, hi);
+  int rc = run(exe,
+               "--input x=sx.npy --input tab=tab.npy --input idx=idx.npy --output sum_last=sl.npy "
+               "--output sum_mid=sm.npy --output max_outer=mo.npy --output sum_all=sa.npy "
+               "--output argmax_last=al.npy --output argmax_mid=am.npy --output cumsum=cs.npy "
+               "--output cumsum_ex=cx.npy --output gather=ga.npy --output onehot=oh.npy "
+               "--output concat=cc.npy --output reshape=rs.npy --output rng=rn.npy --output scalar=sc.npy");
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+#define X3(i, j, k) ((double)hx[((i) * A1 + (j)) * A2 + (k)])
+  static double w[4 * N];
+  static int32_t wi[N];
+  for (int i = 0; i < A0; i++)
+    for (int j = 0; j < A1; j++) {
+      double s = 0;
+      for (int k = 0; k < A2; k++)
+        s += X3(i, j, k) * X3(i, j, k);
+      w[i * A1 + j] = s;
+    }
+  expect_f("sl.npy", w, A0 * A1, 1e-5, 1e-6);
+  for (int i = 0; i < A0; i++)
+    for (int k = 0; k < A2; k++) {
+      double s = 0;
+      for (int j = 0; j < A1; j++)
+        s += X3(i, j, k) + 1;
+      w[i * A2 + k] = s;
+    }
+  expect_f("sm.npy", w, A0 * A2, 1e-5, 1e-5);
+  for (int j = 0; j < A1; j++) {
+    double m = -INFINITY;
+    for (int i = 0; i < A0; i++)
+      for (int k = 0; k < A2; k++)
+        m = fmax(m, X3(i, j, k));
+    w[j] = m;
+  }
+  expect_f("mo.npy", w, A1, 0, 0);
+  double s = 0;
+  for (int i = 0; i < N; i++)
+    s += hx[i];
+  w[0] = s;
+  expect_f("sa.npy", w, 1, 1e-5, 1e-5);
+  for (int i = 0; i < A0; i++)
+    for (int j = 0; j < A1; j++) {
+      int b = 0;
+      for (int k = 1; k < A2; k++)
+        if (X3(i, j, k) > X3(i, j, b))
+          b = k;
+      wi[i * A1 + j] = b;
+    }
+  expect_i("al.npy", wi, A0 * A1);
+  for (int i = 0; i < A0; i++)
+    for (int k = 0; k < A2; k++) {
+      int b = 0;
+      for (int j = 1; j < A1; j++)
+        if (X3(i, j, k) > X3(i, b, k))
+          b = j;
+      wi[i * A2 + k] = b;
+    }
+  expect_i("am.npy", wi, A0 * A2);
+  for (int i = 0; i < A0; i++)
+    for (int k = 0; k < A2; k++) {
+      double c = 0;
+      for (int j = 0; j < A1; j++)
+        w[(i * A1 + j) * A2 + k] = c += X3(i, j, k);
+    }
+  expect_f("cs.npy", w, N, 1e-5, 1e-5);
+  for (int i = 0; i < A0; i++)
+    for (int j = 0; j < A1; j++) {
+      double c = 0;
+      for (int k = 0; k < A2; k++) {
+        w[(i * A1 + j) * A2 + k] = c;
+        c += X3(i, j, k);
+      }
+    }
+  expect_f("cx.npy", w, N, 1e-5, 1e-5);
+  for (int r = 0; r < 6; r++)
+    for (int e = 0; e < E; e++)
+      w[r * E + e] = ht[hi[r] * E + e];
+  expect_f("ga.npy", w, 6 * E, 0, 0);
+  for (int r = 0; r < 6; r++)
+    for (int v = 0; v < V; v++)
+      w[r * V + v] = hi[r] == v;
+  expect_f("oh.npy", w, 6 * V, 0, 0);
+  for (int i = 0; i < A0; i++)
+    for (int j = 0; j < 2 * A1; j++)
+      for (int k = 0; k < A2; k++)
+        w[(i * 2 * A1 + j) * A2 + k] = j < A1 ? X3(i, j, k) : 2 * X3(i, j - A1, k);
+  expect_f("cc.npy", w, 2 * N, 1e-6, 0);
+  for (int i = 0; i < N; i++)
+    w[i] = hx[i];
+  expect_f("rs.npy", w, N, 0, 0);
+  float *rn_got = read_npy("rn.npy", N);
+  if (rn_got) {
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+      bad += !(rn_got[i] >= 2 && rn_got[i] < 3);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(rn_got[0] != rn_got[1]);
+  }
+  free(rn_got);
+  w[0] = 2.5;
+  expect_f("sc.npy", w, 1, 0, 0);
+
+  /* an index out of range stops the program with a message */
+  hi[4] = V;
+  write_npy("idx_bad.npy", GSLRT_I32, 2, id, hi);
+  rc = run(exe, "--input x=sx.npy --input tab=tab.npy --input idx=idx_bad.npy");
+  CU_ASSERT_NOT_EQUAL(rc, 0);
+  char *err = slurp(path("stderr.txt"));
+  CU_ASSERT(err && strstr(err, "gather index out of range"));
+  free(err);
+  ir_free(p);
+#undef X3
+}
+
+/* ---- einsum ---------------------------------------------------------------------- */
+
+/* Reference einsum of two operands (or one, b NULL) by brute force. */
+static void einsum_ref(const char *spec, const float *a, const int64_t *ad, const float *b, const int64_t *bd,
+                       double *out) {
+  char la[16] = "", lb[16] = "", lo[16] = "", all[32] = "";
+  const char *comma = strchr(spec, ','), *arrow = strstr(spec, "->");
+  memcpy(la, spec, (size_t)((comma ? comma : arrow) - spec));
+  if (comma)
+    memcpy(lb, comma + 1, (size_t)(arrow - comma - 1));
+  strcpy(lo, arrow + 2);
+  int64_t ext[128] = {0};
+  for (int i = 0; la[i]; i++)
+    ext[(int)la[i]] = ad[i];
+  for (int i = 0; lb[i]; i++)
+    ext[(int)lb[i]] = bd[i];
+  strcpy(all, lo);
+  for (const char *s = la; *s; s++)
+    if (!strchr(all, *s))
+      strncat(all, s, 1);
+  for (const char *s = lb; *s; s++)
+    if (!strchr(all, *s))
+      strncat(all, s, 1);
+  int n = (int)strlen(all);
+  int64_t no = 1;
+  for (int i = 0; lo[i]; i++)
+    no *= ext[(int)lo[i]];
+  for (int64_t i = 0; i < no; i++)
+    out[i] = 0;
+  int64_t val[128] = {0}, total = 1;
+  for (int i = 0; i < n; i++)
+    total *= ext[(int)all[i]];
+  for (int64_t t = 0; t < total; t++) {
+    int64_t r = t;
+    for (int i = n - 1; i >= 0; i--) {
+      val[(int)all[i]] = r % ext[(int)all[i]];
+      r /= ext[(int)all[i]];
+    }
+    int64_t ia = 0, ib = 0, io = 0;
+    for (int i = 0; la[i]; i++)
+      ia = ia * ext[(int)la[i]] + val[(int)la[i]];
+    for (int i = 0; lb[i]; i++)
+      ib = ib * ext[(int)lb[i]] + val[(int)lb[i]];
+    for (int i = 0; lo[i]; i++)
+      io = io * ext[(int)lo[i]] + val[(int)lo[i]];
+    out[io] += (double)a[ia] * (b ? b[ib] : 1.0f);
+  }
+}
+
+static void test_einsum(void) {
+  Program *p = ir_new("einsum.gsl");
+  int64_t ad[2] = {5, 6}, bd[2] = {6, 7}, pd[3] = {2, 3, 4}, qd[3] = {2, 4, 5}, wd[2] = {4, 5}, cd[3] = {4, 3, 6};
+  Value *a = tensor(p, "a", TK_INPUT, DT_F32, 2, ad);
+  Value *b = tensor(p, "b", TK_INPUT, DT_F32, 2, bd);
+  Value *pp = tensor(p, "p", TK_INPUT, DT_F32, 3, pd);
+  Value *q = tensor(p, "q", TK_INPUT, DT_F32, 3, qd);
+  Value *w = tensor(p, "w", TK_PARAM, DT_F32, 2, wd);
+  Value *c = tensor(p, "c", TK_INPUT, DT_F32, 3, cd);
+  Value *ia = tensor(p, "ia", TK_INPUT, DT_I32, 2, ad);
+  Value *ib = tensor(p, "ib", TK_INPUT, DT_I32, 2, bd);
+  p->tensors[w->tensor].init = INIT_ONES;
+  output(p, "mm", einsum(p, "ij,jk->ik", 2, (int64_t[]){5, 7}, a, b));
+  output(p, "bki", einsum(p, "bij,bjk->bki", 3, (int64_t[]){2, 5, 3}, pp, q));
+  output(p, "ikb", einsum(p, "bij,bjk->ikb", 3, (int64_t[]){3, 5, 2}, pp, q));
+  Value *w2 = bin(p, BF_MUL, w, cnst(p, DT_F32, 0.5, 2, wd));
+  output(p, "gse", einsum(p, "gsm,me->gse", 3, (int64_t[]){2, 3, 5}, pp, w2));
+  Value *bt = transpose(p, b, (int[]){1, 0});
+  output(p, "mmt", einsum(p, "ij,kj->ik", 2, (int64_t[]){5, 7}, a, bt));
+  output(p, "copyin", einsum(p, "jik,kl->ijl", 3, (int64_t[]){3, 4, 7}, c, bin(p, BF_ADD, b, b)));
+  output(p, "perm", einsum(p, "bij->jbi", 3, (int64_t[]){4, 2, 3}, pp, NULL));
+  Value *ie = einsum(p, "ij,jk->ik", 2, (int64_t[]){5, 7}, ia, ib);
+  ie->dtype = DT_I32;
+  output(p, "imm", ie);
+  Value *rsum = reduce(p, RF_SUM, b, 2);
+  output(p, "outer", einsum(p, "i,k->ik", 2, (int64_t[]){6, 6}, rsum, rsum));
+  char exe[256];
+  snprintf(exe, sizeof exe, "%s", path("einsum"));
+  if (!build(p, exe, 2)) {
+    ir_free(p);
+    return;
+  }
+  float ha[30], hb[42], hp[24], hq[40], hc[72];
+  int32_t hia[30], hib[42];
+  fill(ha, 30, -1, 1);
+  fill(hb, 42, -1, 1);
+  fill(hp, 24, -1, 1);
+  fill(hq, 40, -1, 1);
+  fill(hc, 72, -1, 1);
+  for (int i = 0; i < 30; i++)
+    hia[i] = (int32_t)frand(-9, 9);
+  for (int i = 0; i < 42; i++)
+    hib[i] = (int32_t)frand(-9, 9);
+  write_npy("a.npy", GSLRT_F32, 2, ad, ha);
+  write_npy("b.npy", GSLRT_F32, 2, bd, hb);
+  write_npy("p.npy", GSLRT_F32, 3, pd, hp);
+  write_npy("q.npy", GSLRT_F32, 3, qd, hq);
+  write_npy("c.npy", GSLRT_F32, 3, cd, hc);
+  write_npy("eia.npy", GSLRT_I32, 2, ad, hia);
+  write_npy("eib.npy", GSLRT_I32, 2, bd, hib);
+  int rc = run(exe,
+               "--input a=a.npy --input b=b.npy --input p=p.npy --input q=q.npy --input c=c.npy "
+               "--input ia=eia.npy --input ib=eib.npy --output mm=mm.npy --output bki=bki.npy "
+               "--output ikb=ikb.npy --output gse=gse.npy --output mmt=mmt.npy --output copyin=ci.npy "
+               "--output perm=perm.npy --output imm=imm.npy --output outer=outer.npy");
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  static double want[256];
+  einsum_ref("ij,jk->ik", ha, ad, hb, bd, want);
+  expect_f("mm.npy", want, 35, 1e-5, 1e-5);
+  expect_f("mmt.npy", want, 35, 1e-5, 1e-5);
+  einsum_ref("bij,bjk->bki", hp, pd, hq, qd, want);
+  expect_f("bki.npy", want, 30, 1e-5, 1e-5);
+  einsum_ref("bij,bjk->ikb", hp, pd, hq, qd, want);
+  expect_f("ikb.npy", want, 30, 1e-5, 1e-5);
+  float hw[20];
+  for (int i = 0; i < 20; i++)
+    hw[i] = 0.5f;
+  einsum_ref("gsm,me->gse", hp, pd, hw, wd, want);
+  expect_f("gse.npy", want, 30, 1e-5, 1e-5);
+  float hb2[42];
+  for (int i = 0; i < 42; i++)
+    hb2[i] = hb[i] + hb[i];
+  einsum_ref("jik,kl->ijl", hc, cd, hb2, bd, want);
+  expect_f("ci.npy", want, 84, 1e-5, 1e-5);
+  einsum_ref("bij->jbi", hp, pd, NULL, NULL, want);
+  expect_f("perm.npy", want, 24, 0, 0);
+  int32_t wi[35];
+  for (int i = 0; i < 5; i++)
+    for (int k = 0; k < 7; k++) {
+      int32_t s = 0;
+      for (int j = 0; j < 6; j++)
+        s += hia[i * 6 + j] * hib[j * 7 + k];
+      wi[i * 7 + k] = s;
+    }
+  expect_i("imm.npy", wi, 35);
+  double rb[6];
+  for (int j = 0; j < 6; j++) {
+    rb[j] = 0;
+    for (int k = 0; k < 7; k++)
+      rb[j] += hb[j * 7 + k];
+  }
+  for (int i = 0; i < 6; i++)
+    for (int k = 0; k < 6; k++)
+      want[i * 6 + k] = rb[i] * rb[k];
+  expect_f("outer.npy", want, 36, 1e-5, 1e-5);
+  ir_free(p);
+}
+
+/* ---- the suite ---------------------------------------------------------------------- */
+
+static int suite_init(void) {
+  strcpy(tmpdir, "/tmp/gsl_codegen_XXXXXX");
+  return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int suite_clean(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  return getenv("GSL_KEEP_TMP") || system(cmd) == 0 ? 0 : -1;
+}
+
+void add_codegen_tests(void) {
+  CU_pSuite s = tests_suite("codegen");
+  s->pInitializeFunc = suite_init;
+  s->pCleanupFunc = suite_clean;
+  tests_add(s, "fusion_and_emit_kinds", test_fusion_ir);
+  tests_add(s, "elementwise", test_elementwise);
+  tests_add(s, "structural", test_structural);
+  tests_add(s, "einsum", test_einsum);
+}
