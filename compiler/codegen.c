@@ -14,8 +14,8 @@
  * are aliases: the same buffer under a new shape (buffers are contiguous, C
  * order). Every other value is inlined into the loop of its one user: its
  * elements are computed from its operands at affine indices, so a chain of
- * elementwise ops, broadcasts, transposes and slices becomes one loop nest
- * whose leaves are loads from materialized buffers at
+ * elementwise ops, broadcasts, transposes, slices and one_hots becomes one
+ * loop nest whose leaves are loads from materialized buffers at
  * sum_k i_k * stride_k + offset. Index maps compose symbolically (struct Aff:
  * coefficients over the loop counters), so a broadcast gives stride 0, a
  * transpose permutes strides and a slice adds an offset. Constants, and index
@@ -24,15 +24,20 @@
  * their own loops. Each loop nest runs innermost over the last dimension with
  * i64 counters in rotated canonical form, so LoopVectorize fires; sum
  * reductions along the innermost loop carry llvm.loop.vectorize.enable,
- * which lets the vectorizer reassociate them (and nothing else).
+ * which lets the vectorizer reassociate them (and nothing else). exp (and so
+ * tanh, sigmoid, gelu) is a polynomial that vectorizes, since llvm.exp on
+ * vectors becomes one libm call per lane on x86.
  *
  * Einsum becomes a batched gslrt_sgemm when its operands are,
  * in memory, [batch, M, K] or [batch, K, M] (and [batch, K, N] or
  * [batch, N, K]), copying an operand to a canonical temporary first when
  * not, and writing the result straight into the output when its order is
  * [batch, M, N] (or [batch, N, M], by swapping the operands), through a
- * temporary and a permuting copy otherwise. Anything else (i32, repeated
- * letters, one operand) is a plain loop nest. */
+ * temporary and a permuting copy otherwise. An operand that is a transpose
+ * with no buffer of its own is read through: its source buffer with the
+ * letters permuted, often saving the copy. Anything else (i32, repeated
+ * letters, one operand, a letter summed out of one operand) is a plain loop
+ * nest. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -470,7 +475,7 @@ static LLVMValueRef unary_f32(CG *g, int fn, LLVMValueRef x) {
      * the tanh approximation without its cancellation for negative x */
     LLVMValueRef x3 = LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
     LLVMValueRef in = LLVMBuildFAdd(b, x, LLVMBuildFMul(b, x3, cf32(g, 0.044715), ""), "");
-    LLVMValueRef u2 = LLVMBuildFMul(b, in, cf32(g, 2.0 * sqrt(2.0 / M_PI)), "");
+    LLVMValueRef u2 = LLVMBuildFMul(b, in, cf32(g, 2.0 * 0.79788456080286535588 /* sqrt(2 / pi) */), "");
     return LLVMBuildFMul(b, x, sigmoid_f32(g, u2), "");
   }
   case UF_ABS: return call1(g, "llvm.fabs.f32", x);
@@ -984,6 +989,25 @@ static const char *cat3(char *buf, const char *a, const char *b, const char *c) 
   return buf;
 }
 
+/* How two GEMM operands lie in memory for a given order of the K letters. */
+typedef struct Layout {
+  bool a_n, a_t; /* A is [batch, M, K] / [batch, K, M] */
+  bool b_n, b_t; /* B is [batch, K, N] / [batch, N, K] */
+  int copies;    /* operands that must be copied to a canonical temporary */
+} Layout;
+
+static Layout layout(const char *la, const char *lb, const char *bl, const char *ml, const char *nl,
+                     const char *kl) {
+  char t[CG_MAXL + 1];
+  Layout l;
+  l.a_n = !strcmp(la, cat3(t, bl, ml, kl));
+  l.a_t = !strcmp(la, cat3(t, bl, kl, ml));
+  l.b_n = !strcmp(lb, cat3(t, bl, kl, nl));
+  l.b_t = !strcmp(lb, cat3(t, bl, nl, kl));
+  l.copies = !(l.a_n || l.a_t) + !(l.b_n || l.b_t);
+  return l;
+}
+
 /* One operand of a GEMM: its buffer and that buffer's letters, looking
  * through a transpose that has no buffer of its own. */
 static const Value *gemm_operand(CG *g, const Value *a, const char *letters, char *out) {
@@ -1003,8 +1027,12 @@ static void einsum(CG *g, const Value *v) {
   if (!parse_spec(v, &s))
     die("einsum %%%d escaped the check", v->id);
   bool plain = v->dtype != DT_F32 || s.nops != 2 || has_repeat(s.op[0]) || has_repeat(s.op[1]);
-  for (int j = 0; j < s.nops && !plain; j++)
+  for (int j = 0; j < s.nops && !plain; j++) {
     plain = v->args[j]->dtype != DT_F32;
+    for (int i = 0; s.op[j][i]; i++)
+      if (!strchr(s.out, s.op[j][i]) && !strchr(s.op[1 - j], s.op[j][i]))
+        plain = true;
+  }
   if (plain) {
     einsum_loops(g, v, &s);
     return;
@@ -1043,21 +1071,18 @@ static void einsum(CG *g, const Value *v) {
   for (int i = 0; lb[i]; i++)
     if (!strchr(s.out, lb[i]))
       strncat(kb, &lb[i], 1);
-  char t1[CG_MAXL + 1], t2[CG_MAXL + 1];
+  char t1[CG_MAXL + 1];
+  /* the K order of whichever operand makes fewer copies */
+  Layout lay = layout(la, lb, bl, ml, nl, ka);
   const char *kl = ka;
-  bool a_n = !strcmp(la, cat3(t1, bl, ml, kl)), a_t = !strcmp(la, cat3(t2, bl, kl, ml));
-  bool b_n = !strcmp(lb, cat3(t1, bl, kl, nl)), b_t = !strcmp(lb, cat3(t2, bl, nl, kl));
-  if (!(a_n || a_t) || !(b_n || b_t)) {
-    bool a2 = !strcmp(la, cat3(t1, bl, ml, kb)) || !strcmp(la, cat3(t2, bl, kb, ml));
-    bool b2 = !strcmp(lb, cat3(t1, bl, kb, nl)) || !strcmp(lb, cat3(t2, bl, nl, kb));
-    if ((a2 || b2) && !((a_n || a_t) && !(b_n || b_t) && !b2 && !a2)) {
+  if (lay.copies) {
+    Layout other = layout(la, lb, bl, ml, nl, kb);
+    if (other.copies < lay.copies) {
+      lay = other;
       kl = kb;
-      a_n = !strcmp(la, cat3(t1, bl, ml, kl));
-      a_t = !strcmp(la, cat3(t2, bl, kl, ml));
-      b_n = !strcmp(lb, cat3(t1, bl, kl, nl));
-      b_t = !strcmp(lb, cat3(t2, bl, nl, kl));
     }
   }
+  bool a_n = lay.a_n, a_t = lay.a_t, b_n = lay.b_n, b_t = lay.b_t;
   int64_t nb = letters_size(&s, bl), m = letters_size(&s, ml), n = letters_size(&s, nl),
           k = letters_size(&s, kl);
   LLVMValueRef pa = buffer_of(g, va), pb = buffer_of(g, vb), pc = buffer_of(g, v);
@@ -1114,11 +1139,9 @@ static LLVMValueRef add_function(CG *g, const char *name, LLVMTypeRef ft) {
 
 static void emit_step(CG *g) {
   const Program *p = g->p;
-  LLVMTypeRef params[2] = {g->t_ptr, g->t_i64};
   g->fn = g->step_fn;
   g->ctx_arg = LLVMGetParam(g->fn, 0);
   g->step_arg = LLVMGetParam(g->fn, 1);
-  (void)params;
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "entry");
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "body");
   LLVMPositionBuilderAtEnd(g->ab, entry);

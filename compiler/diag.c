@@ -89,15 +89,22 @@ static void show_line(const Span *sp) {
     start--;
   while (end < s->len && text[end] != '\n')
     end++;
-  FILE *f = out();
-  fprintf(f, "%5u | %.*s\n      | ", sp->line, (int)(end - start), text + start);
+  /* built in one buffer and written at once: stderr is unbuffered */
+  size_t width = end - start;
+  char *buf = xmalloc(2 * width + 64);
+  size_t n = (size_t)snprintf(buf, 32, "%5u | ", sp->line);
+  for (size_t i = start; i < end; i++) /* a NUL byte would end the line early */
+    buf[n++] = text[i] ? text[i] : ' ';
+  n += (size_t)snprintf(buf + n, 16, "\n      | ");
   for (size_t i = start; i < sp->off; i++)
-    fputc(text[i] == '\t' ? '\t' : ' ', f);
-  fputc('^', f);
+    buf[n++] = text[i] == '\t' ? '\t' : ' ';
+  buf[n++] = '^';
   size_t stop = sp->end < end ? sp->end : end;
   for (size_t i = sp->off + 1; i < stop; i++)
-    fputc('~', f);
-  fputc('\n', f);
+    buf[n++] = '~';
+  buf[n++] = '\n';
+  fwrite(buf, 1, n, out());
+  free(buf);
 }
 
 static void report(const char *level, Span sp, const char *fmt, va_list ap) {

@@ -56,13 +56,17 @@ typedef struct Lexer {
   bool has_pending;       /* pending was scanned but not yet returned */
   Token pending;          /* the next real token, held while NEWLINE/UNCLOSED go first */
   int nerrors;            /* lexical errors reported */
+  int parse_errors;       /* syntax errors the parser reported, counted against max_errors */
+  int max_errors;         /* give up once nerrors + parse_errors reach this; 0: never */
+  bool stopped;           /* gave up: every later token is TOK_END */
 } Lexer;
 
 /* Starts scanning src; strings and names are allocated in a. */
 void lex_init(Lexer *lx, const Source *src, Arena *a);
 /* Scans the next token into *t and returns its kind. Lexical errors are
  * reported through diag_error and counted in lx->nerrors; the offending
- * bytes are skipped. */
+ * bytes are skipped. Once the errors reach lx->max_errors, the lexer says
+ * so in a note, stops reporting, and returns only TOK_END. */
 int lex_next(Lexer *lx, Token *t);
 /* A readable name for a token kind: "name", "'('", "'let'", "newline". */
 const char *lex_token_name(int kind);

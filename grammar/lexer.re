@@ -44,7 +44,22 @@ static Span tok_span(const Lexer *lx) {
   return sp;
 }
 
+static bool over_limit(const Lexer *lx) {
+  return lx->max_errors > 0 && lx->nerrors + lx->parse_errors >= lx->max_errors;
+}
+
+/* Gives up at sp: the rest of the input is skipped. */
+static void stop(Lexer *lx, Span sp) {
+  diag_note(sp, "too many errors, giving up on this file");
+  lx->stopped = true;
+  lx->cur = lx->lim;
+  lx->depth = 0;
+  lx->newline_seen = false;
+}
+
 static void lex_error(Lexer *lx, Span sp, const char *fmt, ...) {
+  if (lx->stopped)
+    return;
   char msg[256];
   va_list ap;
   va_start(ap, fmt);
@@ -52,6 +67,8 @@ static void lex_error(Lexer *lx, Span sp, const char *fmt, ...) {
   va_end(ap);
   diag_error(sp, "%s", msg);
   lx->nerrors++;
+  if (over_limit(lx))
+    stop(lx, sp);
 }
 
 /* Reports the bytes from p to lx->cur (on the current line, from the token
@@ -284,6 +301,15 @@ static void pop_bracket(Lexer *lx, char open) {
 }
 
 int lex_next(Lexer *lx, Token *t) {
+  if (!lx->stopped && over_limit(lx))
+    stop(lx, lx->has_pending ? lx->pending.span : tok_span(lx));
+  if (lx->stopped) {
+    memset(t, 0, sizeof *t);
+    lx->tok = lx->cur = lx->lim;
+    t->span = tok_span(lx);
+    lx->has_pending = false;
+    return lx->last = TOK_END;
+  }
   if (!lx->has_pending) {
     scan(lx, &lx->pending);
     lx->has_pending = true;

@@ -43,9 +43,13 @@ typedef struct ParseUnclosed {
 }
 
 %code {
+#include <stdio.h>
 #include <string.h>
 
 #include "lexer.h"
+
+/* Errors in one file after which the parser gives up on it. */
+#define PARSE_MAX_ERRORS 50
 
 struct Parser {
   const Source *src; /* the text parsed */
@@ -53,7 +57,6 @@ struct Parser {
   Lexer lx;          /* the token source */
   Node *root;        /* the PROGRAM, once parsed */
   bool la_eof;       /* the last token read was a TOK_UNCLOSED at the end of the input */
-  int nerrors;       /* syntax errors reported */
 };
 
 #define YYLLOC_DEFAULT(cur, rhs, n)                                  \
@@ -69,6 +72,15 @@ struct Parser {
 
 static int yylex(YYSTYPE *val, Span *loc, Parser *ps);
 static void yyerror(const Span *loc, Parser *ps, const char *msg);
+
+/* Reports a syntax error (counted by the lexer, which gives up after too
+ * many), unless the lexer has given up already. */
+static void syntax_error(Parser *ps, Span sp, const char *msg) {
+  if (ps->lx.stopped)
+    return;
+  diag_error(sp, "%s", msg);
+  ps->lx.parse_errors++;
+}
 
 static Node *mk(Parser *ps, AstKind k, Span sp) { return ast_new(ps->arena, k, sp); }
 
@@ -95,21 +107,20 @@ static NodeList list_of(Parser *ps, Node *n) {
 /* Appends an argument to a call's list; a positional argument after a
  * keyword argument is reported (and kept, so the tree stays whole). */
 static void push_arg(Parser *ps, NodeList *l, Node *arg) {
-  if (arg->kind != AST_KWARG && l->len > 0 && l->items[l->len - 1]->kind == AST_KWARG) {
-    diag_error(arg->span, "positional argument follows keyword argument");
-    ps->nerrors++;
-  }
+  if (arg->kind != AST_KWARG && l->len > 0 && l->items[l->len - 1]->kind == AST_KWARG)
+    syntax_error(ps, arg->span, "positional argument follows keyword argument");
   ast_push(ps->arena, l, arg);
 }
 
 /* A closing bracket that the lexer found missing (TOK_UNCLOSED at loc, for
  * the bracket opened at open). */
 static void missing_closer(Parser *ps, char closer, Span loc, ParseUnclosed u, bool recovering) {
-  if (recovering)
+  if (recovering || ps->lx.stopped)
     return;
-  diag_error(loc, "syntax error, missing '%c' at end of %s", closer, u.at_eof ? "file" : "line");
+  char msg[64];
+  snprintf(msg, sizeof msg, "syntax error, missing '%c' at end of %s", closer, u.at_eof ? "file" : "line");
+  syntax_error(ps, loc, msg);
   diag_note(u.open, "to match this '%c'", ps->src->text[u.open.off]);
-  ps->nerrors++;
 }
 }
 
@@ -379,8 +390,9 @@ static int yylex(YYSTYPE *val, Span *loc, Parser *ps) {
 /* Called by Bison only when its stacks are exhausted: input nested deeper
  * than YYMAXDEPTH. */
 static void yyerror(const Span *loc, Parser *ps, const char *msg) {
-  diag_error(*loc, "%s: the program is nested too deeply", msg);
-  ps->nerrors++;
+  char text[128];
+  snprintf(text, sizeof text, "%s: the program is nested too deeply", msg);
+  syntax_error(ps, *loc, text);
 }
 
 /* What the user sees for a token kind: the lookahead's own name, except
@@ -477,8 +489,9 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Parser *ps) {
     for (int i = 1; i < nshown; i++)
       len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s", i == nshown - 1 ? " or " : ", ", shown[i]);
   }
-  diag_error(*loc, "%s", msg);
-  ps->nerrors++;
+  if (ps->lx.stopped)
+    return 0;
+  syntax_error(ps, *loc, msg);
 
   /* Say which bracket a closer would close when it was opened on another
    * line (on the same line the caret shows it). */
@@ -500,8 +513,9 @@ Node *parse_source(const Source *src, Arena *a) {
   ps.src = src;
   ps.arena = a;
   lex_init(&ps.lx, src, a);
+  ps.lx.max_errors = PARSE_MAX_ERRORS;
   int rc = yyparse(&ps);
-  if (rc != 0 || ps.nerrors > 0 || ps.lx.nerrors > 0)
+  if (rc != 0 || ps.lx.parse_errors > 0 || ps.lx.nerrors > 0)
     return NULL;
   return ps.root;
 }

@@ -4,6 +4,7 @@
  * references to 1e-5 relative. Programs carry many outputs each, since
  * linking and starting a program cost most of the time. The textual LLVM
  * IR is inspected for fusion (one loop nest, no intermediate buffers). */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -329,7 +330,7 @@ static void test_fusion_ir(void) {
 }
 
 static double gelu_ref(double x) {
-  return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
 }
 
 static void test_elementwise(void) {
@@ -715,6 +716,7 @@ static void test_einsum(void) {
   Value *ie = einsum(p, "ij,jk->ik", 2, (int64_t[]){5, 7}, ia, ib);
   ie->dtype = DT_I32;
   output(p, "imm", ie);
+  output(p, "kperm", einsum(p, "ikl,lkj->ij", 2, (int64_t[]){4, 4}, c, transpose(p, c, (int[]){2, 1, 0})));
   Value *rsum = reduce(p, RF_SUM, b, 2);
   output(p, "outer", einsum(p, "i,k->ik", 2, (int64_t[]){6, 6}, rsum, rsum));
   char exe[256];
@@ -745,7 +747,7 @@ static void test_einsum(void) {
                "--input a=a.npy --input b=b.npy --input p=p.npy --input q=q.npy --input c=c.npy "
                "--input ia=eia.npy --input ib=eib.npy --output mm=mm.npy --output bki=bki.npy "
                "--output ikb=ikb.npy --output gse=gse.npy --output mmt=mmt.npy --output copyin=ci.npy "
-               "--output perm=perm.npy --output imm=imm.npy --output outer=outer.npy");
+               "--output perm=perm.npy --output imm=imm.npy --output outer=outer.npy --output kperm=kperm.npy");
   CU_ASSERT_EQUAL_FATAL(rc, 0);
   static double want[256];
   einsum_ref("ij,jk->ik", ha, ad, hb, bd, want);
@@ -786,6 +788,13 @@ static void test_einsum(void) {
     for (int k = 0; k < 6; k++)
       want[i * 6 + k] = rb[i] * rb[k];
   expect_f("outer.npy", want, 36, 1e-5, 1e-5);
+  float hct[72]; /* c transposed to [l, k, i] */
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < 3; k++)
+      for (int l = 0; l < 6; l++)
+        hct[(l * 3 + k) * 4 + i] = hc[(i * 3 + k) * 6 + l];
+  einsum_ref("ikl,lkj->ij", hc, cd, hct, (int64_t[]){6, 3, 4}, want);
+  expect_f("kperm.npy", want, 16, 1e-5, 1e-5);
   ir_free(p);
 }
 

@@ -328,6 +328,21 @@ static void test_parse_deep_nesting(void) {
   free(text);
 }
 
+static void test_parse_error_limit(void) {
+  char *text = calloc(100, 16);
+  for (int i = 0; i < 100; i++)
+    strcat(text, i % 2 ? "let a = )\n" : "let $ = 1\n");
+  Parsed r = parse_text(text);
+  CU_ASSERT_PTR_NULL(r.dump);
+  CU_ASSERT_EQUAL(r.nerrors, 50);
+  const char *note = strstr(r.diags, "m.gsl:49:5: note: too many errors, giving up on this file\n");
+  CU_ASSERT_PTR_NOT_NULL(note);
+  if (note)
+    CU_ASSERT_PTR_NULL(strstr(strchr(note, '\n'), "note:"));
+  parsed_free(&r);
+  free(text);
+}
+
 /* xorshift64*: a fixed, portable stream of pseudo-random numbers */
 static uint64_t next_random(uint64_t *s) {
   *s ^= *s >> 12;
@@ -416,5 +431,6 @@ void add_parser_tests(void) {
   tests_add(s, "missing closers", test_parse_missing_closer);
   tests_add(s, "lexical errors fail the parse", test_parse_lexical_errors_fail);
   tests_add(s, "deep nesting", test_parse_deep_nesting);
+  tests_add(s, "error limit", test_parse_error_limit);
   tests_add(s, "fuzz", test_parse_fuzz);
 }
