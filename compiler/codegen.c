@@ -859,6 +859,13 @@ typedef struct Spec {
   int64_t ext[256];             /* extent of each letter (0: unused) */
 } Spec;
 
+/* s ++ c (s has room) */
+static void append(char *s, char c) {
+  size_t n = strlen(s);
+  s[n] = c;
+  s[n + 1] = '\0';
+}
+
 static bool has_repeat(const char *s) {
   for (; *s; s++)
     if (strchr(s + 1, *s))
@@ -920,7 +927,7 @@ static void einsum_loops(CG *g, const Value *v, const Spec *s) {
   for (int j = 0; j < s->nops; j++)
     for (int i = 0; s->op[j][i]; i++)
       if (!strchr(all, s->op[j][i]))
-        strncat(all, &s->op[j][i], 1);
+        append(all, s->op[j][i]);
   int n = (int)strlen(all), no = v->shape.rank;
   LLVMValueRef out = buffer_of(g, v);
   LLVMTypeRef et = elem_type(g, v->dtype);
@@ -1063,14 +1070,14 @@ static void einsum(CG *g, const Value *v) {
   for (int i = 0; s.out[i]; i++) {
     char c = s.out[i];
     bool in_a = strchr(la, c), in_b = strchr(lb, c);
-    strncat(in_a && in_b ? bl : in_a ? ml : nl, &c, 1);
+    append(in_a && in_b ? bl : in_a ? ml : nl, c);
   }
   for (int i = 0; la[i]; i++)
     if (!strchr(s.out, la[i]))
-      strncat(ka, &la[i], 1);
+      append(ka, la[i]);
   for (int i = 0; lb[i]; i++)
     if (!strchr(s.out, lb[i]))
-      strncat(kb, &lb[i], 1);
+      append(kb, lb[i]);
   char t1[CG_MAXL + 1];
   /* the K order of whichever operand makes fewer copies */
   Layout lay = layout(la, lb, bl, ml, nl, ka);

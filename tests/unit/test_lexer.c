@@ -180,10 +180,10 @@ static void test_lex_nul_and_binary(void) {
   CU_ASSERT_STRING_EQUAL(r.tokens, "1:1 name a\n1:3 name b\n");
   CU_ASSERT_STRING_EQUAL(r.diags,
                          "t.gsl:1:2: error: unexpected character '\\x00'\n"
-                         "    1 | a\n"
+                         "    1 | a b\xff\n" /* the NUL is shown as a space */
                          "      |  ^\n"
                          "t.gsl:1:4: error: unexpected character '\\xff'\n"
-                         "    1 | a\n"
+                         "    1 | a b\xff\n"
                          "      |    ^\n");
   CU_ASSERT_EQUAL(r.nerrors, 2);
   lexed_free(&r);
