@@ -5,8 +5,9 @@
 # build directory after building gslc and the runtime. See bench/README.md.
 #
 # Settings (environment): B D H O (sizes, default 256 1024 4096 1024),
-# STEPS (timed steps, default 8), WARMUP (default 2), REPS (default 5),
-# PYTHON (default /usr/bin/python3), GSLC (default ./gslc).
+# STEPS (timed steps, default 20), WARMUP (default 3), REPS (default 5),
+# PYTHON (default /usr/bin/python3), GSLC (default ./gslc), OPENBLAS_CORETYPE
+# (see below).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +15,7 @@ top=$(dirname "$here")
 GSLC=${GSLC:-./gslc}
 PYTHON=${PYTHON:-/usr/bin/python3}
 B=${B:-256} D=${D:-1024} H=${H:-4096} O=${O:-1024}
-STEPS=${STEPS:-8} WARMUP=${WARMUP:-2} REPS=${REPS:-5}
+STEPS=${STEPS:-20} WARMUP=${WARMUP:-3} REPS=${REPS:-5}
 # one core everywhere: one BLAS thread, one OpenMP thread
 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 export OPENBLAS_NUM_THREADS OMP_NUM_THREADS MKL_NUM_THREADS
@@ -30,6 +31,24 @@ echo "GSL mlp benchmark: examples/mlp.gsl forward pass, B=$B D=$D H=$H O=$O, flo
 echo "  $STEPS timed steps after $WARMUP warm-up steps, median of $REPS runs, one core" \
      "(OPENBLAS_NUM_THREADS=1)"
 $GSLC $sizes "$top/examples/mlp.gsl" -o "$tmp/mlp" || die "gslc failed"
+
+# All three multiply through the same OpenBLAS (numpy and Debian's torch via
+# libblas.so.3). OpenBLAS 0.3.21 does not know recent Xeons (e.g. family 6
+# model 207) and falls back to its SSE3 "Prescott" kernels, 3-4x slower than
+# its AVX-512 ones; then pick SkylakeX (Haswell without AVX-512) for all three,
+# unless OPENBLAS_CORETYPE is set already.
+core=$(OPENBLAS_VERBOSE=2 "$tmp/mlp" --version 2>&1 | sed -n 's/^Core: //p' | tail -n 1)
+if [ -z "${OPENBLAS_CORETYPE+set}" ] && [ "$core" = Prescott ]; then
+  if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then OPENBLAS_CORETYPE=SkylakeX
+  elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then OPENBLAS_CORETYPE=Haswell; fi
+  if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+    export OPENBLAS_CORETYPE
+    echo "  OpenBLAS detected core Prescott (CPU unknown to it): using OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE" \
+         "for all three (set OPENBLAS_CORETYPE=Prescott to keep its choice)"
+    core=$OPENBLAS_CORETYPE
+  fi
+fi
+echo "  OpenBLAS core: ${core:-unknown}"
 
 have_numpy=yes have_torch=yes
 $PYTHON -c 'import numpy' 2>/dev/null || have_numpy=no
