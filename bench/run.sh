@@ -123,7 +123,7 @@ if [ $have_numpy = no ]; then
   exit 0
 fi
 sed 's/= zeros()/= normal(0.5)/' "$top/examples/mlp.gsl" >"$tmp/mlpcheck.gsl"
-$GSLC -I "$top/examples" $sizes "$tmp/mlpcheck.gsl" -o "$tmp/mlpcheck" || die "gslc failed (check)"
+$GSLC $sizes "$tmp/mlpcheck.gsl" -o "$tmp/mlpcheck" || die "gslc failed (check)"
 "$tmp/mlpcheck" --quiet --steps 1 --input x="$tmp/x.npy" --output y="$tmp/y.npy" \
   --output w1="$tmp/w1.npy" --output b1="$tmp/b1.npy" --output w2="$tmp/w2.npy" \
   --output b2="$tmp/b2.npy" || die "the GSL check program failed"

@@ -1181,7 +1181,9 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
                           ci32(g, t->dtype == DT_I32),
                           ci32(g, t->shape.rank),
                           shape_array(g, &t->shape),
-                          dim_axes_array(g, t->shape.rank, t->annotated ? &t->sh : NULL),
+                          /* the code computes global shapes, so every rank
+                           * holds whole tensors until the partitioner lands */
+                          dim_axes_array(g, t->shape.rank, NULL),
                           g->glob[t->value->id],
                           ci32(g, t->init),
                           LLVMConstReal(g->t_f64, t->a),
@@ -1209,7 +1211,7 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
                          ci32(g, v->dtype == DT_I32),
                          ci32(g, v->shape.rank),
                          shape_array(g, &v->shape),
-                         dim_axes_array(g, v->shape.rank, &v->sh),
+                         dim_axes_array(g, v->shape.rank, NULL),
                          g->glob[g->root[v->id]]};
     call_fn(g, "gslrt_declare_output", g->t_void, 7, a);
   }

@@ -140,10 +140,14 @@ static bool running_uninstalled(void) {
   return strcmp(self, built) == 0;
 }
 
+/* FILE.gsl -> FILE + ext; a file not named .gsl gives a.out (or a + ext),
+ * never the input's own name */
 static char *default_output(const char *input, const char *ext) {
   size_t n = strlen(input);
   if (n > 4 && strcmp(input + n - 4, ".gsl") == 0)
     n -= 4;
+  else
+    return xstrdup(*ext ? (strcmp(ext, ".o") == 0 ? "a.o" : strcmp(ext, ".s") == 0 ? "a.s" : "a.ll") : "a.out");
   char *out = xmalloc(n + strlen(ext) + 1);
   memcpy(out, input, n);
   strcpy(out + n, ext);

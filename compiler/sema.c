@@ -754,8 +754,17 @@ static bool check_builtin_args(Sema *s, int id, const Args *a) {
         serr(s, a->kw[i]->span, "keyword argument '%s' given twice", k);
         return false;
       }
+    if (strcmp(k, "dim") == 0 && a->npos > 1) {
+      serr(s, a->kw[i]->span, "%s: the dimension is given both by position and as dim", b->name);
+      return false;
+    }
   }
   return true;
+}
+
+/* The dimension argument at position pos, or the keyword argument dim. */
+static const Node *dim_node(const Args *a, int pos) {
+  return a->npos > pos ? a->pos[pos] : kwarg(a, "dim");
 }
 
 /* a dimension argument, negative counting from the end */
@@ -1027,11 +1036,14 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
     if (!x)
       return none;
     uint32_t mask = all_dims(x->shape.rank);
-    if (a.npos > 1) {
+    if (dim_node(&a, 1)) {
       int d;
-      if (!dim_arg(s, sc, a.pos[1], x->shape.rank, fn, &d))
+      if (!dim_arg(s, sc, dim_node(&a, 1), x->shape.rank, fn, &d))
         return none;
       mask = 1u << d;
+    } else if (id == BI_ARGMAX) {
+      serr(s, sp, "argmax needs the dimension to reduce: argmax(x, dim)");
+      return none;
     }
     bool keep = bool_kwarg(s, sc, &a, "keep", false);
     if ((id == BI_MEAN || id == BI_ARGMAX) && !need_f32(s, fn, x, sp))
@@ -1053,7 +1065,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
   case BI_SOFTMAX: case BI_LOG_SOFTMAX: {
     Value *x = need_f32(s, fn, eval_value(s, sc, a.pos[0]), sp);
     int d = x ? x->shape.rank - 1 : 0;
-    if (!x || (a.npos > 1 && !dim_arg(s, sc, a.pos[1], x->shape.rank, fn, &d)))
+    if (!x || (dim_node(&a, 1) && !dim_arg(s, sc, dim_node(&a, 1), x->shape.rank, fn, &d)))
       return none;
     if (x->shape.rank == 0) {
       serr(s, sp, "%s needs a tensor of rank 1 or more", fn);
@@ -1064,7 +1076,11 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
   case BI_CUMSUM: {
     Value *x = eval_value(s, sc, a.pos[0]);
     int d;
-    if (!x || !dim_arg(s, sc, a.pos[1], x->shape.rank, fn, &d))
+    if (!dim_node(&a, 1)) {
+      serr(s, sp, "cumsum needs the dimension to scan: cumsum(x, dim)");
+      return none;
+    }
+    if (!x || !dim_arg(s, sc, dim_node(&a, 1), x->shape.rank, fn, &d))
       return none;
     Value *v = emit1(s, OP_CUMSUM, x->dtype, x->shape, sp, x);
     v->axis = d;
@@ -1322,7 +1338,9 @@ static bool check_arg_type(Sema *s, Scope *fsc, const Node *arg, const Node *fno
   for (int i = 0; i < t->list.len; i++) {
     const Node *d = t->list.items[i];
     int64_t want;
-    if (d->kind == AST_NAME && !lookup(fsc, d->name)) {
+    /* a shape name binds per call (shadowing any global const of that name)
+     * unless an earlier argument of this call bound it */
+    if (d->kind == AST_NAME && !lookup_local(fsc, d->name)) {
       Binding *b = bind(s, fsc, d->name, BK_SHAPEVAR, d->span);
       if (b)
         b->i = v->shape.d[i];
@@ -1725,7 +1743,20 @@ static bool read_type(Sema *s, const Node *t, DType *dt, Shape *sh) {
   return true;
 }
 
-static void exec_tensor(Sema *s, const Node *st) {
+static void exec_tensor_checked(Sema *s, const Node *st);
+
+/* A declaration that failed still binds its name, silently, so that later
+ * uses add no messages of their own. */
+static void exec_decl(Sema *s, const Node *st) {
+  if (st->kind == AST_CONST)
+    exec_const(s, st);
+  else
+    exec_tensor_checked(s, st);
+  if (!lookup_local(&s->global, st->name))
+    bind(s, &s->global, st->name, BK_POISON, st->span);
+}
+
+static void exec_tensor_checked(Sema *s, const Node *st) {
   s->have_tensor = true;
   DType dt;
   Shape sh;
@@ -1793,8 +1824,8 @@ static void exec_tensor(Sema *s, const Node *st) {
     }
     if (!ok)
       return;
-    if (dt == DT_I32 && (t.init == INIT_NORMAL || t.init == INIT_UNIFORM)) {
-      serr(s, in->span, "%s() draws floats; %s is i32", in->name, what);
+    if (dt == DT_I32 && t.init == INIT_NORMAL) { /* uniform(0, V) on i32 gives ids 0..V-1 */
+      serr(s, in->span, "normal() draws floats; %s is i32 (uniform(lo, hi) draws integers lo..hi-1)", what);
       return;
     }
     if (t.init == INIT_NORMAL || t.init == INIT_UNIFORM)
@@ -1922,11 +1953,9 @@ static void exec_block(Sema *s, const NodeList *stmts) {
       exec_mesh(s, st);
       break;
     case AST_CONST:
-      exec_const(s, st);
-      break;
     case AST_PARAM:
     case AST_INPUT:
-      exec_tensor(s, st);
+      exec_decl(s, st);
       break;
     case AST_FN: {
       Scope tmp = {NULL, NULL};

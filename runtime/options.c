@@ -26,7 +26,7 @@ typedef struct opt {
 
 #define OFF(f) offsetof(gslrt_options, f)
 static const opt opts_table[] = {
-    {"--steps", OPT_COUNT, 0, OFF(steps)},
+    {"--steps", OPT_COUNT, 1, OFF(steps)},
     {"--seed", OPT_SEED, 0, OFF(seed)},
     {"--input", OPT_BIND, 0, OFF(inputs)},
     {"--output", OPT_BIND, 0, OFF(outputs)},

@@ -434,9 +434,9 @@ static void test_options(void) {
   CU_ASSERT_EQUAL(parse(l2, &o, err), 0);
   CU_ASSERT(o.help && o.version);
   gslrt_free_options(&o);
-  char l3[] = "--steps 0 --output x=a.npy --input x=b.npy";
+  char l3[] = "--steps 1 --output x=a.npy --input x=b.npy";
   CU_ASSERT_EQUAL(parse(l3, &o, err), 0); /* the same name as input and output is fine */
-  CU_ASSERT_EQUAL(o.steps, 0);
+  CU_ASSERT_EQUAL(o.steps, 1);
   gslrt_free_options(&o);
   static const struct {
     const char *line, *want;
@@ -445,6 +445,7 @@ static void test_options(void) {
       {"--steps", "option '--steps' requires a value"},
       {"--steps abc", "invalid value 'abc' for --steps"},
       {"--steps -1", "invalid value '-1' for --steps"},
+      {"--steps 0", "invalid value '0' for --steps (expected an integer >= 1)"}, /* no step: no outputs to write */
       {"--steps 1x", "invalid value '1x'"},
       {"--steps 99999999999999999999", "invalid value"},
       {"--steps=", "invalid value ''"},

@@ -180,7 +180,16 @@ static void test_reductions(void) {
                "t.gsl:2:16: error: sum: dimension 2 is out of range for a tensor of rank 2");
   expect_error("input x: f32[2, 3]\nlet a = sum(x, 0, kep = true)\n",
                "t.gsl:2:19: error: sum has no keyword argument 'kep'");
-  expect_error("input x: f32[2, 3]\nlet a = cumsum(x)\n", "t.gsl:2:9: error: cumsum takes 2 arguments, 1 given");
+  expect_error("input x: f32[2, 3]\nlet a = cumsum(x)\n", "t.gsl:2:9: error: cumsum needs the dimension to scan: cumsum(x, dim)");
+  expect_error("input x: f32[2, 3]\nlet a = sum(x, 0, dim = 1)\n",
+               "t.gsl:2:19: error: sum: the dimension is given both by position and as dim");
+  /* dim may be given by name */
+  p = elaborate("input x: f32[2, 3]\nlet a = softmax(x, dim = 0)\nlet b = sum(x, dim = -1)\n"
+                "let c = cumsum(x, dim = 1, exclusive = true)\noutput a, b, c\n");
+  expect_shape(output(p, "b"), DT_F32, 1, (int64_t[]){2});
+  CU_ASSERT_EQUAL(output(p, "c")->axis, 1);
+  CU_ASSERT_TRUE(output(p, "c")->exclusive);
+  ir_free(p);
 }
 
 static void test_layout(void) {
@@ -233,6 +242,12 @@ static void test_functions(void) {
   expect_error("fn f(x: f32[N, N]) { return x }\ninput a: f32[2, 3]\nlet b = f(a)\n",
                "t.gsl:3:11: error: argument 'x' of 'f' must be f32[N, N], got f32[2, 3]: dimension 1 is 3, expected 2");
   expect_error("fn f(x) { return x }\nlet b = f(1, 2)\n", "t.gsl:2:9: error: 'f' takes 1 argument, 2 given");
+  /* shape names bind per call even where a global const has that name */
+  p = elaborate("const N = 7\nfn rows(x: f32[N, M]) { return sum(x, 1) * N }\ninput a: f32[2, 3]\n"
+                "let r = rows(a)\ninput b: f32[N]\noutput r, b\n");
+  expect_shape(output(p, "r"), DT_F32, 1, (int64_t[]){2});
+  expect_shape(output(p, "b"), DT_F32, 1, (int64_t[]){7});
+  ir_free(p);
   expect_error("fn f(x) { return f(x) }\nlet b = f(1)\n",
                "t.gsl:1:18: error: calls nest more than 64 deep (is 'f' recursive?)");
   expect_error("fn two(x) { return x, x }\ninput a: f32[2]\nlet b = two(a)\n",
@@ -253,6 +268,10 @@ static void test_consts_and_defines(void) {
   CU_ASSERT_PTR_NULL(p);
   CU_ASSERT_STRING_EQUAL(first_diag(), "gslc: error: -D Q: the program has no const named Q");
   expect_error("input x: f32[2]\nconst N = x\n", "t.gsl:2:11: error: const N must be a compile-time number");
+  /* a failed declaration adds no messages where its name is used */
+  expect_error("const N = zz\ninput x: f32[N]\nlet y = x + N\noutput y\n", "t.gsl:1:11: error: unknown name 'zz'");
+  CU_ASSERT_PTR_NULL(strstr(diag_text, "t.gsl:2"));
+  CU_ASSERT_PTR_NULL(strstr(diag_text, "t.gsl:3"));
   expect_error("const N = 0\ninput x: f32[N]\n", "t.gsl:2:14: error: dimension 0 is 0; dimensions must be positive");
 }
 
@@ -312,7 +331,11 @@ static void test_initializers(void) {
   CU_ASSERT_EQUAL(p->tensors[2].init, INIT_ZEROS);
   CU_ASSERT_EQUAL(p->tensors[3].init, INIT_ONES);
   ir_free(p);
-  expect_error("input i: i32[3] = normal(1.0)\n", "t.gsl:1:19: error: normal() draws floats; input 'i' is i32");
+  expect_error("input i: i32[3] = normal(1.0)\n",
+               "t.gsl:1:19: error: normal() draws floats; input 'i' is i32 (uniform(lo, hi) draws integers lo..hi-1)");
+  p = elaborate("input ids: i32[3] = uniform(0, 10)\noutput ids\n");
+  CU_ASSERT_PTR_NOT_NULL(p);
+  ir_free(p);
   expect_error("param a: f32[2] = uniform(1, 1)\n", "t.gsl:1:19: error: uniform(lo, hi) needs lo < hi");
   expect_error("let z = zeros()\n",
                "t.gsl:1:9: error: zeros() is an initializer: it belongs on a param or input declaration (param w: f32[4] = zeros(...))");
