@@ -1,20 +1,39 @@
-/* codegen.c — the global tensor IR to one LLVM module, then to an object
- * file, assembly or textual IR for the host.
+/* codegen.c — the tensor IR to one LLVM module, then to an object file,
+ * assembly or textual IR for the host.
  *
- * The module defines gsl_setup (declares the mesh, the params and inputs, the
- * outputs, and allocates every other buffer through libgslrt), gsl_step (one
- * step of the program) and main (gslrt_main with a constant program info).
- * Every buffer lives behind a module-private global pointer the runtime
- * fills; gsl_step loads them once on entry.
+ * The module defines gsl_setup (declares the mesh, the groups of mesh axes
+ * the code uses, the params and inputs, the outputs, and allocates every
+ * other buffer through libgslrt), gsl_step (one step of the program) and
+ * main (gslrt_main with a constant program info). Every buffer lives behind
+ * a module-private global pointer the runtime fills; gsl_step loads them
+ * once on entry.
+ *
+ * SPMD. The program is normally partition.c's per-device program
+ * (Program.spmd): every value holds its local tile, so the code below simply
+ * runs on local shapes. Tensors and outputs are declared with their global
+ * shapes and shardings, and the runtime allocates and fills the local tiles.
+ * Each distinct list of mesh axes that a collective, a local slice or a
+ * split random draw names becomes one group, declared in gsl_setup (its id
+ * kept in a private global); gsl_step asks once on entry for the device's
+ * index in each group whose index the code reads. A local slice is an index
+ * map like a slice whose offset is that index times the local extent: a
+ * run-time term of struct Aff, so it fuses like any other index map. A
+ * random draw passes its tile's offset in the global tensor, so draws are
+ * keyed by global element index. Collectives are library calls on
+ * materialized buffers; an all_reduce runs in place on its operand's buffer
+ * when nothing else reads it, and on a copy (into which the operand's
+ * expression is computed) otherwise. A program with spmd false (the global
+ * IR) is compiled as one device holding whole tensors.
  *
  * Fusion. A value gets a buffer ("is materialized") when it is a param or
  * input, an output, is read more than once, or is an op that needs a whole
- * buffer (einsum, reduce, cumsum, gather, concat, rng); operands of einsum,
- * gather and cumsum are materialized too. Reshape and a materialized annotate
- * are aliases: the same buffer under a new shape (buffers are contiguous, C
- * order). Every other value is inlined into the loop of its one user: its
- * elements are computed from its operands at affine indices, so a chain of
- * elementwise ops, broadcasts, transposes, slices and one_hots becomes one
+ * buffer (einsum, reduce, cumsum, gather, concat, rng, collectives); operands
+ * of einsum, gather, cumsum and of the collectives other than all_reduce are
+ * materialized too. Reshape and a materialized annotate are aliases: the
+ * same buffer under a new shape (buffers are contiguous, C order). Every
+ * other value is inlined into the loop of its one user: its elements are
+ * computed from its operands at affine indices, so a chain of elementwise
+ * ops, broadcasts, transposes, slices, local slices and one_hots becomes one
  * loop nest whose leaves are loads from materialized buffers at
  * sum_k i_k * stride_k + offset. Index maps compose symbolically (struct Aff:
  * coefficients over the loop counters), so a broadcast gives stride 0, a
@@ -53,12 +72,24 @@
 #include "gslc.h"
 
 #define CG_MAXL (2 * GSL_MAX_RANK) /* deepest loop nest (an einsum's letters) */
+#define CG_MAXG 16                 /* most groups whose device index the code reads */
 
-/* An index as an affine function of the counters of the open loops. */
+/* An index as an affine function of the counters of the open loops and of
+ * the device's indices in groups of mesh axes. */
 typedef struct Aff {
-  int64_t c[CG_MAXL]; /* coefficient of loop counter i (outermost first) */
-  int64_t k;          /* constant term */
+  int64_t c[CG_MAXL];   /* coefficient of loop counter i (outermost first) */
+  int64_t dev[CG_MAXG]; /* coefficient of the device's index in the group of slot j */
+  int64_t k;            /* constant term */
 } Aff;
+
+/* A list of mesh axes the code names (a collective's, a local slice's, a
+ * split dimension of a random draw). */
+typedef struct Group {
+  int n;                      /* axes in it */
+  uint8_t axes[GSL_MAX_AXES]; /* which, major first */
+  int slot;                   /* index into CG.gidx when the device's index is read, else -1 */
+  LLVMValueRef id;            /* private i32 global: gslrt_declare_group's answer */
+} Group;
 
 /* One open loop: 0 <= iv < n. */
 typedef struct Loop {
@@ -92,6 +123,11 @@ typedef struct CG {
   LLVMValueRef step_arg;  /* gsl_step's step */
   LLVMValueRef iv[CG_MAXL]; /* counters of the open loops, outermost first */
   int niv;                /* open loops */
+  Group *groups;          /* the groups of mesh axes the code names */
+  int ngroups, capgroups; /* in use, allocated */
+  int *vgroup;            /* per value: its group (collectives, local slices), else -1 */
+  LLVMValueRef gidx[CG_MAXG]; /* in gsl_step, the device's (i64) index in the group of each slot */
+  int nslots;             /* slots in use */
 } CG;
 
 static Aff aff_unit(int loop);
@@ -243,16 +279,20 @@ static Aff aff_unit(int loop) {
 static Aff aff_madd(Aff a, int64_t s, const Aff *b) {
   for (int i = 0; i < CG_MAXL; i++)
     a.c[i] += s * b->c[i];
+  for (int j = 0; j < CG_MAXG; j++)
+    a.dev[j] += s * b->dev[j];
   a.k += s * b->k;
   return a;
 }
 
 static LLVMValueRef aff_value(CG *g, const Aff *a) {
   LLVMValueRef v = NULL;
-  for (int i = 0; i < g->niv; i++) {
-    if (!a->c[i])
+  for (int i = 0; i < g->niv + g->nslots; i++) {
+    int64_t c = i < g->niv ? a->c[i] : a->dev[i - g->niv];
+    LLVMValueRef x = i < g->niv ? g->iv[i] : g->gidx[i - g->niv];
+    if (!c)
       continue;
-    LLVMValueRef t = a->c[i] == 1 ? g->iv[i] : LLVMBuildNSWMul(g->b, g->iv[i], ci64(g, a->c[i]), "");
+    LLVMValueRef t = c == 1 ? x : LLVMBuildNSWMul(g->b, x, ci64(g, c), "");
     v = v ? LLVMBuildNSWAdd(g->b, v, t, "") : t;
   }
   if (!v)
@@ -319,12 +359,17 @@ static LLVMValueRef new_temp(CG *g, DType dt, int64_t n) {
 /* ---- which values get buffers --------------------------------------------- */
 
 static bool is_index_map(Op op) {
-  return op == OP_BROADCAST || op == OP_TRANSPOSE || op == OP_SLICE || op == OP_ANNOTATE;
+  return op == OP_BROADCAST || op == OP_TRANSPOSE || op == OP_SLICE || op == OP_ANNOTATE ||
+         op == OP_LOCAL_SLICE;
+}
+
+static bool is_collective(Op op) {
+  return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL;
 }
 
 static bool needs_buffer(Op op) {
   return op == OP_PARAM || op == OP_INPUT || op == OP_RNG || op == OP_EINSUM || op == OP_REDUCE ||
-         op == OP_CUMSUM || op == OP_GATHER || op == OP_CONCAT || op == OP_RESHAPE;
+         op == OP_CUMSUM || op == OP_GATHER || op == OP_CONCAT || op == OP_RESHAPE || is_collective(op);
 }
 
 /* Decides mat[] (has a buffer), cheap[] (inlined into each of several
@@ -364,6 +409,9 @@ static void plan_buffers(CG *g) {
       break;
     case OP_CUMSUM:
     case OP_RESHAPE:
+    case OP_ALL_GATHER:
+    case OP_REDUCE_SCATTER:
+    case OP_ALL_TO_ALL:
       g->mat[v->args[0]->id] = true;
       break;
     case OP_ANNOTATE:
@@ -377,9 +425,76 @@ static void plan_buffers(CG *g) {
   for (int i = 0; i < n; i++) {
     const Value *v = p->values[i];
     bool alias = g->mat[i] && (v->op == OP_RESHAPE || v->op == OP_ANNOTATE);
+    if (v->op == OP_ALL_REDUCE) {
+      /* in place on a buffer of the operand's own that nothing else reads */
+      const Value *a = v->args[0];
+      alias = g->mat[a->id] && g->root[a->id] == a->id && g->uses[a->id] == 1 && a->op != OP_PARAM &&
+              a->op != OP_INPUT;
+    }
     g->root[i] = alias ? g->root[v->args[0]->id] : i;
   }
   free(output);
+}
+
+/* ---- groups of mesh axes ---------------------------------------------------- */
+
+/* Whether dimension d of random draw v is split over the mesh. */
+static bool rng_split(const Program *p, const Value *v, int d) { return p->spmd && v->sh.naxes[d] > 0; }
+
+/* The group of axes[0..n), added on first sight; when index is set, the
+ * device's index in it gets a slot (false, after reporting, when there is
+ * no slot left). */
+static int find_group(CG *g, int n, const uint8_t *axes, bool index, bool *ok) {
+  int k = 0;
+  while (k < g->ngroups && !(g->groups[k].n == n && !memcmp(g->groups[k].axes, axes, (size_t)n)))
+    k++;
+  if (k == g->ngroups) {
+    if (g->ngroups == g->capgroups) {
+      g->capgroups = g->capgroups ? 2 * g->capgroups : 8;
+      g->groups = xrealloc(g->groups, (size_t)g->capgroups * sizeof *g->groups);
+    }
+    Group *gr = &g->groups[g->ngroups++];
+    memset(gr, 0, sizeof *gr);
+    gr->n = n;
+    memcpy(gr->axes, axes, (size_t)n);
+    gr->slot = -1;
+  }
+  if (index && g->groups[k].slot < 0) {
+    if (g->nslots == CG_MAXG) {
+      if (*ok)
+        diag_fatal("the program reads the device's index in more than %d groups of mesh axes", CG_MAXG);
+      *ok = false;
+    } else {
+      g->groups[k].slot = g->nslots++;
+    }
+  }
+  return k;
+}
+
+/* Every group the code names, in program order; false after reporting. */
+static bool collect_groups(CG *g) {
+  const Program *p = g->p;
+  bool ok = true;
+  for (int i = 0; i < p->nvalues; i++) {
+    const Value *v = p->values[i];
+    g->vgroup[i] = -1;
+    if (is_collective(v->op) || v->op == OP_LOCAL_SLICE)
+      g->vgroup[i] = find_group(g, v->ngroup, v->group, v->op == OP_LOCAL_SLICE, &ok);
+    if (v->op == OP_RNG)
+      for (int d = 0; d < v->shape.rank; d++)
+        if (rng_split(p, v, d))
+          find_group(g, v->sh.naxes[d], v->sh.axes[d], true, &ok);
+  }
+  return ok;
+}
+
+/* In gsl_step, the device's index in the group of axes[0..n) (one with a slot). */
+static LLVMValueRef group_index(CG *g, int n, const uint8_t *axes) {
+  bool ok = true;
+  int k = find_group(g, n, axes, false, &ok);
+  if (k >= g->ngroups || g->groups[k].slot < 0)
+    die("group index not collected");
+  return g->gidx[g->groups[k].slot];
 }
 
 /* ---- elementwise expressions --------------------------------------------- */
@@ -607,6 +722,11 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
       ai[i] = idx[i];
     ai[v->axis].k += v->start;
     return elem_at(g, a, ai);
+  case OP_LOCAL_SLICE:
+    for (int i = 0; i < v->shape.rank; i++)
+      ai[i] = idx[i];
+    ai[v->axis].dev[g->groups[g->vgroup[v->id]].slot] += v->shape.d[v->axis];
+    return elem_at(g, a, ai);
   case OP_ONE_HOT: {
     int r = v->shape.rank - 1;
     LLVMValueRef k = LLVMBuildSExt(b, elem_at(g, a, idx), g->t_i64, "");
@@ -832,8 +952,24 @@ static void emit_concat(CG *g, const Value *v) {
   }
 }
 
+/* The local tile of the draw, at its offset in the global tensor: along a
+ * split dimension, the device's index in the group of its axes times the
+ * local extent. */
 static void emit_rng(CG *g, const Value *v) {
-  LLVMValueRef shape = shape_array(g, &v->shape);
+  const Program *p = g->p;
+  bool split = false;
+  for (int d = 0; d < v->shape.rank; d++)
+    split |= rng_split(p, v, d);
+  LLVMValueRef off = LLVMConstNull(LLVMPointerType(g->t_i64, 0));
+  if (split) {
+    off = LLVMBuildArrayAlloca(g->ab, g->t_i64, ci64(g, v->shape.rank), "offset");
+    for (int d = 0; d < v->shape.rank; d++) {
+      LLVMValueRef o = ci64(g, 0), at = ci64(g, d);
+      if (rng_split(p, v, d))
+        o = LLVMBuildNSWMul(g->b, group_index(g, v->sh.naxes[d], v->sh.axes[d]), ci64(g, v->shape.d[d]), "");
+      LLVMBuildStore(g->b, o, LLVMBuildInBoundsGEP2(g->b, g->t_i64, off, &at, 1, ""));
+    }
+  }
   LLVMValueRef buf = LLVMBuildBitCast(g->b, buffer_of(g, v), LLVMPointerType(g->t_f32, 0), "");
   LLVMValueRef args[11] = {g->ctx_arg,
                            buf,
@@ -843,10 +979,59 @@ static void emit_rng(CG *g, const Value *v) {
                            LLVMConstInt(g->t_i32, v->stream, 0),
                            g->step_arg,
                            ci32(g, v->shape.rank),
-                           shape,
-                           LLVMConstNull(LLVMPointerType(g->t_i64, 0)),
-                           shape};
+                           shape_array(g, p->spmd ? &v->gshape : &v->shape),
+                           off,
+                           shape_array(g, &v->shape)};
   call_fn(g, "gslrt_rng_fill", g->t_void, 11, args);
+}
+
+/* ---- collectives ------------------------------------------------------------ */
+
+static LLVMValueRef group_id(CG *g, const Value *v) {
+  return LLVMBuildLoad2(g->b, g->t_i32, g->groups[g->vgroup[v->id]].id, "group");
+}
+
+static LLVMValueRef raw_buffer(CG *g, const Value *v) {
+  return LLVMBuildBitCast(g->b, buffer_of(g, v), g->t_ptr, "");
+}
+
+/* In place on v's buffer: the operand's (when that is not the same buffer)
+ * with the operand's expression computed into it. */
+static void emit_all_reduce(CG *g, const Value *v) {
+  if (g->root[v->id] == v->id) {
+    Loop l[GSL_MAX_RANK];
+    Aff idx[GSL_MAX_RANK];
+    nest_open(g, l, v->shape.rank, v->shape.d, idx);
+    LLVMValueRef x = elem_at(g, v->args[0], idx);
+    Aff lin = linear_of(&v->shape, idx);
+    store_lin(g, buffer_of(g, v), v->dtype, aff_value(g, &lin), x);
+    nest_close(g, l, v->shape.rank);
+  }
+  LLVMValueRef args[6] = {g->ctx_arg,
+                          group_id(g, v),
+                          ci32(g, v->dtype == DT_I32),
+                          ci32(g, v->fn == RF_MAX ? 1 : 0),
+                          raw_buffer(g, v),
+                          ci64(g, shape_elems(&v->shape))};
+  call_fn(g, "gslrt_all_reduce", g->t_void, 6, args);
+}
+
+/* all_gather, reduce_scatter, all_to_all: operand buffer to v's buffer. */
+static void emit_collective(CG *g, const Value *v) {
+  const Value *a = v->args[0];
+  const char *name = v->op == OP_ALL_GATHER       ? "gslrt_all_gather"
+                     : v->op == OP_REDUCE_SCATTER ? "gslrt_reduce_scatter"
+                                                  : "gslrt_all_to_all";
+  LLVMValueRef args[9] = {g->ctx_arg,
+                          group_id(g, v),
+                          ci32(g, v->dtype == DT_I32),
+                          raw_buffer(g, a),
+                          raw_buffer(g, v),
+                          ci32(g, a->shape.rank),
+                          shape_array(g, &a->shape),
+                          ci32(g, v->axis),
+                          ci32(g, v->axis2)};
+  call_fn(g, name, g->t_void, v->op == OP_ALL_TO_ALL ? 9 : 8, args);
 }
 
 /* ---- einsum ---------------------------------------------------------------- */
@@ -1119,6 +1304,8 @@ static void einsum(CG *g, const Value *v) {
 }
 
 static void emit_value(CG *g, const Value *v) {
+  if (g->mat[v->id] && v->op == OP_ALL_REDUCE)
+    emit_all_reduce(g, v);
   if (!g->mat[v->id] || g->root[v->id] != v->id)
     return;
   switch (v->op) {
@@ -1131,6 +1318,10 @@ static void emit_value(CG *g, const Value *v) {
   case OP_CUMSUM: emit_cumsum(g, v); break;
   case OP_GATHER: emit_gather(g, v); break;
   case OP_CONCAT: emit_concat(g, v); break;
+  case OP_ALL_REDUCE: break;
+  case OP_ALL_GATHER:
+  case OP_REDUCE_SCATTER:
+  case OP_ALL_TO_ALL: emit_collective(g, v); break;
   default: emit_map(g, v); break;
   }
 }
@@ -1158,6 +1349,11 @@ static void emit_step(CG *g) {
       LLVMValueRef raw = LLVMBuildLoad2(g->b, g->t_ptr, g->glob[i], "");
       g->ptr[i] = LLVMBuildBitCast(g->b, raw, LLVMPointerType(elem_type(g, p->values[i]->dtype), 0), "buf");
     }
+  for (int k = 0; k < g->ngroups; k++)
+    if (g->groups[k].slot >= 0) {
+      LLVMValueRef a[2] = {g->ctx_arg, LLVMBuildLoad2(g->b, g->t_i32, g->groups[k].id, "group")};
+      g->gidx[g->groups[k].slot] = call_fn(g, "gslrt_group_index", g->t_i64, 2, a);
+    }
   for (int i = 0; i < p->nvalues; i++)
     emit_value(g, p->values[i]);
   LLVMBuildRetVoid(g->b);
@@ -1173,6 +1369,14 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
     LLVMValueRef a[3] = {ctx, cstr(g, p->mesh.name[i]), ci64(g, p->mesh.size[i])};
     call_fn(g, "gslrt_declare_axis", g->t_void, 3, a);
   }
+  for (int k = 0; k < g->ngroups; k++) {
+    const Group *gr = &g->groups[k];
+    int64_t axes[GSL_MAX_AXES];
+    for (int j = 0; j < gr->n; j++)
+      axes[j] = gr->axes[j];
+    LLVMValueRef a[3] = {ctx, ci32(g, gr->n), const_array(g, g->t_i32, gr->n, axes)};
+    LLVMBuildStore(b, call_fn(g, "gslrt_declare_group", g->t_i32, 3, a), gr->id);
+  }
   for (int i = 0; i < p->ntensors; i++) {
     const Tensor *t = &p->tensors[i];
     LLVMValueRef a[13] = {ctx,
@@ -1181,9 +1385,7 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
                           ci32(g, t->dtype == DT_I32),
                           ci32(g, t->shape.rank),
                           shape_array(g, &t->shape),
-                          /* the code computes global shapes, so every rank
-                           * holds whole tensors until the partitioner lands */
-                          dim_axes_array(g, t->shape.rank, NULL),
+                          dim_axes_array(g, t->shape.rank, p->spmd ? &t->sh : NULL),
                           g->glob[t->value->id],
                           ci32(g, t->init),
                           LLVMConstReal(g->t_f64, t->a),
@@ -1206,12 +1408,14 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
   }
   for (int i = 0; i < p->noutputs; i++) {
     const Value *v = p->outputs[i].value;
+    if (p->spmd && v->sh.partial)
+      die("output %s is a partial sum", p->outputs[i].name);
     LLVMValueRef a[7] = {ctx,
                          cstr(g, p->outputs[i].name),
                          ci32(g, v->dtype == DT_I32),
                          ci32(g, v->shape.rank),
-                         shape_array(g, &v->shape),
-                         dim_axes_array(g, v->shape.rank, NULL),
+                         shape_array(g, p->spmd ? &v->gshape : &v->shape),
+                         dim_axes_array(g, v->shape.rank, p->spmd ? &v->sh : NULL),
                          g->glob[g->root[v->id]]};
     call_fn(g, "gslrt_declare_output", g->t_void, 7, a);
   }
@@ -1321,6 +1525,11 @@ static void build_module(CG *g) {
       LLVMSetInitializer(g->glob[i], LLVMConstNull(g->t_ptr));
       LLVMSetLinkage(g->glob[i], LLVMPrivateLinkage);
     }
+  for (int k = 0; k < g->ngroups; k++) {
+    g->groups[k].id = LLVMAddGlobal(g->mod, g->t_i32, "group");
+    LLVMSetInitializer(g->groups[k].id, ci32(g, -1));
+    LLVMSetLinkage(g->groups[k].id, LLVMPrivateLinkage);
+  }
   LLVMTypeRef sp[2] = {g->t_ptr, g->t_i64};
   LLVMValueRef setup = add_function(g, "gsl_setup", LLVMFunctionType(g->t_void, sp, 1, 0));
   g->step_fn = add_function(g, "gsl_step", LLVMFunctionType(g->t_void, sp, 2, 0));
@@ -1344,6 +1553,10 @@ static bool check_program(const Program *p) {
     }
     if (v->op == OP_EINSUM && !einsum_check(v))
       ok = false;
+    if (v->op == OP_ALL_REDUCE && v->fn != RF_SUM && v->fn != RF_MAX) {
+      diag_fatal("all_reduce %%%d must sum or take the maximum", v->id);
+      ok = false;
+    }
   }
   return ok;
 }
@@ -1382,6 +1595,7 @@ bool cg_emit(const Program *p, const CodegenOptions *opt) {
   g.root = xcalloc(n, sizeof *g.root);
   g.glob = xcalloc(n, sizeof *g.glob);
   g.ptr = xcalloc(n, sizeof *g.ptr);
+  g.vgroup = xcalloc(n, sizeof *g.vgroup);
 
   char *triple = LLVMGetTargetMachineTriple(tm);
   LLVMSetTarget(g.mod, triple);
@@ -1392,13 +1606,15 @@ bool cg_emit(const Program *p, const CodegenOptions *opt) {
   LLVMDisposeMessage(layout);
   LLVMDisposeTargetData(td);
 
-  plan_buffers(&g);
-  build_module(&g);
-  char *msg = NULL;
-  if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &msg))
-    die("LLVM module does not verify: %s", msg);
-  LLVMDisposeMessage(msg);
-  ok = optimize(g.mod, tm, opt->opt_level) && !failed && write_output(&g, tm, opt) && !failed;
+  if (collect_groups(&g)) {
+    plan_buffers(&g);
+    build_module(&g);
+    char *msg = NULL;
+    if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &msg))
+      die("LLVM module does not verify: %s", msg);
+    LLVMDisposeMessage(msg);
+    ok = optimize(g.mod, tm, opt->opt_level) && !failed && write_output(&g, tm, opt) && !failed;
+  }
 
   LLVMDisposeBuilder(g.b);
   LLVMDisposeBuilder(g.ab);
@@ -1413,5 +1629,7 @@ bool cg_emit(const Program *p, const CodegenOptions *opt) {
   free(g.ptr);
   free(g.temps);
   free(g.temp_bytes);
+  free(g.groups);
+  free(g.vgroup);
   return ok;
 }

@@ -172,7 +172,10 @@ struct Value {
   int nuses;         /* operand slots that read it (ir_count_uses) */
   /* attributes, per op (ops.def) */
   int fn;            /* UnaryFn, BinaryFn, ReduceFn or RngDist */
-  int axis;          /* SLICE, CONCAT, CUMSUM */
+  int axis;          /* SLICE, CONCAT, CUMSUM; collectives: the dim they act on */
+  int axis2;         /* ALL_TO_ALL: the dim received blocks are joined along */
+  uint8_t group[GSL_MAX_AXES]; /* collectives: mesh axes, major first */
+  int ngroup;        /* collectives: entries of group */
   int64_t start;     /* SLICE */
   bool exclusive;    /* CUMSUM */
   uint32_t rmask;    /* REDUCE: dims reduced */
@@ -183,9 +186,13 @@ struct Value {
   const char *spec;  /* EINSUM: "ab,bc->ac" */
   int tensor;        /* PARAM, INPUT: index in Program.tensors */
   /* sharding */
-  Sharding sh;         /* the value's sharding */
+  Sharding sh;         /* the value's sharding (global IR: decided by propagation) */
   ShardOrigin sh_origin;
   const Value *sh_from; /* SO_PROPAGATED: the neighbour it came from */
+  /* SPMD IR (partition.c) */
+  Shape gshape;        /* the global shape whose tile `shape` is (== shape in global IR) */
+  const Value *orig;   /* the global value it computes, or NULL (collectives) */
+  const char *why;     /* collectives: what needed them, for --explain */
 };
 
 typedef enum InitKind { INIT_NONE, INIT_ZEROS, INIT_ONES, INIT_NORMAL, INIT_UNIFORM } InitKind;
@@ -223,6 +230,7 @@ typedef struct Program {
   Output *outputs;  /* in declaration order */
   int noutputs, capoutputs;
   uint32_t nstreams; /* RNG streams handed out */
+  bool spmd;         /* values carry local shapes (partition.c's output) */
 } Program;
 
 Program *ir_new(const char *path);
@@ -260,6 +268,30 @@ typedef struct SemaOptions {
 
 /* Elaborates a parsed program into global IR; NULL after reporting errors. */
 Program *sema_program(const Node *root, const Source *src, Arena *ast_arena, const SemaOptions *opt);
+
+/* ---- propagate.c: sharding propagation (GSPMD section 3.5) --------------- */
+
+/* Gives every value of the global IR a sharding: user annotations held
+ * fixed, others found by propagation to a fixed point, replicated where
+ * nothing reaches. */
+void shard_propagate(Program *p);
+bool sharding_eq(const Sharding *a, const Sharding *b, int rank);
+int64_t sharding_shards(const Program *p, const Sharding *sh, int dim); /* devices dim is cut over */
+Shape local_shape(const Program *p, const Shape *global, const Sharding *sh);
+/* A reshape from `from` to `to` carries a split of a group's first real
+ * dimension (size > 1) onto the other side's; other splits are dropped. */
+Sharding reshape_sharding(const Sharding *sh, const Shape *from, const Shape *to);
+
+/* ---- partition.c: the SPMD partitioner ----------------------------------- */
+
+/* The per-device program: every value on its local shape, with the
+ * collectives that resharding needs. A new Program; p is left as it is. */
+Program *spmd_partition(const Program *p);
+
+/* ---- explain.c: --explain ------------------------------------------------ */
+
+void explain_print(FILE *f, const Program *global, const Program *spmd);
+int64_t collective_bytes(const Program *spmd, const Value *v); /* sent per device per step */
 
 /* ---- codegen.c: LLVM ---------------------------------------------------- */
 

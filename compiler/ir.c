@@ -69,6 +69,7 @@ Value *ir_add(Program *p, Op op, DType dt, Shape shape, Span sp, int nargs, Valu
   v->op = op;
   v->dtype = dt;
   v->shape = shape;
+  v->gshape = shape;
   v->span = sp;
   v->nargs = nargs;
   if (nargs) {
@@ -220,6 +221,22 @@ static void print_attrs(FILE *f, const Program *p, const Value *v) {
   case OP_EINSUM:
     fprintf(f, " \"%s\"", v->spec);
     break;
+  case OP_ALL_REDUCE:
+  case OP_ALL_GATHER:
+  case OP_REDUCE_SCATTER:
+  case OP_ALL_TO_ALL:
+  case OP_LOCAL_SLICE:
+    if (v->op == OP_ALL_REDUCE)
+      fprintf(f, " %s", reduce_names[v->fn]);
+    else if (v->op == OP_ALL_TO_ALL)
+      fprintf(f, " split %d concat %d", v->axis, v->axis2);
+    else
+      fprintf(f, " dim %d", v->axis);
+    fputs(" over (", f);
+    for (int i = 0; i < v->ngroup; i++)
+      fprintf(f, "%s%s", i ? ", " : "", p->mesh.name[v->group[i]]);
+    fputc(')', f);
+    break;
   case OP_REDUCE:
     fprintf(f, " %s [", reduce_names[v->fn]);
     for (int i = 0, first = 1; i < GSL_MAX_RANK; i++)
@@ -255,7 +272,7 @@ void ir_print(FILE *f, const Program *p) {
     if (v->name)
       fprintf(f, " %s", v->name);
     fprintf(f, ": %s%s", dtype_name(v->dtype), shape_str(tmp, &v->shape));
-    if (v->sh_origin != SO_NONE)
+    if (p->mesh.naxes || v->sh_origin != SO_NONE)
       fprintf(f, " {%s}", sharding_str(tmp, p, v));
     fprintf(f, " = %s", op_name(v->op));
     print_attrs(f, p, v);
@@ -361,6 +378,36 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
     if (!v->spec || v->nargs < 1 || v->nargs > 2)
       fail(c, v, "einsum needs a spec and one or two operands");
     break;
+  case OP_ALL_REDUCE:
+  case OP_ALL_GATHER:
+  case OP_REDUCE_SCATTER:
+  case OP_ALL_TO_ALL:
+  case OP_LOCAL_SLICE: {
+    int64_t n = 1;
+    for (int i = 0; i < v->ngroup; i++)
+      n *= v->group[i] < p->mesh.naxes ? p->mesh.size[v->group[i]] : 0;
+    Shape want = a->shape;
+    if (!p->spmd || n <= 0 || (v->op != OP_ALL_REDUCE && (v->axis < 0 || v->axis >= want.rank))) {
+      fail(c, v, "collective outside an SPMD program, or with a bad group or dim");
+      break;
+    }
+    if (v->op == OP_ALL_GATHER)
+      want.d[v->axis] *= n;
+    else if (v->op == OP_REDUCE_SCATTER || v->op == OP_LOCAL_SLICE || v->op == OP_ALL_TO_ALL) {
+      if (want.d[v->axis] % n)
+        fail(c, v, "dim not divisible by the group size");
+      want.d[v->axis] /= n;
+    }
+    if (v->op == OP_ALL_TO_ALL) {
+      if (v->axis2 < 0 || v->axis2 >= want.rank || v->axis2 == v->axis)
+        fail(c, v, "bad all_to_all dims");
+      else
+        want.d[v->axis2] *= n;
+    }
+    if (!shape_eq(&want, &v->shape) || a->dtype != v->dtype)
+      fail(c, v, "collective result shape or dtype does not follow from its operand");
+    break;
+  }
   case OP_GATHER:
     if (v->args[1]->dtype != DT_I32)
       fail(c, v, "gather index must be i32");

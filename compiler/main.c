@@ -43,9 +43,9 @@ static const char usage[] =
     "  -c             write an object file, do not link\n"
     "  -S             write assembly\n"
     "  --emit-llvm    write LLVM IR (after optimization)\n"
-    "  --emit-ir      write the global tensor IR (to stdout unless -o)\n"
-    "  --emit-spmd    write the per-device program (arrives with sharding)\n"
-    "  --explain      report shardings and collectives (arrives with sharding)\n"
+    "  --emit-ir      write the global tensor IR with the shardings found (stdout unless -o)\n"
+    "  --emit-spmd    write the per-device program: local shapes and collectives\n"
+    "  --explain      report each value's sharding and why, each collective and its cost\n"
     "  -D NAME=VALUE  override const NAME\n"
     "  -I DIR         search DIR for imports before the stdlib\n"
     "  -O0 .. -O3     optimization level (default -O2)\n"
@@ -207,7 +207,7 @@ static int compile(const Options *o) {
   }
   bool uninstalled = running_uninstalled();
   Arena *ast_arena = arena_new();
-  Program *p = NULL;
+  Program *p = NULL, *spmd = NULL;
   int rc = 1;
   char *obj = NULL;
 
@@ -221,19 +221,23 @@ static int compile(const Options *o) {
     goto done;
   if (!ir_verify(p, stderr))
     die("the IR sema built does not verify");
+  shard_propagate(p);
+  spmd = spmd_partition(p);
+  if (!ir_verify(spmd, stderr))
+    die("the SPMD program the partitioner built does not verify");
 
-  if (o->mode == MODE_SPMD || o->mode == MODE_EXPLAIN) {
-    diag_fatal("%s arrives with sharding support (the SPMD partitioner); use --emit-ir for the global program",
-               o->mode == MODE_SPMD ? "--emit-spmd" : "--explain");
-    goto done;
-  }
-  if (o->mode == MODE_IR) {
+  if (o->mode == MODE_IR || o->mode == MODE_SPMD || o->mode == MODE_EXPLAIN) {
     FILE *f = o->output ? fopen(o->output, "w") : stdout;
     if (!f) {
       diag_fatal("cannot write %s: %s", o->output, strerror(errno));
       goto done;
     }
-    ir_print(f, p);
+    if (o->mode == MODE_IR)
+      ir_print(f, p);
+    else if (o->mode == MODE_SPMD)
+      ir_print(f, spmd);
+    else
+      explain_print(f, p, spmd);
     if ((o->output ? fclose(f) : fflush(f)) != 0) {
       diag_fatal("cannot write %s: %s", o->output ? o->output : "stdout", strerror(errno));
       goto done;
@@ -258,7 +262,7 @@ static int compile(const Options *o) {
     co.out = o->output ? o->output
                        : default_output(o->input, o->mode == MODE_ASM ? ".s" : o->mode == MODE_LLVM ? ".ll" : ".o");
   }
-  if (!cg_emit(p, &co))
+  if (!cg_emit(spmd, &co))
     goto done;
   if (o->mode == MODE_LINK) {
     char *out = o->output ? xstrdup(o->output) : default_output(o->input, "");
@@ -273,6 +277,7 @@ done:
     unlink(obj);
     free(obj);
   }
+  ir_free(spmd);
   ir_free(p);
   arena_free(ast_arena);
   source_free(src);

@@ -83,6 +83,41 @@ void gslrt_sgemm(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int
                  const float *b, int64_t ldb, int64_t stride_b,
                  float *c, int64_t ldc, int64_t stride_c);
 
+/* ---- groups of mesh axes and collectives --------------------------------- */
+
+/* Declares, from gsl_setup, a group of mesh axes (axes[0..n), major first)
+ * that collectives, local slices or random draws of the program use; returns
+ * its id. The communicator of each group is built once, at start-up, after
+ * the mesh is checked: its members are the devices that differ only in
+ * these axes, ranked by their block index along them,
+ *   index = ((c[axes[0]] * size[axes[1]]) + c[axes[1]]) * size[axes[2]] + ...
+ * with c the device's mesh coordinates (rank = row-major over all axes in
+ * declaration order). */
+int32_t gslrt_declare_group(gslrt_ctx *ctx, int32_t n, const int32_t *axes);
+/* This device's block index in the group, and the group's size. */
+int64_t gslrt_group_index(gslrt_ctx *ctx, int32_t group);
+int64_t gslrt_group_size(gslrt_ctx *ctx, int32_t group);
+
+/* The collectives, on dtype GSLRT_F32 or GSLRT_I32 buffers. A tensor's
+ * local shape is (rank, shape); dim is the dimension acted on.
+ * all_reduce: buf (count elements) is summed (op GSLRT_SUM) or maxed
+ *   (GSLRT_MAX) over the group, in place.
+ * all_gather: out, of in's shape with dim times the group size, holds every
+ *   member's in joined along dim in group order.
+ * reduce_scatter: in is summed over the group; out, of in's shape with dim
+ *   divided by the group size, keeps this member's block of dim.
+ * all_to_all: in's dim is cut into group-size blocks; block j goes to member
+ *   j; out (in's shape with dim divided and dim2 multiplied by the group
+ *   size) holds the received blocks joined along dim2 in sender order. */
+enum gslrt_redop { GSLRT_SUM = 0, GSLRT_MAX = 1 };
+void gslrt_all_reduce(gslrt_ctx *ctx, int32_t group, int32_t dtype, int32_t op, void *buf, int64_t count);
+void gslrt_all_gather(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                      int32_t rank, const int64_t *in_shape, int32_t dim);
+void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                          int32_t rank, const int64_t *in_shape, int32_t dim);
+void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                      int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2);
+
 /* The step's scalar loss, for the log line (training). */
 void gslrt_report_loss(gslrt_ctx *ctx, float loss);
 

@@ -29,6 +29,15 @@
 
 #define GSLRT_ERRLEN 512 /* room for one error message */
 
+/* A group of mesh axes that collectives act over (gslrt_declare_group). */
+typedef struct gslrt_group {
+  int32_t n;                    /* number of axes; 0 is the group of this device alone */
+  int32_t axes[GSLRT_MAX_AXES]; /* the axes, major first */
+  int64_t size;                 /* devices in the group: the product of the axes' sizes */
+  int64_t index;                /* this device's block index along the axes */
+  MPI_Comm comm;                /* members ranked by index; MPI_COMM_NULL if size is 1 */
+} gslrt_group;
+
 /* One --input or --output NAME=FILE. */
 typedef struct gslrt_binding {
   char *name;       /* NAME, a copy freed by gslrt_free_options */
@@ -106,6 +115,11 @@ struct gslrt_ctx {
   void **allocs;                          /* every buffer handed out, freed at exit */
   int nallocs;                            /* entries in allocs */
   int cap_allocs;                         /* capacity of allocs */
+  gslrt_group *groups;                    /* declared groups, indexed by id */
+  int ngroups;                            /* entries in groups */
+  int groups_built;                       /* their communicators exist */
+  void *scratch;                          /* packing space of the collectives */
+  size_t scratch_bytes;                   /* its size */
   int have_loss;                          /* gslrt_report_loss was called this step */
   float loss;                             /* the value it reported */
 };
@@ -148,6 +162,15 @@ void gslrt_check_mesh(gslrt_ctx *ctx);
  * (rank * GSLRT_MAX_AXES entries); what names the tensor in errors. */
 void gslrt_tile(gslrt_ctx *ctx, int r, const char *what, int32_t rank, const int64_t *global_shape,
                 const int32_t *dim_axes, int64_t *local_shape, int64_t *local_offset);
+/* The coordinates of mesh rank r, row-major over the axes (the last axis
+ * varies fastest). */
+void gslrt_mesh_coords(const gslrt_ctx *ctx, int64_t r, int64_t *coord);
+/* The block index of a device at coord along axes[0..n) read major first
+ * (entries < 0 are skipped): ((c[a0] * s[a1]) + c[a1]) * s[a2] + ...; the
+ * number of blocks, the product of the sizes, goes to *blocks if not NULL.
+ * Tiles and groups both number their blocks this way. */
+int64_t gslrt_block_index(const gslrt_ctx *ctx, const int64_t *coord, int n, const int32_t *axes,
+                          int64_t *blocks);
 /* Matches --input and --output with the declarations (usage errors). */
 void gslrt_check_bindings(gslrt_ctx *ctx);
 /* Reads and checks every --input file's header on rank 0, shares them. */
@@ -162,6 +185,21 @@ void gslrt_write_outputs(gslrt_ctx *ctx);
 /* Tokens per step: the product of all dims but the last of the first
  * declared input (1 if none). */
 int64_t gslrt_tokens_per_step(const gslrt_ctx *ctx);
+
+/* ---- collectives.c ------------------------------------------------------- */
+
+/* Validates the declared groups against the mesh and builds their
+ * communicators; once, after gslrt_check_mesh, on every rank together. */
+void gslrt_build_groups(gslrt_ctx *ctx);
+/* Frees the groups' communicators, the groups and the scratch space. */
+void gslrt_free_groups(gslrt_ctx *ctx);
+/* Cuts a row-major [outer][g * d][inner] array of esize-byte elements into
+ * g contiguous blocks, dst = [g][outer][d][inner]. */
+void gslrt_pack_blocks(void *dst, const void *src, int64_t outer, int64_t g, int64_t d,
+                       int64_t inner, int esize);
+/* The inverse: joins src = [g][outer][d][inner] into dst = [outer][g * d][inner]. */
+void gslrt_unpack_blocks(void *dst, const void *src, int64_t outer, int64_t g, int64_t d,
+                         int64_t inner, int esize);
 
 /* ---- rng.c --------------------------------------------------------------- */
 

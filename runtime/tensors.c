@@ -7,8 +7,9 @@
  *
  * Tiles: dimension i of a tensor, split over mesh axes a1..ak (major
  * first), has local extent global / (s_a1 * ... * s_ak), and the rank's
- * shard index along it is its coordinates on a1..ak read row-major; the
- * tile starts at index * extent. Dimensions split by no axis are whole
+ * shard index along it is its coordinates on a1..ak read row-major,
+ * ((c_a1 * s_a2) + c_a2) * s_a3 + ... (gslrt_block_index, which also numbers
+ * the members of a group of axes); the tile starts at index * extent. Dimensions split by no axis are whole
  * (replicated). The same function gives any rank's tile, which is how rank
  * 0 reassembles a gathered output.
  *
@@ -61,31 +62,43 @@ void gslrt_check_mesh(gslrt_ctx *ctx) {
                    "(mpirun -np %lld)", mesh, (long long)devices, devices == 1 ? "" : "s",
                    ctx->nranks, ctx->nranks == 1 ? "" : "s", (long long)devices);
   }
-  for (int i = ctx->naxes - 1, r = ctx->rank; i >= 0; i--) {
-    ctx->coord[i] = r % ctx->axis_size[i];
-    r = (int)(r / ctx->axis_size[i]);
+  gslrt_mesh_coords(ctx, ctx->rank, ctx->coord);
+}
+
+void gslrt_mesh_coords(const gslrt_ctx *ctx, int64_t r, int64_t *coord) {
+  for (int i = ctx->naxes - 1; i >= 0; i--) {
+    coord[i] = r % ctx->axis_size[i];
+    r /= ctx->axis_size[i];
   }
+}
+
+int64_t gslrt_block_index(const gslrt_ctx *ctx, const int64_t *coord, int n, const int32_t *axes,
+                          int64_t *blocks) {
+  int64_t index = 0, count = 1;
+  for (int j = 0; j < n; j++) {
+    if (axes[j] < 0)
+      continue;
+    index = index * ctx->axis_size[axes[j]] + coord[axes[j]];
+    count *= ctx->axis_size[axes[j]];
+  }
+  if (blocks)
+    *blocks = count;
+  return index;
 }
 
 void gslrt_tile(gslrt_ctx *ctx, int r, const char *what, int32_t rank, const int64_t *global_shape,
                 const int32_t *dim_axes, int64_t *local_shape, int64_t *local_offset) {
   int64_t coord[GSLRT_MAX_AXES];
-  for (int i = ctx->naxes - 1; i >= 0; i--) {
-    coord[i] = r % ctx->axis_size[i];
-    r = (int)(r / ctx->axis_size[i]);
-  }
+  int n = dim_axes ? GSLRT_MAX_AXES : 0;
+  gslrt_mesh_coords(ctx, r, coord);
   for (int32_t d = 0; d < rank; d++) {
-    int64_t shards = 1, index = 0;
-    for (int j = 0; j < GSLRT_MAX_AXES; j++) {
-      int32_t ax = dim_axes ? dim_axes[d * GSLRT_MAX_AXES + j] : -1;
-      if (ax < 0)
-        continue;
-      if (ax >= ctx->naxes)
+    const int32_t *axes = dim_axes ? dim_axes + d * GSLRT_MAX_AXES : NULL;
+    int64_t shards = 1, index;
+    for (int j = 0; j < n; j++)
+      if (axes[j] >= ctx->naxes)
         gslrt_fail_all(ctx, "%s: dimension %d is split over mesh axis %d, but the mesh has %d axes",
-                       what, (int)d, (int)ax, ctx->naxes);
-      shards *= ctx->axis_size[ax];
-      index = index * ctx->axis_size[ax] + coord[ax];
-    }
+                       what, (int)d, (int)axes[j], ctx->naxes);
+    index = gslrt_block_index(ctx, coord, n, axes, &shards);
     if (global_shape[d] < 0 || global_shape[d] % shards != 0)
       gslrt_fail_all(ctx, "%s: dimension %d of size %lld cannot be split into %lld equal shards",
                      what, (int)d, (long long)global_shape[d], (long long)shards);

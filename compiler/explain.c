@@ -1,0 +1,139 @@
+/* explain.c — gslc --explain: why each value is laid out as it is, and what
+ * each collective costs.
+ *
+ * Part 1 lists every value of the global program with its sharding and
+ * where the sharding came from: the user's annotation, propagation from a
+ * neighbour (named, with the op it came through and the direction), or
+ * nothing (replicated). Part 2 lists every collective of the SPMD program
+ * with its kind, mesh axes, the bytes each device receives per step, the
+ * source line of the op that needed it and why. Part 3 sums them up.
+ *
+ * Bytes are what one device receives per step with the usual ring and
+ * pairwise algorithms, for a group of n devices and b local bytes:
+ * all-reduce 2 b (n-1)/n; all-gather (n-1) b_in; reduce-scatter
+ * b_in (n-1)/n; all-to-all b_in (n-1)/n; a local slice moves nothing. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "gslc.h"
+
+static int64_t group_size(const Program *p, const Value *v) {
+  int64_t n = 1;
+  for (int i = 0; i < v->ngroup; i++)
+    n *= p->mesh.size[v->group[i]];
+  return n;
+}
+
+static int64_t bytes_of(const Value *v) { return 4 * shape_elems(&v->shape); }
+
+int64_t collective_bytes(const Program *spmd, const Value *v) {
+  int64_t n = group_size(spmd, v);
+  int64_t in = v->nargs ? bytes_of(v->args[0]) : 0;
+  switch (v->op) {
+  case OP_ALL_REDUCE:
+    return 2 * in * (n - 1) / n;
+  case OP_ALL_GATHER:
+    return in * (n - 1);
+  case OP_REDUCE_SCATTER:
+  case OP_ALL_TO_ALL:
+    return in * (n - 1) / n;
+  default:
+    return 0;
+  }
+}
+
+static bool is_collective(Op op) {
+  return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL ||
+         op == OP_LOCAL_SLICE;
+}
+
+static const char *where(Arena *a, Span sp) {
+  if (!sp.src)
+    return "-";
+  const char *base = strrchr(sp.src->path, '/');
+  return arena_printf(a, "%s:%u", base ? base + 1 : sp.src->path, sp.line);
+}
+
+static const char *label(Arena *a, const Value *v) {
+  return v->name ? arena_printf(a, "%%%d %s", v->id, v->name) : arena_printf(a, "%%%d", v->id);
+}
+
+static bool is_operand(const Value *v, const Value *of) {
+  for (int i = 0; i < of->nargs; i++)
+    if (of->args[i] == v)
+      return true;
+  return false;
+}
+
+static const char *origin(Arena *a, const Program *g, const Value *v) {
+  switch (v->sh_origin) {
+  case SO_ANNOTATED:
+    return arena_printf(a, "annotated at %s", where(a, v->span));
+  case SO_PROPAGATED: {
+    const Value *f = v->sh_from;
+    if (is_operand(f, v))
+      return arena_printf(a, "from operand %s through this %s", label(a, f), op_name(v->op));
+    return arena_printf(a, "from its user %s, back through that %s", label(a, f), op_name(f->op));
+  }
+  default:
+    return g->mesh.naxes ? "replicated: no sharding reached it" : "one device";
+  }
+}
+
+void explain_print(FILE *f, const Program *g, const Program *s) {
+  Arena *a = arena_new();
+  int64_t devices = 1;
+  for (int i = 0; i < g->mesh.naxes; i++)
+    devices *= g->mesh.size[i];
+  fprintf(f, "# %s on ", g->path);
+  if (g->mesh.naxes) {
+    fputs("mesh [", f);
+    for (int i = 0; i < g->mesh.naxes; i++)
+      fprintf(f, "%s%s = %" PRId64, i ? ", " : "", g->mesh.name[i], g->mesh.size[i]);
+    fprintf(f, "]: %" PRId64 " devices\n", devices);
+  } else {
+    fputs("one device (no mesh)\n", f);
+  }
+  fputs("\n## values: sharding (per dimension the mesh axes that cut it), and why\n", f);
+  for (int i = 0; i < g->nvalues; i++) {
+    const Value *v = g->values[i];
+    fprintf(f, "%-14s %s%-16s %-14s %-10s %s   ; %s\n", label(a, v), dtype_name(v->dtype),
+            shape_str(a, &v->shape), sharding_str(a, g, v), op_name(v->op), origin(a, g, v), where(a, v->span));
+  }
+  fputs("\n## collectives (bytes: received per device per step)\n", f);
+  int counts[OP__COUNT] = {0};
+  int64_t total = 0;
+  int n = 0;
+  for (int i = 0; i < s->nvalues; i++) {
+    const Value *v = s->values[i];
+    if (!is_collective(v->op))
+      continue;
+    char axes[128];
+    size_t k = 0;
+    for (int j = 0; j < v->ngroup; j++)
+      k += (size_t)snprintf(axes + k, sizeof axes - k, "%s%s", j ? ", " : "", s->mesh.name[v->group[j]]);
+    axes[k] = '\0';
+    int64_t b = collective_bytes(s, v);
+    const char *dims = v->op == OP_ALL_REDUCE   ? ""
+                       : v->op == OP_ALL_TO_ALL ? arena_printf(a, " dim %d -> %d", v->axis2, v->axis)
+                                                : arena_printf(a, " dim %d", v->axis);
+    fprintf(f, "%-15s over (%s)%s: %s%s -> %s, %" PRId64 " bytes   ; %s: %s\n", op_name(v->op), axes, dims,
+            dtype_name(v->dtype), shape_str(a, &v->args[0]->shape), shape_str(a, &v->shape), b,
+            where(a, v->span), v->why ? v->why : "");
+    counts[v->op]++;
+    total += b;
+    n++;
+  }
+  if (!n)
+    fputs("none\n", f);
+  fputs("\n## summary\n", f);
+  static const Op kinds[] = {OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_TO_ALL, OP_LOCAL_SLICE};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    fprintf(f, "%-15s %d\n", op_name(kinds[i]), counts[kinds[i]]);
+  fprintf(f, "bytes received per device per step: %" PRId64 "\n", total);
+  int64_t local = 0;
+  for (int i = 0; i < s->ntensors; i++)
+    local += bytes_of(s->tensors[i].value);
+  fprintf(f, "param and input bytes per device: %" PRId64 "\n", local);
+  arena_free(a);
+}

@@ -1,0 +1,344 @@
+/* collectives.c — groups of mesh axes, their communicators, and the
+ * collectives gsl_step calls on them.
+ *
+ * Groups. gsl_setup declares every group of mesh axes it will use
+ * (gslrt_declare_group; an identical axis list gets the same id back). Once
+ * the mesh has been checked against the ranks, gslrt_build_groups validates
+ * each group (axes in range, none repeated) and builds its communicator with
+ * one MPI_Comm_split of our duplicate of MPI_COMM_WORLD, every rank calling
+ * in the same order: the color is the device's block index along the axes
+ * NOT in the group (so the members are the devices that differ only in the
+ * group's axes) and the key its block index along the group's axes in the
+ * order given, major first (gslrt_block_index, the numbering tiles use too),
+ * so that the rank in the new communicator is the block index. A group of
+ * one device (no axes, or only axes of size 1) has no communicator: its
+ * collectives are copies.
+ *
+ * Collectives. A local tensor of shape s acted on along dimension dim is
+ * seen as [outer][s[dim]][inner] (outer, inner: the products of the extents
+ * before and after dim). The MPI calls want one contiguous block per member;
+ * when outer is 1 the tensor already is g such blocks along dim and MPI reads
+ * or writes the caller's buffers directly, otherwise the blocks are packed
+ * into (or unpacked from) the context's scratch space, one memcpy per
+ * contiguous run of d * inner elements:
+ *   all_reduce      MPI_Allreduce(MPI_IN_PLACE) on the buffer;
+ *   all_gather      MPI_Allgather of the whole input into [g][in] blocks,
+ *                   unpacked along dim (direct into out when outer is 1);
+ *   reduce_scatter  input packed into [g][block] (unless outer is 1), then
+ *                   MPI_Reduce_scatter_block straight into out;
+ *   all_to_all      input packed along dim, MPI_Alltoall, output unpacked
+ *                   along dim2 (each side skipped when its outer is 1).
+ * The scratch space grows to the largest need and is kept until exit.
+ * Element counts above INT_MAX per call (8 GiB of f32) go through the MPI-4
+ * large-count calls (MPI_Allgather_c, ...); all_reduce is cut into chunks. */
+#include "internal.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The largest element count passed to one classic (int-count) MPI call. */
+#ifndef GSLRT_MPI_COUNT_MAX
+#define GSLRT_MPI_COUNT_MAX INT_MAX
+#endif
+
+int32_t gslrt_declare_group(gslrt_ctx *ctx, int32_t n, const int32_t *axes) {
+  if (ctx->groups_built)
+    gslrt_fail_all(ctx, "gslrt_declare_group: groups must be declared in gsl_setup");
+  if (n < 0 || n > GSLRT_MAX_AXES || (n > 0 && !axes))
+    gslrt_fail_all(ctx, "gslrt_declare_group: bad number of axes %d (at most %d)", (int)n,
+                   GSLRT_MAX_AXES);
+  for (int32_t i = 0; i < n; i++) {
+    if (axes[i] < 0)
+      gslrt_fail_all(ctx, "gslrt_declare_group: axis %d of the group is %d, not a mesh axis",
+                     (int)i, (int)axes[i]);
+    for (int32_t j = 0; j < i; j++)
+      if (axes[j] == axes[i])
+        gslrt_fail_all(ctx, "gslrt_declare_group: mesh axis %d is named twice in one group",
+                       (int)axes[i]);
+  }
+  for (int g = 0; g < ctx->ngroups; g++)
+    if (ctx->groups[g].n == n && (n == 0 || !memcmp(ctx->groups[g].axes, axes, (size_t)n * sizeof *axes)))
+      return g;
+  gslrt_group *grown = realloc(ctx->groups, (size_t)(ctx->ngroups + 1) * sizeof *grown);
+  if (!grown)
+    gslrt_fatal(ctx, "gslrt_declare_group: out of memory");
+  ctx->groups = grown;
+  gslrt_group *gr = &ctx->groups[ctx->ngroups];
+  memset(gr, 0, sizeof *gr);
+  gr->n = n;
+  if (n > 0)
+    memcpy(gr->axes, axes, (size_t)n * sizeof *axes);
+  gr->size = 1;
+  gr->comm = MPI_COMM_NULL;
+  return ctx->ngroups++;
+}
+
+void gslrt_build_groups(gslrt_ctx *ctx) {
+  if (ctx->groups_built)
+    return;
+  ctx->groups_built = 1;
+  for (int g = 0; g < ctx->ngroups; g++) {
+    gslrt_group *gr = &ctx->groups[g];
+    int32_t rest[GSLRT_MAX_AXES];
+    int nrest = 0;
+    for (int32_t i = 0; i < gr->n; i++)
+      if (gr->axes[i] >= ctx->naxes)
+        gslrt_fail_all(ctx, "group %d names mesh axis %d, but the mesh has %d axes", g,
+                       (int)gr->axes[i], ctx->naxes);
+    for (int a = 0; a < ctx->naxes; a++) {
+      int in = 0;
+      for (int32_t i = 0; i < gr->n; i++)
+        in |= gr->axes[i] == a;
+      if (!in)
+        rest[nrest++] = a;
+    }
+    gr->index = gslrt_block_index(ctx, ctx->coord, gr->n, gr->axes, &gr->size);
+    if (gr->size == 1)
+      continue;
+    int64_t color = gslrt_block_index(ctx, ctx->coord, nrest, rest, NULL);
+    int got = -1, members = 0;
+    gslrt_mpi_check(ctx, MPI_Comm_split(ctx->comm, (int)color, (int)gr->index, &gr->comm),
+                    "MPI_Comm_split");
+    gslrt_mpi_check(ctx, MPI_Comm_set_errhandler(gr->comm, MPI_ERRORS_RETURN),
+                    "MPI_Comm_set_errhandler");
+    gslrt_mpi_check(ctx, MPI_Comm_rank(gr->comm, &got), "MPI_Comm_rank");
+    gslrt_mpi_check(ctx, MPI_Comm_size(gr->comm, &members), "MPI_Comm_size");
+    if (got != gr->index || members != gr->size)
+      gslrt_fatal(ctx, "group %d: MPI_Comm_split gave rank %d of %d, expected %lld of %lld", g, got,
+                  members, (long long)gr->index, (long long)gr->size);
+  }
+}
+
+void gslrt_free_groups(gslrt_ctx *ctx) {
+  for (int g = 0; g < ctx->ngroups; g++)
+    if (ctx->groups[g].comm != MPI_COMM_NULL)
+      gslrt_mpi_check(ctx, MPI_Comm_free(&ctx->groups[g].comm), "MPI_Comm_free");
+  free(ctx->groups);
+  free(ctx->scratch);
+  ctx->groups = NULL, ctx->scratch = NULL;
+  ctx->ngroups = 0, ctx->groups_built = 0, ctx->scratch_bytes = 0;
+}
+
+/* The group with id group, built; dies naming call otherwise. */
+static gslrt_group *group_of(gslrt_ctx *ctx, int32_t group, const char *call) {
+  if (!ctx->groups_built || group < 0 || group >= ctx->ngroups)
+    gslrt_fatal(ctx, "%s: no group %d (%d declared%s)", call, (int)group, ctx->ngroups,
+                ctx->groups_built ? "" : ", not yet built");
+  return &ctx->groups[group];
+}
+
+int64_t gslrt_group_index(gslrt_ctx *ctx, int32_t group) {
+  return group_of(ctx, group, "gslrt_group_index")->index;
+}
+
+int64_t gslrt_group_size(gslrt_ctx *ctx, int32_t group) {
+  return group_of(ctx, group, "gslrt_group_size")->size;
+}
+
+void gslrt_pack_blocks(void *dst, const void *src, int64_t outer, int64_t g, int64_t d,
+                       int64_t inner, int esize) {
+  size_t run = (size_t)(d * inner) * (size_t)esize;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < g; j++)
+      memcpy((char *)dst + (size_t)(j * outer + o) * run, (const char *)src + (size_t)(o * g + j) * run,
+             run);
+}
+
+void gslrt_unpack_blocks(void *dst, const void *src, int64_t outer, int64_t g, int64_t d,
+                         int64_t inner, int esize) {
+  size_t run = (size_t)(d * inner) * (size_t)esize;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < g; j++)
+      memcpy((char *)dst + (size_t)(o * g + j) * run, (const char *)src + (size_t)(j * outer + o) * run,
+             run);
+}
+
+/* The MPI type of dtype; dies naming call on a bad one. */
+static MPI_Datatype mpi_type(gslrt_ctx *ctx, int32_t dtype, const char *call) {
+  if (dtype == GSLRT_F32)
+    return MPI_FLOAT;
+  if (dtype == GSLRT_I32)
+    return MPI_INT;
+  gslrt_fatal(ctx, "%s: bad dtype %d", call, (int)dtype);
+}
+
+/* A tensor's (rank, shape) seen around dim as [outer][shape[dim]][inner]. */
+typedef struct span {
+  int64_t outer; /* elements before dim, as a product of extents */
+  int64_t d;     /* the extent of dim */
+  int64_t inner; /* elements after dim */
+} span;
+
+static span span_of(gslrt_ctx *ctx, const char *call, int32_t rank, const int64_t *shape,
+                    int32_t dim) {
+  span s = {1, 1, 1};
+  if (rank < 1 || rank > GSLRT_MAX_RANK || !shape || dim < 0 || dim >= rank)
+    gslrt_fatal(ctx, "%s: bad rank %d or dimension %d", call, (int)rank, (int)dim);
+  for (int32_t i = 0; i < rank; i++) {
+    if (shape[i] < 0)
+      gslrt_fatal(ctx, "%s: negative extent %lld", call, (long long)shape[i]);
+    if (i < dim)
+      s.outer *= shape[i];
+    else if (i > dim)
+      s.inner *= shape[i];
+  }
+  s.d = shape[dim];
+  return s;
+}
+
+/* At least bytes of scratch space, grown (never shrunk) as needed. */
+static void *scratch(gslrt_ctx *ctx, size_t bytes, const char *call) {
+  if (bytes > ctx->scratch_bytes) {
+    size_t size = (bytes + 63) / 64 * 64;
+    free(ctx->scratch);
+    ctx->scratch = aligned_alloc(64, size);
+    if (!ctx->scratch)
+      gslrt_fatal(ctx, "%s: cannot allocate %zu bytes of scratch space", call, size);
+    ctx->scratch_bytes = size;
+  }
+  return ctx->scratch;
+}
+
+void gslrt_all_reduce(gslrt_ctx *ctx, int32_t group, int32_t dtype, int32_t op, void *buf,
+                      int64_t count) {
+  static const char call[] = "gslrt_all_reduce";
+  gslrt_group *gr = group_of(ctx, group, call);
+  MPI_Datatype type = mpi_type(ctx, dtype, call);
+  if (op != GSLRT_SUM && op != GSLRT_MAX)
+    gslrt_fatal(ctx, "%s: bad reduction %d", call, (int)op);
+  if (count < 0)
+    gslrt_fatal(ctx, "%s: negative count %lld", call, (long long)count);
+  if (gr->size == 1 || count == 0)
+    return;
+  for (int64_t at = 0; at < count; at += GSLRT_MPI_COUNT_MAX) {
+    int64_t n = count - at < GSLRT_MPI_COUNT_MAX ? count - at : GSLRT_MPI_COUNT_MAX;
+    gslrt_mpi_check(ctx, MPI_Allreduce(MPI_IN_PLACE, (char *)buf + 4 * at, (int)n, type,
+                                       op == GSLRT_SUM ? MPI_SUM : MPI_MAX, gr->comm),
+                    "MPI_Allreduce");
+  }
+}
+
+#if MPI_VERSION < 4
+/* Dies naming call: count elements per member are too many for this MPI. */
+static void too_large(gslrt_ctx *ctx, const char *call, int64_t count) __attribute__((noreturn));
+static void too_large(gslrt_ctx *ctx, const char *call, int64_t count) {
+  gslrt_fatal(ctx, "%s: %lld elements per member are more than one MPI call takes", call,
+              (long long)count);
+}
+#endif
+
+void gslrt_all_gather(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                      int32_t rank, const int64_t *in_shape, int32_t dim) {
+  static const char call[] = "gslrt_all_gather";
+  gslrt_group *gr = group_of(ctx, group, call);
+  MPI_Datatype type = mpi_type(ctx, dtype, call);
+  span s = span_of(ctx, call, rank, in_shape, dim);
+  int64_t count = s.outer * s.d * s.inner, g = gr->size;
+  if (count == 0)
+    return;
+  if (g == 1) {
+    if (out != in)
+      memmove(out, in, (size_t)count * 4);
+    return;
+  }
+  void *recv = s.outer == 1 ? out : scratch(ctx, (size_t)(g * count) * 4, call);
+  int rc;
+  if (count <= GSLRT_MPI_COUNT_MAX)
+    rc = MPI_Allgather(in, (int)count, type, recv, (int)count, type, gr->comm);
+  else
+#if MPI_VERSION >= 4
+    rc = MPI_Allgather_c(in, count, type, recv, count, type, gr->comm);
+#else
+    too_large(ctx, call, count);
+#endif
+  gslrt_mpi_check(ctx, rc, "MPI_Allgather");
+  if (recv != out)
+    gslrt_unpack_blocks(out, recv, s.outer, g, s.d, s.inner, 4);
+}
+
+void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                          int32_t rank, const int64_t *in_shape, int32_t dim) {
+  static const char call[] = "gslrt_reduce_scatter";
+  gslrt_group *gr = group_of(ctx, group, call);
+  MPI_Datatype type = mpi_type(ctx, dtype, call);
+  span s = span_of(ctx, call, rank, in_shape, dim);
+  int64_t g = gr->size;
+  if (s.d % g != 0)
+    gslrt_fatal(ctx, "%s: dimension %d of extent %lld cannot be cut into %lld blocks", call,
+                (int)dim, (long long)s.d, (long long)g);
+  int64_t count = s.outer * (s.d / g) * s.inner;
+  if (count == 0)
+    return;
+  if (g == 1) {
+    if (out != in)
+      memmove(out, in, (size_t)count * 4);
+    return;
+  }
+  const void *send = in;
+  if (s.outer != 1) {
+    void *packed = scratch(ctx, (size_t)(g * count) * 4, call);
+    gslrt_pack_blocks(packed, in, s.outer, g, s.d / g, s.inner, 4);
+    send = packed;
+  }
+  int rc;
+  if (count <= GSLRT_MPI_COUNT_MAX)
+    rc = MPI_Reduce_scatter_block(send, out, (int)count, type, MPI_SUM, gr->comm);
+  else
+#if MPI_VERSION >= 4
+    rc = MPI_Reduce_scatter_block_c(send, out, count, type, MPI_SUM, gr->comm);
+#else
+    too_large(ctx, call, count);
+#endif
+  gslrt_mpi_check(ctx, rc, "MPI_Reduce_scatter_block");
+}
+
+void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                      int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2) {
+  static const char call[] = "gslrt_all_to_all";
+  gslrt_group *gr = group_of(ctx, group, call);
+  MPI_Datatype type = mpi_type(ctx, dtype, call);
+  span s = span_of(ctx, call, rank, in_shape, dim);
+  int64_t g = gr->size;
+  if (dim2 < 0 || dim2 >= rank)
+    gslrt_fatal(ctx, "%s: bad dimension %d", call, (int)dim2);
+  if (s.d % g != 0)
+    gslrt_fatal(ctx, "%s: dimension %d of extent %lld cannot be cut into %lld blocks", call,
+                (int)dim, (long long)s.d, (long long)g);
+  int64_t count = s.outer * (s.d / g) * s.inner; /* elements of one block */
+  if (count == 0)
+    return;
+  if (g == 1) {
+    if (out != in)
+      memmove(out, in, (size_t)count * 4);
+    return;
+  }
+  int64_t block[GSLRT_MAX_RANK]; /* the shape of one block */
+  memcpy(block, in_shape, (size_t)rank * sizeof *block);
+  block[dim] /= g;
+  span r = span_of(ctx, call, rank, block, dim2);
+  size_t bytes = (size_t)(g * count) * 4;
+  int staged = (s.outer != 1) + (r.outer != 1); /* sides that go through scratch */
+  char *space = staged ? scratch(ctx, (size_t)staged * bytes, call) : NULL;
+  const void *send = in;
+  void *recv = out;
+  if (s.outer != 1) {
+    gslrt_pack_blocks(space, in, s.outer, g, s.d / g, s.inner, 4);
+    send = space;
+    space += bytes;
+  }
+  if (r.outer != 1)
+    recv = space;
+  int rc;
+  if (count <= GSLRT_MPI_COUNT_MAX)
+    rc = MPI_Alltoall(send, (int)count, type, recv, (int)count, type, gr->comm);
+  else
+#if MPI_VERSION >= 4
+    rc = MPI_Alltoall_c(send, count, type, recv, count, type, gr->comm);
+#else
+    too_large(ctx, call, count);
+#endif
+  gslrt_mpi_check(ctx, rc, "MPI_Alltoall");
+  if (recv != out)
+    gslrt_unpack_blocks(out, recv, r.outer, g, r.d, r.inner, 4);
+}
