@@ -54,6 +54,14 @@ static const char *where(Arena *a, Span sp) {
   return arena_printf(a, "%s:%u", base ? base + 1 : sp.src->path, sp.line);
 }
 
+/* where(span), and the call it was inlined from when that is elsewhere */
+static const char *where_site(Arena *a, const Value *v) {
+  const char *w = where(a, v->span);
+  if (v->site.src && (v->site.src != v->span.src || v->site.off != v->span.off))
+    return arena_printf(a, "%s (inlined at %s)", w, where(a, v->site));
+  return w;
+}
+
 static const char *label(Arena *a, const Value *v) {
   return v->name ? arena_printf(a, "%%%d %s", v->id, v->name) : arena_printf(a, "%%%d", v->id);
 }
@@ -98,7 +106,7 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
   for (int i = 0; i < g->nvalues; i++) {
     const Value *v = g->values[i];
     fprintf(f, "%-14s %s%-16s %-14s %-10s %s   ; %s\n", label(a, v), dtype_name(v->dtype),
-            shape_str(a, &v->shape), sharding_str(a, g, v), op_name(v->op), origin(a, g, v), where(a, v->span));
+            shape_str(a, &v->shape), sharding_str(a, g, v), op_name(v->op), origin(a, g, v), where_site(a, v));
   }
   fputs("\n## collectives (bytes: received per device per step)\n", f);
   int counts[OP__COUNT] = {0};
@@ -119,7 +127,7 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
                                                 : arena_printf(a, " dim %d", v->axis);
     fprintf(f, "%-15s over (%s)%s: %s%s -> %s, %" PRId64 " bytes   ; %s: %s\n", op_name(v->op), axes, dims,
             dtype_name(v->dtype), shape_str(a, &v->args[0]->shape), shape_str(a, &v->shape), b,
-            where(a, v->span), v->why ? v->why : "");
+            where_site(a, v), v->why ? v->why : "");
     counts[v->op]++;
     total += b;
     n++;

@@ -166,6 +166,7 @@ struct Value {
   DType dtype;       /* element type */
   Shape shape;       /* global shape */
   Span span;         /* source construct that produced it */
+  Span site;         /* for code inlined from a call: the outermost call (else span) */
   const char *name;  /* the user's name for it (let, param, input), or NULL */
   Value **args;      /* operands */
   int nargs;         /* number of operands */

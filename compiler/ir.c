@@ -71,6 +71,7 @@ Value *ir_add(Program *p, Op op, DType dt, Shape shape, Span sp, int nargs, Valu
   v->shape = shape;
   v->gshape = shape;
   v->span = sp;
+  v->site = sp;
   v->nargs = nargs;
   if (nargs) {
     v->args = arena_alloc(p->arena, (size_t)nargs * sizeof *v->args);
@@ -262,9 +263,15 @@ void ir_print(FILE *f, const Program *p) {
   for (int i = 0; i < p->ntensors; i++) {
     const Tensor *t = &p->tensors[i];
     static const char *const inits[] = {"none", "zeros", "ones", "normal", "uniform"};
-    fprintf(f, "%s %s: %s%s init %s(%.9g, %.9g)%s\n", t->kind == TK_PARAM ? "param" : "input",
-            t->name, dtype_name(t->dtype), shape_str(tmp, &t->shape), inits[t->init], t->a, t->b,
-            t->frozen ? " frozen" : "");
+    fprintf(f, "%s %s: %s%s", t->kind == TK_PARAM ? "param" : "input", t->name, dtype_name(t->dtype),
+            shape_str(tmp, &t->shape));
+    if (p->mesh.naxes && t->value) {
+      Value tv = *t->value;
+      tv.sh = t->sh;
+      tv.shape = t->shape;
+      fprintf(f, " {%s}", sharding_str(tmp, p, &tv));
+    }
+    fprintf(f, " init %s(%.9g, %.9g)%s\n", inits[t->init], t->a, t->b, t->frozen ? " frozen" : "");
   }
   for (int i = 0; i < p->nvalues; i++) {
     const Value *v = p->values[i];

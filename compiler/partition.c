@@ -27,6 +27,7 @@
 
 typedef struct Part {
   const Program *g; /* the global program */
+  const Value *at;  /* the global value being partitioned */
   Program *s;       /* the SPMD program being built */
   Value **map;      /* global value id -> its SPMD value, in the value's sharding */
 } Part;
@@ -43,6 +44,7 @@ static Value *emit(Part *P, const Value *orig, Op op, DType dt, Shape gshape, co
   v->sh = *sh;
   v->orig = orig;
   if (orig) {
+    v->site = orig->site;
     v->name = orig->name;
     v->fn = orig->fn;
     v->axis = orig->axis;
@@ -83,15 +85,34 @@ static bool dim_uses(const Sharding *s, int d, int ax) {
   return false;
 }
 
-/* Reshards x to t (which has no partial sums); the collectives it inserts
- * are charged to the consumer at span sp, for the reason why. */
-static Value *reshard(Part *P, Value *x, const Sharding *t, Span sp, const char *why) {
-  int rank = x->gshape.rank;
-  Sharding cur = x->sh;
+/* One collective of a resharding plan. */
+typedef struct Step {
+  Op op;                       /* ALL_REDUCE, REDUCE_SCATTER, ALL_TO_ALL, ALL_GATHER, LOCAL_SLICE */
+  int axis, axis2;             /* as in Value */
+  uint8_t group[GSL_MAX_AXES]; /* mesh axes, major first */
+  int ngroup;
+  Sharding after;              /* the sharding once it is done */
+} Step;
+
+#define MAX_STEPS (4 * GSL_MAX_RANK + 2)
+
+static void add_step(Step *steps, int *n, Op op, int axis, int axis2, const uint8_t *g, int ng, const Sharding *after) {
+  Step *st = &steps[(*n)++];
+  st->op = op;
+  st->axis = axis;
+  st->axis2 = axis2;
+  memcpy(st->group, g, (size_t)ng);
+  st->ngroup = ng;
+  st->after = *after;
+}
+
+/* Plans the resharding of a value of the given rank from cur to t (which
+ * has no partial sums); returns the number of steps. */
+static int plan(const Program *s, Sharding cur, const Sharding *t, int rank, Step *steps) {
+  int n = 0;
   if (sharding_eq(&cur, t, rank))
-    return x;
-  const char *before = sh_text(P, x);
-  /* 1. partial sums */
+    return 0;
+  /* 1. partial sums: reduce-scatter onto a dim T cuts over exactly them */
   for (int d = 0; d < rank && cur.partial; d++) {
     if (cur.naxes[d] || !t->naxes[d])
       continue;
@@ -100,51 +121,32 @@ static Value *reshard(Part *P, Value *x, const Sharding *t, Span sp, const char 
       m |= 1u << t->axes[d][j];
     if ((cur.partial & m) != m)
       continue;
-    Sharding next = cur;
-    next.partial &= ~m;
-    next.naxes[d] = t->naxes[d];
-    memcpy(next.axes[d], t->axes[d], sizeof next.axes[d]);
-    Value *r = emit(P, NULL, OP_REDUCE_SCATTER, x->dtype, x->gshape, &next, sp, 1, &x);
-    r->axis = d;
-    set_group(r, t->axes[d], t->naxes[d]);
-    r->why = why;
-    x = r;
-    cur = next;
+    cur.partial &= ~m;
+    cur.naxes[d] = t->naxes[d];
+    memcpy(cur.axes[d], t->axes[d], sizeof cur.axes[d]);
+    add_step(steps, &n, OP_REDUCE_SCATTER, d, 0, t->axes[d], t->naxes[d], &cur);
   }
-  if (cur.partial) {
+  if (cur.partial) { /* the rest: all-reduce */
     uint8_t axes[GSL_MAX_AXES];
-    int n = 0;
-    for (int ax = 0; ax < P->s->mesh.naxes; ax++)
+    int k = 0;
+    for (int ax = 0; ax < s->mesh.naxes; ax++)
       if (cur.partial & (1u << ax))
-        axes[n++] = (uint8_t)ax;
-    Sharding next = cur;
-    next.partial = 0;
-    Value *r = emit(P, NULL, OP_ALL_REDUCE, x->dtype, x->gshape, &next, sp, 1, &x);
-    r->fn = RF_SUM;
-    set_group(r, axes, n);
-    r->why = why;
-    x = r;
-    cur = next;
+        axes[k++] = (uint8_t)ax;
+    cur.partial = 0;
+    add_step(steps, &n, OP_ALL_REDUCE, 0, 0, axes, k, &cur);
   }
   /* 2. one axis moving from one dimension to another: all-to-all */
   for (int d1 = 0; d1 < rank; d1++) {
     if (cur.naxes[d1] != 1 || dim_uses(t, d1, cur.axes[d1][0]))
       continue;
-    int ax = cur.axes[d1][0];
+    uint8_t ax = cur.axes[d1][0];
     for (int d2 = 0; d2 < rank; d2++) {
       if (d2 == d1 || cur.naxes[d2] || t->naxes[d2] != 1 || t->axes[d2][0] != ax)
         continue;
-      Sharding next = cur;
-      next.naxes[d1] = 0;
-      next.naxes[d2] = 1;
-      next.axes[d2][0] = (uint8_t)ax;
-      Value *r = emit(P, NULL, OP_ALL_TO_ALL, x->dtype, x->gshape, &next, sp, 1, &x);
-      r->axis = d2;
-      r->axis2 = d1;
-      set_group(r, cur.axes[d1], 1);
-      r->why = why;
-      x = r;
-      cur = next;
+      cur.naxes[d1] = 0;
+      cur.naxes[d2] = 1;
+      cur.axes[d2][0] = ax;
+      add_step(steps, &n, OP_ALL_TO_ALL, d2, d1, &ax, 1, &cur);
       break;
     }
   }
@@ -152,32 +154,75 @@ static Value *reshard(Part *P, Value *x, const Sharding *t, Span sp, const char 
   for (int d = 0; d < rank; d++) {
     if (!cur.naxes[d] || prefix(&cur, t, d))
       continue;
-    Sharding next = cur;
-    next.naxes[d] = 0;
-    Value *r = emit(P, NULL, OP_ALL_GATHER, x->dtype, x->gshape, &next, sp, 1, &x);
-    r->axis = d;
-    set_group(r, cur.axes[d], cur.naxes[d]);
-    r->why = why;
-    x = r;
-    cur = next;
+    uint8_t g[GSL_MAX_AXES];
+    int k = cur.naxes[d];
+    memcpy(g, cur.axes[d], (size_t)k);
+    cur.naxes[d] = 0;
+    add_step(steps, &n, OP_ALL_GATHER, d, 0, g, k, &cur);
   }
   /* 4. dimensions T cuts further: local slices */
   for (int d = 0; d < rank; d++) {
     if (cur.naxes[d] == t->naxes[d])
       continue;
-    Sharding next = cur;
-    next.naxes[d] = t->naxes[d];
-    memcpy(next.axes[d], t->axes[d], sizeof next.axes[d]);
-    Value *r = emit(P, NULL, OP_LOCAL_SLICE, x->dtype, x->gshape, &next, sp, 1, &x);
-    r->axis = d;
-    set_group(r, t->axes[d] + cur.naxes[d], t->naxes[d] - cur.naxes[d]);
-    r->why = why;
-    x = r;
-    cur = next;
+    int have = cur.naxes[d];
+    cur.naxes[d] = t->naxes[d];
+    memcpy(cur.axes[d], t->axes[d], sizeof cur.axes[d]);
+    add_step(steps, &n, OP_LOCAL_SLICE, d, 0, t->axes[d] + have, t->naxes[d] - have, &cur);
   }
   if (!sharding_eq(&cur, t, rank))
-    die("resharding %s did not reach its target", before);
+    die("a resharding plan did not reach its target");
+  return n;
+}
+
+static int64_t group_devices(const Program *s, const uint8_t *g, int n) {
+  int64_t k = 1;
+  for (int i = 0; i < n; i++)
+    k *= s->mesh.size[g[i]];
+  return k;
+}
+
+/* Bytes one device receives for a plan on a value of global shape gshape,
+ * counted as explain.c counts them. */
+static int64_t plan_cost(const Program *s, const Shape *gshape, const Sharding *start, const Step *steps, int n) {
+  int64_t total = 0;
+  const Sharding *cur = start;
+  for (int i = 0; i < n; i++) {
+    Shape in = local_shape(s, gshape, cur);
+    int64_t b = 4 * shape_elems(&in), k = group_devices(s, steps[i].group, steps[i].ngroup);
+    switch (steps[i].op) {
+    case OP_ALL_REDUCE: total += 2 * b * (k - 1) / k; break;
+    case OP_ALL_GATHER: total += b * (k - 1); break;
+    case OP_REDUCE_SCATTER:
+    case OP_ALL_TO_ALL: total += b * (k - 1) / k; break;
+    default: break;
+    }
+    cur = &steps[i].after;
+  }
+  return total;
+}
+
+/* Reshards x to t (which has no partial sums); the collectives it inserts
+ * are charged to the consumer at span sp, for the reason why. */
+static Value *reshard(Part *P, Value *x, const Sharding *t, Span sp, const char *why) {
+  Step steps[MAX_STEPS];
+  int n = plan(P->s, x->sh, t, x->gshape.rank, steps);
+  for (int i = 0; i < n; i++) {
+    Value *r = emit(P, NULL, steps[i].op, x->dtype, x->gshape, &steps[i].after, sp, 1, &x);
+    r->site = P->at ? P->at->site : sp;
+    r->axis = steps[i].axis;
+    r->axis2 = steps[i].axis2;
+    r->fn = RF_SUM;
+    set_group(r, steps[i].group, steps[i].ngroup);
+    r->why = why;
+    x = r;
+  }
   return x;
+}
+
+static int64_t reshard_cost(const Part *P, const Value *x, const Sharding *t) {
+  Step steps[MAX_STEPS];
+  int n = plan(P->s, x->sh, t, x->gshape.rank, steps);
+  return plan_cost(P->s, &x->gshape, &x->sh, steps, n);
 }
 
 static const char *reason(Part *P, const Value *consumer, int k, const Value *x, const Sharding *want) {
@@ -221,54 +266,108 @@ static void copy_dim(Sharding *to, int dt, const Sharding *from, int df) {
   memcpy(to->axes[dt], from->axes[df], sizeof to->axes[dt]);
 }
 
-static Value *part_einsum(Part *P, const Value *v) {
-  const char *s = v->spec, *comma = strchr(s, ','), *arrow = strstr(s, "->");
-  char in[2][GSL_MAX_RANK + 1] = {{0}}, out[GSL_MAX_RANK + 1] = {0};
-  memcpy(in[0], s, (size_t)(comma - s));
-  memcpy(in[1], comma + 1, (size_t)(arrow - comma - 1));
-  strcpy(out, arrow + 2);
-  /* each letter's axes: the result's for its letters; for a contracted
-   * letter, an operand's own cut where its axes are free (lhs first) */
-  Sharding letter = {0}; /* indexed by letter slot: out letters first, then contracted */
+/* An einsum's layout: the axes of each letter, the operands' shardings
+ * that follow, and the local result's sharding (partial over the axes of
+ * cut contracted letters). */
+typedef struct Layout {
+  Sharding want[2]; /* operands */
+  Sharding result;  /* the local result */
+  int64_t cost;     /* bytes received to get there and then to the value's sharding */
+} Layout;
+
+typedef struct Spec3 {
+  char in[2][GSL_MAX_RANK + 1]; /* operands' letters */
+  char out[GSL_MAX_RANK + 1];   /* the result's */
+} Spec3;
+
+static uint32_t dim_mask(const Sharding *sh, int d) {
+  uint32_t m = 0;
+  for (int j = 0; j < sh->naxes[d]; j++)
+    m |= 1u << sh->axes[d][j];
+  return m;
+}
+
+/* contracted_first: contracted letters keep the operands' cuts even where
+ * the result's sharding wants those axes (leaving a partial sum to
+ * reduce-scatter); otherwise the result's sharding comes first. */
+static Layout einsum_layout(const Part *P, const Value *v, const Spec3 *z, bool contracted_first) {
+  Layout L = {0};
+  const Value *x[2] = {P->map[v->args[0]->id], P->map[v->args[1]->id]};
+  Sharding letter = {0}; /* dim k: the axes of letter names[k] */
   char names[2 * GSL_MAX_RANK + 1] = {0};
   int nl = 0;
   uint32_t used = 0;
-  for (int i = 0; out[i]; i++) {
-    names[nl] = out[i];
-    copy_dim(&letter, nl++, &v->sh, i);
-  }
-  used = axes_mask(&v->sh, v->shape.rank);
-  Sharding rs = v->sh;
+  /* contracted letters */
+  Sharding con = {0};
+  char cnames[2 * GSL_MAX_RANK + 1] = {0};
+  int nc = 0;
   for (int k = 0; k < 2; k++)
-    for (int i = 0; in[k][i]; i++) {
-      char c = in[k][i];
-      if (strchr(names, c) || strchr(out, c))
+    for (int i = 0; z->in[k][i]; i++) {
+      char c = z->in[k][i];
+      if (strchr(z->out, c) || strchr(cnames, c))
         continue;
-      names[nl] = c;
-      letter.naxes[nl] = 0;
-      for (int kk = 0; kk < 2 && !letter.naxes[nl]; kk++) {
-        const char *q = strchr(in[kk], c);
-        const Value *x = P->map[v->args[kk]->id];
-        int d = (int)(q - in[kk]);
-        uint32_t m = 0;
-        for (int j = 0; j < x->sh.naxes[d]; j++)
-          m |= 1u << x->sh.axes[d][j];
-        if (x->sh.naxes[d] && !(m & used)) {
-          copy_dim(&letter, nl, &x->sh, d);
+      cnames[nc] = c;
+      con.naxes[nc] = 0;
+      if (contracted_first)
+        for (int kk = 0; kk < 2 && !con.naxes[nc]; kk++) {
+          int d = (int)(strchr(z->in[kk], c) - z->in[kk]);
+          uint32_t m = dim_mask(&x[kk]->sh, d);
+          if (m && !(m & used)) {
+            copy_dim(&con, nc, &x[kk]->sh, d);
+            used |= m;
+          }
+        }
+      nc++;
+    }
+  /* result letters: the value's sharding, less axes taken above */
+  Sharding rs = {0};
+  for (int i = 0; z->out[i]; i++) {
+    names[nl] = z->out[i];
+    uint32_t m = dim_mask(&v->sh, i);
+    if (!(m & used)) {
+      copy_dim(&letter, nl, &v->sh, i);
+      copy_dim(&rs, i, &v->sh, i);
+      used |= m;
+    }
+    nl++;
+  }
+  if (!contracted_first) /* contracted letters take what is left */
+    for (int c = 0; c < nc; c++)
+      for (int kk = 0; kk < 2 && !con.naxes[c]; kk++) {
+        int d = (int)(strchr(z->in[kk], cnames[c]) - z->in[kk]);
+        uint32_t m = dim_mask(&x[kk]->sh, d);
+        if (m && !(m & used)) {
+          copy_dim(&con, c, &x[kk]->sh, d);
           used |= m;
-          rs.partial |= m;
         }
       }
-      nl++;
-    }
-  Value *ops[2];
-  for (int k = 0; k < 2; k++) {
-    Sharding want = {0};
-    for (int i = 0; in[k][i]; i++)
-      copy_dim(&want, i, &letter, (int)(strchr(names, in[k][i]) - names));
-    ops[k] = operand(P, v, k, &want);
+  for (int c = 0; c < nc; c++) {
+    names[nl] = cnames[c];
+    copy_dim(&letter, nl++, &con, c);
+    rs.partial |= dim_mask(&con, c);
   }
-  return finish(P, v, emit_like(P, v, &rs, ops));
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; z->in[k][i]; i++)
+      copy_dim(&L.want[k], i, &letter, (int)(strchr(names, z->in[k][i]) - names));
+    L.cost += reshard_cost(P, x[k], &L.want[k]);
+  }
+  L.result = rs;
+  Step steps[MAX_STEPS];
+  int n = plan(P->s, rs, &v->sh, v->shape.rank, steps);
+  L.cost += plan_cost(P->s, &v->shape, &rs, steps, n);
+  return L;
+}
+
+static Value *part_einsum(Part *P, const Value *v) {
+  const char *s = v->spec, *comma = strchr(s, ','), *arrow = strstr(s, "->");
+  Spec3 z = {{{0}}, {0}};
+  memcpy(z.in[0], s, (size_t)(comma - s));
+  memcpy(z.in[1], comma + 1, (size_t)(arrow - comma - 1));
+  strcpy(z.out, arrow + 2);
+  Layout a = einsum_layout(P, v, &z, false), b = einsum_layout(P, v, &z, true);
+  const Layout *L = b.cost < a.cost ? &b : &a;
+  Value *ops[2] = {operand(P, v, 0, &L->want[0]), operand(P, v, 1, &L->want[1])};
+  return finish(P, v, emit_like(P, v, &L->result, ops));
 }
 
 static Value *part_reduce(Part *P, const Value *v) {
@@ -393,12 +492,13 @@ Program *spmd_partition(const Program *g) {
   s->mesh = g->mesh;
   s->nstreams = g->nstreams;
   s->spmd = true;
-  Part P = {g, s, xcalloc((size_t)g->nvalues + 1, sizeof(Value *))};
+  Part P = {g, NULL, s, xcalloc((size_t)g->nvalues + 1, sizeof(Value *))};
   s->ntensors = s->captensors = g->ntensors;
   s->tensors = xcalloc((size_t)g->ntensors + 1, sizeof(Tensor));
   memcpy(s->tensors, g->tensors, sizeof(Tensor) * (size_t)g->ntensors);
   for (int i = 0; i < g->nvalues; i++) {
     const Value *v = g->values[i];
+    P.at = v;
     Value *r = part_value(&P, v);
     P.map[i] = r;
     if (v->op == OP_PARAM || v->op == OP_INPUT) {

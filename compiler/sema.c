@@ -231,7 +231,10 @@ static const char *suggest(Scope *sc, const char *name, bool want_fn) {
 /* ---- IR helpers ---------------------------------------------------------------- */
 
 static Value *emit(Sema *s, Op op, DType dt, Shape sh, Span sp, int n, Value **args) {
-  return ir_add(s->p, op, dt, sh, sp, n, args);
+  Value *v = ir_add(s->p, op, dt, sh, sp, n, args);
+  if (s->depth)
+    v->site = s->stack[0].call;
+  return v;
 }
 
 static Value *emit1(Sema *s, Op op, DType dt, Shape sh, Span sp, Value *a) {

@@ -10,10 +10,18 @@ E2E_TESTS += \
 	tests/e2e/mlp_example.gsl
 EXTRA_DIST += tests/e2e/mlp_check.c
 
+# golden partitioner output: NAME.spmd (--emit-spmd), NAME.explain (--explain)
+SPMD_TESTS += \
+	tests/spmd/elementwise.gsl tests/spmd/contract_split.gsl tests/spmd/matmul_rows.gsl \
+	tests/spmd/all_to_all.gsl tests/spmd/gather.gsl tests/spmd/local_slice.gsl \
+	tests/spmd/reduce_scatter.gsl tests/spmd/megatron.gsl tests/spmd/propagate_chain.gsl
+SPMD_GOLDEN += tests/spmd/megatron.explain tests/spmd/reduce_scatter.explain \
+	tests/spmd/propagate_chain.explain
+
 # programs that must not compile, beside their expected diagnostics
 ERROR_TESTS += \
 	tests/errors/syntax_several.gsl tests/errors/lexical.gsl tests/errors/unknown_names.gsl \
 	tests/errors/shapes.gsl tests/errors/inlined.gsl tests/errors/sharding.gsl tests/errors/not_yet.gsl
 
 # scripts
-SCRIPT_TESTS += tests/examples.sh
+SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh
