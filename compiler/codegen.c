@@ -490,11 +490,10 @@ static bool collect_groups(CG *g) {
 
 /* In gsl_step, the device's index in the group of axes[0..n) (one with a slot). */
 static LLVMValueRef group_index(CG *g, int n, const uint8_t *axes) {
-  bool ok = true;
-  int k = find_group(g, n, axes, false, &ok);
-  if (k >= g->ngroups || g->groups[k].slot < 0)
-    die("group index not collected");
-  return g->gidx[g->groups[k].slot];
+  for (int k = 0; k < g->ngroups; k++)
+    if (g->groups[k].n == n && !memcmp(g->groups[k].axes, axes, (size_t)n) && g->groups[k].slot >= 0)
+      return g->gidx[g->groups[k].slot];
+  die("the index in a group of %d mesh axes was not collected", n);
 }
 
 /* ---- elementwise expressions --------------------------------------------- */

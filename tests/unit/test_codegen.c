@@ -3,7 +3,11 @@
  * --input/--output .npy files, and their outputs compared with plain C
  * references to 1e-5 relative. Programs carry many outputs each, since
  * linking and starting a program cost most of the time. The textual LLVM
- * IR is inspected for fusion (one loop nest, no intermediate buffers). */
+ * IR is inspected for fusion (one loop nest, no intermediate buffers).
+ * SPMD programs (local shapes, collectives, local slices) are run on a
+ * one-device mesh, where collectives are identities, and their IR for a
+ * multi-device mesh is checked for the runtime calls and their constant
+ * arguments. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <math.h>
 #include <stdarg.h>
@@ -121,6 +125,53 @@ static Value *einsum(Program *p, const char *spec, int rank, const int64_t *d, V
   Value *args[2] = {a, b};
   Value *v = val(p, OP_EINSUM, a->dtype, rank, d, b ? 2 : 1, args);
   v->spec = arena_strdup(p->arena, spec);
+  return v;
+}
+
+/* ---- SPMD programs ----------------------------------------------------------- */
+
+static Program *spmd_program(const char *path, int naxes, const char *const *names, const int64_t *sizes) {
+  Program *p = ir_new(path);
+  p->spmd = true;
+  p->mesh.naxes = naxes;
+  for (int i = 0; i < naxes; i++) {
+    p->mesh.name[i] = names[i];
+    p->mesh.size[i] = sizes[i];
+  }
+  return p;
+}
+
+/* Splits dimension dim of v (on its local shape) over mesh axis ax, next
+ * after the axes already splitting it: the global extent grows. A param's
+ * or input's tensor follows. */
+static Value *split(Program *p, Value *v, int dim, int ax) {
+  v->sh.axes[dim][v->sh.naxes[dim]++] = (uint8_t)ax;
+  v->gshape.d[dim] *= p->mesh.size[ax];
+  if (v->op == OP_PARAM || v->op == OP_INPUT) {
+    p->tensors[v->tensor].sh = v->sh;
+    p->tensors[v->tensor].shape = v->gshape;
+  }
+  return v;
+}
+
+/* A collective or local slice over the mesh axes grp[0..ng), of local
+ * result shape d. */
+static Value *coll(Program *p, Op op, Value *a, int axis, int axis2, int rank, const int64_t *d, int ng,
+                   const uint8_t *grp) {
+  Value *v = val(p, op, a->dtype, rank, d, 1, &a);
+  v->axis = axis;
+  v->axis2 = axis2;
+  v->ngroup = ng;
+  memcpy(v->group, grp, (size_t)ng);
+  return v;
+}
+
+static Value *rng(Program *p, int dist, double a, double b, uint32_t stream, int rank, const int64_t *d) {
+  Value *v = val(p, OP_RNG, DT_F32, rank, d, 0, NULL);
+  v->fn = dist;
+  v->fval = a;
+  v->fval2 = b;
+  v->stream = stream;
   return v;
 }
 
@@ -798,6 +849,252 @@ static void test_einsum(void) {
   ir_free(p);
 }
 
+/* ---- SPMD ---------------------------------------------------------------------------- */
+
+/* The lines of ll calling callee ("@gslrt_all_gather("), each with every
+ * constant array it names (@dims...) replaced by that array's initializer
+ * ("[2 x i64] [i64 4, i64 3]"), one per line; the caller frees it. */
+static char *calls(const char *ll, const char *callee) {
+  size_t cap = 4096, len = 0;
+  char *out = malloc(cap);
+  out[0] = '\0';
+  for (const char *line = ll, *end; *line; line = end ? end + 1 : line + strlen(line)) {
+    end = strchr(line, '\n');
+    size_t n = end ? (size_t)(end - line) : strlen(line);
+    const char *c = strstr(line, "call "), *f = c ? strstr(c, callee) : NULL;
+    if (!f || f > line + n)
+      continue;
+    for (size_t i = 0; i < n; i++) {
+      char piece[512] = "";
+      if (!strncmp(line + i, "@dims", 5)) {
+        size_t k = i + 1;
+        while (k < n && (line[k] == '.' || line[k] == '_' || (line[k] >= '0' && line[k] <= '9') ||
+                         (line[k] >= 'a' && line[k] <= 'z')))
+          k++;
+        char def[96];
+        snprintf(def, sizeof def, "\n%.*s = ", (int)(k - i), line + i);
+        const char *d = strstr(ll, def), *init = d ? strstr(d, "constant ") : NULL;
+        if (init) {
+          init += strlen("constant ");
+          const char *e = strchr(init, '\n');
+          snprintf(piece, sizeof piece, "%.*s", (int)(e ? e - init : (long)strlen(init)), init);
+          char *comma = strstr(piece, ", align");
+          if (comma)
+            *comma = '\0';
+        }
+        i = k - 1;
+      } else {
+        piece[0] = line[i];
+        piece[1] = '\0';
+      }
+      size_t m = strlen(piece);
+      if (len + m + 2 > cap) {
+        cap = 2 * (len + m + 2);
+        out = realloc(out, cap);
+      }
+      memcpy(out + len, piece, m + 1);
+      len += m;
+    }
+    out[len++] = '\n';
+    out[len] = '\0';
+  }
+  return out;
+}
+
+/* How many calls to callee in ll contain every one of the NULL-ended
+ * strings (after their constant arrays are spelled out). */
+static int calls_with(const char *ll, const char *callee, ...) {
+  char *all = calls(ll, callee);
+  int n = 0;
+  for (char *line = all; *line;) {
+    char *end = strchr(line, '\n');
+    *end = '\0';
+    bool ok = true;
+    va_list ap;
+    va_start(ap, callee);
+    for (const char *w; (w = va_arg(ap, const char *));)
+      ok = ok && strstr(line, w);
+    va_end(ap);
+    n += ok;
+    line = end + 1;
+  }
+  free(all);
+  return n;
+}
+
+/* The text of function fn's definition in ll (freed by the caller). */
+static char *function(const char *ll, const char *fn) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "define void @%s(", fn);
+  const char *b = strstr(ll, pat), *e = b ? strstr(b, "\n}\n") : NULL;
+  if (!e)
+    return strdup("");
+  return strndup(b, (size_t)(e - b));
+}
+
+/* Mesh [d = 2, e = 2]: tensors, outputs, groups and collectives reach the
+ * runtime with the right constants; a local slice fuses into its user; an
+ * all_reduce runs in place on a buffer nothing else reads. */
+static void test_spmd_ir(void) {
+  static const char *const names[2] = {"d", "e"};
+  Program *p = spmd_program("spmd.gsl", 2, names, (int64_t[]){2, 2});
+  uint8_t gd[1] = {0}, ge[1] = {1}, ged[2] = {1, 0};
+  Value *w = split(p, tensor(p, "w", TK_PARAM, DT_F32, 2, (int64_t[]){4, 3}), 1, 0);
+  Value *x = split(p, tensor(p, "x", TK_INPUT, DT_F32, 2, (int64_t[]){4, 4}), 0, 0);
+  Value *wg = coll(p, OP_ALL_GATHER, w, 1, 0, 2, (int64_t[]){4, 6}, 1, gd);
+  Value *y = split(p, einsum(p, "ij,jk->ik", 2, (int64_t[]){4, 6}, x, wg), 0, 0);
+  output(p, "y", y);
+  Value *xr = coll(p, OP_ALL_GATHER, x, 0, 0, 2, (int64_t[]){8, 4}, 1, gd);
+  Value *ls = split(p, coll(p, OP_LOCAL_SLICE, xr, 1, 0, 2, (int64_t[]){8, 1}, 2, ged), 1, 1);
+  split(p, ls, 1, 0);
+  Value *z = bin(p, BF_MUL, ls, cnst(p, DT_F32, 2, 2, (int64_t[]){8, 1}));
+  z->sh = ls->sh;
+  z->gshape = ls->gshape;
+  output(p, "z", z);
+  Value *rs = split(p, split(p, coll(p, OP_REDUCE_SCATTER, y, 1, 0, 2, (int64_t[]){4, 3}, 1, ge), 0, 0), 1, 1);
+  output(p, "rs", rs);
+  coll(p, OP_ALL_TO_ALL, y, 0, 1, 2, (int64_t[]){2, 12}, 1, ge);
+  Value *s = coll(p, OP_ALL_REDUCE, reduce(p, RF_SUM, y, 2), 0, 0, 1, (int64_t[]){4}, 1, ge);
+  output(p, "s", split(p, s, 0, 0));
+  Value *xm = coll(p, OP_ALL_REDUCE, x, 0, 0, 2, (int64_t[]){4, 4}, 1, gd);
+  xm->fn = RF_MAX;
+  output(p, "xm", split(p, xm, 0, 0));
+  output(p, "noise", split(p, rng(p, RNG_NORMAL, 1, 0, 3, 2, (int64_t[]){4, 3}), 1, 1));
+  const char *ll = path("spmd.ll");
+  CodegenOptions o = {0, EMIT_LLVM, ll};
+  CU_ASSERT_TRUE_FATAL(cg_emit(p, &o));
+  char *t = slurp(ll);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  char *setup = function(t, "gsl_setup"), *step = function(t, "gsl_step");
+
+  /* tensors and outputs: global shapes, dim_axes from the shardings */
+  const char *dw = "[16 x i32] [i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, "
+                   "i32 0, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1]";
+  const char *dx = "[16 x i32] [i32 0, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, "
+                   "i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1]";
+  const char *dz = "[16 x i32] [i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, "
+                   "i32 1, i32 0, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1, i32 -1]";
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_declare_tensor(", "[i64 4, i64 6]", dw, NULL), 1);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_declare_tensor(", "[i64 8, i64 4]", dx, NULL), 1);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_declare_output(", "[i64 8, i64 6]", dx, NULL), 1);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_declare_output(", "[i64 8, i64 4]", dz, NULL), 1);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_declare_output(", "[1 x i64] [i64 8]", NULL), 1);
+
+  /* groups: (d), (e, d) and (e), declared in setup; indices read in step only */
+  CU_ASSERT_EQUAL(count(t, "call i32 @gslrt_declare_group("), 3);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_declare_group(", "i32 1, ", "[1 x i32] zeroinitializer", NULL), 1);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_declare_group(", "i32 1, ", "[1 x i32] [i32 1]", NULL), 1);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_declare_group(", "i32 2, ", "[2 x i32] [i32 1, i32 0]", NULL), 1);
+  CU_ASSERT_EQUAL(count(setup, "@gslrt_declare_group("), 3);
+  CU_ASSERT_EQUAL(count(setup, "@gslrt_group_index("), 0);
+  CU_ASSERT_EQUAL(count(step, "call i64 @gslrt_group_index("), 2);
+
+  /* collectives: operand shape, dims, dtype, op, count */
+  CU_ASSERT_EQUAL(count(t, "call void @gslrt_all_gather("), 2);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_all_gather(", "i32 0, i8*", "i32 2, i64* ", "[2 x i64] [i64 4, i64 3]",
+                             "i32 1)", NULL), 1);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_all_gather(", "[2 x i64] [i64 4, i64 4]", "i32 0)", NULL), 1);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_reduce_scatter(", "[2 x i64] [i64 4, i64 6]", "i32 1)", NULL), 1);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_all_to_all(", "[2 x i64] [i64 4, i64 6]", "i32 0, i32 1)", NULL), 1);
+  CU_ASSERT_EQUAL(count(t, "call void @gslrt_all_reduce("), 2);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_all_reduce(", "i32 0, i32 0, i8*", "i64 4)", NULL), 1);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_all_reduce(", "i32 0, i32 1, i8*", "i64 16)", NULL), 1);
+
+  /* random draws: global shape, a run-time offset, local shape */
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_rng_fill(", "[2 x i64] [i64 4, i64 6]", "[2 x i64] [i64 4, i64 3]", NULL), 1);
+  CU_ASSERT_EQUAL(calls_with(t, "@gslrt_rng_fill(", "i64* null", NULL), 0);
+
+  /* buffers: wg, y, xr, z, rs, the all_to_all, the sum (reduced in place),
+   * the max (a copy of the input x) and the draw; none for the local slice */
+  CU_ASSERT_EQUAL(count(t, "call i8* @gslrt_alloc"), 9);
+  free(setup);
+  free(step);
+  free(t);
+  ir_free(p);
+}
+
+/* Mesh [d = 1]: the same kinds of calls run end to end (every group has one
+ * member, so collectives and local slices are identities, and split random
+ * draws equal unsplit ones). */
+static void test_spmd_run(void) {
+  static const char *const names[1] = {"d"};
+  Program *p = spmd_program("spmd1.gsl", 1, names, (int64_t[]){1});
+  uint8_t gd[1] = {0};
+  int64_t xd[2] = {4, 6}, wd[2] = {6, 5}, yd[2] = {4, 5}, id = 7;
+  Value *x = split(p, tensor(p, "x", TK_INPUT, DT_F32, 2, xd), 0, 0);
+  Value *w = split(p, tensor(p, "w", TK_INPUT, DT_F32, 2, wd), 1, 0);
+  Value *ix = split(p, tensor(p, "ix", TK_INPUT, DT_I32, 1, &id), 0, 0);
+  Value *wg = coll(p, OP_ALL_GATHER, w, 1, 0, 2, wd, 1, gd);
+  Value *y = coll(p, OP_ALL_REDUCE, einsum(p, "ij,jk->ik", 2, yd, x, wg), 0, 0, 2, yd, 1, gd);
+  output(p, "y", split(p, y, 0, 0));
+  Value *ls = split(p, coll(p, OP_LOCAL_SLICE, x, 1, 0, 2, xd, 1, gd), 1, 0);
+  Value *z = bin(p, BF_ADD, bin(p, BF_MUL, ls, cnst(p, DT_F32, 2, 2, xd)), x);
+  output(p, "z", z);
+  output(p, "rs", coll(p, OP_REDUCE_SCATTER, x, 0, 0, 2, xd, 1, gd));
+  output(p, "a2a", coll(p, OP_ALL_TO_ALL, x, 0, 1, 2, xd, 1, gd));
+  Value *xm = coll(p, OP_ALL_REDUCE, un(p, UF_ABS, x), 0, 0, 2, xd, 1, gd);
+  xm->fn = RF_MAX;
+  output(p, "xm", xm);
+  output(p, "ig", coll(p, OP_ALL_GATHER, ix, 0, 0, 1, &id, 1, gd));
+  output(p, "isum", coll(p, OP_ALL_REDUCE, bin(p, BF_MUL, ix, ix), 0, 0, 1, &id, 1, gd));
+  output(p, "n1", split(p, rng(p, RNG_NORMAL, 1.5, 0, 9, 2, xd), 0, 0));
+  output(p, "n2", rng(p, RNG_NORMAL, 1.5, 0, 9, 2, xd));
+  char exe[256];
+  snprintf(exe, sizeof exe, "%s", path("spmd1"));
+  if (!build(p, exe, 2)) {
+    ir_free(p);
+    return;
+  }
+  float hx[24], hw[30];
+  int32_t hi[7] = {3, -1, 4, 1, -5, 9, 2};
+  fill(hx, 24, -1, 1);
+  fill(hw, 30, -1, 1);
+  write_npy("sx.npy", GSLRT_F32, 2, xd, hx);
+  write_npy("sw.npy", GSLRT_F32, 2, wd, hw);
+  write_npy("si.npy", GSLRT_I32, 1, &id, hi);
+  int rc = run(exe,
+               "--input x=sx.npy --input w=sw.npy --input ix=si.npy --output y=sy.npy --output z=sz.npy "
+               "--output rs=srs.npy --output a2a=sa.npy --output xm=sxm.npy --output ig=sig.npy "
+               "--output isum=sis.npy --output n1=n1.npy --output n2=n2.npy");
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  double want[30];
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < 5; k++) {
+      want[i * 5 + k] = 0;
+      for (int j = 0; j < 6; j++)
+        want[i * 5 + k] += (double)hx[i * 6 + j] * hw[j * 5 + k];
+    }
+  expect_f("sy.npy", want, 20, 1e-5, 1e-5);
+  for (int i = 0; i < 24; i++)
+    want[i] = 3.0 * hx[i];
+  expect_f("sz.npy", want, 24, 1e-6, 0);
+  for (int i = 0; i < 24; i++)
+    want[i] = hx[i];
+  expect_f("srs.npy", want, 24, 0, 0);
+  expect_f("sa.npy", want, 24, 0, 0);
+  for (int i = 0; i < 24; i++)
+    want[i] = fabs(hx[i]);
+  expect_f("sxm.npy", want, 24, 0, 0);
+  int32_t wi[7];
+  expect_i("sig.npy", hi, 7);
+  for (int i = 0; i < 7; i++)
+    wi[i] = hi[i] * hi[i];
+  expect_i("sis.npy", wi, 7);
+  float *n1 = read_npy("n1.npy", 24), *n2 = read_npy("n2.npy", 24);
+  if (n1 && n2) {
+    double nz = 0;
+    for (int i = 0; i < 24; i++) {
+      want[i] = n2[i];
+      nz += fabs(n2[i]);
+    }
+    check_f("n1", n1, want, 24, 0, 0);
+    CU_ASSERT(nz > 0);
+  }
+  free(n1);
+  free(n2);
+  ir_free(p);
+}
+
 /* ---- the suite ---------------------------------------------------------------------- */
 
 static int suite_init(void) {
@@ -819,4 +1116,6 @@ void add_codegen_tests(void) {
   tests_add(s, "elementwise", test_elementwise);
   tests_add(s, "structural", test_structural);
   tests_add(s, "einsum", test_einsum);
+  tests_add(s, "spmd_ir", test_spmd_ir);
+  tests_add(s, "spmd_run", test_spmd_run);
 }
