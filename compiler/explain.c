@@ -125,7 +125,8 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
     const char *dims = v->op == OP_ALL_REDUCE   ? ""
                        : v->op == OP_ALL_TO_ALL ? arena_printf(a, " dim %d -> %d", v->axis2, v->axis)
                                                 : arena_printf(a, " dim %d", v->axis);
-    fprintf(f, "%-15s over (%s)%s: %s%s -> %s, %" PRId64 " bytes   ; %s: %s\n", op_name(v->op), axes, dims,
+    const char *kind = v->op == OP_ALL_REDUCE && v->fn == RF_MAX ? "all_reduce max" : op_name(v->op);
+    fprintf(f, "%-15s over (%s)%s: %s%s -> %s, %" PRId64 " bytes   ; %s: %s\n", kind, axes, dims,
             dtype_name(v->dtype), shape_str(a, &v->args[0]->shape), shape_str(a, &v->shape), b,
             where_site(a, v), v->why ? v->why : "");
     counts[v->op]++;

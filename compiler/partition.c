@@ -25,8 +25,18 @@
 
 #include "gslc.h"
 
+/* A resharded value, kept so that a second consumer needing the same
+ * layout of the same value reuses it instead of communicating again. */
+typedef struct Reuse Reuse;
+struct Reuse {
+  const Value *from; /* the SPMD value resharded */
+  Value *to;         /* the result, in its new sharding */
+  Reuse *next;       /* older entry */
+};
+
 typedef struct Part {
   const Program *g; /* the global program */
+  Reuse *reuse;     /* resharded values, newest first */
   const Value *at;  /* the global value being partitioned */
   Program *s;       /* the SPMD program being built */
   Value **map;      /* global value id -> its SPMD value, in the value's sharding */
@@ -237,7 +247,17 @@ static Value *operand(Part *P, const Value *v, int k, const Sharding *want) {
   Value *x = P->map[v->args[k]->id];
   if (sharding_eq(&x->sh, want, x->gshape.rank))
     return x;
-  return reshard(P, x, want, v->span, reason(P, v, k, x, want));
+  /* a value already resharded this way for another consumer is reused */
+  for (Reuse *r = P->reuse; r; r = r->next)
+    if (r->from == x && sharding_eq(&r->to->sh, want, x->gshape.rank))
+      return r->to;
+  Value *y = reshard(P, x, want, v->span, reason(P, v, k, x, want));
+  Reuse *r = arena_alloc(P->s->arena, sizeof *r);
+  r->from = x;
+  r->to = y;
+  r->next = P->reuse;
+  P->reuse = r;
+  return y;
 }
 
 /* Reshards the op's natural local result to the value's own sharding. */
@@ -378,7 +398,12 @@ static Value *part_reduce(Part *P, const Value *v) {
   for (int i = 0; i < a->shape.rank; i++)
     if (!(v->rmask & (1u << i)))
       copy_dim(&want, i, &v->sh, k++);
-  if (v->fn == RF_SUM) { /* a cut reduced dim stays cut: the sum becomes partial */
+  /* A cut reduced dim stays cut: a sum becomes partial (resolved by the
+   * resharding to the value's sharding), a max is completed at once by an
+   * all-reduce of the local maxima. An argmax needs the dim whole: its
+   * index is global. */
+  uint32_t maxed = 0;
+  if (v->fn != RF_ARGMAX) {
     uint32_t used = axes_mask(&v->sh, v->shape.rank);
     for (int i = 0; i < a->shape.rank; i++) {
       if (!(v->rmask & (1u << i)) || !x->sh.naxes[i])
@@ -389,12 +414,29 @@ static Value *part_reduce(Part *P, const Value *v) {
       if (m & used)
         continue;
       used |= m;
-      rs.partial |= m;
+      if (v->fn == RF_SUM)
+        rs.partial |= m;
+      else
+        maxed |= m;
       copy_dim(&want, i, &x->sh, i);
     }
   }
   Value *o = operand(P, v, 0, &want);
-  return finish(P, v, emit_like(P, v, &rs, &o));
+  Value *r = emit_like(P, v, &rs, &o);
+  if (maxed) {
+    uint8_t axes[GSL_MAX_AXES];
+    int n = 0;
+    for (int ax = 0; ax < P->s->mesh.naxes; ax++)
+      if (maxed & (1u << ax))
+        axes[n++] = (uint8_t)ax;
+    Value *m = emit(P, NULL, OP_ALL_REDUCE, r->dtype, r->gshape, &rs, v->span, 1, &r);
+    m->fn = RF_MAX;
+    m->site = v->site;
+    set_group(m, axes, n);
+    m->why = arena_printf(P->s->arena, "reduce max (%%%d) over a cut dimension: the local maxima", v->id);
+    r = m;
+  }
+  return finish(P, v, r);
 }
 
 /* the natural form of an op that needs dimension axis whole */
@@ -492,7 +534,7 @@ Program *spmd_partition(const Program *g) {
   s->mesh = g->mesh;
   s->nstreams = g->nstreams;
   s->spmd = true;
-  Part P = {g, NULL, s, xcalloc((size_t)g->nvalues + 1, sizeof(Value *))};
+  Part P = {g, NULL, NULL, s, xcalloc((size_t)g->nvalues + 1, sizeof(Value *))};
   s->ntensors = s->captensors = g->ntensors;
   s->tensors = xcalloc((size_t)g->ntensors + 1, sizeof(Tensor));
   memcpy(s->tensors, g->tensors, sizeof(Tensor) * (size_t)g->ntensors);

@@ -7,7 +7,7 @@ E2E_TESTS += \
 	tests/e2e/layout.gsl tests/e2e/indices.gsl tests/e2e/stdlib_nn.gsl \
 	tests/e2e/functions.gsl tests/e2e/batches.gsl tests/e2e/scalars.gsl \
 	tests/e2e/bad_input_shape.gsl tests/e2e/bad_mesh_size.gsl tests/e2e/unbound_input.gsl \
-	tests/e2e/mlp_example.gsl
+	tests/e2e/mlp_example.gsl tests/e2e/sharded_ops.gsl
 EXTRA_DIST += tests/e2e/mlp_check.c
 
 # golden partitioner output: NAME.spmd (--emit-spmd), NAME.explain (--explain)
