@@ -282,6 +282,11 @@ Shape local_shape(const Program *p, const Shape *global, const Sharding *sh);
 /* A reshape from `from` to `to` carries a split of a group's first real
  * dimension (size > 1) onto the other side's; other splits are dropped. */
 Sharding reshape_sharding(const Sharding *sh, const Shape *from, const Shape *to);
+typedef struct Letters {
+  char in[2][GSL_MAX_RANK + 1]; /* a two-operand einsum's operand letters */
+  char out[GSL_MAX_RANK + 1];   /* its result's */
+} Letters;
+void einsum_letters(const Value *v, Letters *l);
 
 /* ---- partition.c: the SPMD partitioner ----------------------------------- */
 

@@ -295,11 +295,6 @@ typedef struct Layout {
   int64_t cost;     /* bytes received to get there and then to the value's sharding */
 } Layout;
 
-typedef struct Spec3 {
-  char in[2][GSL_MAX_RANK + 1]; /* operands' letters */
-  char out[GSL_MAX_RANK + 1];   /* the result's */
-} Spec3;
-
 static uint32_t dim_mask(const Sharding *sh, int d) {
   uint32_t m = 0;
   for (int j = 0; j < sh->naxes[d]; j++)
@@ -310,7 +305,7 @@ static uint32_t dim_mask(const Sharding *sh, int d) {
 /* contracted_first: contracted letters keep the operands' cuts even where
  * the result's sharding wants those axes (leaving a partial sum to
  * reduce-scatter); otherwise the result's sharding comes first. */
-static Layout einsum_layout(const Part *P, const Value *v, const Spec3 *z, bool contracted_first) {
+static Layout einsum_layout(const Part *P, const Value *v, const Letters *z, bool contracted_first) {
   Layout L = {0};
   const Value *x[2] = {P->map[v->args[0]->id], P->map[v->args[1]->id]};
   Sharding letter = {0}; /* dim k: the axes of letter names[k] */
@@ -379,11 +374,8 @@ static Layout einsum_layout(const Part *P, const Value *v, const Spec3 *z, bool 
 }
 
 static Value *part_einsum(Part *P, const Value *v) {
-  const char *s = v->spec, *comma = strchr(s, ','), *arrow = strstr(s, "->");
-  Spec3 z = {{{0}}, {0}};
-  memcpy(z.in[0], s, (size_t)(comma - s));
-  memcpy(z.in[1], comma + 1, (size_t)(arrow - comma - 1));
-  strcpy(z.out, arrow + 2);
+  Letters z;
+  einsum_letters(v, &z);
   Layout a = einsum_layout(P, v, &z, false), b = einsum_layout(P, v, &z, true);
   const Layout *L = b.cost < a.cost ? &b : &a;
   Value *ops[2] = {operand(P, v, 0, &L->want[0]), operand(P, v, 1, &L->want[1])};

@@ -166,12 +166,7 @@ Sharding reshape_sharding(const Sharding *sh, const Shape *from, const Shape *to
 
 /* ---- einsum letters ------------------------------------------------------- */
 
-typedef struct Letters {
-  char in[2][GSL_MAX_RANK + 1]; /* operands' letters */
-  char out[GSL_MAX_RANK + 1];   /* the result's */
-} Letters;
-
-static void letters_of(const Value *v, Letters *l) {
+void einsum_letters(const Value *v, Letters *l) {
   memset(l, 0, sizeof *l);
   const char *s = v->spec, *comma = strchr(s, ','), *arrow = strstr(s, "->");
   memcpy(l->in[0], s, (size_t)(comma - s));
@@ -299,7 +294,7 @@ static void forward(Prop *P, Value *v) {
     if (v->nargs != 2)
       return;
     Letters l;
-    letters_of(v, &l);
+    einsum_letters(v, &l);
     uint32_t used = 0;
     for (int i = 0; l.out[i]; i++)
       take_letter(&sh, i, v->args[0], l.in[0], l.out[i], &used);
@@ -382,7 +377,7 @@ static void backward(Prop *P, Value *v) {
     if (v->nargs != 2)
       return;
     Letters l;
-    letters_of(v, &l);
+    einsum_letters(v, &l);
     for (int k = 0; k < 2; k++) {
       Sharding os = {0};
       uint32_t used = 0;

@@ -2,6 +2,7 @@
  * basic interface; the exit status is the number of failures. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <CUnit/Basic.h>
 
@@ -21,6 +22,20 @@ void tests_add(CU_pSuite s, const char *name, CU_TestFunc fn) {
     fprintf(stderr, "unit_tests: cannot add test %s: %s\n", name, CU_get_error_msg());
     exit(99);
   }
+}
+
+char *tests_first_lines(const char *diags) {
+  char *out = calloc(1, strlen(diags) + 1), *q = out;
+  for (const char *p = diags; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
+    if (strncmp(p, "    ", 4) != 0 && strncmp(p, "      |", 7) != 0) {
+      memcpy(q, p, n);
+      q += n;
+    }
+    p += n;
+  }
+  return out;
 }
 
 int main(void) {

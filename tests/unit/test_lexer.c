@@ -189,26 +189,12 @@ static void test_lex_nul_and_binary(void) {
   lexed_free(&r);
 }
 
-/* the first line of each diagnostic, for tests that need not see carets */
-static char *first_lines(const char *diags) {
-  char *out = calloc(1, strlen(diags) + 1), *q = out;
-  for (const char *p = diags; *p;) {
-    const char *nl = strchr(p, '\n');
-    size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
-    if (strncmp(p, "    ", 4) != 0 && strncmp(p, "      |", 7) != 0) {
-      memcpy(q, p, n);
-      q += n;
-    }
-    p += n;
-  }
-  return out;
-}
 
 static void test_lex_string_errors(void) {
   Lexed r = lex_text("s = \"ab\\q\" \"open\nt = \"x\\");
   CU_ASSERT_STRING_EQUAL(r.tokens, "1:1 name s\n1:3 '='\n1:5 string [abq]\n1:12 string [open]\n"
                                    "1:17 newline\n2:1 name t\n2:3 '='\n2:5 string [x]\n");
-  char *d = first_lines(r.diags);
+  char *d = tests_first_lines(r.diags);
   CU_ASSERT_STRING_EQUAL(d, "t.gsl:1:8: error: unknown escape sequence '\\q' in string\n"
                             "t.gsl:1:12: error: unterminated string\n"
                             "t.gsl:2:5: error: unterminated string\n");
@@ -220,7 +206,7 @@ static void test_lex_string_errors(void) {
 static void test_lex_number_errors(void) {
   Lexed r = lex_text("9223372036854775808 1e999 1e-999");
   CU_ASSERT_STRING_EQUAL(r.tokens, "1:1 integer 0\n1:21 float 0\n1:27 float 0\n");
-  char *d = first_lines(r.diags);
+  char *d = tests_first_lines(r.diags);
   CU_ASSERT_STRING_EQUAL(d, "t.gsl:1:1: error: integer literal 9223372036854775808 is too large\n"
                             "t.gsl:1:21: error: float literal 1e999 is out of range\n");
   CU_ASSERT_EQUAL(r.nerrors, 2);

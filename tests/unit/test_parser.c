@@ -67,26 +67,12 @@ static void check_ast(const char *text, const char *want) {
   parsed_free(&r);
 }
 
-/* the first line of each diagnostic (no source lines or carets) */
-static char *first_lines(const char *diags) {
-  char *out = calloc(1, strlen(diags) + 1), *q = out;
-  for (const char *p = diags; *p;) {
-    const char *nl = strchr(p, '\n');
-    size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
-    if (strncmp(p, "    ", 4) != 0 && strncmp(p, "      |", 7) != 0) {
-      memcpy(q, p, n);
-      q += n;
-    }
-    p += n;
-  }
-  return out;
-}
 
 /* Asserts that text fails to parse with exactly these diagnostic lines. */
 static void check_errors(const char *text, const char *want, int nerrors) {
   Parsed r = parse_text(text);
   CU_ASSERT_PTR_NULL(r.dump);
-  char *d = first_lines(r.diags);
+  char *d = tests_first_lines(r.diags);
   CU_ASSERT_STRING_EQUAL(d, want);
   CU_ASSERT_EQUAL(r.nerrors, nerrors);
   free(d);

@@ -15,5 +15,8 @@ void add_runtime_tests(void); /* test_runtime.c */
 /* Adds a suite and its tests, dying on a registry error. */
 CU_pSuite tests_suite(const char *name);
 void tests_add(CU_pSuite s, const char *name, CU_TestFunc fn);
+/* The first line of each diagnostic in diags (no source lines or carets),
+ * malloc'ed. */
+char *tests_first_lines(const char *diags);
 
 #endif
