@@ -84,8 +84,8 @@ void gslrt_build_groups(gslrt_ctx *ctx) {
     int nrest = 0;
     for (int32_t i = 0; i < gr->n; i++)
       if (gr->axes[i] >= ctx->naxes)
-        gslrt_fail_all(ctx, "group %d names mesh axis %d, but the mesh has %d axes", g,
-                       (int)gr->axes[i], ctx->naxes);
+        gslrt_fail_all(ctx, "group %d names mesh axis %d, but the mesh has %d ax%s", g,
+                       (int)gr->axes[i], ctx->naxes, ctx->naxes == 1 ? "is" : "es");
     for (int a = 0; a < ctx->naxes; a++) {
       int in = 0;
       for (int32_t i = 0; i < gr->n; i++)

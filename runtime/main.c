@@ -3,6 +3,7 @@
  *   MPI_Init; duplicate MPI_COMM_WORLD, errors returned on the duplicate;
  *   parse the options (usage errors: exit 2); --help / --version;
  *   gsl_setup (declarations; the mesh is checked against the ranks);
+ *   build the communicators of the declared groups of mesh axes;
  *   match --input/--output with the declarations; check the input files;
  *   initialize params; for each step: bind inputs, gsl_step, log;
  *   write the outputs; free everything; MPI_Finalize.
@@ -205,6 +206,7 @@ static void free_ctx(gslrt_ctx *ctx) {
   free(ctx->allocs);
   free(ctx->tensors);
   free(ctx->outputs);
+  gslrt_free_groups(ctx);
   gslrt_free_options(&ctx->opts);
   ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL;
   ctx->nallocs = ctx->ntensors = ctx->noutputs = 0;
@@ -244,6 +246,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   ctx.seed = ctx.opts.seed;
   info->setup(&ctx);
   gslrt_check_mesh(&ctx);
+  gslrt_build_groups(&ctx);
   gslrt_check_bindings(&ctx);
   gslrt_open_inputs(&ctx);
   gslrt_init_params(&ctx);

@@ -25,3 +25,9 @@ ERROR_TESTS += \
 
 # scripts
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh
+
+# the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
+check_PROGRAMS += tests/collectives_test
+tests_collectives_test_SOURCES = tests/collectives_test.c
+tests_collectives_test_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(BLAS_LIBS) -lm
+SCRIPT_TESTS += tests/collectives.sh

@@ -1,7 +1,8 @@
 /* test_runtime.c — the runtime's pieces that need no MPI: Philox against
  * Random123's known answers, the draws of gslrt_rng_fill (recipe, tile
  * invariance, moments), .npy reading and writing (exact header bytes, tiles,
- * malformed files), gslrt_sgemm against a triple loop, mesh tiles, and the
+ * malformed files), gslrt_sgemm against a triple loop, mesh tiles, block
+ * indices, packing for the collectives and groups of one device, and the
  * option parser with each of its usage errors. Expected values are computed
  * independently of the code under test (published vectors, hand-written
  * bytes, naive loops). */
@@ -390,6 +391,103 @@ static void test_tiles(void) {
   CU_ASSERT_EQUAL(shape[1], 9);
 }
 
+/* ---- groups and collectives without MPI ----------------------------------- */
+
+/* Block indices: major first, -1 entries skipped, the same numbering as tiles. */
+static void test_block_index(void) {
+  gslrt_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.naxes = 3;
+  ctx.axis_size[0] = 2, ctx.axis_size[1] = 3, ctx.axis_size[2] = 4;
+  int64_t c[3], blocks = 0;
+  gslrt_mesh_coords(&ctx, 17, c); /* 17 = (1 * 3 + 1) * 4 + 1 */
+  CU_ASSERT(c[0] == 1 && c[1] == 1 && c[2] == 1);
+  gslrt_mesh_coords(&ctx, 23, c);
+  CU_ASSERT(c[0] == 1 && c[1] == 2 && c[2] == 3);
+  int32_t ab[2] = {0, 1}, ba[2] = {1, 0}, cpad[3] = {-1, 2, -1};
+  CU_ASSERT_EQUAL(gslrt_block_index(&ctx, c, 2, ab, &blocks), 1 * 3 + 2);
+  CU_ASSERT_EQUAL(blocks, 6);
+  CU_ASSERT_EQUAL(gslrt_block_index(&ctx, c, 2, ba, NULL), 2 * 2 + 1);
+  CU_ASSERT_EQUAL(gslrt_block_index(&ctx, c, 3, cpad, &blocks), 3);
+  CU_ASSERT_EQUAL(blocks, 4);
+  CU_ASSERT_EQUAL(gslrt_block_index(&ctx, c, 0, NULL, &blocks), 0);
+  CU_ASSERT_EQUAL(blocks, 1);
+  /* a dimension tiled over (c, a) starts at its block index times the extent */
+  int32_t dim_axes[GSLRT_MAX_AXES];
+  for (int i = 0; i < GSLRT_MAX_AXES; i++)
+    dim_axes[i] = -1;
+  dim_axes[0] = 2, dim_axes[1] = 0;
+  int32_t ca[2] = {2, 0};
+  int64_t g[1] = {40}, shape[1], off[1];
+  for (int r = 0; r < 24; r++) {
+    gslrt_mesh_coords(&ctx, r, c);
+    gslrt_tile(&ctx, r, "t", 1, g, dim_axes, shape, off);
+    CU_ASSERT_EQUAL(shape[0], 5);
+    CU_ASSERT_EQUAL(off[0], 5 * gslrt_block_index(&ctx, c, 2, ca, NULL));
+    CU_ASSERT_EQUAL(off[0], 5 * (c[2] * 2 + c[0]));
+  }
+}
+
+/* Pack and unpack against index loops, on 4-byte elements. */
+static void test_pack_blocks(void) {
+  enum { OUTER = 3, G = 4, D = 2, INNER = 5, N = OUTER * G * D * INNER };
+  int32_t src[N], packed[N], back[N];
+  for (int i = 0; i < N; i++)
+    src[i] = i * 3 + 1;
+  gslrt_pack_blocks(packed, src, OUTER, G, D, INNER, 4);
+  int ok = 1;
+  for (int o = 0; o < OUTER; o++)
+    for (int j = 0; j < G; j++)
+      for (int k = 0; k < D; k++)
+        for (int i = 0; i < INNER; i++)
+          ok &= packed[((j * OUTER + o) * D + k) * INNER + i] == src[(o * G * D + j * D + k) * INNER + i];
+  CU_ASSERT(ok);
+  memset(back, 0, sizeof back);
+  gslrt_unpack_blocks(back, packed, OUTER, G, D, INNER, 4);
+  CU_ASSERT_EQUAL(memcmp(back, src, sizeof src), 0);
+  gslrt_pack_blocks(packed, src, 1, G, D * OUTER, INNER, 4); /* outer 1: a copy */
+  CU_ASSERT_EQUAL(memcmp(packed, src, sizeof src), 0);
+}
+
+/* Declarations deduplicated; groups of one device need no MPI: their
+ * collectives are copies. */
+static void test_groups_of_one(void) {
+  gslrt_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.naxes = 2;
+  ctx.axis_size[0] = 1, ctx.axis_size[1] = 1;
+  ctx.mesh_checked = 1;
+  int32_t ab[2] = {0, 1}, ba[2] = {1, 0};
+  int32_t g0 = gslrt_declare_group(&ctx, 0, NULL);
+  int32_t gab = gslrt_declare_group(&ctx, 2, ab);
+  CU_ASSERT_EQUAL(gslrt_declare_group(&ctx, 2, ab), gab);
+  CU_ASSERT_NOT_EQUAL(gslrt_declare_group(&ctx, 2, ba), gab);
+  CU_ASSERT_EQUAL(gslrt_declare_group(&ctx, 0, ab), g0);
+  CU_ASSERT_EQUAL(ctx.ngroups, 3);
+  gslrt_build_groups(&ctx);
+  CU_ASSERT_EQUAL(gslrt_group_size(&ctx, gab), 1);
+  CU_ASSERT_EQUAL(gslrt_group_index(&ctx, gab), 0);
+  CU_ASSERT_EQUAL(gslrt_group_size(&ctx, g0), 1);
+  float in[2 * 3 * 4], out[2 * 3 * 4];
+  int64_t shape[3] = {2, 3, 4};
+  for (int i = 0; i < 24; i++)
+    in[i] = (float)i - 7.5f;
+  memset(out, 0, sizeof out);
+  gslrt_all_gather(&ctx, gab, GSLRT_F32, in, out, 3, shape, 1);
+  CU_ASSERT_EQUAL(memcmp(in, out, sizeof in), 0);
+  memset(out, 0, sizeof out);
+  gslrt_reduce_scatter(&ctx, g0, GSLRT_F32, in, out, 3, shape, 2);
+  CU_ASSERT_EQUAL(memcmp(in, out, sizeof in), 0);
+  memset(out, 0, sizeof out);
+  gslrt_all_to_all(&ctx, gab, GSLRT_I32, in, out, 3, shape, 0, 2);
+  CU_ASSERT_EQUAL(memcmp(in, out, sizeof in), 0);
+  memcpy(out, in, sizeof in);
+  gslrt_all_reduce(&ctx, g0, GSLRT_F32, GSLRT_MAX, out, 24);
+  CU_ASSERT_EQUAL(memcmp(in, out, sizeof in), 0);
+  gslrt_free_groups(&ctx);
+  CU_ASSERT_EQUAL(ctx.ngroups, 0);
+}
+
 /* ---- options --------------------------------------------------------------- */
 
 static int parse(char *line, gslrt_options *o, char *err) {
@@ -500,6 +598,9 @@ void add_runtime_tests(void) {
   tests_add(s, "npy malformed", test_npy_malformed);
   tests_add(s, "sgemm", test_sgemm);
   tests_add(s, "mesh tiles", test_tiles);
+  tests_add(s, "block indices", test_block_index);
+  tests_add(s, "pack blocks", test_pack_blocks);
+  tests_add(s, "groups of one device", test_groups_of_one);
   tests_add(s, "options", test_options);
   tests_add(s, "log every", test_log_every);
 }

@@ -1,0 +1,365 @@
+/* collectives_test.c — libgslrt's groups of mesh axes and its collectives
+ * against plain references, on however many ranks it is started (1 to 4 in
+ * tests/collectives.sh).
+ *
+ * Method. The test is a GSL program written by hand. gsl_setup declares a
+ * mesh [d = N] (no mesh with one rank) and a few groups, so gslrt_main
+ * builds them exactly as for a compiled program; gsl_step then checks that
+ * context, and private contexts made from the runtime's internals for other
+ * meshes of N devices ([2, 2], [1, 4], [2, 1, 2], ...) with groups of one
+ * axis, of two in either order, of three, and the empty group.
+ *
+ * Each rank's data is a formula of its mesh rank, a per-call salt and the
+ * element index, so every rank computes any member's data itself. Members
+ * and block indices are computed here from coordinates (independently of
+ * gslrt_block_index), and the expected results with plain index loops over
+ * the output; values are small multiples of 1/4, so f32 sums are exact and
+ * the comparison is ==. Checked per group: its size and this device's index;
+ * that a dimension tiled over the group's axes starts at index * extent;
+ * all_reduce (sum and max), all_gather, reduce_scatter and all_to_all on f32
+ * and i32, along the first, middle and last dimension of a rank-3 tile with
+ * unequal extents (all_to_all with both sides direct, packed or unpacked).
+ *
+ * Every failed check prints one line; rank 0 prints "collectives: N checks
+ * passed" (summed over the ranks) and the exit status is 1 if any rank saw
+ * a failure. With COLLECTIVES_TEST_BAD=repeat (or range) in the
+ * environment, gsl_setup also declares a group naming an axis twice (or an
+ * axis the mesh does not have), which must end the run with an error. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define RANK 3 /* rank of the test tensors */
+
+/* Failed checks on this rank, then (after the step) on all ranks. */
+static int failures;
+/* Checks made on this rank. */
+static int checks;
+/* The per-call salt of the data formula. */
+static int salt;
+
+/* Element i of mesh rank r's input in the call with salt s, as a multiple
+ * of 1/4 (f32) or an integer (i32). */
+static int64_t datum(int64_t r, int s, int64_t i) { return (r * 37 + s * 11 + i * 7) % 61 - 30; }
+
+static void fill(void *buf, int32_t dtype, int64_t r, int s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    if (dtype == GSLRT_F32)
+      ((float *)buf)[i] = (float)datum(r, s, i) * 0.25f;
+    else
+      ((int32_t *)buf)[i] = (int32_t)datum(r, s, i);
+  }
+}
+
+static int64_t count_of(const int64_t *shape) { return shape[0] * shape[1] * shape[2]; }
+
+static int64_t flat(const int64_t *shape, const int64_t *idx) {
+  return (idx[0] * shape[1] + idx[1]) * shape[2] + idx[2];
+}
+
+static void unflat(const int64_t *shape, int64_t e, int64_t *idx) {
+  idx[2] = e % shape[2], e /= shape[2];
+  idx[1] = e % shape[1], idx[0] = e / shape[1];
+}
+
+/* A group as the test sees it. */
+typedef struct tgroup {
+  int32_t id;                   /* the id gslrt_declare_group returned */
+  int n;                        /* number of axes */
+  int32_t axes[GSLRT_MAX_AXES]; /* the axes, major first */
+  int64_t size;                 /* devices in the group */
+  int64_t index;                /* this device's block index */
+  int64_t member[64];           /* mesh rank of each member, in block order */
+} tgroup;
+
+/* What names a check in failure lines. */
+static char where[160];
+
+static void fail(gslrt_ctx *ctx, const char *what, int64_t e, double got, double want) {
+  failures++;
+  fprintf(stderr, "FAIL rank %d: %s %s: element %lld is %g, expected %g\n", ctx->rank, where,
+          what, (long long)e, got, want);
+}
+
+/* Compares out (n elements of dtype) with want (in units of 1/4 for f32). */
+static void compare(gslrt_ctx *ctx, const char *what, int32_t dtype, const void *out,
+                    const int64_t *want, int64_t n) {
+  checks++;
+  for (int64_t e = 0; e < n; e++) {
+    double got = dtype == GSLRT_F32 ? ((const float *)out)[e] : ((const int32_t *)out)[e];
+    double w = dtype == GSLRT_F32 ? (double)want[e] * 0.25 : (double)want[e];
+    if (got != w) {
+      fail(ctx, what, e, got, w);
+      return;
+    }
+  }
+}
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "collectives_test: out of memory\n");
+    exit(1);
+  }
+  return p;
+}
+
+/* Works out the group's members and this device's index from coordinates. */
+static void describe(gslrt_ctx *ctx, tgroup *t) {
+  int64_t c[GSLRT_MAX_AXES], r = ctx->rank;
+  for (int a = ctx->naxes - 1; a >= 0; a--)
+    c[a] = r % ctx->axis_size[a], r /= ctx->axis_size[a];
+  t->size = 1, t->index = 0;
+  for (int i = 0; i < t->n; i++) {
+    t->size *= ctx->axis_size[t->axes[i]];
+    t->index = t->index * ctx->axis_size[t->axes[i]] + c[t->axes[i]];
+  }
+  for (int64_t j = 0; j < t->size; j++) {
+    int64_t m[GSLRT_MAX_AXES], k = j, rank = 0;
+    memcpy(m, c, sizeof m);
+    for (int i = t->n - 1; i >= 0; i--)
+      m[t->axes[i]] = k % ctx->axis_size[t->axes[i]], k /= ctx->axis_size[t->axes[i]];
+    for (int a = 0; a < ctx->naxes; a++)
+      rank = rank * ctx->axis_size[a] + m[a];
+    t->member[j] = rank;
+  }
+}
+
+static void check_all_reduce(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t op) {
+  int64_t n = 30, *want = xmalloc((size_t)n * sizeof *want);
+  void *buf = xmalloc((size_t)n * 4);
+  int s = ++salt;
+  fill(buf, dtype, ctx->rank, s, n);
+  for (int64_t e = 0; e < n; e++) {
+    want[e] = op == GSLRT_SUM ? 0 : INT64_MIN;
+    for (int64_t j = 0; j < t->size; j++) {
+      int64_t v = datum(t->member[j], s, e);
+      want[e] = op == GSLRT_SUM ? want[e] + v : v > want[e] ? v : want[e];
+    }
+  }
+  gslrt_all_reduce(ctx, t->id, dtype, op, buf, n);
+  compare(ctx, op == GSLRT_SUM ? "all_reduce sum" : "all_reduce max", dtype, buf, want, n);
+  free(want), free(buf);
+}
+
+static void check_all_gather(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim) {
+  int64_t in_shape[RANK] = {2, 3, 5}, out_shape[RANK], idx[RANK];
+  memcpy(out_shape, in_shape, sizeof out_shape);
+  out_shape[dim] *= t->size;
+  int64_t n = count_of(out_shape), *want = xmalloc((size_t)n * sizeof *want);
+  void *in = xmalloc((size_t)count_of(in_shape) * 4), *out = xmalloc((size_t)n * 4);
+  int s = ++salt;
+  fill(in, dtype, ctx->rank, s, count_of(in_shape));
+  for (int64_t e = 0; e < n; e++) {
+    unflat(out_shape, e, idx);
+    int64_t j = idx[dim] / in_shape[dim];
+    idx[dim] %= in_shape[dim];
+    want[e] = datum(t->member[j], s, flat(in_shape, idx));
+  }
+  gslrt_all_gather(ctx, t->id, dtype, in, out, RANK, in_shape, dim);
+  char what[64];
+  snprintf(what, sizeof what, "all_gather %s dim %d", dtype == GSLRT_F32 ? "f32" : "i32", dim);
+  compare(ctx, what, dtype, out, want, n);
+  free(want), free(in), free(out);
+}
+
+static void check_reduce_scatter(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim) {
+  int64_t in_shape[RANK] = {2, 3, 5}, out_shape[RANK], idx[RANK];
+  in_shape[dim] *= t->size;
+  memcpy(out_shape, in_shape, sizeof out_shape);
+  out_shape[dim] /= t->size;
+  int64_t n = count_of(out_shape), *want = xmalloc((size_t)n * sizeof *want);
+  void *in = xmalloc((size_t)count_of(in_shape) * 4), *out = xmalloc((size_t)n * 4);
+  int s = ++salt;
+  fill(in, dtype, ctx->rank, s, count_of(in_shape));
+  for (int64_t e = 0; e < n; e++) {
+    unflat(out_shape, e, idx);
+    idx[dim] += t->index * out_shape[dim];
+    want[e] = 0;
+    for (int64_t j = 0; j < t->size; j++)
+      want[e] += datum(t->member[j], s, flat(in_shape, idx));
+  }
+  gslrt_reduce_scatter(ctx, t->id, dtype, in, out, RANK, in_shape, dim);
+  char what[64];
+  snprintf(what, sizeof what, "reduce_scatter %s dim %d", dtype == GSLRT_F32 ? "f32" : "i32", dim);
+  compare(ctx, what, dtype, out, want, n);
+  free(want), free(in), free(out);
+}
+
+static void check_all_to_all(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim,
+                             int32_t dim2) {
+  int64_t in_shape[RANK] = {2, 3, 5}, block[RANK], out_shape[RANK], idx[RANK];
+  in_shape[dim] *= t->size;
+  memcpy(block, in_shape, sizeof block);
+  block[dim] /= t->size;
+  memcpy(out_shape, block, sizeof out_shape);
+  out_shape[dim2] *= t->size;
+  int64_t n = count_of(out_shape), *want = xmalloc((size_t)n * sizeof *want);
+  void *in = xmalloc((size_t)count_of(in_shape) * 4), *out = xmalloc((size_t)n * 4);
+  int s = ++salt;
+  fill(in, dtype, ctx->rank, s, count_of(in_shape));
+  for (int64_t e = 0; e < n; e++) {
+    unflat(out_shape, e, idx);
+    int64_t j = idx[dim2] / block[dim2];
+    idx[dim2] %= block[dim2];
+    idx[dim] += t->index * block[dim];
+    want[e] = datum(t->member[j], s, flat(in_shape, idx));
+  }
+  gslrt_all_to_all(ctx, t->id, dtype, in, out, RANK, in_shape, dim, dim2);
+  char what[64];
+  snprintf(what, sizeof what, "all_to_all %s dims %d, %d", dtype == GSLRT_F32 ? "f32" : "i32",
+           dim, dim2);
+  compare(ctx, what, dtype, out, want, n);
+  free(want), free(in), free(out);
+}
+
+/* Every check on one group of ctx. */
+static void check_group(gslrt_ctx *ctx, tgroup *t) {
+  static const int32_t pairs[][2] = {{0, 0}, {2, 0}, {0, 2}, {1, 1}};
+  int n = snprintf(where, sizeof where, "mesh [");
+  for (int a = 0; a < ctx->naxes; a++)
+    n += snprintf(where + n, sizeof where - (size_t)n, "%s%lld", a ? ", " : "",
+                  (long long)ctx->axis_size[a]);
+  n += snprintf(where + n, sizeof where - (size_t)n, "] group (");
+  for (int i = 0; i < t->n; i++)
+    n += snprintf(where + n, sizeof where - (size_t)n, "%s%d", i ? ", " : "", (int)t->axes[i]);
+  snprintf(where + n, sizeof where - (size_t)n, ")");
+  describe(ctx, t);
+
+  checks++;
+  if (gslrt_group_size(ctx, t->id) != t->size || gslrt_group_index(ctx, t->id) != t->index) {
+    failures++;
+    fprintf(stderr, "FAIL rank %d: %s: size %lld index %lld, expected %lld and %lld\n", ctx->rank,
+            where, (long long)gslrt_group_size(ctx, t->id),
+            (long long)gslrt_group_index(ctx, t->id), (long long)t->size, (long long)t->index);
+  }
+  int32_t dim_axes[2 * GSLRT_MAX_AXES];
+  int64_t global[2] = {7, 3 * t->size}, shape[2], off[2];
+  for (int i = 0; i < 2 * GSLRT_MAX_AXES; i++)
+    dim_axes[i] = i >= GSLRT_MAX_AXES && i - GSLRT_MAX_AXES < t->n ? t->axes[i - GSLRT_MAX_AXES] : -1;
+  gslrt_tile(ctx, ctx->rank, "tile", 2, global, dim_axes, shape, off);
+  checks++;
+  if (shape[0] != 7 || off[0] != 0 || shape[1] != 3 || off[1] != 3 * t->index) {
+    failures++;
+    fprintf(stderr, "FAIL rank %d: %s: a dimension tiled over the group starts at %lld, "
+            "expected %lld\n", ctx->rank, where, (long long)off[1], (long long)(3 * t->index));
+  }
+
+  for (int32_t dtype = GSLRT_F32; dtype <= GSLRT_I32; dtype++) {
+    check_all_reduce(ctx, t, dtype, GSLRT_SUM);
+    check_all_reduce(ctx, t, dtype, GSLRT_MAX);
+    for (int32_t dim = 0; dim < RANK; dim++) {
+      check_all_gather(ctx, t, dtype, dim);
+      check_reduce_scatter(ctx, t, dtype, dim);
+    }
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++)
+      check_all_to_all(ctx, t, dtype, pairs[p][0], pairs[p][1]);
+  }
+}
+
+/* Declares group (n axes) in ctx and records it in t. */
+static void declare(gslrt_ctx *ctx, tgroup *t, int n, const int32_t *axes) {
+  memset(t, 0, sizeof *t);
+  t->n = n;
+  if (n > 0)
+    memcpy(t->axes, axes, (size_t)n * sizeof *axes);
+  t->id = gslrt_declare_group(ctx, n, axes);
+}
+
+/* The groups of a mesh of naxes axes: each axis; with two axes both
+ * orders of the pair; with three the first and last axes in both orders
+ * and all three in reverse order; and the empty group. */
+static int declare_groups(gslrt_ctx *ctx, tgroup *ts) {
+  int k = 0;
+  int32_t axes[GSLRT_MAX_AXES];
+  for (int a = 0; a < ctx->naxes; a++)
+    axes[0] = a, declare(ctx, &ts[k++], 1, axes);
+  for (int a = 0; a < ctx->naxes; a++)
+    for (int b = 0; b < ctx->naxes; b++)
+      if (a != b && (ctx->naxes == 2 || a + b == 2))
+        axes[0] = a, axes[1] = b, declare(ctx, &ts[k++], 2, axes);
+  if (ctx->naxes == 3)
+    axes[0] = 2, axes[1] = 1, axes[2] = 0, declare(ctx, &ts[k++], 3, axes);
+  declare(ctx, &ts[k++], 0, axes);
+  return k;
+}
+
+/* Checks a private context with the mesh sizes[0..naxes). */
+static void check_mesh(gslrt_ctx *world, int naxes, const int64_t *sizes) {
+  static const char *names[] = {"a", "b", "c"};
+  tgroup ts[16];
+  gslrt_ctx c;
+  memset(&c, 0, sizeof c);
+  c.prog = world->prog, c.info = world->info, c.rank = world->rank, c.nranks = world->nranks;
+  gslrt_mpi_check(world, MPI_Comm_dup(world->comm, &c.comm), "MPI_Comm_dup");
+  for (int a = 0; a < naxes; a++)
+    gslrt_declare_axis(&c, names[a], sizes[a]);
+  int k = declare_groups(&c, ts);
+  gslrt_check_mesh(&c);
+  gslrt_build_groups(&c);
+  for (int i = 0; i < k; i++)
+    check_group(&c, &ts[i]);
+  gslrt_free_groups(&c);
+  gslrt_mpi_check(world, MPI_Comm_free(&c.comm), "MPI_Comm_free");
+}
+
+/* The program's own groups, declared in gsl_setup. */
+static tgroup own[3];
+static int nown;
+
+static void setup(gslrt_ctx *ctx) {
+  int n = 1;
+  int32_t zero = 0, twice[2] = {0, 0}, far = GSLRT_MAX_AXES - 1;
+  const char *bad = getenv("COLLECTIVES_TEST_BAD");
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  nown = 0;
+  if (bad && !strcmp(bad, "repeat"))
+    gslrt_declare_group(ctx, 2, twice);
+  if (bad && !strcmp(bad, "range"))
+    gslrt_declare_group(ctx, 1, &far);
+  if (n > 1) {
+    gslrt_declare_axis(ctx, "d", n);
+    declare(ctx, &own[nown++], 1, &zero);
+    checks++;
+    if (gslrt_declare_group(ctx, 1, &zero) != own[0].id) {
+      failures++;
+      fprintf(stderr, "FAIL: the same group declared twice got two ids\n");
+    }
+  }
+  declare(ctx, &own[nown++], 0, NULL);
+}
+
+static void step(gslrt_ctx *ctx, int64_t s) {
+  static const int64_t meshes[][4] = {
+      /* nranks, axes... (0 ends) */
+      {1, 1, 0}, {1, 1, 1, 0}, {2, 2, 0}, {2, 2, 1, 0}, {2, 1, 2, 0},
+      {3, 3, 0}, {3, 1, 3, 0}, {4, 2, 2, 0}, {4, 1, 4, 0}, {4, 2, 1, 2}};
+  for (int i = 0; i < nown; i++)
+    check_group(ctx, &own[i]);
+  for (size_t m = 0; m < sizeof meshes / sizeof meshes[0]; m++) {
+    int naxes = 0;
+    if (meshes[m][0] != ctx->nranks)
+      continue;
+    while (naxes < 3 && meshes[m][1 + naxes] > 0)
+      naxes++;
+    check_mesh(ctx, naxes, &meshes[m][1]);
+  }
+  int local[2] = {failures, checks}, total[2];
+  gslrt_mpi_check(ctx, MPI_Allreduce(local, total, 2, MPI_INT, MPI_SUM, ctx->comm), "MPI_Allreduce");
+  failures = total[0];
+  if (ctx->rank == 0) {
+    const char *ranks = ctx->nranks == 1 ? "rank" : "ranks";
+    if (failures)
+      printf("collectives: %d of %d checks failed on %d %s\n", failures, total[1], ctx->nranks,
+             ranks);
+    else
+      printf("collectives: %d checks passed on %d %s\n", total[1], ctx->nranks, ranks);
+  }
+}
+
+int main(int argc, char **argv) {
+  static const gslrt_program_info info = {"tests/collectives_test.c", "none", setup, step};
+  int rc = gslrt_main(argc, argv, &info);
+  return rc ? rc : failures ? 1 : 0;
+}
