@@ -126,6 +126,7 @@ typedef struct CG {
   Group *groups;          /* the groups of mesh axes the code names */
   int ngroups, capgroups; /* in use, allocated */
   int *vgroup;            /* per value: its group (collectives, local slices), else -1 */
+  int *vgroup2;           /* per value: COLLECTIVE_PERMUTE's target-order group, else -1 */
   LLVMValueRef gidx[CG_MAXG]; /* in gsl_step, the device's (i64) index in the group of each slot */
   int nslots;             /* slots in use */
 } CG;
@@ -364,7 +365,8 @@ static bool is_index_map(Op op) {
 }
 
 static bool is_collective(Op op) {
-  return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL;
+  return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL ||
+         op == OP_COLLECTIVE_PERMUTE;
 }
 
 static bool needs_buffer(Op op) {
@@ -412,6 +414,7 @@ static void plan_buffers(CG *g) {
     case OP_ALL_GATHER:
     case OP_REDUCE_SCATTER:
     case OP_ALL_TO_ALL:
+    case OP_COLLECTIVE_PERMUTE:
       g->mat[v->args[0]->id] = true;
       break;
     case OP_ANNOTATE:
@@ -480,6 +483,7 @@ static bool collect_groups(CG *g) {
     g->vgroup[i] = -1;
     if (is_collective(v->op) || v->op == OP_LOCAL_SLICE)
       g->vgroup[i] = find_group(g, v->ngroup, v->group, v->op == OP_LOCAL_SLICE, &ok);
+    g->vgroup2[i] = v->op == OP_COLLECTIVE_PERMUTE ? find_group(g, v->ngroup, v->group2, false, &ok) : -1;
     if (v->op == OP_RNG)
       for (int d = 0; d < v->shape.rank; d++)
         if (rng_split(p, v, d))
@@ -1033,6 +1037,18 @@ static void emit_collective(CG *g, const Value *v) {
   call_fn(g, name, g->t_void, v->op == OP_ALL_TO_ALL ? 9 : 8, args);
 }
 
+/* collective_permute: operand buffer to v's buffer, blocks renumbered. */
+static void emit_permute(CG *g, const Value *v) {
+  LLVMValueRef args[7] = {g->ctx_arg,
+                          group_id(g, v),
+                          LLVMBuildLoad2(g->b, g->t_i32, g->groups[g->vgroup2[v->id]].id, "group2"),
+                          ci32(g, v->dtype == DT_I32),
+                          raw_buffer(g, v->args[0]),
+                          raw_buffer(g, v),
+                          ci64(g, shape_elems(&v->shape))};
+  call_fn(g, "gslrt_collective_permute", g->t_void, 7, args);
+}
+
 /* ---- einsum ---------------------------------------------------------------- */
 
 /* An einsum spec taken apart. */
@@ -1321,6 +1337,7 @@ static void emit_value(CG *g, const Value *v) {
   case OP_ALL_GATHER:
   case OP_REDUCE_SCATTER:
   case OP_ALL_TO_ALL: emit_collective(g, v); break;
+  case OP_COLLECTIVE_PERMUTE: emit_permute(g, v); break;
   default: emit_map(g, v); break;
   }
 }
@@ -1595,6 +1612,7 @@ bool cg_emit(const Program *p, const CodegenOptions *opt) {
   g.glob = xcalloc(n, sizeof *g.glob);
   g.ptr = xcalloc(n, sizeof *g.ptr);
   g.vgroup = xcalloc(n, sizeof *g.vgroup);
+  g.vgroup2 = xcalloc(n, sizeof *g.vgroup2);
 
   char *triple = LLVMGetTargetMachineTriple(tm);
   LLVMSetTarget(g.mod, triple);
@@ -1630,5 +1648,6 @@ bool cg_emit(const Program *p, const CodegenOptions *opt) {
   free(g.temp_bytes);
   free(g.groups);
   free(g.vgroup);
+  free(g.vgroup2);
   return ok;
 }

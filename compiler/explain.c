@@ -11,7 +11,8 @@
  * Bytes are what one device receives per step with the usual ring and
  * pairwise algorithms, for a group of n devices and b local bytes:
  * all-reduce 2 b (n-1)/n; all-gather (n-1) b_in; reduce-scatter
- * b_in (n-1)/n; all-to-all b_in (n-1)/n; a local slice moves nothing. */
+ * b_in (n-1)/n; all-to-all b_in (n-1)/n; collective-permute b_in (at most:
+ * a block already in place does not move); a local slice moves nothing. */
 #include <inttypes.h>
 #include <string.h>
 
@@ -37,6 +38,8 @@ int64_t collective_bytes(const Program *spmd, const Value *v) {
   case OP_REDUCE_SCATTER:
   case OP_ALL_TO_ALL:
     return in * (n - 1) / n;
+  case OP_COLLECTIVE_PERMUTE:
+    return in; /* every block moves but the ones that stay put: an upper bound */
   default:
     return 0;
   }
@@ -44,7 +47,7 @@ int64_t collective_bytes(const Program *spmd, const Value *v) {
 
 static bool is_collective(Op op) {
   return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL ||
-         op == OP_LOCAL_SLICE;
+         op == OP_LOCAL_SLICE || op == OP_COLLECTIVE_PERMUTE;
 }
 
 static const char *where(Arena *a, Span sp) {
@@ -136,7 +139,8 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
   if (!n)
     fputs("none\n", f);
   fputs("\n## summary\n", f);
-  static const Op kinds[] = {OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_TO_ALL, OP_LOCAL_SLICE};
+  static const Op kinds[] = {OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_TO_ALL, OP_COLLECTIVE_PERMUTE,
+                             OP_LOCAL_SLICE};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
     fprintf(f, "%-15s %d\n", op_name(kinds[i]), counts[kinds[i]]);
   fprintf(f, "bytes received per device per step: %" PRId64 "\n", total);

@@ -177,6 +177,7 @@ struct Value {
   int axis2;         /* ALL_TO_ALL: the dim received blocks are joined along */
   uint8_t group[GSL_MAX_AXES]; /* collectives: mesh axes, major first */
   int ngroup;        /* collectives: entries of group */
+  uint8_t group2[GSL_MAX_AXES]; /* COLLECTIVE_PERMUTE: the same axes, in the target's order */
   int64_t start;     /* SLICE */
   bool exclusive;    /* CUMSUM */
   uint32_t rmask;    /* REDUCE: dims reduced */
@@ -293,6 +294,9 @@ void einsum_letters(const Value *v, Letters *l);
 /* The per-device program: every value on its local shape, with the
  * collectives that resharding needs. A new Program; p is left as it is. */
 Program *spmd_partition(const Program *p);
+/* Bytes one device receives to reshard a value of global shape gshape from
+ * one sharding to another (no partial sums in to), as --explain counts. */
+int64_t reshard_bytes(const Program *p, const Shape *gshape, const Sharding *from, const Sharding *to);
 
 /* ---- explain.c: --explain ------------------------------------------------ */
 

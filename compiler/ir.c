@@ -227,6 +227,7 @@ static void print_attrs(FILE *f, const Program *p, const Value *v) {
   case OP_REDUCE_SCATTER:
   case OP_ALL_TO_ALL:
   case OP_LOCAL_SLICE:
+  case OP_COLLECTIVE_PERMUTE:
     if (v->op == OP_ALL_REDUCE)
       fprintf(f, " %s", reduce_names[v->fn]);
     else if (v->op == OP_ALL_TO_ALL)
@@ -237,6 +238,12 @@ static void print_attrs(FILE *f, const Program *p, const Value *v) {
     for (int i = 0; i < v->ngroup; i++)
       fprintf(f, "%s%s", i ? ", " : "", p->mesh.name[v->group[i]]);
     fputc(')', f);
+    if (v->op == OP_COLLECTIVE_PERMUTE) {
+      fputs(" to (", f);
+      for (int i = 0; i < v->ngroup; i++)
+        fprintf(f, "%s%s", i ? ", " : "", p->mesh.name[v->group2[i]]);
+      fputc(')', f);
+    }
     break;
   case OP_REDUCE:
     fprintf(f, " %s [", reduce_names[v->fn]);
@@ -389,7 +396,8 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
   case OP_ALL_GATHER:
   case OP_REDUCE_SCATTER:
   case OP_ALL_TO_ALL:
-  case OP_LOCAL_SLICE: {
+  case OP_LOCAL_SLICE:
+  case OP_COLLECTIVE_PERMUTE: {
     int64_t n = 1;
     for (int i = 0; i < v->ngroup; i++)
       n *= v->group[i] < p->mesh.naxes ? p->mesh.size[v->group[i]] : 0;
@@ -410,6 +418,15 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
         fail(c, v, "bad all_to_all dims");
       else
         want.d[v->axis2] *= n;
+    }
+    if (v->op == OP_COLLECTIVE_PERMUTE) {
+      uint32_t m1 = 0, m2 = 0;
+      for (int i = 0; i < v->ngroup; i++) {
+        m1 |= 1u << v->group[i];
+        m2 |= 1u << v->group2[i];
+      }
+      if (m1 != m2)
+        fail(c, v, "collective_permute between different axes");
     }
     if (!shape_eq(&want, &v->shape) || a->dtype != v->dtype)
       fail(c, v, "collective result shape or dtype does not follow from its operand");

@@ -88,6 +88,13 @@ static bool prefix(const Sharding *s, const Sharding *t, int d) {
   return true;
 }
 
+static uint32_t dim_mask(const Sharding *sh, int d) {
+  uint32_t m = 0;
+  for (int j = 0; j < sh->naxes[d]; j++)
+    m |= 1u << sh->axes[d][j];
+  return m;
+}
+
 static bool dim_uses(const Sharding *s, int d, int ax) {
   for (int j = 0; j < s->naxes[d]; j++)
     if (s->axes[d][j] == ax)
@@ -101,6 +108,7 @@ typedef struct Step {
   int axis, axis2;             /* as in Value */
   uint8_t group[GSL_MAX_AXES]; /* mesh axes, major first */
   int ngroup;
+  uint8_t group2[GSL_MAX_AXES]; /* COLLECTIVE_PERMUTE: the target order */
   Sharding after;              /* the sharding once it is done */
 } Step;
 
@@ -160,7 +168,21 @@ static int plan(const Program *s, Sharding cur, const Sharding *t, int rank, Ste
       break;
     }
   }
-  /* 3. dimensions cut in a way T does not continue: all-gather */
+  /* 3. a dimension cut by the same axes in another order: its blocks only
+   * change places (collective-permute) */
+  for (int d = 0; d < rank; d++) {
+    if (cur.naxes[d] < 2 || cur.naxes[d] != t->naxes[d] || prefix(&cur, t, d))
+      continue;
+    uint32_t m = dim_mask(&cur, d);
+    if (m != dim_mask(t, d))
+      continue;
+    Sharding next = cur;
+    memcpy(next.axes[d], t->axes[d], sizeof next.axes[d]);
+    add_step(steps, &n, OP_COLLECTIVE_PERMUTE, d, 0, cur.axes[d], cur.naxes[d], &next);
+    memcpy(steps[n - 1].group2, t->axes[d], sizeof steps[n - 1].group2);
+    cur = next;
+  }
+  /* 4. dimensions cut in a way T does not continue: all-gather */
   for (int d = 0; d < rank; d++) {
     if (!cur.naxes[d] || prefix(&cur, t, d))
       continue;
@@ -170,7 +192,7 @@ static int plan(const Program *s, Sharding cur, const Sharding *t, int rank, Ste
     cur.naxes[d] = 0;
     add_step(steps, &n, OP_ALL_GATHER, d, 0, g, k, &cur);
   }
-  /* 4. dimensions T cuts further: local slices */
+  /* 5. dimensions T cuts further: local slices */
   for (int d = 0; d < rank; d++) {
     if (cur.naxes[d] == t->naxes[d])
       continue;
@@ -204,11 +226,18 @@ static int64_t plan_cost(const Program *s, const Shape *gshape, const Sharding *
     case OP_ALL_GATHER: total += b * (k - 1); break;
     case OP_REDUCE_SCATTER:
     case OP_ALL_TO_ALL: total += b * (k - 1) / k; break;
+    case OP_COLLECTIVE_PERMUTE: total += k > 1 ? b : 0; break;
     default: break;
     }
     cur = &steps[i].after;
   }
   return total;
+}
+
+int64_t reshard_bytes(const Program *p, const Shape *gshape, const Sharding *from, const Sharding *to) {
+  Step steps[MAX_STEPS];
+  int n = plan(p, *from, to, gshape->rank, steps);
+  return plan_cost(p, gshape, from, steps, n);
 }
 
 /* Reshards x to t (which has no partial sums); the collectives it inserts
@@ -217,12 +246,20 @@ static Value *reshard(Part *P, Value *x, const Sharding *t, Span sp, const char 
   Step steps[MAX_STEPS];
   int n = plan(P->s, x->sh, t, x->gshape.rank, steps);
   for (int i = 0; i < n; i++) {
-    Value *r = emit(P, NULL, steps[i].op, x->dtype, x->gshape, &steps[i].after, sp, 1, &x);
+    /* over axes of size 1 the data is already where it must be: only the
+     * sharding's name for it changes */
+    Op op = group_devices(P->s, steps[i].group, steps[i].ngroup) == 1 ? OP_ANNOTATE : steps[i].op;
+    Value *r = emit(P, NULL, op, x->dtype, x->gshape, &steps[i].after, sp, 1, &x);
+    if (op == OP_ANNOTATE) {
+      x = r;
+      continue;
+    }
     r->site = P->at ? P->at->site : sp;
     r->axis = steps[i].axis;
     r->axis2 = steps[i].axis2;
     r->fn = RF_SUM;
     set_group(r, steps[i].group, steps[i].ngroup);
+    memcpy(r->group2, steps[i].group2, sizeof r->group2);
     r->why = why;
     x = r;
   }
@@ -230,9 +267,7 @@ static Value *reshard(Part *P, Value *x, const Sharding *t, Span sp, const char 
 }
 
 static int64_t reshard_cost(const Part *P, const Value *x, const Sharding *t) {
-  Step steps[MAX_STEPS];
-  int n = plan(P->s, x->sh, t, x->gshape.rank, steps);
-  return plan_cost(P->s, &x->gshape, &x->sh, steps, n);
+  return reshard_bytes(P->s, &x->gshape, &x->sh, t);
 }
 
 static const char *reason(Part *P, const Value *consumer, int k, const Value *x, const Sharding *want) {
@@ -294,13 +329,6 @@ typedef struct Layout {
   Sharding result;  /* the local result */
   int64_t cost;     /* bytes received to get there and then to the value's sharding */
 } Layout;
-
-static uint32_t dim_mask(const Sharding *sh, int d) {
-  uint32_t m = 0;
-  for (int j = 0; j < sh->naxes[d]; j++)
-    m |= 1u << sh->axes[d][j];
-  return m;
-}
 
 /* contracted_first: contracted letters keep the operands' cuts even where
  * the result's sharding wants those axes (leaving a partial sum to

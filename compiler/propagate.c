@@ -11,8 +11,10 @@
  * broadcast. Each sweep goes forward over the program, then backward; after
  * any change the sweeps restart at level 0, so the cheapest kind of
  * inference always runs to a fixed point before a costlier kind is tried.
- * Ties go to the earlier operand, in program order: the result depends on
- * the program only, never on the number of devices.
+ * Where an op's operands disagree, the offer is the operand sharding that
+ * the others reach with the fewest bytes moved (partition.c's cost of
+ * resharding), then the most cut, then the earliest: the result depends on
+ * the program and its mesh only, deterministically.
  *
  * An offer is fitted to its value before it is taken: an axis repeated in
  * one sharding is dropped, and so are the axes a dimension's size is not
@@ -227,9 +229,20 @@ static void forward(Prop *P, Value *v) {
   case OP_BINARY:
   case OP_SELECT: {
     const Value *best = NULL;
-    for (int i = 0; i < v->nargs; i++)
-      if (known(v->args[i]) && (!best || split_product(P->p, v->args[i]) > split_product(P->p, best)))
-        best = v->args[i];
+    int64_t best_cost = 0;
+    for (int i = 0; i < v->nargs; i++) {
+      const Value *c = v->args[i];
+      if (!known(c))
+        continue;
+      int64_t cost = 0; /* bytes the other decided operands move to follow c */
+      for (int j = 0; j < v->nargs; j++)
+        if (j != i && known(v->args[j]))
+          cost += reshard_bytes(P->p, &v->shape, &v->args[j]->sh, &c->sh);
+      if (!best || cost < best_cost || (cost == best_cost && split_product(P->p, c) > split_product(P->p, best))) {
+        best = c;
+        best_cost = cost;
+      }
+    }
     if (best)
       offer(P, v, best->sh, best);
     return;

@@ -1298,14 +1298,6 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
     Value *x = eval_value(s, sc, a.pos[0]);
     if (!x)
       return none;
-    if (id == BI_REPLICATE && a.npos != 1) {
-      serr(s, sp, "replicate takes the tensor only");
-      return none;
-    }
-    if (id == BI_SHARD && a.npos != 2) {
-      serr(s, sp, "shard takes the tensor and a list of axes");
-      return none;
-    }
     Sharding sh;
     if (!annotation_sharding(s, sc, id, &a, 1, &x->shape, &sh) ||
         !check_sharding(s, &sh, &x->shape, arena_printf(s->p->arena, "'%s'", span_text(s, a.pos[0]->span)), sp))

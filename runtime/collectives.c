@@ -342,3 +342,46 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
   if (recv != out)
     gslrt_unpack_blocks(out, recv, r.outer, g, r.d, r.inner, 4);
 }
+
+void gslrt_collective_permute(gslrt_ctx *ctx, int32_t from, int32_t to, int32_t dtype, const void *in,
+                              void *out, int64_t count) {
+  static const char call[] = "gslrt_collective_permute";
+  gslrt_group *gf = group_of(ctx, from, call), *gt = group_of(ctx, to, call);
+  MPI_Datatype type = mpi_type(ctx, dtype, call);
+  uint32_t mf = 0, mt = 0;
+  for (int32_t i = 0; i < gf->n; i++)
+    mf |= 1u << gf->axes[i];
+  for (int32_t i = 0; i < gt->n; i++)
+    mt |= 1u << gt->axes[i];
+  if (mf != mt || count < 0)
+    gslrt_fatal(ctx, "%s: groups %d and %d are not the same axes", call, (int)from, (int)to);
+  if (gf->size == 1 || count == 0) {
+    if (out != in && count > 0)
+      memmove(out, in, (size_t)count * 4);
+    return;
+  }
+  /* receive the block numbered (in from's order) by this device's index in
+   * to's order; send this device's block to the device whose index in to's
+   * order is this device's index in from's order */
+  int src = (int)gt->index;
+  int64_t coord[GSLRT_MAX_AXES] = {0}, t = gf->index;
+  for (int32_t j = gt->n - 1; j >= 0; j--) {
+    int32_t ax = gt->axes[j];
+    coord[ax] = t % ctx->axis_size[ax];
+    t /= ctx->axis_size[ax];
+  }
+  int64_t dst = 0;
+  for (int32_t j = 0; j < gf->n; j++)
+    dst = dst * ctx->axis_size[gf->axes[j]] + coord[gf->axes[j]];
+  int rc;
+  if (count <= GSLRT_MPI_COUNT_MAX)
+    rc = MPI_Sendrecv(in, (int)count, type, (int)dst, 0, out, (int)count, type, src, 0, gf->comm,
+                      MPI_STATUS_IGNORE);
+  else
+#if MPI_VERSION >= 4
+    rc = MPI_Sendrecv_c(in, count, type, (int)dst, 0, out, count, type, src, 0, gf->comm, MPI_STATUS_IGNORE);
+#else
+    too_large(ctx, call, count);
+#endif
+  gslrt_mpi_check(ctx, rc, "MPI_Sendrecv");
+}

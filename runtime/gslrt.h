@@ -117,6 +117,12 @@ void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const vo
                           int32_t rank, const int64_t *in_shape, int32_t dim);
 void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
                       int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2);
+/* collective_permute: from and to are groups of the same axes in two
+ * orders; in (count elements) is this device's block as numbered in from's
+ * order; out receives the block whose number in from's order is this
+ * device's index in to's order. */
+void gslrt_collective_permute(gslrt_ctx *ctx, int32_t from, int32_t to, int32_t dtype, const void *in,
+                              void *out, int64_t count);
 
 /* The step's scalar loss, for the log line (training). */
 void gslrt_report_loss(gslrt_ctx *ctx, float loss);

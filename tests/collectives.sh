@@ -9,7 +9,7 @@ test_bin=${COLLECTIVES_TEST:-tests/collectives_test}
 out=$(mktemp "${TMPDIR:-/tmp}/gslcoll.XXXXXX")
 trap 'rm -f "$out"' EXIT
 for n in 1 2 3 4; do
-  if $MPIEXEC -n $n "$test_bin" --quiet; then
+  if timeout 300 $MPIEXEC -n $n "$test_bin" --quiet; then
     echo "PASS: $n rank(s)"
   else
     echo "FAIL: $n rank(s)"; status=1
@@ -19,7 +19,7 @@ done
 for bad in repeat:"named twice in one group" range:"names mesh axis"; do
   kind=${bad%%:*} want=${bad#*:}
   for n in 1 2; do
-    COLLECTIVES_TEST_BAD=$kind $MPIEXEC -n $n "$test_bin" --quiet >"$out" 2>&1
+    COLLECTIVES_TEST_BAD=$kind timeout 120 $MPIEXEC -n $n "$test_bin" --quiet >"$out" 2>&1
     rc=$?
     if [ $rc -eq 1 ] && grep -q "error: .*$want" "$out"; then
       echo "PASS: bad group ($kind) on $n rank(s)"

@@ -16,7 +16,8 @@
  * the output; values are small multiples of 1/4, so f32 sums are exact and
  * the comparison is ==. Checked per group: its size and this device's index;
  * that a dimension tiled over the group's axes starts at index * extent;
- * all_reduce (sum and max), all_gather, reduce_scatter and all_to_all on f32
+ * all_reduce (sum and max), all_gather, reduce_scatter, all_to_all and
+ * collective_permute (between groups of the same axes in two orders) on f32
  * and i32, along the first, middle and last dimension of a rank-3 tile with
  * unequal extents (all_to_all with both sides direct, packed or unpacked).
  *
@@ -214,6 +215,23 @@ static void check_all_to_all(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int
   free(want), free(in), free(out);
 }
 
+/* collective_permute from group f's order to group t's (the same axes):
+ * this device must end with the block of the member numbered, in f's
+ * order, by its own index in t's order. */
+static void check_permute(gslrt_ctx *ctx, const tgroup *f, const tgroup *t, int32_t dtype) {
+  int64_t n = 13, *want = xmalloc((size_t)n * sizeof *want);
+  void *in = xmalloc((size_t)n * 4), *out = xmalloc((size_t)n * 4);
+  int s = ++salt;
+  fill(in, dtype, ctx->rank, s, n);
+  for (int64_t e = 0; e < n; e++)
+    want[e] = datum(f->member[t->index], s, e);
+  gslrt_collective_permute(ctx, f->id, t->id, dtype, in, out, n);
+  char what[64];
+  snprintf(what, sizeof what, "collective_permute %s", dtype == GSLRT_F32 ? "f32" : "i32");
+  compare(ctx, what, dtype, out, want, n);
+  free(want), free(in), free(out);
+}
+
 /* Every check on one group of ctx. */
 static void check_group(gslrt_ctx *ctx, tgroup *t) {
   static const int32_t pairs[][2] = {{0, 0}, {2, 0}, {0, 2}, {1, 1}};
@@ -300,6 +318,17 @@ static void check_mesh(gslrt_ctx *world, int naxes, const int64_t *sizes) {
   gslrt_build_groups(&c);
   for (int i = 0; i < k; i++)
     check_group(&c, &ts[i]);
+  for (int i = 0; i < k; i++) /* groups of the same axes in two orders */
+    for (int j = 0; j < k; j++) {
+      uint32_t mi = 0, mj = 0;
+      for (int x = 0; x < ts[i].n; x++)
+        mi |= 1u << ts[i].axes[x];
+      for (int x = 0; x < ts[j].n; x++)
+        mj |= 1u << ts[j].axes[x];
+      if (i != j && ts[i].n >= 2 && mi == mj)
+        for (int32_t dtype = GSLRT_F32; dtype <= GSLRT_I32; dtype++)
+          check_permute(&c, &ts[i], &ts[j], dtype);
+    }
   gslrt_free_groups(&c);
   gslrt_mpi_check(world, MPI_Comm_free(&c.comm), "MPI_Comm_free");
 }

@@ -22,11 +22,11 @@ for ex in "$top_srcdir"/examples/*.gsl; do
   if ! "$GSLC" "$ex" -o "$work/$name"; then
     echo "FAIL: $name does not compile"; status=1; continue
   fi
-  if ! $MPIEXEC -n 1 "$work/$name" --steps 2 --output y="$work/$name.y.npy"; then
+  if ! timeout 300 $MPIEXEC -n 1 "$work/$name" --steps 2 --output y="$work/$name.y.npy"; then
     echo "FAIL: $name under mpirun"; status=1; continue
   fi
   [ -s "$work/$name.y.npy" ] || { echo "FAIL: $name wrote no output y"; status=1; continue; }
-  if ! "$work/$name" --steps 1 --quiet; then
+  if ! timeout 300 "$work/$name" --steps 1 --quiet; then
     echo "FAIL: $name started directly"; status=1; continue
   fi
   head=$("$NPYTOOL" print "$work/$name.y.npy" | sed 1q)
@@ -35,7 +35,7 @@ for ex in "$top_srcdir"/examples/*.gsl; do
     for kv in $(echo "$m" | tr ',' ' '); do defs="$defs -D $kv"; ranks=$((ranks * ${kv#*=})); done
     # shellcheck disable=SC2086
     "$GSLC" $defs "$ex" -o "$work/$name.m" || { echo "FAIL: $name does not compile for $m"; status=1; continue; }
-    $MPIEXEC -n $ranks "$work/$name.m" --steps 2 --quiet --output y="$work/$name.m.npy" ||
+    timeout 300 $MPIEXEC -n $ranks "$work/$name.m" --steps 2 --quiet --output y="$work/$name.m.npy" ||
       { echo "FAIL: $name on mesh $m"; status=1; continue; }
     "$NPYTOOL" print "$work/$name.y.npy" | sed 1d |
       "$NPYTOOL" compare "$work/$name.m.npy" ${head%% *} "$(echo "${head#* }" | tr -d '[] ')" --rtol 1e-5 --atol 1e-6 - ||

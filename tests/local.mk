@@ -7,14 +7,15 @@ E2E_TESTS += \
 	tests/e2e/layout.gsl tests/e2e/indices.gsl tests/e2e/stdlib_nn.gsl \
 	tests/e2e/functions.gsl tests/e2e/batches.gsl tests/e2e/scalars.gsl \
 	tests/e2e/bad_input_shape.gsl tests/e2e/bad_mesh_size.gsl tests/e2e/unbound_input.gsl \
-	tests/e2e/mlp_example.gsl tests/e2e/sharded_ops.gsl
+	tests/e2e/mlp_example.gsl tests/e2e/sharded_ops.gsl tests/e2e/permute.gsl
 EXTRA_DIST += tests/e2e/mlp_check.c
 
 # golden partitioner output: NAME.spmd (--emit-spmd), NAME.explain (--explain)
 SPMD_TESTS += \
 	tests/spmd/elementwise.gsl tests/spmd/contract_split.gsl tests/spmd/matmul_rows.gsl \
 	tests/spmd/all_to_all.gsl tests/spmd/gather.gsl tests/spmd/local_slice.gsl \
-	tests/spmd/reduce_scatter.gsl tests/spmd/megatron.gsl tests/spmd/propagate_chain.gsl
+	tests/spmd/reduce_scatter.gsl tests/spmd/megatron.gsl tests/spmd/propagate_chain.gsl \
+	tests/spmd/permute.gsl
 SPMD_GOLDEN += tests/spmd/megatron.explain tests/spmd/reduce_scatter.explain \
 	tests/spmd/propagate_chain.explain
 
