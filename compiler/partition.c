@@ -15,11 +15,17 @@
  *      those axes (and S leaves whole), else an all-reduce;
  *   2. an axis that cuts dimension d1 alone in S and dimension d2 alone in
  *      T: an all-to-all;
- *   3. a dimension whose axes in S are not a prefix of its axes in T: an
+ *   3. a dimension cut by the same axes in another order: a
+ *      collective-permute (its blocks change devices);
+ *   4. a dimension whose axes in S are not a prefix of its axes in T: an
  *      all-gather (it becomes whole);
- *   4. a dimension T cuts further than S: a local slice (no communication).
- * Every step acts on one dimension and its axes, never on devices: the
- * program's size does not depend on the mesh size. */
+ *   5. a dimension T cuts further than S: a local slice (no communication).
+ * A plan is costed in bytes received (as --explain counts them), which is
+ * how an einsum chooses between keeping a cut contracted dimension and
+ * following its result's sharding, and how propagation settles conflicts.
+ * Steps over axes of size 1 are left out. Every step acts on one dimension
+ * and its axes, never on devices: the program's size does not depend on
+ * the mesh size. */
 #include <stdlib.h>
 #include <string.h>
 
