@@ -278,6 +278,9 @@ Program *sema_program(const Node *root, const Source *src, Arena *ast_arena, con
  * nothing reaches. */
 void shard_propagate(Program *p);
 bool sharding_eq(const Sharding *a, const Sharding *b, int rank);
+uint32_t sharding_dim_axes(const Sharding *sh, int dim);    /* bitmask of the axes cutting dim */
+uint32_t sharding_all_axes(const Sharding *sh, int rank);   /* bitmask of the axes cutting any dim */
+void sharding_copy_dim(Sharding *to, int dt, const Sharding *from, int df); /* to's dim dt := from's df */
 int64_t sharding_shards(const Program *p, const Sharding *sh, int dim); /* devices dim is cut over */
 Shape local_shape(const Program *p, const Shape *global, const Sharding *sh);
 /* A reshape from `from` to `to` carries a split of a group's first real

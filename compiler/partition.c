@@ -94,13 +94,6 @@ static bool prefix(const Sharding *s, const Sharding *t, int d) {
   return true;
 }
 
-static uint32_t dim_mask(const Sharding *sh, int d) {
-  uint32_t m = 0;
-  for (int j = 0; j < sh->naxes[d]; j++)
-    m |= 1u << sh->axes[d][j];
-  return m;
-}
-
 static bool dim_uses(const Sharding *s, int d, int ax) {
   for (int j = 0; j < s->naxes[d]; j++)
     if (s->axes[d][j] == ax)
@@ -140,9 +133,7 @@ static int plan(const Program *s, Sharding cur, const Sharding *t, int rank, Ste
   for (int d = 0; d < rank && cur.partial; d++) {
     if (cur.naxes[d] || !t->naxes[d])
       continue;
-    uint32_t m = 0;
-    for (int j = 0; j < t->naxes[d]; j++)
-      m |= 1u << t->axes[d][j];
+    uint32_t m = sharding_dim_axes(t, d);
     if ((cur.partial & m) != m)
       continue;
     cur.partial &= ~m;
@@ -179,8 +170,8 @@ static int plan(const Program *s, Sharding cur, const Sharding *t, int rank, Ste
   for (int d = 0; d < rank; d++) {
     if (cur.naxes[d] < 2 || cur.naxes[d] != t->naxes[d] || prefix(&cur, t, d))
       continue;
-    uint32_t m = dim_mask(&cur, d);
-    if (m != dim_mask(t, d))
+    uint32_t m = sharding_dim_axes(&cur, d);
+    if (m != sharding_dim_axes(t, d))
       continue;
     Sharding next = cur;
     memcpy(next.axes[d], t->axes[d], sizeof next.axes[d]);
@@ -314,19 +305,6 @@ static Value *emit_like(Part *P, const Value *v, const Sharding *sh, Value **arg
   return emit(P, v, v->op, v->dtype, v->shape, sh, v->span, v->nargs, args);
 }
 
-static uint32_t axes_mask(const Sharding *sh, int rank) {
-  uint32_t m = 0;
-  for (int i = 0; i < rank; i++)
-    for (int j = 0; j < sh->naxes[i]; j++)
-      m |= 1u << sh->axes[i][j];
-  return m;
-}
-
-static void copy_dim(Sharding *to, int dt, const Sharding *from, int df) {
-  to->naxes[dt] = from->naxes[df];
-  memcpy(to->axes[dt], from->axes[df], sizeof to->axes[dt]);
-}
-
 /* An einsum's layout: the axes of each letter, the operands' shardings
  * that follow, and the local result's sharding (partial over the axes of
  * cut contracted letters). */
@@ -360,9 +338,9 @@ static Layout einsum_layout(const Part *P, const Value *v, const Letters *z, boo
       if (contracted_first)
         for (int kk = 0; kk < 2 && !con.naxes[nc]; kk++) {
           int d = (int)(strchr(z->in[kk], c) - z->in[kk]);
-          uint32_t m = dim_mask(&x[kk]->sh, d);
+          uint32_t m = sharding_dim_axes(&x[kk]->sh, d);
           if (m && !(m & used)) {
-            copy_dim(&con, nc, &x[kk]->sh, d);
+            sharding_copy_dim(&con, nc, &x[kk]->sh, d);
             used |= m;
           }
         }
@@ -372,10 +350,10 @@ static Layout einsum_layout(const Part *P, const Value *v, const Letters *z, boo
   Sharding rs = {0};
   for (int i = 0; z->out[i]; i++) {
     names[nl] = z->out[i];
-    uint32_t m = dim_mask(&v->sh, i);
+    uint32_t m = sharding_dim_axes(&v->sh, i);
     if (!(m & used)) {
-      copy_dim(&letter, nl, &v->sh, i);
-      copy_dim(&rs, i, &v->sh, i);
+      sharding_copy_dim(&letter, nl, &v->sh, i);
+      sharding_copy_dim(&rs, i, &v->sh, i);
       used |= m;
     }
     nl++;
@@ -384,20 +362,20 @@ static Layout einsum_layout(const Part *P, const Value *v, const Letters *z, boo
     for (int c = 0; c < nc; c++)
       for (int kk = 0; kk < 2 && !con.naxes[c]; kk++) {
         int d = (int)(strchr(z->in[kk], cnames[c]) - z->in[kk]);
-        uint32_t m = dim_mask(&x[kk]->sh, d);
+        uint32_t m = sharding_dim_axes(&x[kk]->sh, d);
         if (m && !(m & used)) {
-          copy_dim(&con, c, &x[kk]->sh, d);
+          sharding_copy_dim(&con, c, &x[kk]->sh, d);
           used |= m;
         }
       }
   for (int c = 0; c < nc; c++) {
     names[nl] = cnames[c];
-    copy_dim(&letter, nl++, &con, c);
-    rs.partial |= dim_mask(&con, c);
+    sharding_copy_dim(&letter, nl++, &con, c);
+    rs.partial |= sharding_dim_axes(&con, c);
   }
   for (int k = 0; k < 2; k++) {
     for (int i = 0; z->in[k][i]; i++)
-      copy_dim(&L.want[k], i, &letter, (int)(strchr(names, z->in[k][i]) - names));
+      sharding_copy_dim(&L.want[k], i, &letter, (int)(strchr(names, z->in[k][i]) - names));
     L.cost += reshard_cost(P, x[k], &L.want[k]);
   }
   L.result = rs;
@@ -423,20 +401,18 @@ static Value *part_reduce(Part *P, const Value *v) {
   int k = 0;
   for (int i = 0; i < a->shape.rank; i++)
     if (!(v->rmask & (1u << i)))
-      copy_dim(&want, i, &v->sh, k++);
+      sharding_copy_dim(&want, i, &v->sh, k++);
   /* A cut reduced dim stays cut: a sum becomes partial (resolved by the
    * resharding to the value's sharding), a max is completed at once by an
    * all-reduce of the local maxima. An argmax needs the dim whole: its
    * index is global. */
   uint32_t maxed = 0;
   if (v->fn != RF_ARGMAX) {
-    uint32_t used = axes_mask(&v->sh, v->shape.rank);
+    uint32_t used = sharding_all_axes(&v->sh, v->shape.rank);
     for (int i = 0; i < a->shape.rank; i++) {
       if (!(v->rmask & (1u << i)) || !x->sh.naxes[i])
         continue;
-      uint32_t m = 0;
-      for (int j = 0; j < x->sh.naxes[i]; j++)
-        m |= 1u << x->sh.axes[i][j];
+      uint32_t m = sharding_dim_axes(&x->sh, i);
       if (m & used)
         continue;
       used |= m;
@@ -444,7 +420,7 @@ static Value *part_reduce(Part *P, const Value *v) {
         rs.partial |= m;
       else
         maxed |= m;
-      copy_dim(&want, i, &x->sh, i);
+      sharding_copy_dim(&want, i, &x->sh, i);
     }
   }
   Value *o = operand(P, v, 0, &want);
@@ -514,7 +490,7 @@ static Value *part_value(Part *P, const Value *v) {
     return operand(P, v, 0, &v->sh);
   case OP_TRANSPOSE: {
     for (int i = 0; i < v->shape.rank; i++)
-      copy_dim(&want, v->perm[i], &v->sh, i);
+      sharding_copy_dim(&want, v->perm[i], &v->sh, i);
     Value *o = operand(P, v, 0, &want);
     return emit_like(P, v, &v->sh, &o);
   }
@@ -522,7 +498,7 @@ static Value *part_value(Part *P, const Value *v) {
     const Value *a = v->args[0];
     for (int i = 0; i < v->shape.rank; i++)
       if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
-        copy_dim(&want, v->perm[i], &v->sh, i);
+        sharding_copy_dim(&want, v->perm[i], &v->sh, i);
     Value *o = operand(P, v, 0, &want);
     return emit_like(P, v, &v->sh, &o);
   }
@@ -538,9 +514,9 @@ static Value *part_value(Part *P, const Value *v) {
     const Value *t = v->args[0], *ix = v->args[1];
     Sharding ts = {0}, is = {0};
     for (int i = 0; i < ix->shape.rank; i++)
-      copy_dim(&is, i, &v->sh, i);
+      sharding_copy_dim(&is, i, &v->sh, i);
     for (int i = 1; i < t->shape.rank; i++)
-      copy_dim(&ts, i, &v->sh, ix->shape.rank + i - 1);
+      sharding_copy_dim(&ts, i, &v->sh, ix->shape.rank + i - 1);
     Value *args[2] = {operand(P, v, 0, &ts), operand(P, v, 1, &is)};
     return emit_like(P, v, &v->sh, args);
   }

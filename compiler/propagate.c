@@ -64,9 +64,23 @@ static bool splits_anything(const Sharding *sh, int rank) {
 
 static void clear_dim(Sharding *sh, int d) { sh->naxes[d] = 0; }
 
-static void copy_dim(Sharding *to, int dt, const Sharding *from, int df) {
+void sharding_copy_dim(Sharding *to, int dt, const Sharding *from, int df) {
   to->naxes[dt] = from->naxes[df];
   memcpy(to->axes[dt], from->axes[df], sizeof to->axes[dt]);
+}
+
+uint32_t sharding_dim_axes(const Sharding *sh, int dim) {
+  uint32_t m = 0;
+  for (int j = 0; j < sh->naxes[dim]; j++)
+    m |= 1u << sh->axes[dim][j];
+  return m;
+}
+
+uint32_t sharding_all_axes(const Sharding *sh, int rank) {
+  uint32_t m = 0;
+  for (int i = 0; i < rank; i++)
+    m |= sharding_dim_axes(sh, i);
+  return m;
 }
 
 /* Drops repeated axes and axes that do not divide their dimension. */
@@ -161,7 +175,7 @@ Sharding reshape_sharding(const Sharding *sh, const Shape *from, const Shape *to
     for (int i = f0; i < f1; i++)
       others |= i != fr && sh->naxes[i];
     if (!others)
-      copy_dim(&out, tr, sh, fr);
+      sharding_copy_dim(&out, tr, sh, fr);
   }
   return out;
 }
@@ -187,13 +201,11 @@ static void take_letter(Sharding *sh, int d, const Value *x, const char *xl, cha
   int k = index_of(xl, c);
   if (k < 0 || !known(x) || sh->naxes[d])
     return;
-  uint32_t m = 0;
-  for (int j = 0; j < x->sh.naxes[k]; j++)
-    m |= 1u << x->sh.axes[k][j];
+  uint32_t m = sharding_dim_axes(&x->sh, k);
   if (m & *used)
     return;
   *used |= m;
-  copy_dim(sh, d, &x->sh, k);
+  sharding_copy_dim(sh, d, &x->sh, k);
 }
 
 /* ---- forward: a result from its operands ----------------------------------- */
@@ -251,7 +263,7 @@ static void forward(Prop *P, Value *v) {
     if (!known(a))
       return;
     for (int i = 0; i < v->shape.rank; i++)
-      copy_dim(&sh, i, &a->sh, v->perm[i]);
+      sharding_copy_dim(&sh, i, &a->sh, v->perm[i]);
     offer(P, v, sh, a);
     return;
   case OP_RESHAPE:
@@ -285,10 +297,10 @@ static void forward(Prop *P, Value *v) {
     const Value *t = v->args[0], *ix = v->args[1];
     if (known(ix))
       for (int i = 0; i < ix->shape.rank; i++)
-        copy_dim(&sh, i, &ix->sh, i);
+        sharding_copy_dim(&sh, i, &ix->sh, i);
     if (known(t))
       for (int i = 1; i < t->shape.rank; i++)
-        copy_dim(&sh, ix->shape.rank + i - 1, &t->sh, i);
+        sharding_copy_dim(&sh, ix->shape.rank + i - 1, &t->sh, i);
     if (known(ix) || known(t))
       offer(P, v, sh, known(ix) ? ix : t);
     return;
@@ -299,7 +311,7 @@ static void forward(Prop *P, Value *v) {
     int k = 0;
     for (int i = 0; i < a->shape.rank; i++)
       if (!(v->rmask & (1u << i)))
-        copy_dim(&sh, k++, &a->sh, i);
+        sharding_copy_dim(&sh, k++, &a->sh, i);
     offer(P, v, sh, a);
     return;
   }
@@ -322,7 +334,7 @@ static void forward(Prop *P, Value *v) {
       return;
     for (int i = 0; i < v->shape.rank; i++)
       if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
-        copy_dim(&sh, i, &a->sh, v->perm[i]);
+        sharding_copy_dim(&sh, i, &a->sh, v->perm[i]);
     offer(P, v, sh, a);
     return;
   default:
@@ -348,7 +360,7 @@ static void backward(Prop *P, Value *v) {
     return;
   case OP_TRANSPOSE:
     for (int i = 0; i < v->shape.rank; i++)
-      copy_dim(&sh, v->perm[i], &v->sh, i);
+      sharding_copy_dim(&sh, v->perm[i], &v->sh, i);
     offer(P, a, sh, v);
     return;
   case OP_RESHAPE:
@@ -370,11 +382,11 @@ static void backward(Prop *P, Value *v) {
   case OP_GATHER: {
     Value *t = v->args[0], *ix = v->args[1];
     for (int i = 0; i < ix->shape.rank; i++)
-      copy_dim(&sh, i, &v->sh, i);
+      sharding_copy_dim(&sh, i, &v->sh, i);
     offer(P, ix, sh, v);
     Sharding ts = {0};
     for (int i = 1; i < t->shape.rank; i++)
-      copy_dim(&ts, i, &v->sh, ix->shape.rank + i - 1);
+      sharding_copy_dim(&ts, i, &v->sh, ix->shape.rank + i - 1);
     offer(P, t, ts, v);
     return;
   }
@@ -382,7 +394,7 @@ static void backward(Prop *P, Value *v) {
     int k = 0;
     for (int i = 0; i < a->shape.rank; i++)
       if (!(v->rmask & (1u << i)))
-        copy_dim(&sh, i, &v->sh, k++);
+        sharding_copy_dim(&sh, i, &v->sh, k++);
     offer(P, a, sh, v);
     return;
   }
@@ -397,9 +409,8 @@ static void backward(Prop *P, Value *v) {
       for (int i = 0; l.in[k][i]; i++) {
         int o = index_of(l.out, l.in[k][i]);
         if (o >= 0) {
-          copy_dim(&os, i, &v->sh, o);
-          for (int j = 0; j < v->sh.naxes[o]; j++)
-            used |= 1u << v->sh.axes[o][j];
+          sharding_copy_dim(&os, i, &v->sh, o);
+          used |= sharding_dim_axes(&v->sh, o);
         }
       }
       /* contracting letters follow the other operand, where it is decided */
@@ -413,7 +424,7 @@ static void backward(Prop *P, Value *v) {
   case OP_BROADCAST:
     for (int i = 0; i < v->shape.rank; i++)
       if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
-        copy_dim(&sh, v->perm[i], &v->sh, i);
+        sharding_copy_dim(&sh, v->perm[i], &v->sh, i);
     offer(P, a, sh, v);
     return;
   default:

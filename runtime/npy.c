@@ -25,6 +25,7 @@
 #endif
 
 #include "gslrt.h"
+#include "seterr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,16 +38,6 @@
 
 #define NPY_MAX_HEADER (1 << 20) /* longest header accepted, in bytes */
 #define NPY_MAX_DIMS (GSLRT_MAX_RANK + 1)
-
-static void seterr(char *err, int errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, int errlen, const char *fmt, ...) {
-  va_list ap;
-  if (!err || errlen <= 0)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(err, (size_t)errlen, fmt, ap);
-  va_end(ap);
-}
 
 /* The header scanner: a cursor over the NUL-terminated header text. */
 typedef struct scan {
@@ -136,45 +127,45 @@ static int parse_dict(const char *path, const char *text, gslrt_npy *h, char *er
   int have_descr = 0, have_fortran = 0, have_shape = 0, rc = -1;
   char key[32], descr[32];
   if (!eat(&s, '{')) {
-    seterr(err, errlen, "%s: malformed .npy header (expected '{')", path);
+    gslrt_seterr(err, errlen, "%s: malformed .npy header (expected '{')", path);
     goto fn_exit;
   }
   while (!eat(&s, '}')) {
     if (!scan_string(&s, key, sizeof key) || !eat(&s, ':')) {
-      seterr(err, errlen, "%s: malformed .npy header (expected a quoted key and ':')", path);
+      gslrt_seterr(err, errlen, "%s: malformed .npy header (expected a quoted key and ':')", path);
       goto fn_exit;
     }
     if (!strcmp(key, "descr") && !have_descr) {
       if (!scan_string(&s, descr, sizeof descr)) {
-        seterr(err, errlen, "%s: malformed .npy header (bad 'descr')", path);
+        gslrt_seterr(err, errlen, "%s: malformed .npy header (bad 'descr')", path);
         goto fn_exit;
       }
       have_descr = 1;
     } else if (!strcmp(key, "fortran_order") && !have_fortran) {
       if (scan_word(&s, "True")) {
-        seterr(err, errlen, "%s: fortran_order True is not supported (save the array in C order)",
+        gslrt_seterr(err, errlen, "%s: fortran_order True is not supported (save the array in C order)",
                path);
         goto fn_exit;
       }
       if (!scan_word(&s, "False")) {
-        seterr(err, errlen, "%s: malformed .npy header (bad 'fortran_order')", path);
+        gslrt_seterr(err, errlen, "%s: malformed .npy header (bad 'fortran_order')", path);
         goto fn_exit;
       }
       have_fortran = 1;
     } else if (!strcmp(key, "shape") && !have_shape) {
       if (!scan_shape(&s, h->shape, &h->rank)) {
-        seterr(err, errlen, "%s: malformed .npy header (bad 'shape', or more than %d dimensions)",
+        gslrt_seterr(err, errlen, "%s: malformed .npy header (bad 'shape', or more than %d dimensions)",
                path, NPY_MAX_DIMS);
         goto fn_exit;
       }
       have_shape = 1;
     } else {
-      seterr(err, errlen, "%s: malformed .npy header (unexpected or repeated key '%s')", path, key);
+      gslrt_seterr(err, errlen, "%s: malformed .npy header (unexpected or repeated key '%s')", path, key);
       goto fn_exit;
     }
     if (!eat(&s, ',')) {
       if (!eat(&s, '}')) {
-        seterr(err, errlen, "%s: malformed .npy header (expected ',' or '}')", path);
+        gslrt_seterr(err, errlen, "%s: malformed .npy header (expected ',' or '}')", path);
         goto fn_exit;
       }
       break;
@@ -182,11 +173,11 @@ static int parse_dict(const char *path, const char *text, gslrt_npy *h, char *er
   }
   skip_space(&s);
   if (*s.p) {
-    seterr(err, errlen, "%s: malformed .npy header (text after the dict)", path);
+    gslrt_seterr(err, errlen, "%s: malformed .npy header (text after the dict)", path);
     goto fn_exit;
   }
   if (!have_descr || !have_fortran || !have_shape) {
-    seterr(err, errlen, "%s: malformed .npy header (missing '%s')", path,
+    gslrt_seterr(err, errlen, "%s: malformed .npy header (missing '%s')", path,
            !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
     goto fn_exit;
   }
@@ -195,7 +186,7 @@ static int parse_dict(const char *path, const char *text, gslrt_npy *h, char *er
   else if (!strcmp(descr, "<i4"))
     h->dtype = GSLRT_I32;
   else {
-    seterr(err, errlen, "%s: unsupported dtype '%s' (expected '<f4' for f32 or '<i4' for i32)",
+    gslrt_seterr(err, errlen, "%s: unsupported dtype '%s' (expected '<f4' for f32 or '<i4' for i32)",
            path, descr);
     goto fn_exit;
   }
@@ -213,23 +204,23 @@ int gslrt_npy_read_header(const char *path, gslrt_npy *h, char *err, int errlen)
   memset(h, 0, sizeof *h);
   f = fopen(path, "rb");
   if (!f) {
-    seterr(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    gslrt_seterr(err, errlen, "cannot open %s: %s", path, strerror(errno));
     goto fn_exit;
   }
   if (fstat(fileno(f), &st) != 0) {
-    seterr(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+    gslrt_seterr(err, errlen, "cannot stat %s: %s", path, strerror(errno));
     goto fn_exit;
   }
   if (fread(pre, 1, 10, f) != 10) {
-    seterr(err, errlen, "%s: not a .npy file (truncated before the header)", path);
+    gslrt_seterr(err, errlen, "%s: not a .npy file (truncated before the header)", path);
     goto fn_exit;
   }
   if (memcmp(pre, "\x93NUMPY", 6) != 0) {
-    seterr(err, errlen, "%s: not a .npy file (bad magic)", path);
+    gslrt_seterr(err, errlen, "%s: not a .npy file (bad magic)", path);
     goto fn_exit;
   }
   if (pre[6] < 1 || pre[6] > 3 || pre[7] != 0) {
-    seterr(err, errlen, "%s: unsupported .npy version %d.%d", path, pre[6], pre[7]);
+    gslrt_seterr(err, errlen, "%s: unsupported .npy version %d.%d", path, pre[6], pre[7]);
     goto fn_exit;
   }
   int64_t hlen, start;
@@ -238,28 +229,28 @@ int gslrt_npy_read_header(const char *path, gslrt_npy *h, char *err, int errlen)
     start = 10;
   } else {
     if (fread(pre + 10, 1, 2, f) != 2) {
-      seterr(err, errlen, "%s: not a .npy file (truncated before the header)", path);
+      gslrt_seterr(err, errlen, "%s: not a .npy file (truncated before the header)", path);
       goto fn_exit;
     }
     hlen = pre[8] | (int64_t)pre[9] << 8 | (int64_t)pre[10] << 16 | (int64_t)pre[11] << 24;
     start = 12;
   }
   if (hlen < 2 || hlen > NPY_MAX_HEADER) {
-    seterr(err, errlen, "%s: malformed .npy header (length %lld)", path, (long long)hlen);
+    gslrt_seterr(err, errlen, "%s: malformed .npy header (length %lld)", path, (long long)hlen);
     goto fn_exit;
   }
   text = malloc((size_t)hlen + 1);
   if (!text) {
-    seterr(err, errlen, "%s: out of memory for the header", path);
+    gslrt_seterr(err, errlen, "%s: out of memory for the header", path);
     goto fn_exit;
   }
   if (fread(text, 1, (size_t)hlen, f) != (size_t)hlen) {
-    seterr(err, errlen, "%s: truncated .npy header", path);
+    gslrt_seterr(err, errlen, "%s: truncated .npy header", path);
     goto fn_exit;
   }
   text[hlen] = 0;
   if (strlen(text) != (size_t)hlen) {
-    seterr(err, errlen, "%s: malformed .npy header (NUL byte)", path);
+    gslrt_seterr(err, errlen, "%s: malformed .npy header (NUL byte)", path);
     goto fn_exit;
   }
   if (parse_dict(path, text, h, err, errlen) != 0)
@@ -268,7 +259,7 @@ int gslrt_npy_read_header(const char *path, gslrt_npy *h, char *err, int errlen)
   int64_t n = 1;
   for (int32_t i = 0; i < h->rank; i++) {
     if (h->shape[i] != 0 && n > INT64_MAX / 4 / h->shape[i]) {
-      seterr(err, errlen, "%s: shape too large", path);
+      gslrt_seterr(err, errlen, "%s: shape too large", path);
       goto fn_exit;
     }
     n *= h->shape[i];
@@ -276,7 +267,7 @@ int gslrt_npy_read_header(const char *path, gslrt_npy *h, char *err, int errlen)
   if ((int64_t)st.st_size - h->data_offset < n * 4) {
     char sh[160];
     shape_str(sh, sizeof sh, h->rank, h->shape);
-    seterr(err, errlen, "%s: file has %lld bytes, but shape %s needs %lld bytes after the %lld-byte header",
+    gslrt_seterr(err, errlen, "%s: file has %lld bytes, but shape %s needs %lld bytes after the %lld-byte header",
            path, (long long)st.st_size, sh, (long long)(n * 4), (long long)h->data_offset);
     goto fn_exit;
   }
@@ -295,7 +286,7 @@ int gslrt_npy_read_tile(const char *path, const gslrt_npy *h, const int64_t *off
   int64_t idx[NPY_MAX_DIMS] = {0}, stride[NPY_MAX_DIMS], total = 1;
   for (int32_t d = 0; d < r; d++) {
     if (offset[d] < 0 || count[d] < 0 || offset[d] + count[d] > h->shape[d]) {
-      seterr(err, errlen, "%s: tile out of range in dimension %d", path, (int)d);
+      gslrt_seterr(err, errlen, "%s: tile out of range in dimension %d", path, (int)d);
       goto fn_exit;
     }
     total *= count[d];
@@ -311,7 +302,7 @@ int gslrt_npy_read_tile(const char *path, const gslrt_npy *h, const int64_t *off
   }
   fd = open(path, O_RDONLY);
   if (fd < 0) {
-    seterr(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    gslrt_seterr(err, errlen, "cannot open %s: %s", path, strerror(errno));
     goto fn_exit;
   }
   char *dst = out;
@@ -325,7 +316,7 @@ int gslrt_npy_read_tile(const char *path, const gslrt_npy *h, const int64_t *off
       if (k < 0 && errno == EINTR)
         continue;
       if (k <= 0) {
-        seterr(err, errlen, "cannot read %s: %s", path, k < 0 ? strerror(errno) : "unexpected end of file");
+        gslrt_seterr(err, errlen, "cannot read %s: %s", path, k < 0 ? strerror(errno) : "unexpected end of file");
         goto fn_exit;
       }
       got += (size_t)k;
@@ -353,7 +344,7 @@ int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t
   size_t npre;
   int64_t n = 1;
   if (rank < 0 || rank > NPY_MAX_DIMS) {
-    seterr(err, errlen, "%s: cannot write an array of rank %d", path, (int)rank);
+    gslrt_seterr(err, errlen, "%s: cannot write an array of rank %d", path, (int)rank);
     goto fn_exit;
   }
   int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
@@ -376,14 +367,14 @@ int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t
   pre[10] = (unsigned char)(hlen >> 16), pre[11] = (unsigned char)(hlen >> 24);
   tmp = malloc(strlen(path) + 5);
   if (!tmp) {
-    seterr(err, errlen, "%s: out of memory", path);
+    gslrt_seterr(err, errlen, "%s: out of memory", path);
     goto fn_exit;
   }
   strcpy(tmp, path);
   strcat(tmp, ".tmp");
   f = fopen(tmp, "wb");
   if (!f) {
-    seterr(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    gslrt_seterr(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
     goto fn_exit;
   }
   int ok = fwrite(pre, 1, npre, f) == npre && fwrite(dict, 1, (size_t)len, f) == (size_t)len;
@@ -392,17 +383,17 @@ int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t
   ok = ok && fputc('\n', f) != EOF;
   ok = ok && (n == 0 || fwrite(data, 4, (size_t)n, f) == (size_t)n);
   if (!ok) {
-    seterr(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    gslrt_seterr(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     goto fn_exit;
   }
   FILE *g = f;
   f = NULL;
   if (fclose(g) != 0) {
-    seterr(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    gslrt_seterr(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     goto fn_exit;
   }
   if (rename(tmp, path) != 0) {
-    seterr(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    gslrt_seterr(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
     goto fn_exit;
   }
   rc = 0;

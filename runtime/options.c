@@ -7,6 +7,7 @@
  * input named x?) happen in main.c after gsl_setup; this file knows only the
  * syntax, so the unit tests can drive it without MPI. */
 #include "internal.h"
+#include "seterr.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -39,14 +40,6 @@ static const opt opts_table[] = {
     {"--version", OPT_FLAG, 0, OFF(version)},
 };
 
-static void seterr(char *err, int errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, int errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, (size_t)errlen, fmt, ap);
-  va_end(ap);
-}
-
 /* A decimal integer in [min, max]: digits only, no sign, no spaces. */
 static int parse_uint(const char *s, uint64_t max, uint64_t *v) {
   char *end;
@@ -67,17 +60,17 @@ static int add_binding(gslrt_options *o, const opt *op, const char *val, char *e
   int *n = is_in ? &o->ninputs : &o->noutputs;
   const char *eq = strchr(val, '=');
   if (!eq || eq == val || !eq[1]) {
-    seterr(err, errlen, "%s %s: expected NAME=FILE", op->name, val);
+    gslrt_seterr(err, errlen, "%s %s: expected NAME=FILE", op->name, val);
     goto fn_exit;
   }
   for (int i = 0; i < *n; i++)
     if (strlen(list[i].name) == (size_t)(eq - val) && !strncmp(list[i].name, val, (size_t)(eq - val))) {
-      seterr(err, errlen, "%s %s given twice", op->name, list[i].name);
+      gslrt_seterr(err, errlen, "%s %s given twice", op->name, list[i].name);
       goto fn_exit;
     }
   char *name = malloc((size_t)(eq - val) + 1);
   if (!name) {
-    seterr(err, errlen, "out of memory");
+    gslrt_seterr(err, errlen, "out of memory");
     goto fn_exit;
   }
   memcpy(name, val, (size_t)(eq - val));
@@ -97,7 +90,7 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
   o->inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->inputs);
   o->outputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->outputs);
   if (!o->inputs || !o->outputs) {
-    seterr(err, errlen, "out of memory");
+    gslrt_seterr(err, errlen, "out of memory");
     goto fn_exit;
   }
   for (int i = 1; i < argc; i++) {
@@ -112,15 +105,15 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
         op = &opts_table[k];
     if (!op) {
       if (arg[0] == '-')
-        seterr(err, errlen, "unknown option '%.*s'", (int)len, arg);
+        gslrt_seterr(err, errlen, "unknown option '%.*s'", (int)len, arg);
       else
-        seterr(err, errlen, "unexpected argument '%s'", arg);
+        gslrt_seterr(err, errlen, "unexpected argument '%s'", arg);
       goto fn_exit;
     }
     char *dst = (char *)o + op->field;
     if (op->kind == OPT_FLAG) {
       if (eq) {
-        seterr(err, errlen, "option '%s' takes no value", op->name);
+        gslrt_seterr(err, errlen, "option '%s' takes no value", op->name);
         goto fn_exit;
       }
       *(int *)dst = 1;
@@ -129,7 +122,7 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
     const char *val = eq ? eq + 1 : NULL;
     if (!val) {
       if (i + 1 >= argc) {
-        seterr(err, errlen, "option '%s' requires a value", op->name);
+        gslrt_seterr(err, errlen, "option '%s' requires a value", op->name);
         goto fn_exit;
       }
       val = argv[++i];
@@ -138,7 +131,7 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
     switch (op->kind) {
     case OPT_COUNT:
       if (!parse_uint(val, INT64_MAX, &v) || (int64_t)v < op->min) {
-        seterr(err, errlen, "invalid value '%s' for %s (expected an integer >= %lld)", val, op->name,
+        gslrt_seterr(err, errlen, "invalid value '%s' for %s (expected an integer >= %lld)", val, op->name,
                (long long)op->min);
         goto fn_exit;
       }
@@ -146,7 +139,7 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
       break;
     case OPT_SEED:
       if (!parse_uint(val, UINT64_MAX, &v)) {
-        seterr(err, errlen, "invalid value '%s' for %s (expected an integer from 0 to %llu)", val,
+        gslrt_seterr(err, errlen, "invalid value '%s' for %s (expected an integer from 0 to %llu)", val,
                op->name, (unsigned long long)UINT64_MAX);
         goto fn_exit;
       }
@@ -154,7 +147,7 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
       break;
     case OPT_PATH:
       if (!*val) {
-        seterr(err, errlen, "option '%s' requires a non-empty value", op->name);
+        gslrt_seterr(err, errlen, "option '%s' requires a non-empty value", op->name);
         goto fn_exit;
       }
       *(const char **)dst = val;

@@ -24,6 +24,7 @@
  * (MPI_Gatherv), which places each tile in the global array and writes the
  * .npy; the result is shared so every rank exits the same way. */
 #include "internal.h"
+#include "seterr.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -218,22 +219,13 @@ void gslrt_check_bindings(gslrt_ctx *ctx) {
   }
 }
 
-/* A message into err, truncated to errlen (a long path is cut, not overrun). */
-static void seterr(char *err, int errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, int errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, (size_t)errlen, fmt, ap);
-  va_end(ap);
-}
-
 /* Checks t's file header against its declaration, on rank 0; 0 or -1 with err. */
 static int check_input_file(gslrt_tensor *t, char *err, int errlen) {
   int rc = -1;
   char msg[GSLRT_ERRLEN];
   gslrt_npy *h = &t->npy;
   if (gslrt_npy_read_header(t->file, h, msg, sizeof msg) != 0) {
-    seterr(err, errlen, "input %s: %s", t->name, msg);
+    gslrt_seterr(err, errlen, "input %s: %s", t->name, msg);
     goto fn_exit;
   }
   int exact = h->rank == t->rank, batched = h->rank == t->rank + 1 && h->shape[0] >= 1;
@@ -246,7 +238,7 @@ static int check_input_file(gslrt_tensor *t, char *err, int errlen) {
     shape_str(found, sizeof found, "", h->rank, h->shape);
     shape_str(want, sizeof want, "", t->rank, t->global_shape);
     shape_str(wantb, sizeof wantb, "B", t->rank, t->global_shape);
-    seterr(err, errlen, "input %s: %s has shape %s (%s), expected %s (%s) or %s",
+    gslrt_seterr(err, errlen, "input %s: %s has shape %s (%s), expected %s (%s) or %s",
              t->name, t->file, found, dtype_name(h->dtype), want, dtype_name(t->dtype), wantb);
     goto fn_exit;
   }
