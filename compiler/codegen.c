@@ -359,20 +359,9 @@ static LLVMValueRef new_temp(CG *g, DType dt, int64_t n) {
 
 /* ---- which values get buffers --------------------------------------------- */
 
-static bool is_index_map(Op op) {
-  return op == OP_BROADCAST || op == OP_TRANSPOSE || op == OP_SLICE || op == OP_ANNOTATE ||
-         op == OP_LOCAL_SLICE;
-}
-
-static bool is_collective(Op op) {
-  return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL ||
-         op == OP_COLLECTIVE_PERMUTE;
-}
-
-static bool needs_buffer(Op op) {
-  return op == OP_PARAM || op == OP_INPUT || op == OP_RNG || op == OP_EINSUM || op == OP_REDUCE ||
-         op == OP_CUMSUM || op == OP_GATHER || op == OP_CONCAT || op == OP_RESHAPE || is_collective(op);
-}
+static bool is_index_map(Op op) { return ir_op(op)->flags & OF_INDEX_MAP; }
+static bool is_collective(Op op) { return ir_op(op)->cls == OC_COLLECTIVE; }
+static bool needs_buffer(Op op) { return ir_op(op)->flags & OF_BUFFER; }
 
 /* Decides mat[] (has a buffer), cheap[] (inlined into each of several
  * users) and root[] (the value whose buffer an alias shares). */
@@ -1073,27 +1062,20 @@ static bool has_repeat(const char *s) {
   return false;
 }
 
-/* Splits v->spec; false if it does not fit v's operands. */
+/* v's spec with the extent of each letter; false if it does not fit v's
+ * operands. */
 static bool parse_spec(const Value *v, Spec *s) {
   memset(s, 0, sizeof *s);
-  const char *arrow = v->spec ? strstr(v->spec, "->") : NULL;
-  if (!arrow || strlen(arrow + 2) != (size_t)v->shape.rank)
+  const EinsumSpec *e = &v->ein;
+  if (e->nin != v->nargs || e->nin < 1 || e->nin > 2 || strlen(e->out) != (size_t)v->shape.rank)
     return false;
-  const char *p = v->spec;
-  for (;;) {
-    const char *e = memchr(p, ',', (size_t)(arrow - p));
-    if (!e)
-      e = arrow;
-    if (s->nops >= 2 || s->nops >= v->nargs || e - p != v->args[s->nops]->shape.rank)
+  s->nops = e->nin;
+  for (int j = 0; j < s->nops; j++) {
+    if (strlen(e->in[j]) != (size_t)v->args[j]->shape.rank)
       return false;
-    memcpy(s->op[s->nops++], p, (size_t)(e - p));
-    if (e == arrow)
-      break;
-    p = e + 1;
+    strcpy(s->op[j], e->in[j]);
   }
-  strcpy(s->out, arrow + 2);
-  if (s->nops != v->nargs)
-    return false;
+  strcpy(s->out, e->out);
   for (int j = 0; j < s->nops; j++)
     for (int i = 0; s->op[j][i]; i++) {
       unsigned char c = (unsigned char)s->op[j][i];
@@ -1113,7 +1095,7 @@ static bool parse_spec(const Value *v, Spec *s) {
 static bool einsum_check(const Value *v) {
   Spec s;
   if (!parse_spec(v, &s)) {
-    diag_fatal("einsum \"%s\" of %%%d does not match its operands' shapes", v->spec ? v->spec : "", v->id);
+    diag_fatal("einsum of %%%d does not match its operands' shapes", v->id);
     return false;
   }
   return true;

@@ -45,10 +45,6 @@ int64_t collective_bytes(const Program *spmd, const Value *v) {
   }
 }
 
-static bool is_collective(Op op) {
-  return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL ||
-         op == OP_LOCAL_SLICE || op == OP_COLLECTIVE_PERMUTE;
-}
 
 static const char *where(Arena *a, Span sp) {
   if (!sp.src)
@@ -117,7 +113,7 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
   int n = 0;
   for (int i = 0; i < s->nvalues; i++) {
     const Value *v = s->values[i];
-    if (!is_collective(v->op))
+    if (!(ir_op(v->op)->flags & OF_SPMD)) /* collectives and local slices */
       continue;
     char axes[128];
     size_t k = 0;

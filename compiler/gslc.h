@@ -3,8 +3,10 @@
  * The pipeline (driven by main.c) reads one representation and writes the
  * next: source text -> tokens (grammar/lexer.re) -> AST (grammar/parser.y,
  * ast.c) -> global tensor IR (sema.c: names, consts, inlined calls, static
- * shapes) -> [propagate, partition: the sharding issue] -> LLVM module
- * (codegen.c) -> object file -> executable (main.c spawns the linker).
+ * shapes, built through ir.c's builder) -> every value sharded
+ * (propagate.c) -> the SPMD program, local shapes and collectives
+ * (partition.c) -> LLVM module (codegen.c) -> object file -> executable
+ * (main.c spawns the linker). ir_verify runs after each pass.
  *
  * Sections follow the file that defines the functions they declare. */
 #ifndef GSLC_H
@@ -110,32 +112,83 @@ void ast_dump(FILE *f, const Node *n);           /* S-expression, for tests */
  * the text is not a program. The tree lives in arena a. */
 Node *parse_source(const Source *src, Arena *a);
 
-/* ---- ir.c: the global tensor IR ----------------------------------------- */
+/* ---- ir.c: the tensor IR, its op tables, its builder, its rewriter ------ */
 
 typedef enum DType { DT_F32, DT_I32 } DType;
 
 typedef enum Op {
-#define X(op, s, n) OP_##op,
+#define X(op, s, n, cls, lvl, fl, d) OP_##op,
 #include "ops.def"
 #undef X
   OP__COUNT
 } Op;
 
+/* What kind of computation an op is (ops.def's class column). */
+typedef enum OpClass {
+  OC_SOURCE,      /* param, input, const, rng: no operands */
+  OC_ELEMENTWISE, /* result element i from operand elements i */
+  OC_LAYOUT,      /* elements moved or repeated, none computed */
+  OC_CONTRACTION, /* einsum */
+  OC_REDUCTION,   /* elements combined along dimensions (reduce, cumsum) */
+  OC_INDEX,       /* data-dependent indices (gather, one_hot) */
+  OC_ANNOTATION,  /* the user's sharding annotation */
+  OC_COLLECTIVE,  /* SPMD: communicates over a group of mesh axes */
+  OC_LOCAL        /* SPMD: a device's own block, no communication */
+} OpClass;
+
+/* ops.def's flags column */
+enum {
+  OF_INDEX_MAP = 1 << 0, /* reads its one operand at an affine map of its index: fuses into its user */
+  OF_BUFFER = 1 << 1,    /* always has a buffer of its own (or its operand's, with OF_ALIAS) */
+  OF_ALIAS = 1 << 2,     /* when it has a buffer, it may be its operand's under another shape */
+  OF_SPMD = 1 << 3       /* only in the SPMD program (partition.c makes it) */
+};
+
+typedef struct OpInfo {
+  const char *name;  /* its text in --emit-ir */
+  int nargs;         /* operands, -1 for any number */
+  OpClass cls;       /* kind of computation */
+  int level;         /* propagation priority, -1: never propagates */
+  unsigned flags;    /* OF_* */
+  const char *deriv; /* the reverse-mode rule (reserved for autodiff) */
+} OpInfo;
+
+const OpInfo *ir_op(Op op); /* ops.def's row; dies on an op not in it */
+
 typedef enum UnaryFn {
-  UF_NEG, UF_EXP, UF_LOG, UF_SQRT, UF_RSQRT, UF_TANH, UF_SIGMOID, UF_RELU,
-  UF_GELU, UF_ABS
+#define X(id, name, fold, int_ok, d) UF_##id,
+#include "unary.def"
+#undef X
+  UF__COUNT
 } UnaryFn;
+
 typedef enum BinaryFn {
-  BF_ADD, BF_SUB, BF_MUL, BF_DIV, BF_POW, BF_MAX, BF_MIN,
-  BF_LT, BF_LE, BF_GT, BF_GE, BF_EQ, BF_NE /* comparisons yield 1/0 in the result dtype */
+#define X(id, name, sym, fold, cmp, d) BF_##id,
+#include "binary.def"
+#undef X
+  BF__COUNT
 } BinaryFn;
+
 typedef enum ReduceFn { RF_SUM, RF_MAX, RF_ARGMAX } ReduceFn; /* argmax: i32 result, first maximum */
 typedef enum RngDist { RNG_UNIFORM, RNG_NORMAL } RngDist;     /* uniform [fval, fval2); normal(0, fval) */
+
+const char *unary_fn_name(int fn);
+bool unary_int_ok(int fn);                 /* defined on i32 without a trip through f32 */
+double ir_fold_unary(int fn, double x);    /* unary.def's fold */
+const char *binary_fn_name(int fn);
+bool binary_is_compare(int fn);            /* yields 1/0 */
+double ir_fold_binary(int fn, double x, double y); /* binary.def's fold */
+/* fn on 64-bit integers; false when the result overflows or is undefined
+ * (division by zero), *out untouched then. Comparisons give 1 or 0. */
+bool ir_fold_binary_int(int fn, int64_t x, int64_t y, int64_t *out);
+const char *reduce_fn_name(int fn);
 
 typedef struct Shape {
   int rank;                 /* number of dimensions; 0 for a scalar */
   int64_t d[GSL_MAX_RANK];  /* extents */
 } Shape;
+
+#define GSL_MAX_ELEMS (1LL << 40) /* most elements a tensor may have */
 
 typedef struct Mesh {
   int naxes;                      /* 0: one device */
@@ -159,34 +212,61 @@ typedef enum ShardOrigin {
   SO_PROPAGATED  /* found by propagation (sh_from says from which value) */
 } ShardOrigin;
 
+/* An einsum's spec, taken apart once: the index letters of each operand and
+ * of the result. Every pass reads it; none re-parses text. */
+typedef struct EinsumSpec {
+  int nin;                      /* operands: 1 or 2 */
+  char in[2][GSL_MAX_RANK + 1]; /* each operand's letters, one per dimension */
+  char out[GSL_MAX_RANK + 1];   /* the result's letters */
+} EinsumSpec;
+
+/* Parses "ab,bc->ac" (or numpy's implicit form "ab,bc") for nin operands;
+ * false with what is wrong in err (to follow "einsum spec \"...\"", as
+ * " has more than two operands" or ": index 'b' repeats ...") if the
+ * text is not a spec of nin operands. Checks the letters only, not shapes. */
+bool ein_parse(const char *text, int nin, EinsumSpec *out, char *err, size_t errlen);
+const char *ein_str(Arena *a, const EinsumSpec *e); /* "ab,bc->ac" */
+
+/* The attributes an op reads (ops.def says which), in one struct so that a
+ * pass that copies a value copies them all: v->attr = w->attr. The same
+ * fields are reachable directly (v->fn) through an anonymous twin. */
+#define GSL_ATTR_FIELDS                                                                        \
+  int fn;                          /* UnaryFn, BinaryFn, ReduceFn or RngDist */                \
+  int axis;                        /* SLICE, CONCAT, CUMSUM; collectives: the dim they act on */ \
+  int axis2;                       /* ALL_TO_ALL: the dim received blocks are joined along */   \
+  uint8_t group[GSL_MAX_AXES];     /* collectives: mesh axes, major first */                    \
+  int ngroup;                      /* collectives: entries of group */                          \
+  uint8_t group2[GSL_MAX_AXES];    /* COLLECTIVE_PERMUTE: the same axes, in the target's order */ \
+  int64_t start;                   /* SLICE */                                                  \
+  bool exclusive;                  /* CUMSUM */                                                 \
+  uint32_t rmask;                  /* REDUCE: dims reduced */                                   \
+  int perm[GSL_MAX_RANK];          /* TRANSPOSE, BROADCAST */                                   \
+  double fval, fval2;              /* CONST (f32), RNG parameters */                            \
+  int64_t ival;                    /* CONST (i32) */                                            \
+  uint32_t stream;                 /* RNG: draw number, stable in program order */              \
+  EinsumSpec ein;                  /* EINSUM */                                                 \
+  int tensor;                      /* PARAM, INPUT: index in Program.tensors */
+
+typedef struct Attr {
+  GSL_ATTR_FIELDS
+} Attr;
+
 typedef struct Value Value;
 struct Value {
   int id;            /* SSA number: index in Program.values, in program order */
   Op op;             /* what computes it */
   DType dtype;       /* element type */
-  Shape shape;       /* global shape */
+  Shape shape;       /* global shape (local shape in the SPMD program) */
   Span span;         /* source construct that produced it */
   Span site;         /* for code inlined from a call: the outermost call (else span) */
   const char *name;  /* the user's name for it (let, param, input), or NULL */
   Value **args;      /* operands */
   int nargs;         /* number of operands */
   int nuses;         /* operand slots that read it (ir_count_uses) */
-  /* attributes, per op (ops.def) */
-  int fn;            /* UnaryFn, BinaryFn, ReduceFn or RngDist */
-  int axis;          /* SLICE, CONCAT, CUMSUM; collectives: the dim they act on */
-  int axis2;         /* ALL_TO_ALL: the dim received blocks are joined along */
-  uint8_t group[GSL_MAX_AXES]; /* collectives: mesh axes, major first */
-  int ngroup;        /* collectives: entries of group */
-  uint8_t group2[GSL_MAX_AXES]; /* COLLECTIVE_PERMUTE: the same axes, in the target's order */
-  int64_t start;     /* SLICE */
-  bool exclusive;    /* CUMSUM */
-  uint32_t rmask;    /* REDUCE: dims reduced */
-  int perm[GSL_MAX_RANK]; /* TRANSPOSE, BROADCAST */
-  double fval, fval2;/* CONST (f32), RNG parameters */
-  int64_t ival;      /* CONST (i32) */
-  uint32_t stream;   /* RNG: draw number, stable in program order */
-  const char *spec;  /* EINSUM: "ab,bc->ac" */
-  int tensor;        /* PARAM, INPUT: index in Program.tensors */
+  union {
+    Attr attr;                   /* the op's attributes, copied whole */
+    struct { GSL_ATTR_FIELDS };  /* the same, by field */
+  };
   /* sharding */
   Sharding sh;         /* the value's sharding (global IR: decided by propagation) */
   ShardOrigin sh_origin;
@@ -233,25 +313,68 @@ typedef struct Program {
   int noutputs, capoutputs;
   uint32_t nstreams; /* RNG streams handed out */
   bool spmd;         /* values carry local shapes (partition.c's output) */
+  Span site;         /* builder state: the outermost call being inlined, stamped on new values (src NULL: none) */
 } Program;
 
 Program *ir_new(const char *path);
 void ir_free(Program *p);
-/* appends a value; args copied into the arena */
+/* appends a value; args copied into the arena; site from p->site */
 Value *ir_add(Program *p, Op op, DType dt, Shape shape, Span sp, int nargs, Value **args);
 Shape shape_of(int rank, const int64_t *d);
 int64_t shape_elems(const Shape *s);
 bool shape_eq(const Shape *a, const Shape *b);
 const char *shape_str(Arena *a, const Shape *s);            /* "f32[2, 3]" without dtype: "[2, 3]" */
+/* numpy broadcasting of two shapes; false (and the first result dim that
+ * does not broadcast in *bad_dim, if given) when they do not */
+bool shape_broadcast(const Shape *a, const Shape *b, Shape *out, int *bad_dim);
 const char *dtype_name(DType d);
 const char *op_name(Op op);
-const char *unary_fn_name(int fn);
-const char *binary_fn_name(int fn);
-const char *sharding_str(Arena *a, const Program *p, const Value *v); /* "{0:d, 1:_}" style */
+const char *sharding_str(Arena *a, const Program *p, const Value *v); /* "[d, _] partial(e)" */
+
+/* The builder: the one way any pass makes IR. Each call takes operands
+ * that fit (a misfit is a compiler bug, and dies: user errors are sema's
+ * to report first), works out the result's dtype and shape, and returns the
+ * new value (or its operand, where the op would change nothing). */
+Value *ir_const(Program *p, DType dt, double x, Span sp);              /* a scalar */
+Value *ir_unary(Program *p, int fn, Value *x, Span sp);
+Value *ir_binary(Program *p, int fn, Value *a, Value *b, Span sp);    /* numpy-broadcasts a and b; same dtype */
+Value *ir_select(Program *p, Value *c, Value *a, Value *b, Span sp);  /* broadcasts all three */
+Value *ir_cast(Program *p, Value *x, DType dt, Span sp);
+Value *ir_broadcast(Program *p, Value *x, Shape to, Span sp);         /* numpy: trailing dims aligned */
+Value *ir_reshape(Program *p, Value *x, Shape to, Span sp);
+Value *ir_transpose(Program *p, Value *x, const int *perm, Span sp);  /* result dim i is x's dim perm[i] */
+Value *ir_slice(Program *p, Value *x, int axis, int64_t start, int64_t len, Span sp);
+Value *ir_concat(Program *p, Value **xs, int n, int axis, Span sp);
+Value *ir_reduce(Program *p, int fn, Value *x, uint32_t mask, Span sp); /* the dims in mask dropped */
+Value *ir_cumsum(Program *p, Value *x, int axis, bool exclusive, Span sp);
+/* einsum of one or two operands: letters private to one operand are summed
+ * first, a one-operand spec is a transpose */
+Value *ir_einsum(Program *p, const EinsumSpec *e, Value **ops, Span sp);
+Value *ir_gather(Program *p, Value *table, Value *idx, Span sp);
+Value *ir_one_hot(Program *p, Value *idx, int64_t n, Span sp);
+Value *ir_rng(Program *p, int dist, double a, double b, Shape shape, Span sp); /* a new stream */
+Value *ir_annotate(Program *p, Value *x, const Sharding *sh, Span sp);
+/* a param or input: t copied into p->tensors, its value made and returned */
+Value *ir_tensor(Program *p, const Tensor *t);
+void ir_output(Program *p, const char *name, Value *v, Span sp);
+
+/* The rewriter: copies src into a new program value by value, in order.
+ * map[id] holds the new value standing for src's value id; fn makes it
+ * (fn NULL, or fn returning NULL: ir_copy with the mapped operands).
+ * Tensors and outputs follow the map. The new program has src's mesh and
+ * streams, and is spmd if spmd is set. */
+typedef Value *IrRewriteFn(void *ctx, Program *dst, const Value *v, Value **map);
+Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx);
+/* v into dst with operands args: same op, dtype, shape, spans, name, attributes */
+Value *ir_copy(Program *dst, const Value *v, Value **args);
+
 void ir_count_uses(Program *p);
 void ir_dce(Program *p);                  /* drops values no output or tensor needs; renumbers */
-void ir_print(FILE *f, const Program *p); /* --emit-ir */
-bool ir_verify(const Program *p, FILE *err); /* structural checks; false and a report if broken */
+void ir_print(FILE *f, const Program *p); /* --emit-ir, --emit-spmd */
+/* Every op's operands, dtypes, shapes and attributes agree (einsum letters
+ * with extents included); in the SPMD program, collectives and local shapes
+ * too. false and a report to err (if not NULL) when broken. */
+bool ir_verify(const Program *p, FILE *err);
 
 /* ---- sema.c: names, constants, inlining, shapes -> global IR ------------ */
 
@@ -286,11 +409,6 @@ Shape local_shape(const Program *p, const Shape *global, const Sharding *sh);
 /* A reshape from `from` to `to` carries a split of a group's first real
  * dimension (size > 1) onto the other side's; other splits are dropped. */
 Sharding reshape_sharding(const Sharding *sh, const Shape *from, const Shape *to);
-typedef struct Letters {
-  char in[2][GSL_MAX_RANK + 1]; /* a two-operand einsum's operand letters */
-  char out[GSL_MAX_RANK + 1];   /* its result's */
-} Letters;
-void einsum_letters(const Value *v, Letters *l);
 
 /* ---- partition.c: the SPMD partitioner ----------------------------------- */
 

@@ -1,9 +1,19 @@
-/* ir.c — the global tensor IR: building it, printing it, checking it.
+/* ir.c — the tensor IR: its op tables, building it, rewriting it,
+ * printing it, checking it.
  *
  * A Program is an SSA graph kept as one array of Values in program order
  * (every operand before its users), plus the params and inputs (Tensors) and
- * the outputs that root it. Each Value is one tensor with a dtype, a global
- * shape, a source span and a sharding slot.
+ * the outputs that root it. Each Value is one tensor with a dtype, a shape,
+ * a source span, its op's attributes (one struct, copied whole) and a
+ * sharding slot.
+ *
+ * Per-op facts come from ops.def, unary.def and binary.def, compiled here
+ * into the tables that every pass consults (ir_op, the fold functions).
+ * The builder (ir_unary, ir_einsum, ...) is the one way a pass makes IR: it
+ * derives each result's dtype and shape from its operands, so sema,
+ * autodiff and the moe vectorizer all build the same well-formed values.
+ * The rewriter (ir_rewrite) copies a program through a value map, which
+ * is how the partitioner makes the SPMD program.
  *
  * The text form (--emit-ir) is one line per value:
  *   %7 h: f32[8, 32] = einsum "bi,ij->bj" %3, %5   ; mlp.gsl:12
@@ -11,35 +21,142 @@
  * inlined from an imported module, that module's line)
  * with the sharding in braces once one is known, e.g. {[d, _]} or
  * {[_, _] partial(d)}. ir_verify checks what every pass must keep true:
- * operands before users, arity, dtypes and shapes agreeing with the op. */
+ * operands before users, arity, and dtypes, shapes and attributes agreeing
+ * with the op (einsum letters and extents included). */
+#include <ctype.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gslc.h"
 
-static const char *const op_names[] = {
-#define X(op, s, n) s,
+/* ---- the op tables ---------------------------------------------------------- */
+
+static const OpInfo op_table[] = {
+#define X(op, s, n, cls, lvl, fl, d) {s, n, cls, lvl, fl, d},
 #include "ops.def"
 #undef X
 };
 
-static const int op_nargs[] = {
-#define X(op, s, n) n,
-#include "ops.def"
+const OpInfo *ir_op(Op op) {
+  if ((unsigned)op >= OP__COUNT)
+    die("op %d is not in ops.def", (int)op);
+  return &op_table[op];
+}
+
+const char *op_name(Op op) { return ir_op(op)->name; }
+
+static const struct {
+  const char *name; /* as printed */
+  bool int_ok;      /* defined on i32 */
+} unary_table[] = {
+#define X(id, name, fold, int_ok, d) {name, int_ok},
+#include "unary.def"
 #undef X
 };
 
-static const char *const unary_names[] = {"neg",  "exp",  "log",     "sqrt", "rsqrt",
-                                          "tanh", "sigmoid", "relu", "gelu", "abs"};
-static const char *const binary_names[] = {"add", "sub", "mul", "div", "pow", "max", "min",
-                                           "lt",  "le",  "gt",  "ge",  "eq",  "ne"};
+static const struct {
+  const char *name; /* as printed */
+  bool compare;     /* yields 1/0 */
+} binary_table[] = {
+#define X(id, name, sym, fold, cmp, d) {name, cmp},
+#include "binary.def"
+#undef X
+};
+
 static const char *const reduce_names[] = {"sum", "max", "argmax"};
 static const char *const dist_names[] = {"uniform", "normal"};
 
-const char *op_name(Op op) { return op < OP__COUNT ? op_names[op] : "?"; }
-const char *unary_fn_name(int fn) { return fn >= 0 && fn <= UF_ABS ? unary_names[fn] : "?"; }
-const char *binary_fn_name(int fn) { return fn >= 0 && fn <= BF_NE ? binary_names[fn] : "?"; }
+const char *unary_fn_name(int fn) {
+  if (fn < 0 || fn >= UF__COUNT)
+    die("unary function %d is not in unary.def", fn);
+  return unary_table[fn].name;
+}
+
+bool unary_int_ok(int fn) {
+  unary_fn_name(fn);
+  return unary_table[fn].int_ok;
+}
+
+double ir_fold_unary(int fn, double x) {
+  switch (fn) {
+#define X(id, name, fold, int_ok, d) \
+  case UF_##id:                      \
+    return fold;
+#include "unary.def"
+#undef X
+  default:
+    die("unary function %d is not in unary.def", fn);
+  }
+}
+
+const char *binary_fn_name(int fn) {
+  if (fn < 0 || fn >= BF__COUNT)
+    die("binary function %d is not in binary.def", fn);
+  return binary_table[fn].name;
+}
+
+bool binary_is_compare(int fn) {
+  binary_fn_name(fn);
+  return binary_table[fn].compare;
+}
+
+double ir_fold_binary(int fn, double x, double y) {
+  switch (fn) {
+#define X(id, name, sym, fold, cmp, d) \
+  case BF_##id:                        \
+    return fold;
+#include "binary.def"
+#undef X
+  default:
+    die("binary function %d is not in binary.def", fn);
+  }
+}
+
+bool ir_fold_binary_int(int fn, int64_t x, int64_t y, int64_t *out) {
+  int64_t r;
+  switch (fn) {
+  case BF_ADD:
+    if (__builtin_add_overflow(x, y, &r))
+      return false;
+    break;
+  case BF_SUB:
+    if (__builtin_sub_overflow(x, y, &r))
+      return false;
+    break;
+  case BF_MUL:
+    if (__builtin_mul_overflow(x, y, &r))
+      return false;
+    break;
+  case BF_DIV: /* truncating, as C and the generated code divide */
+    if (y == 0 || (x == INT64_MIN && y == -1))
+      return false;
+    r = x / y;
+    break;
+  case BF_MAX: r = x > y ? x : y; break;
+  case BF_MIN: r = x < y ? x : y; break;
+  case BF_POW: return false; /* integer powers are folded in floating point */
+  case BF_LT: r = x < y; break;
+  case BF_LE: r = x <= y; break;
+  case BF_GT: r = x > y; break;
+  case BF_GE: r = x >= y; break;
+  case BF_EQ: r = x == y; break;
+  case BF_NE: r = x != y; break;
+  default:
+    die("binary function %d has no integer fold", fn);
+  }
+  *out = r;
+  return true;
+}
+
+const char *reduce_fn_name(int fn) {
+  if (fn < 0 || fn > RF_ARGMAX)
+    die("reduce function %d unknown", fn);
+  return reduce_names[fn];
+}
+
 const char *dtype_name(DType d) { return d == DT_I32 ? "i32" : "f32"; }
 
 Program *ir_new(const char *path) {
@@ -71,7 +188,7 @@ Value *ir_add(Program *p, Op op, DType dt, Shape shape, Span sp, int nargs, Valu
   v->shape = shape;
   v->gshape = shape;
   v->span = sp;
-  v->site = sp;
+  v->site = p->site.src ? p->site : sp;
   v->nargs = nargs;
   if (nargs) {
     v->args = arena_alloc(p->arena, (size_t)nargs * sizeof *v->args);
@@ -109,6 +226,24 @@ bool shape_eq(const Shape *a, const Shape *b) {
   return true;
 }
 
+bool shape_broadcast(const Shape *a, const Shape *b, Shape *out, int *bad_dim) {
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  Shape o = {0};
+  o.rank = r;
+  for (int i = 0; i < r; i++) {
+    int ia = i - (r - a->rank), ib = i - (r - b->rank);
+    int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
+    if (da != db && da != 1 && db != 1) {
+      if (bad_dim)
+        *bad_dim = i;
+      return false;
+    }
+    o.d[i] = da == 1 ? db : da;
+  }
+  *out = o;
+  return true;
+}
+
 const char *shape_str(Arena *a, const Shape *s) {
   char buf[32 * GSL_MAX_RANK + 4];
   size_t n = 0;
@@ -120,34 +255,455 @@ const char *shape_str(Arena *a, const Shape *s) {
   return arena_strdup(a, buf);
 }
 
+/* ---- growing strings -------------------------------------------------------- */
+
+/* A string built piece by piece, as long as it needs to be. */
+typedef struct Buf {
+  char *s;    /* malloc'ed, NUL-terminated */
+  size_t len; /* bytes before the NUL */
+  size_t cap; /* bytes allocated */
+} Buf;
+
+static void buf_printf(Buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    die("vsnprintf failed");
+  if (b->len + (size_t)n + 1 > b->cap) {
+    b->cap = 2 * (b->len + (size_t)n + 1);
+    b->s = xrealloc(b->s, b->cap);
+  }
+  va_start(ap, fmt);
+  vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+/* b's text, moved into arena a */
+static const char *buf_done(Buf *b, Arena *a) {
+  const char *s = arena_strdup(a, b->s ? b->s : "");
+  free(b->s);
+  return s;
+}
+
 const char *sharding_str(Arena *a, const Program *p, const Value *v) {
-  char buf[512];
-  size_t n = 0;
-  buf[n++] = '[';
+  Buf b = {0};
+  buf_printf(&b, "[");
   for (int i = 0; i < v->shape.rank; i++) {
     if (i)
-      n += (size_t)snprintf(buf + n, sizeof buf - n, ", ");
+      buf_printf(&b, ", ");
     int k = v->sh.naxes[i];
     if (k == 0)
-      n += (size_t)snprintf(buf + n, sizeof buf - n, "_");
+      buf_printf(&b, "_");
     for (int j = 0; j < k; j++)
-      n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", k > 1 && j == 0 ? "(" : (j ? ", " : ""),
-                            p->mesh.name[v->sh.axes[i][j]]);
+      buf_printf(&b, "%s%s", k > 1 && j == 0 ? "(" : (j ? ", " : ""), p->mesh.name[v->sh.axes[i][j]]);
     if (k > 1)
-      n += (size_t)snprintf(buf + n, sizeof buf - n, ")");
+      buf_printf(&b, ")");
   }
-  n += (size_t)snprintf(buf + n, sizeof buf - n, "]");
+  buf_printf(&b, "]");
   if (v->sh.partial) {
-    n += (size_t)snprintf(buf + n, sizeof buf - n, " partial(");
+    buf_printf(&b, " partial(");
     bool first = true;
     for (int ax = 0; ax < p->mesh.naxes; ax++)
       if (v->sh.partial & (1u << ax)) {
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", first ? "" : ", ", p->mesh.name[ax]);
+        buf_printf(&b, "%s%s", first ? "" : ", ", p->mesh.name[ax]);
         first = false;
       }
-    n += (size_t)snprintf(buf + n, sizeof buf - n, ")");
+    buf_printf(&b, ")");
   }
-  return arena_strdup(a, buf);
+  return buf_done(&b, a);
+}
+
+/* ---- einsum specs -------------------------------------------------------------- */
+
+static bool ein_fail(char *err, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, n, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+bool ein_parse(const char *text, int nin, EinsumSpec *out, char *err, size_t errlen) {
+  EinsumSpec z;
+  memset(&z, 0, sizeof z);
+  char buf[128];
+  size_t n = 0;
+  for (const char *c = text; *c; c++)
+    if (!isspace((unsigned char)*c)) {
+      if (n + 1 >= sizeof buf)
+        return ein_fail(err, errlen, ": the spec is too long");
+      buf[n++] = *c;
+    }
+  buf[n] = '\0';
+  char *arrow = strstr(buf, "->");
+  if (arrow)
+    *arrow = '\0';
+  int k = 0;
+  for (char *tok = buf;; k++) {
+    char *comma = strchr(tok, ',');
+    if (comma)
+      *comma = '\0';
+    if (k >= 2)
+      return ein_fail(err, errlen, " has more than two operands");
+    if (strlen(tok) > GSL_MAX_RANK)
+      return ein_fail(err, errlen, ": operand %d has more than %d indices", k + 1, GSL_MAX_RANK);
+    strcpy(z.in[k], tok);
+    if (!comma)
+      break;
+    tok = comma + 1;
+  }
+  z.nin = k + 1;
+  if (z.nin != nin)
+    return ein_fail(err, errlen, " names %d operand%s but %d %s given", z.nin, z.nin == 1 ? "" : "s", nin,
+                    nin == 1 ? "is" : "are");
+  if (arrow) {
+    if (strlen(arrow + 2) > GSL_MAX_RANK)
+      return ein_fail(err, errlen, ": the result has more than %d indices", GSL_MAX_RANK);
+    strcpy(z.out, arrow + 2);
+  } else { /* numpy's implicit form: letters used once, alphabetical */
+    int m = 0;
+    for (char c = 'A'; c <= 'z'; c++) {
+      int count = 0;
+      for (int i = 0; i < z.nin; i++)
+        count += strchr(z.in[i], c) != NULL;
+      if (count == 1 && isalpha((unsigned char)c) && m < GSL_MAX_RANK)
+        z.out[m++] = c;
+    }
+  }
+  for (int i = 0; i <= z.nin; i++) {
+    const char *t = i < z.nin ? z.in[i] : z.out;
+    for (const char *c = t; *c; c++) {
+      if (!isalpha((unsigned char)*c))
+        return ein_fail(err, errlen, ": '%c' is not an index letter", *c);
+      if (strchr(c + 1, *c))
+        return ein_fail(err, errlen, ": index '%c' repeats within one %s (diagonals are not supported)", *c,
+                        i < z.nin ? "operand" : "result");
+    }
+  }
+  for (const char *c = z.out; *c; c++)
+    if (!strchr(z.in[0], *c) && !(z.nin > 1 && strchr(z.in[1], *c)))
+      return ein_fail(err, errlen, ": result index '%c' is in no operand", *c);
+  *out = z;
+  return true;
+}
+
+const char *ein_str(Arena *a, const EinsumSpec *e) {
+  if (e->nin == 1)
+    return arena_printf(a, "%s->%s", e->in[0], e->out);
+  return arena_printf(a, "%s,%s->%s", e->in[0], e->in[1], e->out);
+}
+
+/* ---- the builder ------------------------------------------------------------------ */
+
+static Value *add1(Program *p, Op op, DType dt, Shape sh, Span sp, Value *a) {
+  return ir_add(p, op, dt, sh, sp, 1, &a);
+}
+
+static void need(bool ok, const char *what) {
+  if (!ok)
+    die("IR builder: %s", what);
+}
+
+Value *ir_const(Program *p, DType dt, double x, Span sp) {
+  Shape sc = {0};
+  Value *v = ir_add(p, OP_CONST, dt, sc, sp, 0, NULL);
+  if (dt == DT_I32)
+    v->ival = (int64_t)x;
+  else
+    v->fval = x;
+  return v;
+}
+
+Value *ir_unary(Program *p, int fn, Value *x, Span sp) {
+  unary_fn_name(fn);
+  Value *v = add1(p, OP_UNARY, x->dtype, x->shape, sp, x);
+  v->fn = fn;
+  return v;
+}
+
+Value *ir_broadcast(Program *p, Value *x, Shape to, Span sp) {
+  if (shape_eq(&x->shape, &to))
+    return x;
+  Shape check;
+  need(to.rank >= x->shape.rank && shape_broadcast(&x->shape, &to, &check, NULL) && shape_eq(&check, &to),
+       "broadcast to a shape the operand does not reach");
+  Value *b = add1(p, OP_BROADCAST, x->dtype, to, sp, x);
+  int off = to.rank - x->shape.rank;
+  for (int i = 0; i < to.rank; i++)
+    b->perm[i] = i >= off ? i - off : -1;
+  return b;
+}
+
+Value *ir_binary(Program *p, int fn, Value *a, Value *b, Span sp) {
+  binary_fn_name(fn);
+  Shape out;
+  need(a->dtype == b->dtype, "binary operands of different dtypes");
+  need(shape_broadcast(&a->shape, &b->shape, &out, NULL), "binary operands that do not broadcast");
+  Value *args[2] = {ir_broadcast(p, a, out, sp), ir_broadcast(p, b, out, sp)};
+  Value *v = ir_add(p, OP_BINARY, a->dtype, out, sp, 2, args);
+  v->fn = fn;
+  return v;
+}
+
+Value *ir_select(Program *p, Value *c, Value *a, Value *b, Span sp) {
+  Shape o1, o;
+  need(a->dtype == b->dtype, "select between different dtypes");
+  need(shape_broadcast(&c->shape, &a->shape, &o1, NULL) && shape_broadcast(&o1, &b->shape, &o, NULL),
+       "select operands that do not broadcast");
+  Value *args[3] = {ir_broadcast(p, c, o, sp), ir_broadcast(p, a, o, sp), ir_broadcast(p, b, o, sp)};
+  return ir_add(p, OP_SELECT, a->dtype, o, sp, 3, args);
+}
+
+Value *ir_cast(Program *p, Value *x, DType dt, Span sp) {
+  if (x->dtype == dt)
+    return x;
+  return add1(p, OP_CAST, dt, x->shape, sp, x);
+}
+
+Value *ir_reshape(Program *p, Value *x, Shape to, Span sp) {
+  if (shape_eq(&x->shape, &to))
+    return x;
+  need(shape_elems(&x->shape) == shape_elems(&to), "reshape that changes the element count");
+  return add1(p, OP_RESHAPE, x->dtype, to, sp, x);
+}
+
+Value *ir_transpose(Program *p, Value *x, const int *perm, Span sp) {
+  Shape o = {0};
+  bool ident = true;
+  uint32_t seen = 0;
+  for (int i = 0; i < x->shape.rank; i++) {
+    need(perm[i] >= 0 && perm[i] < x->shape.rank && !(seen & (1u << perm[i])), "transpose by a non-permutation");
+    seen |= 1u << perm[i];
+    o.d[o.rank++] = x->shape.d[perm[i]];
+    ident &= perm[i] == i;
+  }
+  if (ident)
+    return x;
+  Value *v = add1(p, OP_TRANSPOSE, x->dtype, o, sp, x);
+  memcpy(v->perm, perm, sizeof(int) * (size_t)x->shape.rank);
+  return v;
+}
+
+Value *ir_slice(Program *p, Value *x, int axis, int64_t start, int64_t len, Span sp) {
+  need(axis >= 0 && axis < x->shape.rank && start >= 0 && len > 0 && start + len <= x->shape.d[axis],
+       "slice out of range");
+  if (start == 0 && len == x->shape.d[axis])
+    return x;
+  Shape o = x->shape;
+  o.d[axis] = len;
+  Value *v = add1(p, OP_SLICE, x->dtype, o, sp, x);
+  v->axis = axis;
+  v->start = start;
+  return v;
+}
+
+Value *ir_concat(Program *p, Value **xs, int n, int axis, Span sp) {
+  need(n >= 1 && axis >= 0 && axis < xs[0]->shape.rank, "concat of nothing, or along no dim");
+  if (n == 1)
+    return xs[0];
+  Shape o = xs[0]->shape;
+  for (int i = 1; i < n; i++) {
+    bool ok = xs[i]->shape.rank == o.rank && xs[i]->dtype == xs[0]->dtype;
+    for (int j = 0; ok && j < o.rank; j++)
+      ok = j == axis || xs[i]->shape.d[j] == o.d[j];
+    need(ok, "concat of tensors that do not fit side by side");
+    o.d[axis] += xs[i]->shape.d[axis];
+  }
+  need(o.d[axis] <= GSL_MAX_ELEMS / (shape_elems(&xs[0]->shape) / xs[0]->shape.d[axis]),
+       "concat result past the element limit");
+  Value *v = ir_add(p, OP_CONCAT, xs[0]->dtype, o, sp, n, xs);
+  v->axis = axis;
+  return v;
+}
+
+Value *ir_reduce(Program *p, int fn, Value *x, uint32_t mask, Span sp) {
+  reduce_fn_name(fn);
+  need(x->shape.rank == 32 || !(mask >> x->shape.rank), "reduce over dims the operand lacks");
+  need(fn != RF_ARGMAX || x->dtype == DT_F32, "argmax of a non-f32 tensor");
+  Shape out = {0};
+  for (int i = 0; i < x->shape.rank; i++)
+    if (!(mask & (1u << i)))
+      out.d[out.rank++] = x->shape.d[i];
+  Value *v = add1(p, OP_REDUCE, fn == RF_ARGMAX ? DT_I32 : x->dtype, out, sp, x);
+  v->fn = fn;
+  v->rmask = mask;
+  return v;
+}
+
+Value *ir_cumsum(Program *p, Value *x, int axis, bool exclusive, Span sp) {
+  need(axis >= 0 && axis < x->shape.rank, "cumsum along no dim");
+  Value *v = add1(p, OP_CUMSUM, x->dtype, x->shape, sp, x);
+  v->axis = axis;
+  v->exclusive = exclusive;
+  return v;
+}
+
+/* Sums away the letters of operand x that appear neither in other nor in
+ * out; updates letters in place. */
+static Value *sum_private(Program *p, Value *x, char *letters, const char *other, const char *out, Span sp) {
+  uint32_t mask = 0;
+  char kept[GSL_MAX_RANK + 1];
+  int m = 0;
+  for (int i = 0; letters[i]; i++) {
+    if (!strchr(out, letters[i]) && !(other && strchr(other, letters[i])))
+      mask |= 1u << i;
+    else
+      kept[m++] = letters[i];
+  }
+  kept[m] = '\0';
+  if (!mask)
+    return x;
+  strcpy(letters, kept);
+  return ir_reduce(p, RF_SUM, x, mask, sp);
+}
+
+/* the extent of every letter of e over operands ops; dies on a misfit */
+static void ein_extents(const EinsumSpec *e, Value **ops, int64_t *size) {
+  for (int i = 0; i < 128; i++)
+    size[i] = -1;
+  for (int k = 0; k < e->nin; k++) {
+    need((int)strlen(e->in[k]) == ops[k]->shape.rank, "einsum operand rank differs from its letters");
+    need(ops[k]->dtype == ops[0]->dtype, "einsum operands of different dtypes");
+    for (int i = 0; e->in[k][i]; i++) {
+      int c = e->in[k][i] & 127;
+      need(size[c] < 0 || size[c] == ops[k]->shape.d[i], "einsum letter with two extents");
+      size[c] = ops[k]->shape.d[i];
+    }
+  }
+}
+
+Value *ir_einsum(Program *p, const EinsumSpec *spec, Value **ops, Span sp) {
+  EinsumSpec z = *spec;
+  need(z.nin == 1 || z.nin == 2, "einsum of neither one nor two operands");
+  int64_t size[128];
+  ein_extents(&z, ops, size);
+  Shape out = {0};
+  for (int i = 0; z.out[i]; i++) {
+    need(size[z.out[i] & 127] > 0, "einsum result letter in no operand");
+    out.d[out.rank++] = size[z.out[i] & 127];
+  }
+  Value *a = sum_private(p, ops[0], z.in[0], z.nin > 1 ? z.in[1] : NULL, z.out, sp);
+  if (z.nin == 1) { /* what is left is a permutation */
+    int perm[GSL_MAX_RANK];
+    for (int i = 0; z.out[i]; i++)
+      perm[i] = (int)(strchr(z.in[0], z.out[i]) - z.in[0]);
+    return ir_transpose(p, a, perm, sp);
+  }
+  Value *b = sum_private(p, ops[1], z.in[1], z.in[0], z.out, sp);
+  Value *args[2] = {a, b};
+  Value *v = ir_add(p, OP_EINSUM, a->dtype, out, sp, 2, args);
+  v->ein = z;
+  return v;
+}
+
+Value *ir_gather(Program *p, Value *table, Value *idx, Span sp) {
+  need(idx->dtype == DT_I32 && table->shape.rank >= 1 && idx->shape.rank + table->shape.rank - 1 <= GSL_MAX_RANK,
+       "gather with bad operands");
+  Shape o = idx->shape;
+  for (int i = 1; i < table->shape.rank; i++)
+    o.d[o.rank++] = table->shape.d[i];
+  Value *args[2] = {table, idx};
+  return ir_add(p, OP_GATHER, table->dtype, o, sp, 2, args);
+}
+
+Value *ir_one_hot(Program *p, Value *idx, int64_t n, Span sp) {
+  need(idx->dtype == DT_I32 && n > 0 && idx->shape.rank < GSL_MAX_RANK, "one_hot with bad operands");
+  Shape o = idx->shape;
+  o.d[o.rank++] = n;
+  return add1(p, OP_ONE_HOT, DT_F32, o, sp, idx);
+}
+
+Value *ir_rng(Program *p, int dist, double a, double b, Shape shape, Span sp) {
+  Value *v = ir_add(p, OP_RNG, DT_F32, shape, sp, 0, NULL);
+  v->fn = dist;
+  v->fval = a;
+  v->fval2 = b;
+  v->stream = p->nstreams++;
+  return v;
+}
+
+Value *ir_annotate(Program *p, Value *x, const Sharding *sh, Span sp) {
+  Value *v = add1(p, OP_ANNOTATE, x->dtype, x->shape, sp, x);
+  v->sh = *sh;
+  v->sh_origin = SO_ANNOTATED;
+  return v;
+}
+
+Value *ir_tensor(Program *p, const Tensor *t) {
+  if (p->ntensors == p->captensors) {
+    p->captensors = p->captensors ? 2 * p->captensors : 16;
+    p->tensors = xrealloc(p->tensors, (size_t)p->captensors * sizeof *p->tensors);
+  }
+  Value *v = ir_add(p, t->kind == TK_PARAM ? OP_PARAM : OP_INPUT, t->dtype, t->shape, t->span, 0, NULL);
+  v->name = t->name;
+  v->tensor = p->ntensors;
+  if (t->annotated) {
+    v->sh = t->sh;
+    v->sh_origin = SO_ANNOTATED;
+  }
+  p->tensors[p->ntensors] = *t;
+  p->tensors[p->ntensors++].value = v;
+  return v;
+}
+
+void ir_output(Program *p, const char *name, Value *v, Span sp) {
+  if (p->noutputs == p->capoutputs) {
+    p->capoutputs = p->capoutputs ? 2 * p->capoutputs : 8;
+    p->outputs = xrealloc(p->outputs, (size_t)p->capoutputs * sizeof *p->outputs);
+  }
+  p->outputs[p->noutputs++] = (Output){name, v, sp};
+}
+
+/* ---- the rewriter ---------------------------------------------------------------- */
+
+Value *ir_copy(Program *dst, const Value *v, Value **args) {
+  Value *c = ir_add(dst, v->op, v->dtype, v->shape, v->span, v->nargs, args);
+  c->site = v->site;
+  c->name = v->name;
+  c->attr = v->attr;
+  c->sh = v->sh;
+  c->sh_origin = v->sh_origin;
+  c->sh_from = v->sh_from;
+  c->gshape = v->gshape;
+  c->orig = v->orig;
+  c->why = v->why;
+  return c;
+}
+
+Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
+  Program *dst = ir_new(src->path);
+  dst->mesh = src->mesh;
+  dst->nstreams = src->nstreams;
+  dst->spmd = spmd;
+  dst->ntensors = dst->captensors = src->ntensors;
+  dst->tensors = xcalloc((size_t)src->ntensors + 1, sizeof(Tensor));
+  if (src->ntensors)
+    memcpy(dst->tensors, src->tensors, sizeof(Tensor) * (size_t)src->ntensors);
+  Value **map = xcalloc((size_t)src->nvalues + 1, sizeof *map);
+  Value *stack[16];
+  for (int i = 0; i < src->nvalues; i++) {
+    const Value *v = src->values[i];
+    Value *r = fn ? fn(ctx, dst, v, map) : NULL;
+    if (!r) {
+      Value **args = v->nargs <= 16 ? stack : xmalloc(sizeof(Value *) * (size_t)v->nargs);
+      for (int j = 0; j < v->nargs; j++)
+        args[j] = map[v->args[j]->id];
+      r = ir_copy(dst, v, args);
+      if (args != stack)
+        free(args);
+    }
+    map[i] = r;
+  }
+  for (int i = 0; i < dst->ntensors; i++)
+    dst->tensors[i].value = map[src->tensors[i].value->id];
+  for (int i = 0; i < src->noutputs; i++)
+    ir_output(dst, src->outputs[i].name, map[src->outputs[i].value->id], src->outputs[i].span);
+  free(map);
+  ir_count_uses(dst);
+  return dst;
 }
 
 void ir_count_uses(Program *p) {
@@ -182,7 +738,14 @@ void ir_dce(Program *p) {
   ir_count_uses(p);
 }
 
-static void print_attrs(FILE *f, const Program *p, const Value *v) {
+static void print_group(FILE *f, const Program *p, const uint8_t *g, int n) {
+  fputc('(', f);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s%s", i ? ", " : "", g[i] < p->mesh.naxes ? p->mesh.name[g[i]] : "?");
+  fputc(')', f);
+}
+
+static void print_attrs(FILE *f, Arena *tmp, const Program *p, const Value *v) {
   switch (v->op) {
   case OP_PARAM:
   case OP_INPUT:
@@ -195,7 +758,7 @@ static void print_attrs(FILE *f, const Program *p, const Value *v) {
       fprintf(f, " %.9g", v->fval);
     break;
   case OP_RNG:
-    fprintf(f, " %s(%.9g, %.9g) stream %u", dist_names[v->fn], v->fval, v->fval2, v->stream);
+    fprintf(f, " %s(%.9g, %.9g) stream %u", dist_names[v->fn & 1], v->fval, v->fval2, v->stream);
     break;
   case OP_UNARY:
     fprintf(f, " %s", unary_fn_name(v->fn));
@@ -220,33 +783,10 @@ static void print_attrs(FILE *f, const Program *p, const Value *v) {
     fprintf(f, " axis %d%s", v->axis, v->exclusive ? " exclusive" : "");
     break;
   case OP_EINSUM:
-    fprintf(f, " \"%s\"", v->spec);
-    break;
-  case OP_ALL_REDUCE:
-  case OP_ALL_GATHER:
-  case OP_REDUCE_SCATTER:
-  case OP_ALL_TO_ALL:
-  case OP_LOCAL_SLICE:
-  case OP_COLLECTIVE_PERMUTE:
-    if (v->op == OP_ALL_REDUCE)
-      fprintf(f, " %s", reduce_names[v->fn]);
-    else if (v->op == OP_ALL_TO_ALL)
-      fprintf(f, " split %d concat %d", v->axis, v->axis2);
-    else
-      fprintf(f, " dim %d", v->axis);
-    fputs(" over (", f);
-    for (int i = 0; i < v->ngroup; i++)
-      fprintf(f, "%s%s", i ? ", " : "", p->mesh.name[v->group[i]]);
-    fputc(')', f);
-    if (v->op == OP_COLLECTIVE_PERMUTE) {
-      fputs(" to (", f);
-      for (int i = 0; i < v->ngroup; i++)
-        fprintf(f, "%s%s", i ? ", " : "", p->mesh.name[v->group2[i]]);
-      fputc(')', f);
-    }
+    fprintf(f, " \"%s\"", ein_str(tmp, &v->ein));
     break;
   case OP_REDUCE:
-    fprintf(f, " %s [", reduce_names[v->fn]);
+    fprintf(f, " %s [", reduce_fn_name(v->fn));
     for (int i = 0, first = 1; i < GSL_MAX_RANK; i++)
       if (v->rmask & (1u << i)) {
         fprintf(f, "%s%d", first ? "" : ", ", i);
@@ -254,8 +794,35 @@ static void print_attrs(FILE *f, const Program *p, const Value *v) {
       }
     fputc(']', f);
     break;
-  default:
+  case OP_ALL_REDUCE:
+    fprintf(f, " %s over ", reduce_fn_name(v->fn));
+    print_group(f, p, v->group, v->ngroup);
     break;
+  case OP_ALL_TO_ALL:
+    fprintf(f, " split %d concat %d over ", v->axis, v->axis2);
+    print_group(f, p, v->group, v->ngroup);
+    break;
+  case OP_ALL_GATHER:
+  case OP_REDUCE_SCATTER:
+  case OP_LOCAL_SLICE:
+    fprintf(f, " dim %d over ", v->axis);
+    print_group(f, p, v->group, v->ngroup);
+    break;
+  case OP_COLLECTIVE_PERMUTE:
+    fprintf(f, " dim %d over ", v->axis);
+    print_group(f, p, v->group, v->ngroup);
+    fputs(" to ", f);
+    print_group(f, p, v->group2, v->ngroup);
+    break;
+  case OP_SELECT:
+  case OP_CAST:
+  case OP_RESHAPE:
+  case OP_GATHER:
+  case OP_ONE_HOT:
+  case OP_ANNOTATE:
+    break; /* no attributes: all in the shapes */
+  case OP__COUNT:
+    die("op %d printed", (int)v->op);
   }
 }
 
@@ -289,7 +856,7 @@ void ir_print(FILE *f, const Program *p) {
     if (p->mesh.naxes || v->sh_origin != SO_NONE)
       fprintf(f, " {%s}", sharding_str(tmp, p, v));
     fprintf(f, " = %s", op_name(v->op));
-    print_attrs(f, p, v);
+    print_attrs(f, tmp, p, v);
     for (int j = 0; j < v->nargs; j++)
       fprintf(f, "%s%%%d", j ? ", " : " ", v->args[j]->id);
     if (v->span.src) {
@@ -310,57 +877,209 @@ typedef struct Check {
   bool ok;     /* nothing broken so far */
 } Check;
 
-static void fail(Check *c, const Value *v, const char *what) {
+static void fail(Check *c, const Value *v, const char *fmt, ...) {
   c->ok = false;
-  if (c->err)
-    fprintf(c->err, "ir_verify: %%%d (%s): %s\n", v ? v->id : -1, v ? op_name(v->op) : "-", what);
+  if (!c->err)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(c->err, "ir_verify: %%%d (%s): ", v ? v->id : -1, v && v->op < OP__COUNT ? op_name(v->op) : "-");
+  vfprintf(c->err, fmt, ap);
+  fputc('\n', c->err);
+  va_end(ap);
+}
+
+static bool same(const Shape *a, const Shape *b) { return shape_eq(a, b); }
+
+/* an einsum's letters against its operands' and result's shapes */
+static void verify_einsum(Check *c, const Value *v) {
+  const EinsumSpec *e = &v->ein;
+  if (e->nin != v->nargs || e->nin < 1 || e->nin > 2) {
+    fail(c, v, "spec names %d operands, the op has %d", e->nin, v->nargs);
+    return;
+  }
+  int64_t size[128];
+  for (int i = 0; i < 128; i++)
+    size[i] = -1;
+  for (int k = 0; k < e->nin; k++) {
+    const Value *a = v->args[k];
+    if ((int)strlen(e->in[k]) != a->shape.rank) {
+      fail(c, v, "operand %d has rank %d, its letters \"%s\" say %d", k + 1, a->shape.rank, e->in[k],
+           (int)strlen(e->in[k]));
+      return;
+    }
+    if (a->dtype != v->dtype)
+      fail(c, v, "operand %d's dtype differs from the result's", k + 1);
+    for (int i = 0; e->in[k][i]; i++) {
+      int l = e->in[k][i] & 127;
+      if (size[l] >= 0 && size[l] != a->shape.d[i])
+        fail(c, v, "letter '%c' is %" PRId64 " and %" PRId64, l, size[l], a->shape.d[i]);
+      size[l] = a->shape.d[i];
+    }
+  }
+  if ((int)strlen(e->out) != v->shape.rank) {
+    fail(c, v, "result has rank %d, its letters \"%s\" say %d", v->shape.rank, e->out, (int)strlen(e->out));
+    return;
+  }
+  for (int i = 0; e->out[i]; i++)
+    if (size[e->out[i] & 127] != v->shape.d[i])
+      fail(c, v, "result letter '%c' has extent %" PRId64 ", the operands say %" PRId64, e->out[i], v->shape.d[i],
+           size[e->out[i] & 127]);
+  for (int k = 0; k < e->nin; k++)
+    for (int i = 0; e->in[k][i]; i++)
+      if (!strchr(e->out, e->in[k][i]) && !(e->nin == 2 && strchr(e->in[1 - k], e->in[k][i])))
+        fail(c, v, "letter '%c' of operand %d is in neither the other operand nor the result", e->in[k][i], k + 1);
+}
+
+static void verify_collective(Check *c, const Program *p, const Value *v) {
+  const Value *a = v->args[0];
+  int64_t n = 1;
+  for (int i = 0; i < v->ngroup; i++)
+    n *= v->group[i] < p->mesh.naxes ? p->mesh.size[v->group[i]] : 0;
+  Shape want = a->shape;
+  if (!p->spmd || n <= 0 || v->ngroup < 1 || (v->op != OP_ALL_REDUCE && (v->axis < 0 || v->axis >= want.rank))) {
+    fail(c, v, "collective outside an SPMD program, or with a bad group or dim");
+    return;
+  }
+  if (v->op == OP_ALL_REDUCE && v->fn != RF_SUM && v->fn != RF_MAX)
+    fail(c, v, "all_reduce must sum or take the maximum");
+  if (v->op == OP_ALL_GATHER)
+    want.d[v->axis] *= n;
+  else if (v->op == OP_REDUCE_SCATTER || v->op == OP_LOCAL_SLICE || v->op == OP_ALL_TO_ALL) {
+    if (want.d[v->axis] % n)
+      fail(c, v, "dim not divisible by the group size");
+    want.d[v->axis] /= n;
+  }
+  if (v->op == OP_ALL_TO_ALL) {
+    if (v->axis2 < 0 || v->axis2 >= want.rank || v->axis2 == v->axis)
+      fail(c, v, "bad all_to_all dims");
+    else
+      want.d[v->axis2] *= n;
+  }
+  if (v->op == OP_COLLECTIVE_PERMUTE) {
+    uint32_t m1 = 0, m2 = 0;
+    for (int i = 0; i < v->ngroup; i++) {
+      m1 |= 1u << v->group[i];
+      m2 |= 1u << v->group2[i];
+    }
+    if (m1 != m2)
+      fail(c, v, "collective_permute between different axes");
+  }
+  if (!same(&want, &v->shape) || a->dtype != v->dtype)
+    fail(c, v, "collective result shape or dtype does not follow from its operand");
+}
+
+/* the value's sharding names real axes once each and cuts dims evenly; in
+ * the SPMD program its shape is the tile of its global shape */
+static void verify_sharding(Check *c, const Program *p, const Value *v) {
+  uint32_t used = 0;
+  const Shape *g = p->spmd ? &v->gshape : &v->shape;
+  Shape local = *g;
+  if (g->rank != v->shape.rank) {
+    fail(c, v, "global and local ranks differ");
+    return;
+  }
+  for (int i = 0; i < GSL_MAX_RANK; i++) {
+    if (i >= g->rank) {
+      if (v->sh.naxes[i])
+        fail(c, v, "sharding cuts dim %d of a rank-%d value", i, g->rank);
+      continue;
+    }
+    int64_t shards = 1;
+    for (int j = 0; j < v->sh.naxes[i]; j++) {
+      int ax = v->sh.axes[i][j];
+      if (ax >= p->mesh.naxes || (used & (1u << ax))) {
+        fail(c, v, "sharding names mesh axis %d badly (unknown or twice)", ax);
+        return;
+      }
+      used |= 1u << ax;
+      shards *= p->mesh.size[ax];
+    }
+    if (g->d[i] % shards)
+      fail(c, v, "dim %d (%" PRId64 ") is not divisible by its %" PRId64 " shards", i, g->d[i], shards);
+    local.d[i] /= shards;
+  }
+  if (p->mesh.naxes && (v->sh.partial >> p->mesh.naxes))
+    fail(c, v, "partial over an axis the mesh lacks");
+  if (p->spmd && !same(&local, &v->shape))
+    fail(c, v, "local shape is not the tile of the global shape under its sharding");
 }
 
 static void verify_value(Check *c, const Program *p, const Value *v, int index) {
   if (v->id != index)
     fail(c, v, "id does not match its position");
-  if (v->shape.rank < 0 || v->shape.rank > GSL_MAX_RANK)
+  if ((unsigned)v->op >= OP__COUNT) {
+    fail(c, v, "op not in ops.def");
+    return;
+  }
+  if (v->shape.rank < 0 || v->shape.rank > GSL_MAX_RANK) {
     fail(c, v, "rank out of range");
+    return;
+  }
   for (int i = 0; i < v->shape.rank; i++)
     if (v->shape.d[i] <= 0)
       fail(c, v, "non-positive extent");
-  int want = op_nargs[v->op];
-  if (want >= 0 && v->nargs != want)
+  if (shape_elems(&v->shape) > GSL_MAX_ELEMS || shape_elems(&v->shape) <= 0)
+    fail(c, v, "more than 2^40 elements");
+  const OpInfo *oi = ir_op(v->op);
+  if (oi->nargs >= 0 && v->nargs != oi->nargs) {
     fail(c, v, "wrong number of operands");
+    return;
+  }
+  if ((oi->flags & OF_SPMD) && !p->spmd)
+    fail(c, v, "an SPMD-only op in the global program");
   for (int j = 0; j < v->nargs; j++)
     if (!v->args[j] || v->args[j]->id >= index || p->values[v->args[j]->id] != v->args[j]) {
       fail(c, v, "operand not defined before use");
       return;
     }
+  verify_sharding(c, p, v);
   const Value *a = v->nargs ? v->args[0] : NULL;
   switch (v->op) {
   case OP_PARAM:
   case OP_INPUT:
     if (v->tensor < 0 || v->tensor >= p->ntensors || p->tensors[v->tensor].value != v)
       fail(c, v, "tensor index does not lead back to the value");
+    else if (!same(&p->tensors[v->tensor].shape, &v->gshape) || p->tensors[v->tensor].dtype != v->dtype)
+      fail(c, v, "shape or dtype differs from its declaration");
+    break;
+  case OP_CONST:
+    break;
+  case OP_RNG:
+    if (v->dtype != DT_F32 || (v->fn != RNG_UNIFORM && v->fn != RNG_NORMAL))
+      fail(c, v, "random draws are f32 uniform or normal");
     break;
   case OP_UNARY:
+    if (v->fn < 0 || v->fn >= UF__COUNT)
+      fail(c, v, "unary function not in unary.def");
+    /* fall through */
   case OP_CAST:
   case OP_ANNOTATE:
-    if (!shape_eq(&a->shape, &v->shape))
+    if (!same(&a->shape, &v->shape))
       fail(c, v, "operand shape differs from result");
     if (v->op != OP_CAST && a->dtype != v->dtype)
       fail(c, v, "operand dtype differs from result");
     break;
   case OP_BINARY:
+    if (v->fn < 0 || v->fn >= BF__COUNT)
+      fail(c, v, "binary function not in binary.def");
+    /* fall through */
   case OP_SELECT:
     for (int j = 0; j < v->nargs; j++)
-      if (!shape_eq(&v->args[j]->shape, &v->shape))
-        fail(c, v, "operand shape differs from result");
+      if (!same(&v->args[j]->shape, &v->shape))
+        fail(c, v, "operand %d's shape differs from the result's", j + 1);
+    for (int j = v->op == OP_SELECT; j < v->nargs; j++)
+      if (v->args[j]->dtype != v->dtype)
+        fail(c, v, "operand %d's dtype differs from the result's", j + 1);
     break;
   case OP_RESHAPE:
-    if (shape_elems(&a->shape) != shape_elems(&v->shape))
-      fail(c, v, "reshape changes the element count");
+    if (shape_elems(&a->shape) != shape_elems(&v->shape) || a->dtype != v->dtype)
+      fail(c, v, "reshape changes the element count or dtype");
     break;
   case OP_TRANSPOSE: {
     unsigned seen = 0;
-    if (a->shape.rank != v->shape.rank)
-      fail(c, v, "transpose changes the rank");
+    if (a->shape.rank != v->shape.rank || a->dtype != v->dtype)
+      fail(c, v, "transpose changes the rank or dtype");
     for (int i = 0; i < v->shape.rank; i++) {
       int q = v->perm[i];
       if (q < 0 || q >= a->shape.rank || (seen & (1u << q)) || a->shape.d[q] != v->shape.d[i])
@@ -370,77 +1089,110 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
     }
     break;
   }
-  case OP_BROADCAST:
+  case OP_BROADCAST: {
+    unsigned seen = 0;
+    if (a->dtype != v->dtype)
+      fail(c, v, "broadcast changes the dtype");
     for (int i = 0; i < v->shape.rank; i++) {
       int q = v->perm[i];
-      if (q >= a->shape.rank || (q >= 0 && a->shape.d[q] != 1 && a->shape.d[q] != v->shape.d[i]))
+      if (q >= a->shape.rank || (q >= 0 && ((seen & (1u << q)) || (a->shape.d[q] != 1 && a->shape.d[q] != v->shape.d[i]))))
         fail(c, v, "bad broadcast dimension map");
+      else if (q >= 0)
+        seen |= 1u << q;
     }
+    if (a->shape.rank < 32 && seen != (1u << a->shape.rank) - 1)
+      fail(c, v, "broadcast drops an operand dim");
     break;
-  case OP_SLICE:
+  }
+  case OP_SLICE: {
+    Shape want = a->shape;
     if (v->axis < 0 || v->axis >= a->shape.rank || v->start < 0 ||
-        v->start + v->shape.d[v->axis] > a->shape.d[v->axis])
+        v->start + v->shape.d[v->axis] > a->shape.d[v->axis]) {
       fail(c, v, "slice out of range");
+      break;
+    }
+    want.d[v->axis] = v->shape.d[v->axis];
+    if (!same(&want, &v->shape) || a->dtype != v->dtype)
+      fail(c, v, "slice changes a dim other than its axis, or the dtype");
     break;
-  case OP_REDUCE:
-    if (v->shape.rank != a->shape.rank - __builtin_popcount(v->rmask))
-      fail(c, v, "reduce result rank does not match the reduced dims");
-    if ((v->fn == RF_ARGMAX) != (v->dtype == DT_I32 && a->dtype == DT_F32) && v->fn == RF_ARGMAX)
-      fail(c, v, "argmax must give i32");
+  }
+  case OP_CONCAT: {
+    if (v->axis < 0 || v->axis >= v->shape.rank) {
+      fail(c, v, "concat along no dim");
+      break;
+    }
+    int64_t total = 0;
+    for (int j = 0; j < v->nargs; j++) {
+      Shape want = v->shape;
+      want.d[v->axis] = v->args[j]->shape.d[v->axis];
+      if (v->args[j]->shape.rank != v->shape.rank || !same(&want, &v->args[j]->shape) || v->args[j]->dtype != v->dtype)
+        fail(c, v, "operand %d does not fit", j + 1);
+      total += v->args[j]->shape.d[v->axis];
+    }
+    if (total != v->shape.d[v->axis])
+      fail(c, v, "the operands' extents do not add up along the axis");
     break;
+  }
   case OP_EINSUM:
-    if (!v->spec || v->nargs < 1 || v->nargs > 2)
-      fail(c, v, "einsum needs a spec and one or two operands");
+    verify_einsum(c, v);
     break;
+  case OP_REDUCE: {
+    Shape want = {0};
+    if (v->fn != RF_SUM && v->fn != RF_MAX && v->fn != RF_ARGMAX) {
+      fail(c, v, "reduce function unknown");
+      break;
+    }
+    if (a->shape.rank < 32 && (v->rmask >> a->shape.rank)) {
+      fail(c, v, "reduces dims the operand lacks");
+      break;
+    }
+    for (int i = 0; i < a->shape.rank; i++)
+      if (!(v->rmask & (1u << i)))
+        want.d[want.rank++] = a->shape.d[i];
+    if (!same(&want, &v->shape))
+      fail(c, v, "result shape is not the operand's less the reduced dims");
+    if (v->fn == RF_ARGMAX ? (v->dtype != DT_I32 || a->dtype != DT_F32 || __builtin_popcount(v->rmask) != 1)
+                           : v->dtype != a->dtype)
+      fail(c, v, v->fn == RF_ARGMAX ? "argmax takes f32 over one dim and gives i32" : "reduce changes the dtype");
+    break;
+  }
+  case OP_CUMSUM:
+    if (!same(&a->shape, &v->shape) || a->dtype != v->dtype || v->axis < 0 || v->axis >= v->shape.rank)
+      fail(c, v, "cumsum changes the shape or dtype, or has no axis");
+    break;
+  case OP_GATHER: {
+    const Value *ix = v->args[1];
+    Shape want = ix->shape;
+    if (ix->dtype != DT_I32 || a->shape.rank < 1 || ix->shape.rank + a->shape.rank - 1 > GSL_MAX_RANK) {
+      fail(c, v, "gather index must be i32, the table of rank 1 or more");
+      break;
+    }
+    for (int i = 1; i < a->shape.rank; i++)
+      want.d[want.rank++] = a->shape.d[i];
+    if (!same(&want, &v->shape) || v->dtype != a->dtype)
+      fail(c, v, "gather result is not idx's shape then the table's row shape");
+    break;
+  }
+  case OP_ONE_HOT: {
+    Shape want = a->shape;
+    if (a->dtype != DT_I32 || v->dtype != DT_F32 || v->shape.rank != a->shape.rank + 1) {
+      fail(c, v, "one_hot takes i32, gives f32 and adds one dimension");
+      break;
+    }
+    want.d[want.rank++] = v->shape.d[a->shape.rank];
+    if (!same(&want, &v->shape))
+      fail(c, v, "one_hot result is not the indices' shape plus one dim");
+    break;
+  }
   case OP_ALL_REDUCE:
   case OP_ALL_GATHER:
   case OP_REDUCE_SCATTER:
   case OP_ALL_TO_ALL:
   case OP_LOCAL_SLICE:
-  case OP_COLLECTIVE_PERMUTE: {
-    int64_t n = 1;
-    for (int i = 0; i < v->ngroup; i++)
-      n *= v->group[i] < p->mesh.naxes ? p->mesh.size[v->group[i]] : 0;
-    Shape want = a->shape;
-    if (!p->spmd || n <= 0 || (v->op != OP_ALL_REDUCE && (v->axis < 0 || v->axis >= want.rank))) {
-      fail(c, v, "collective outside an SPMD program, or with a bad group or dim");
-      break;
-    }
-    if (v->op == OP_ALL_GATHER)
-      want.d[v->axis] *= n;
-    else if (v->op == OP_REDUCE_SCATTER || v->op == OP_LOCAL_SLICE || v->op == OP_ALL_TO_ALL) {
-      if (want.d[v->axis] % n)
-        fail(c, v, "dim not divisible by the group size");
-      want.d[v->axis] /= n;
-    }
-    if (v->op == OP_ALL_TO_ALL) {
-      if (v->axis2 < 0 || v->axis2 >= want.rank || v->axis2 == v->axis)
-        fail(c, v, "bad all_to_all dims");
-      else
-        want.d[v->axis2] *= n;
-    }
-    if (v->op == OP_COLLECTIVE_PERMUTE) {
-      uint32_t m1 = 0, m2 = 0;
-      for (int i = 0; i < v->ngroup; i++) {
-        m1 |= 1u << v->group[i];
-        m2 |= 1u << v->group2[i];
-      }
-      if (m1 != m2)
-        fail(c, v, "collective_permute between different axes");
-    }
-    if (!shape_eq(&want, &v->shape) || a->dtype != v->dtype)
-      fail(c, v, "collective result shape or dtype does not follow from its operand");
+  case OP_COLLECTIVE_PERMUTE:
+    verify_collective(c, p, v);
     break;
-  }
-  case OP_GATHER:
-    if (v->args[1]->dtype != DT_I32)
-      fail(c, v, "gather index must be i32");
-    break;
-  case OP_ONE_HOT:
-    if (a->dtype != DT_I32 || v->shape.rank != a->shape.rank + 1)
-      fail(c, v, "one_hot takes i32 and adds one dimension");
-    break;
-  default:
+  case OP__COUNT:
     break;
   }
 }
@@ -449,6 +1201,10 @@ bool ir_verify(const Program *p, FILE *err) {
   Check c = {err, true};
   for (int i = 0; i < p->nvalues; i++)
     verify_value(&c, p, p->values[i], i);
+  for (int i = 0; i < p->ntensors; i++)
+    if (!p->tensors[i].value || p->tensors[i].value->id >= p->nvalues ||
+        p->values[p->tensors[i].value->id] != p->tensors[i].value)
+      fail(&c, NULL, "tensor %s's value is not in the program", p->tensors[i].name);
   for (int i = 0; i < p->noutputs; i++)
     if (!p->outputs[i].value || p->outputs[i].value->id >= p->nvalues ||
         p->values[p->outputs[i].value->id] != p->outputs[i].value)

@@ -1,7 +1,11 @@
 /* main.c — the gslc driver: options, then the whole pipeline in one function.
  *
- *   source -> parse_source -> sema_program -> ir_verify -> cg_emit -> link
+ *   source -> parse_source -> sema_program -> shard_propagate -> spmd_partition
+ *          -> cg_emit -> link
  *
+ * with ir_verify after every pass that makes or changes IR (a broken
+ * invariant is a compiler bug and dies). --emit-ir stops after propagation,
+ * --emit-spmd and --explain after partitioning.
  * Each phase reports its own errors; the driver stops after the first phase
  * that reported any. Linking spawns the compiler driver configure found
  * (mpicc), as cproc spawns its assembler and linker, with libgslrt and the
@@ -222,6 +226,8 @@ static int compile(const Options *o) {
   if (!ir_verify(p, stderr))
     die("the IR sema built does not verify");
   shard_propagate(p);
+  if (!ir_verify(p, stderr))
+    die("the shardings propagation found do not verify");
   spmd = spmd_partition(p);
   if (!ir_verify(spmd, stderr))
     die("the SPMD program the partitioner built does not verify");

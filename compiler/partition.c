@@ -62,18 +62,7 @@ static Value *emit(Part *P, const Value *orig, Op op, DType dt, Shape gshape, co
   if (orig) {
     v->site = orig->site;
     v->name = orig->name;
-    v->fn = orig->fn;
-    v->axis = orig->axis;
-    v->start = orig->start;
-    v->exclusive = orig->exclusive;
-    v->rmask = orig->rmask;
-    memcpy(v->perm, orig->perm, sizeof v->perm);
-    v->fval = orig->fval;
-    v->fval2 = orig->fval2;
-    v->ival = orig->ival;
-    v->stream = orig->stream;
-    v->spec = orig->spec;
-    v->tensor = orig->tensor;
+    v->attr = orig->attr;
     v->sh_origin = orig->sh_origin;
     v->sh_from = orig->sh_from;
   }
@@ -317,7 +306,7 @@ typedef struct Layout {
 /* contracted_first: contracted letters keep the operands' cuts even where
  * the result's sharding wants those axes (leaving a partial sum to
  * reduce-scatter); otherwise the result's sharding comes first. */
-static Layout einsum_layout(const Part *P, const Value *v, const Letters *z, bool contracted_first) {
+static Layout einsum_layout(const Part *P, const Value *v, const EinsumSpec *z, bool contracted_first) {
   Layout L = {0};
   const Value *x[2] = {P->map[v->args[0]->id], P->map[v->args[1]->id]};
   Sharding letter = {0}; /* dim k: the axes of letter names[k] */
@@ -386,8 +375,7 @@ static Layout einsum_layout(const Part *P, const Value *v, const Letters *z, boo
 }
 
 static Value *part_einsum(Part *P, const Value *v) {
-  Letters z;
-  einsum_letters(v, &z);
+  const EinsumSpec z = v->ein;
   Layout a = einsum_layout(P, v, &z, false), b = einsum_layout(P, v, &z, true);
   const Layout *L = b.cost < a.cost ? &b : &a;
   Value *ops[2] = {operand(P, v, 0, &L->want[0]), operand(P, v, 1, &L->want[1])};

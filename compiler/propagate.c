@@ -182,14 +182,6 @@ Sharding reshape_sharding(const Sharding *sh, const Shape *from, const Shape *to
 
 /* ---- einsum letters ------------------------------------------------------- */
 
-void einsum_letters(const Value *v, Letters *l) {
-  memset(l, 0, sizeof *l);
-  const char *s = v->spec, *comma = strchr(s, ','), *arrow = strstr(s, "->");
-  memcpy(l->in[0], s, (size_t)(comma - s));
-  memcpy(l->in[1], comma + 1, (size_t)(arrow - comma - 1));
-  strcpy(l->out, arrow + 2);
-}
-
 static int index_of(const char *letters, char c) {
   const char *q = strchr(letters, c);
   return q ? (int)(q - letters) : -1;
@@ -215,18 +207,6 @@ static int64_t split_product(const Program *p, const Value *v) {
   for (int i = 0; i < v->shape.rank; i++)
     n *= sharding_shards(p, &v->sh, i);
   return n;
-}
-
-static int level_of(Op op) {
-  switch (op) {
-  case OP_EINSUM:
-  case OP_REDUCE:
-    return 1;
-  case OP_BROADCAST:
-    return 2;
-  default:
-    return 0;
-  }
 }
 
 static void forward(Prop *P, Value *v) {
@@ -318,8 +298,7 @@ static void forward(Prop *P, Value *v) {
   case OP_EINSUM: {
     if (v->nargs != 2)
       return;
-    Letters l;
-    einsum_letters(v, &l);
+    const EinsumSpec l = v->ein;
     uint32_t used = 0;
     for (int i = 0; l.out[i]; i++)
       take_letter(&sh, i, v->args[0], l.in[0], l.out[i], &used);
@@ -401,8 +380,7 @@ static void backward(Prop *P, Value *v) {
   case OP_EINSUM: {
     if (v->nargs != 2)
       return;
-    Letters l;
-    einsum_letters(v, &l);
+    const EinsumSpec l = v->ein;
     for (int k = 0; k < 2; k++) {
       Sharding os = {0};
       uint32_t used = 0;
@@ -436,12 +414,12 @@ static void sweep(Prop *P, int level) {
   Program *p = P->p;
   for (int i = 0; i < p->nvalues; i++) {
     Value *v = p->values[i];
-    if (!known(v) && v->nargs && level_of(v->op) == level)
+    if (!known(v) && v->nargs && ir_op(v->op)->level == level)
       forward(P, v);
   }
   for (int i = p->nvalues - 1; i >= 0; i--) {
     Value *v = p->values[i];
-    if (known(v) && v->nargs && level_of(v->op) == level)
+    if (known(v) && v->nargs && ir_op(v->op)->level == level)
       backward(P, v);
   }
 }

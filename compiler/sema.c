@@ -25,7 +25,6 @@
 #include "gslc.h"
 
 #define MAX_DEPTH 64        /* deepest chain of inlined calls */
-#define MAX_ELEMS (1LL << 40) /* most elements a tensor may have */
 
 /* ---- results and scopes ---------------------------------------------------- */
 
@@ -230,84 +229,7 @@ static const char *suggest(Scope *sc, const char *name, bool want_fn) {
 
 /* ---- IR helpers ---------------------------------------------------------------- */
 
-static Value *emit(Sema *s, Op op, DType dt, Shape sh, Span sp, int n, Value **args) {
-  Value *v = ir_add(s->p, op, dt, sh, sp, n, args);
-  if (s->depth)
-    v->site = s->stack[0].call;
-  return v;
-}
-
-static Value *emit1(Sema *s, Op op, DType dt, Shape sh, Span sp, Value *a) {
-  return emit(s, op, dt, sh, sp, 1, &a);
-}
-
-static Value *const_scalar(Sema *s, DType dt, double x, Span sp) {
-  Shape sc = {0};
-  Value *v = emit(s, OP_CONST, dt, sc, sp, 0, NULL);
-  if (dt == DT_I32)
-    v->ival = (int64_t)x;
-  else
-    v->fval = x;
-  return v;
-}
-
-static Value *cast(Sema *s, Value *v, DType dt, Span sp) {
-  if (v->dtype == dt)
-    return v;
-  return emit1(s, OP_CAST, dt, v->shape, sp, v);
-}
-
-static Value *reshape(Sema *s, Value *v, Shape sh, Span sp) {
-  if (shape_eq(&v->shape, &sh))
-    return v;
-  return emit1(s, OP_RESHAPE, v->dtype, sh, sp, v);
-}
-
-/* numpy broadcasting of two shapes; false if they do not broadcast */
-static bool broadcast_shape(const Shape *a, const Shape *b, Shape *out, int *bad_dim) {
-  int r = a->rank > b->rank ? a->rank : b->rank;
-  out->rank = r;
-  for (int i = 0; i < r; i++) {
-    int ia = i - (r - a->rank), ib = i - (r - b->rank);
-    int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
-    if (da != db && da != 1 && db != 1) {
-      *bad_dim = i;
-      return false;
-    }
-    out->d[i] = da == 1 ? db : da;
-  }
-  return true;
-}
-
-/* v broadcast to sh, which broadcast_shape said it reaches */
-static Value *broadcast_to(Sema *s, Value *v, Shape sh, Span sp) {
-  if (shape_eq(&v->shape, &sh))
-    return v;
-  Value *b = emit1(s, OP_BROADCAST, v->dtype, sh, sp, v);
-  int off = sh.rank - v->shape.rank;
-  for (int i = 0; i < sh.rank; i++)
-    b->perm[i] = i >= off ? i - off : -1;
-  return b;
-}
-
-static Value *unary(Sema *s, int fn, Value *x, Span sp) {
-  Value *v = emit1(s, OP_UNARY, x->dtype, x->shape, sp, x);
-  v->fn = fn;
-  return v;
-}
-
 static uint32_t all_dims(int rank) { return rank >= 32 ? ~0u : (1u << rank) - 1; }
-
-static Value *reduce(Sema *s, int fn, Value *x, uint32_t mask, Span sp) {
-  Shape out = {0};
-  for (int i = 0; i < x->shape.rank; i++)
-    if (!(mask & (1u << i)))
-      out.d[out.rank++] = x->shape.d[i];
-  Value *v = emit1(s, OP_REDUCE, fn == RF_ARGMAX ? DT_I32 : x->dtype, out, sp, x);
-  v->fn = fn;
-  v->rmask = mask;
-  return v;
-}
 
 /* the shape of x with the dims in mask set to 1 (keepdims) */
 static Shape keep_shape(const Shape *x, uint32_t mask) {
@@ -336,7 +258,7 @@ static Value *eval_value(Sema *s, Scope *sc, const Node *n) {
     return r.v;
   case R_INT:
   case R_FLOAT:
-    return const_scalar(s, DT_F32, num(r), n->span);
+    return ir_const(s->p, DT_F32, num(r), n->span);
   case R_TUPLE:
     serr(s, n->span, "expected one value, but this gives %d", r.n);
     return NULL;
@@ -386,7 +308,6 @@ static int binop_fn(int op) {
   }
 }
 
-static bool is_compare(int fn) { return fn >= BF_LT && fn <= BF_NE; }
 
 static R fold(Sema *s, int op, R a, R b, Span sp) {
   bool ints = a.k == R_INT && b.k == R_INT;
@@ -425,31 +346,29 @@ static void promote(Sema *s, R *a, R *b, Span sp, Value **va, Value **vb) {
     *vb = b->v;
   } else if (a->k == R_VALUE) {
     DType dt = a->v->dtype == DT_I32 && b->k == R_INT ? DT_I32 : DT_F32;
-    *va = cast(s, a->v, dt, sp);
-    *vb = const_scalar(s, dt, num(*b), sp);
+    *va = ir_cast(s->p, a->v, dt, sp);
+    *vb = ir_const(s->p, dt, num(*b), sp);
   } else {
     DType dt = b->v->dtype == DT_I32 && a->k == R_INT ? DT_I32 : DT_F32;
-    *va = const_scalar(s, dt, num(*a), sp);
-    *vb = cast(s, b->v, dt, sp);
+    *va = ir_const(s->p, dt, num(*a), sp);
+    *vb = ir_cast(s->p, b->v, dt, sp);
   }
   if ((*va)->dtype != (*vb)->dtype) { /* i32 with f32: as JAX, compute in f32 */
-    *va = cast(s, *va, DT_F32, sp);
-    *vb = cast(s, *vb, DT_F32, sp);
+    *va = ir_cast(s->p, *va, DT_F32, sp);
+    *vb = ir_cast(s->p, *vb, DT_F32, sp);
   }
 }
 
 static Value *elementwise2(Sema *s, int fn, Value *a, Value *b, Span sp) {
   Shape out;
   int bad = 0;
-  if (!broadcast_shape(&a->shape, &b->shape, &out, &bad)) {
+  if (!shape_broadcast(&a->shape, &b->shape, &out, &bad)) {
     serr(s, sp, "shapes %s and %s do not broadcast", vtype(s, a), vtype(s, b));
     return NULL;
   }
-  Value *args[2] = {broadcast_to(s, a, out, sp), broadcast_to(s, b, out, sp)};
-  Value *v = emit(s, OP_BINARY, a->dtype, out, sp, 2, args);
-  v->fn = fn;
-  if (is_compare(fn) && v->dtype == DT_I32)
-    v = cast(s, v, DT_F32, sp);
+  Value *v = ir_binary(s->p, fn, a, b, sp);
+  if (binary_is_compare(fn) && v->dtype == DT_I32)
+    v = ir_cast(s->p, v, DT_F32, sp);
   return v;
 }
 
@@ -479,110 +398,15 @@ static R binary(Sema *s, int op, R a, R b, Span sp) {
 
 /* ---- einsum ----------------------------------------------------------------------------- */
 
-typedef struct Spec {
-  int nin;                       /* operands */
-  char in[2][GSL_MAX_RANK + 1];  /* their letters */
-  char out[GSL_MAX_RANK + 1];    /* the result's letters */
-} Spec;
-
-static bool parse_spec(Sema *s, const char *text, int nin, Span sp, Spec *sp_out) {
-  Spec z = {0};
-  char buf[128];
-  size_t n = 0;
-  for (const char *c = text; *c && n + 1 < sizeof buf; c++)
-    if (!isspace((unsigned char)*c))
-      buf[n++] = *c;
-  buf[n] = '\0';
-  char *arrow = strstr(buf, "->");
-  char *lhs = buf;
-  if (arrow)
-    *arrow = '\0';
-  int k = 0;
-  for (char *tok = lhs;; k++) {
-    char *comma = strchr(tok, ',');
-    if (comma)
-      *comma = '\0';
-    if (k >= 2) {
-      serr(s, sp, "einsum spec \"%s\" has more than two operands", text);
-      return false;
-    }
-    if (strlen(tok) > GSL_MAX_RANK) {
-      serr(s, sp, "einsum spec \"%s\": operand %d has more than %d indices", text, k + 1, GSL_MAX_RANK);
-      return false;
-    }
-    strcpy(z.in[k], tok);
-    if (!comma)
-      break;
-    tok = comma + 1;
-  }
-  z.nin = k + 1;
-  if (z.nin != nin) {
-    serr(s, sp, "einsum spec \"%s\" names %d operand%s but %d %s given", text, z.nin,
-         z.nin == 1 ? "" : "s", nin, nin == 1 ? "is" : "are");
-    return false;
-  }
-  if (arrow) {
-    if (strlen(arrow + 2) > GSL_MAX_RANK) {
-      serr(s, sp, "einsum spec \"%s\": the result has more than %d indices", text, GSL_MAX_RANK);
-      return false;
-    }
-    strcpy(z.out, arrow + 2);
-  } else { /* numpy's implicit form: letters used once, alphabetical */
-    int m = 0;
-    for (char c = 'A'; c <= 'z'; c++) {
-      int count = 0;
-      for (int i = 0; i < z.nin; i++)
-        count += strchr(z.in[i], c) != NULL;
-      if (count == 1 && isalpha((unsigned char)c) && m < GSL_MAX_RANK)
-        z.out[m++] = c;
-    }
-  }
-  for (int i = 0; i <= z.nin; i++) {
-    const char *t = i < z.nin ? z.in[i] : z.out;
-    for (const char *c = t; *c; c++) {
-      if (!isalpha((unsigned char)*c)) {
-        serr(s, sp, "einsum spec \"%s\": '%c' is not an index letter", text, *c);
-        return false;
-      }
-      if (strchr(c + 1, *c)) {
-        serr(s, sp, "einsum spec \"%s\": index '%c' repeats within one %s (diagonals are not supported)",
-             text, *c, i < z.nin ? "operand" : "result");
-        return false;
-      }
-    }
-  }
-  for (const char *c = z.out; *c; c++)
-    if (!strchr(z.in[0], *c) && !(z.nin > 1 && strchr(z.in[1], *c))) {
-      serr(s, sp, "einsum spec \"%s\": result index '%c' is in no operand", text, *c);
-      return false;
-    }
-  *sp_out = z;
-  return true;
-}
-
-/* Sums away the letters of operand x that appear neither in other nor in out;
- * updates letters in place. */
-static Value *sum_private(Sema *s, Value *x, char *letters, const char *other, const char *out, Span sp) {
-  uint32_t mask = 0;
-  char kept[GSL_MAX_RANK + 1];
-  int m = 0;
-  for (int i = 0; letters[i]; i++) {
-    if (!strchr(out, letters[i]) && !(other && strchr(other, letters[i])))
-      mask |= 1u << i;
-    else
-      kept[m++] = letters[i];
-  }
-  kept[m] = '\0';
-  if (!mask)
-    return x;
-  strcpy(letters, kept);
-  return reduce(s, RF_SUM, x, mask, sp);
-}
-
+/* einsum(spec, a[, b]): the spec's letters checked against the operands'
+ * ranks and extents, with the user's errors; the builder does the rest. */
 static Value *einsum(Sema *s, const char *text, Value **ops, int nin, Span sp) {
-  Spec z;
-  if (!parse_spec(s, text, nin, sp, &z))
+  EinsumSpec z;
+  char why[160];
+  if (!ein_parse(text, nin, &z, why, sizeof why)) {
+    serr(s, sp, "einsum spec \"%s\"%s", text, why);
     return NULL;
+  }
   int64_t size[128];
   for (int i = 0; i < 128; i++)
     size[i] = -1;
@@ -606,23 +430,7 @@ static Value *einsum(Sema *s, const char *text, Value **ops, int nin, Span sp) {
       size[c] = ops[k]->shape.d[i];
     }
   }
-  Shape out = {0};
-  for (int i = 0; z.out[i]; i++)
-    out.d[out.rank++] = size[(unsigned char)z.out[i]];
-  Value *a = sum_private(s, ops[0], z.in[0], nin > 1 ? z.in[1] : NULL, z.out, sp);
-  if (nin == 1) { /* what is left is a permutation */
-    if (strcmp(z.in[0], z.out) == 0)
-      return a;
-    Value *t = emit1(s, OP_TRANSPOSE, a->dtype, out, sp, a);
-    for (int i = 0; z.out[i]; i++)
-      t->perm[i] = (int)(strchr(z.in[0], z.out[i]) - z.in[0]);
-    return t;
-  }
-  Value *b = sum_private(s, ops[1], z.in[1], z.in[0], z.out, sp);
-  Value *args[2] = {a, b};
-  Value *v = emit(s, OP_EINSUM, a->dtype, out, sp, 2, args);
-  v->spec = arena_printf(s->p->arena, "%s,%s->%s", z.in[0], z.in[1], z.out);
-  return v;
+  return ir_einsum(s->p, &z, ops, sp);
 }
 
 /* a @ b: batched matrix product over the last two dims, batch dims broadcast */
@@ -678,10 +486,12 @@ static Value *matmul(Sema *s, Value *a, Value *b, Span sp) {
   out.d[out.rank++] = a->shape.d[ra - 2];
   lo[out.rank] = 'x';
   out.d[out.rank++] = b->shape.d[rb - 1];
-  Value *ops[2] = {reshape(s, a, sa, sp), reshape(s, b, sb, sp)};
-  Value *v = emit(s, OP_EINSUM, a->dtype, out, sp, 2, ops);
-  v->spec = arena_printf(s->p->arena, "%s,%s->%s", la, lb, lo);
-  return v;
+  Value *ops[2] = {ir_reshape(s->p, a, sa, sp), ir_reshape(s->p, b, sb, sp)};
+  EinsumSpec e = {2, {{0}, {0}}, {0}};
+  strcpy(e.in[0], la);
+  strcpy(e.in[1], lb);
+  strcpy(e.out, lo);
+  return ir_einsum(s->p, &e, ops, sp);
 }
 
 /* ---- calls ------------------------------------------------------------------------------ */
@@ -921,41 +731,17 @@ static Value *need_f32(Sema *s, const char *fn, Value *v, Span sp) {
   return v;
 }
 
-static double fold_unary(int fn, double x) {
-  switch (fn) {
-  case UF_EXP: return exp(x);
-  case UF_LOG: return log(x);
-  case UF_SQRT: return sqrt(x);
-  case UF_RSQRT: return 1 / sqrt(x);
-  case UF_TANH: return tanh(x);
-  case UF_SIGMOID: return 1 / (1 + exp(-x));
-  case UF_RELU: return x > 0 ? x : 0;
-  case UF_GELU: return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-  case UF_ABS: return fabs(x);
-  default: die("unary fn %d cannot fold", fn);
-  }
-}
-
 static Value *softmax(Sema *s, Value *x, int dim, bool logarithm, Span sp) {
+  Program *p = s->p;
   uint32_t m = 1u << dim;
   Shape k = keep_shape(&x->shape, m);
-  Value *mx = broadcast_to(s, reshape(s, reduce(s, RF_MAX, x, m, sp), k, sp), x->shape, sp);
-  Value *args[2] = {x, mx};
-  Value *z = emit(s, OP_BINARY, DT_F32, x->shape, sp, 2, args);
-  z->fn = BF_SUB;
-  Value *e = unary(s, UF_EXP, z, sp);
-  Value *sum = broadcast_to(s, reshape(s, reduce(s, RF_SUM, e, m, sp), k, sp), x->shape, sp);
-  Value *v;
-  if (logarithm) {
-    Value *a2[2] = {z, unary(s, UF_LOG, sum, sp)};
-    v = emit(s, OP_BINARY, DT_F32, x->shape, sp, 2, a2);
-    v->fn = BF_SUB;
-  } else {
-    Value *a2[2] = {e, sum};
-    v = emit(s, OP_BINARY, DT_F32, x->shape, sp, 2, a2);
-    v->fn = BF_DIV;
-  }
-  return v;
+  Value *mx = ir_reshape(p, ir_reduce(p, RF_MAX, x, m, sp), k, sp);
+  Value *z = ir_binary(p, BF_SUB, x, mx, sp);
+  Value *e = ir_unary(p, UF_EXP, z, sp);
+  Value *sum = ir_reshape(p, ir_reduce(p, RF_SUM, e, m, sp), k, sp);
+  if (logarithm)
+    return ir_binary(p, BF_SUB, z, ir_unary(p, UF_LOG, sum, sp), sp);
+  return ir_binary(p, BF_DIV, e, sum, sp);
 }
 
 static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
@@ -969,7 +755,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
   case BI_SIGMOID: case BI_RELU: case BI_GELU: case BI_ABS: {
     R r = eval(s, sc, a.pos[0]);
     if (is_num(r))
-      return rfloat(fold_unary(unary_of[id], num(r)));
+      return rfloat(ir_fold_unary(unary_of[id], num(r)));
     if (r.k == R_TUPLE)
       serr(s, sp, "%s: the argument gives several values", fn);
     if (r.k != R_VALUE)
@@ -977,7 +763,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
     Value *x = r.v;
     if (id != BI_ABS && id != BI_RELU)
       x = need_f32(s, fn, x, sp);
-    return x ? rval(unary(s, unary_of[id], x, sp)) : none;
+    return x ? rval(ir_unary(s->p, unary_of[id], x, sp)) : none;
   }
   case BI_POW: case BI_MAX: case BI_MIN: {
     R x = eval(s, sc, a.pos[0]), y = eval(s, sc, a.pos[1]);
@@ -1009,19 +795,18 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
     }
     Value *va, *vb;
     if (is_num(x) && is_num(y)) {
-      va = const_scalar(s, DT_F32, num(x), sp);
-      vb = const_scalar(s, DT_F32, num(y), sp);
+      va = ir_const(s->p, DT_F32, num(x), sp);
+      vb = ir_const(s->p, DT_F32, num(y), sp);
     } else {
       promote(s, &x, &y, sp, &va, &vb);
     }
     Shape o1, o;
     int bad;
-    if (!broadcast_shape(&c->shape, &va->shape, &o1, &bad) || !broadcast_shape(&o1, &vb->shape, &o, &bad)) {
+    if (!shape_broadcast(&c->shape, &va->shape, &o1, &bad) || !shape_broadcast(&o1, &vb->shape, &o, &bad)) {
       serr(s, sp, "where: shapes %s, %s and %s do not broadcast", vtype(s, c), vtype(s, va), vtype(s, vb));
       return none;
     }
-    Value *args[3] = {broadcast_to(s, c, o, sp), broadcast_to(s, va, o, sp), broadcast_to(s, vb, o, sp)};
-    return rval(emit(s, OP_SELECT, va->dtype, o, sp, 3, args));
+    return rval(ir_select(s->p, c, va, vb, sp));
   }
   case BI_CAST: {
     Value *x = eval_value(s, sc, a.pos[0]);
@@ -1032,7 +817,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
       serr(s, t->span, "cast: the type must be f32 or i32");
       return none;
     }
-    return rval(cast(s, x, strcmp(t->name, "i32") == 0 ? DT_I32 : DT_F32, sp));
+    return rval(ir_cast(s->p, x, strcmp(t->name, "i32") == 0 ? DT_I32 : DT_F32, sp));
   }
   case BI_SUM: case BI_MEAN: case BI_AMAX: case BI_ARGMAX: {
     Value *x = eval_value(s, sc, a.pos[0]);
@@ -1055,14 +840,14 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
     if (x->shape.rank == 0) {
       v = x;
     } else {
-      v = reduce(s, id == BI_AMAX ? RF_MAX : id == BI_ARGMAX ? RF_ARGMAX : RF_SUM, x, mask, sp);
+      v = ir_reduce(s->p, id == BI_AMAX ? RF_MAX : id == BI_ARGMAX ? RF_ARGMAX : RF_SUM, x, mask, sp);
       if (id == BI_MEAN) {
         int64_t n = shape_elems(&x->shape) / shape_elems(&v->shape);
-        v = elementwise2(s, BF_MUL, v, const_scalar(s, DT_F32, 1.0 / (double)n, sp), sp);
+        v = elementwise2(s, BF_MUL, v, ir_const(s->p, DT_F32, 1.0 / (double)n, sp), sp);
       }
     }
     if (keep)
-      v = reshape(s, v, keep_shape(&x->shape, mask), sp);
+      v = ir_reshape(s->p, v, keep_shape(&x->shape, mask), sp);
     return rval(v);
   }
   case BI_SOFTMAX: case BI_LOG_SOFTMAX: {
@@ -1085,10 +870,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
     }
     if (!x || !dim_arg(s, sc, dim_node(&a, 1), x->shape.rank, fn, &d))
       return none;
-    Value *v = emit1(s, OP_CUMSUM, x->dtype, x->shape, sp, x);
-    v->axis = d;
-    v->exclusive = bool_kwarg(s, sc, &a, "exclusive", false);
-    return rval(v);
+    return rval(ir_cumsum(s->p, x, d, bool_kwarg(s, sc, &a, "exclusive", false), sp));
   }
   case BI_ONE_HOT: {
     Value *x = eval_value(s, sc, a.pos[0]);
@@ -1104,9 +886,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
       serr(s, sp, n <= 0 ? "one_hot's depth must be positive" : "one_hot: result rank too large");
       return none;
     }
-    Shape o = x->shape;
-    o.d[o.rank++] = n;
-    return rval(emit1(s, OP_ONE_HOT, DT_F32, o, sp, x));
+    return rval(ir_one_hot(s->p, x, n, sp));
   }
   case BI_GATHER: {
     Value *t = eval_value(s, sc, a.pos[0]), *ix = eval_value(s, sc, a.pos[1]);
@@ -1120,11 +900,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
       serr(s, sp, t->shape.rank < 1 ? "gather needs a table of rank 1 or more" : "gather: result rank too large");
       return none;
     }
-    Shape o = ix->shape;
-    for (int i = 1; i < t->shape.rank; i++)
-      o.d[o.rank++] = t->shape.d[i];
-    Value *args[2] = {t, ix};
-    return rval(emit(s, OP_GATHER, t->dtype, o, sp, 2, args));
+    return rval(ir_gather(s->p, t, ix, sp));
   }
   case BI_RESHAPE: {
     Value *x = eval_value(s, sc, a.pos[0]);
@@ -1171,7 +947,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
            shape_str(s->p->arena, &o), known);
       return none;
     }
-    return rval(reshape(s, x, o, sp));
+    return rval(ir_reshape(s->p, x, o, sp));
   }
   case BI_TRANSPOSE: {
     Value *x = eval_value(s, sc, a.pos[0]);
@@ -1199,17 +975,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
         perm[i] = d;
       }
     }
-    Shape o = {0};
-    bool ident = true;
-    for (int i = 0; i < r; i++) {
-      o.d[o.rank++] = x->shape.d[perm[i]];
-      ident &= perm[i] == i;
-    }
-    if (ident)
-      return rval(x);
-    Value *v = emit1(s, OP_TRANSPOSE, x->dtype, o, sp, x);
-    memcpy(v->perm, perm, sizeof(int) * (size_t)r);
-    return rval(v);
+    return rval(ir_transpose(s->p, x, perm, sp));
   }
   case BI_CONCAT: {
     const Node *l = a.pos[0];
@@ -1236,11 +1002,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
       }
       o.d[d] += xs[i]->shape.d[d];
     }
-    if (l->list.len == 1)
-      return rval(xs[0]);
-    Value *v = emit(s, OP_CONCAT, xs[0]->dtype, o, sp, l->list.len, xs);
-    v->axis = d;
-    return rval(v);
+    return rval(ir_concat(s->p, xs, l->list.len, d, sp));
   }
   case BI_SLICE: {
     Value *x = eval_value(s, sc, a.pos[0]);
@@ -1262,14 +1024,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
            span_text(s, a.pos[2]->span), span_text(s, a.pos[3]->span), d, vtype(s, x), n);
       return none;
     }
-    if (lo == 0 && hi == n)
-      return rval(x);
-    Shape o = x->shape;
-    o.d[d] = hi - lo;
-    Value *v = emit1(s, OP_SLICE, x->dtype, o, sp, x);
-    v->axis = d;
-    v->start = lo;
-    return rval(v);
+    return rval(ir_slice(s->p, x, d, lo, hi - lo, sp));
   }
   case BI_EINSUM: {
     const Node *t = a.pos[0];
@@ -1287,12 +1042,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
     Value *x = eval_value(s, sc, a.pos[0]);
     if (!x)
       return none;
-    Value *v = emit(s, OP_RNG, DT_F32, x->shape, sp, 0, NULL);
-    v->fn = RNG_UNIFORM;
-    v->fval = 0;
-    v->fval2 = 1;
-    v->stream = s->p->nstreams++;
-    return rval(v);
+    return rval(ir_rng(s->p, RNG_UNIFORM, 0, 1, x->shape, sp));
   }
   case BI_REPLICATE: case BI_SPLIT: case BI_SHARD: {
     Value *x = eval_value(s, sc, a.pos[0]);
@@ -1302,10 +1052,7 @@ static R call_builtin(Sema *s, Scope *sc, int id, const Node *call) {
     if (!annotation_sharding(s, sc, id, &a, 1, &x->shape, &sh) ||
         !check_sharding(s, &sh, &x->shape, arena_printf(s->p->arena, "'%s'", span_text(s, a.pos[0]->span)), sp))
       return none;
-    Value *v = emit1(s, OP_ANNOTATE, x->dtype, x->shape, sp, x);
-    v->sh = sh;
-    v->sh_origin = SO_ANNOTATED;
-    return rval(v);
+    return rval(ir_annotate(s->p, x, &sh, sp));
   }
   case BI_ZEROS: case BI_ONES: case BI_NORMAL: case BI_UNIFORM:
     serr(s, sp, "%s() is an initializer: it belongs on a param or input declaration (param w: f32[4] = %s(...))",
@@ -1390,7 +1137,8 @@ static R call_fn(Sema *s, Scope *sc, const Node *fnode, const Node *call) {
   }
   s->stack[s->depth].fn = fnode->name;
   s->stack[s->depth].call = call->span;
-  s->depth++;
+  if (s->depth++ == 0)
+    s->p->site = call->span; /* values inlined from here carry the outermost call */
   R result = none;
   bool ok = true, returned = false;
   for (int i = 0; i < fnode->list2.len && ok; i++) {
@@ -1430,7 +1178,8 @@ static R call_fn(Sema *s, Scope *sc, const Node *fnode, const Node *call) {
   }
   if (ok && !returned)
     serr(s, fnode->span, "function '%s' ends without return", fnode->name);
-  s->depth--;
+  if (--s->depth == 0)
+    s->p->site = (Span){0};
   return ok && returned ? result : none;
 }
 
@@ -1461,18 +1210,9 @@ static R eval_index(Sema *s, Scope *sc, const Node *n) {
       }
       if (i < 0)
         i += n0;
-      Value *v = x;
-      if (n0 != 1) {
-        Shape o = x->shape;
-        o.d[0] = 1;
-        v = emit1(s, OP_SLICE, x->dtype, o, n->span, x);
-        v->axis = 0;
-        v->start = i;
-      }
-      x = reshape(s, v, rest, n->span);
+      x = ir_reshape(s->p, ir_slice(s->p, x, 0, i, 1, n->span), rest, n->span);
     } else if (r.k == R_VALUE && r.v->dtype == DT_I32 && r.v->shape.rank == 0) {
-      Value *args[2] = {x, r.v};
-      x = emit(s, OP_GATHER, x->dtype, rest, n->span, 2, args);
+      x = ir_gather(s->p, x, r.v, n->span);
     } else {
       serr(s, ix->span, "an index must be an integer or an i32 scalar");
       return none;
@@ -1533,7 +1273,7 @@ static R eval(Sema *s, Scope *sc, const Node *n) {
     if (a.k == R_FLOAT)
       return rfloat(-a.f);
     if (a.k == R_VALUE)
-      return rval(unary(s, UF_NEG, a.v, n->span));
+      return rval(ir_unary(s->p, UF_NEG, a.v, n->span));
     if (a.k == R_TUPLE)
       serr(s, n->span, "unary '-' applied to several values");
     return none;
@@ -1728,7 +1468,7 @@ static bool read_type(Sema *s, const Node *t, DType *dt, Shape *sh) {
       serr(s, t->list.items[i]->span, "dimension %d is %" PRId64 "; dimensions must be positive", i, d);
       return false;
     }
-    if (d > MAX_ELEMS / total) {
+    if (d > GSL_MAX_ELEMS / total) {
       serr(s, t->span, "the tensor has more than 2^40 elements");
       return false;
     }
@@ -1829,21 +1569,7 @@ static void exec_tensor_checked(Sema *s, const Node *st) {
   Binding *b = bind(s, &s->global, st->name, BK_VALUE, st->span);
   if (!b)
     return;
-  Program *p = s->p;
-  if (p->ntensors == p->captensors) {
-    p->captensors = p->captensors ? 2 * p->captensors : 16;
-    p->tensors = xrealloc(p->tensors, (size_t)p->captensors * sizeof *p->tensors);
-  }
-  Value *v = emit(s, t.kind == TK_PARAM ? OP_PARAM : OP_INPUT, dt, sh, st->span, 0, NULL);
-  v->name = t.name;
-  v->tensor = p->ntensors;
-  if (t.annotated) {
-    v->sh = t.sh;
-    v->sh_origin = SO_ANNOTATED;
-  }
-  t.value = v;
-  p->tensors[p->ntensors++] = t;
-  b->v = v;
+  b->v = ir_tensor(s->p, &t);
 }
 
 static void exec_output(Sema *s, const Node *st) {
@@ -1868,11 +1594,7 @@ static void exec_output(Sema *s, const Node *st) {
       serr(s, nm->span, "'%s' is already an output", nm->name);
       continue;
     }
-    if (p->noutputs == p->capoutputs) {
-      p->capoutputs = p->capoutputs ? 2 * p->capoutputs : 8;
-      p->outputs = xrealloc(p->outputs, (size_t)p->capoutputs * sizeof *p->outputs);
-    }
-    p->outputs[p->noutputs++] = (Output){nm->name, b->v, nm->span};
+    ir_output(p, nm->name, b->v, nm->span);
   }
 }
 

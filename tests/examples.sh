@@ -38,7 +38,7 @@ for ex in "$top_srcdir"/examples/*.gsl; do
     timeout 300 $MPIEXEC -n $ranks "$work/$name.m" --steps 2 --quiet --output y="$work/$name.m.npy" ||
       { echo "FAIL: $name on mesh $m"; status=1; continue; }
     "$NPYTOOL" print "$work/$name.y.npy" | sed 1d |
-      "$NPYTOOL" compare "$work/$name.m.npy" ${head%% *} "$(echo "${head#* }" | tr -d '[] ')" --rtol 1e-5 --atol 1e-6 - ||
+      "$NPYTOOL" compare "$work/$name.m.npy" ${head%% *} "$(echo "${head#* }" | tr -d '[] ')" --rtol 1e-5 --atol 1e-5 - ||
       { echo "FAIL: $name on mesh $m ($ranks ranks) differs from one device"; status=1; continue; }
     echo "$name on mesh $m ($ranks ranks): the same y"
   done

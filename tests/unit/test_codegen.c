@@ -124,7 +124,8 @@ static Value *reduce(Program *p, int fn, Value *a, uint32_t rmask) {
 static Value *einsum(Program *p, const char *spec, int rank, const int64_t *d, Value *a, Value *b) {
   Value *args[2] = {a, b};
   Value *v = val(p, OP_EINSUM, a->dtype, rank, d, b ? 2 : 1, args);
-  v->spec = arena_strdup(p->arena, spec);
+  char err[128];
+  CU_ASSERT_FATAL(ein_parse(spec, b ? 2 : 1, &v->ein, err, sizeof err));
   return v;
 }
 

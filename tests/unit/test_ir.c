@@ -42,7 +42,8 @@ static void test_print(void) {
   Value *w = add_input(p, "w", shape_of(2, (int64_t[]){3, 4}));
   Value *ops[2] = {x, w};
   Value *y = ir_add(p, OP_EINSUM, DT_F32, shape_of(2, (int64_t[]){2, 4}), nospan, 2, ops);
-  y->spec = "ij,jk->ik";
+  char err[128];
+  CU_ASSERT_TRUE(ein_parse("ij,jk->ik", 2, &y->ein, err, sizeof err));
   y->name = "y";
   Value *z = ir_add(p, OP_UNARY, DT_F32, y->shape, nospan, 1, &y);
   z->fn = UF_TANH;
