@@ -19,6 +19,9 @@ SPMD_TESTS += \
 SPMD_GOLDEN += tests/spmd/megatron.explain tests/spmd/reduce_scatter.explain \
 	tests/spmd/propagate_chain.explain
 
+# golden global IR after sema and propagation: NAME.ir (--emit-ir)
+IR_TESTS += tests/ir/expand.gsl tests/ir/inline.gsl tests/ir/propagate.gsl
+
 # programs that must not compile, beside their expected diagnostics
 ERROR_TESTS += \
 	tests/errors/syntax_several.gsl tests/errors/lexical.gsl tests/errors/unknown_names.gsl \

@@ -4,6 +4,9 @@
 # tests/spmd/NAME.gsl: gslc --emit-spmd must print NAME.spmd (and --explain
 # NAME.explain, where that file exists): golden partitioner tests.
 #
+# tests/ir/NAME.gsl: gslc --emit-ir must print NAME.ir (the global IR after
+# sema and propagation): golden tests of those passes.
+#
 # tests/errors/NAME.gsl: must fail to compile; gslc's stderr must equal
 # NAME.err (a golden file, paths relative to the test's directory).
 #
@@ -42,6 +45,11 @@ case $dir in
   fi
   [ $status -eq 0 ] && echo "PASS: $name"
   exit $status ;;
+*/ir)
+  (cd "$dir" && "$GSLC" --emit-ir "$name.gsl") >"$work/ir" 2>&1 || fail "gslc --emit-ir failed"
+  diff -u "$dir/$name.ir" "$work/ir" || fail "--emit-ir differs from $name.ir"
+  echo "PASS: $name"
+  exit 0 ;;
 */errors)
   (cd "$dir" && "$GSLC" "$name.gsl" -o "$work/prog") >"$work/out" 2>"$work/err"
   rc=$?

@@ -1,4 +1,7 @@
-/* test_ir.c — the global IR: its text form, the verifier, dead-code removal. */
+/* test_ir.c — the IR: its text form, the builder, the rewriter, the op
+ * tables, the verifier, dead-code removal. */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,10 +113,172 @@ static void test_shapes(void) {
   arena_free(ar);
 }
 
+
+static Span nospan2;
+
+/* The builder derives shapes: numpy broadcasting inserts broadcasts, an
+ * einsum letter private to one operand is summed first, an identity
+ * transpose is no op at all. */
+static void test_builder(void) {
+  Program *p = ir_new("t.gsl");
+  Value *x = add_input(p, "x", shape_of(2, (int64_t[]){2, 3}));
+  Value *b = add_input(p, "b", shape_of(1, (int64_t[]){3}));
+  Value *y = ir_binary(p, BF_ADD, x, b, nospan2);
+  CU_ASSERT_EQUAL(y->op, OP_BINARY);
+  CU_ASSERT_EQUAL(y->shape.rank, 2);
+  CU_ASSERT_EQUAL(y->args[1]->op, OP_BROADCAST);
+  CU_ASSERT_EQUAL(y->args[1]->perm[0], -1);
+  CU_ASSERT_EQUAL(y->args[1]->perm[1], 0);
+  CU_ASSERT_PTR_EQUAL(ir_transpose(p, x, (int[]){0, 1}, nospan2), x);
+  Value *w = add_input(p, "w", shape_of(2, (int64_t[]){3, 5}));
+  EinsumSpec e;
+  char err[128];
+  CU_ASSERT_TRUE_FATAL(ein_parse("ab,bc->a", 2, &e, err, sizeof err));
+  Value *ops[2] = {x, w};
+  Value *z = ir_einsum(p, &e, ops, nospan2);
+  CU_ASSERT_EQUAL(z->op, OP_EINSUM);
+  CU_ASSERT_EQUAL(z->shape.rank, 1);
+  CU_ASSERT_EQUAL(z->shape.d[0], 2);
+  CU_ASSERT_EQUAL(z->args[1]->op, OP_REDUCE); /* c summed out of w first */
+  CU_ASSERT_STRING_EQUAL(ein_str(p->arena, &z->ein), "ab,b->a");
+  Value *c = ir_concat(p, (Value *[]){x, x}, 2, 1, nospan2);
+  CU_ASSERT_EQUAL(c->shape.d[1], 6);
+  add_output(p, "z", z);
+  add_output(p, "c", c);
+  CU_ASSERT_TRUE(ir_verify(p, stderr));
+  ir_free(p);
+}
+
+/* Spec errors read as the text after 'einsum spec "..."'. */
+static void test_ein_parse(void) {
+  EinsumSpec e;
+  char err[128];
+  CU_ASSERT_TRUE(ein_parse(" ij , jk ", 2, &e, err, sizeof err)); /* implicit: i and k, alphabetical */
+  CU_ASSERT_STRING_EQUAL(e.out, "ik");
+  CU_ASSERT_FALSE(ein_parse("ii->i", 1, &e, err, sizeof err));
+  CU_ASSERT_STRING_EQUAL(err, ": index 'i' repeats within one operand (diagonals are not supported)");
+  CU_ASSERT_FALSE(ein_parse("a,b,c->a", 3, &e, err, sizeof err));
+  CU_ASSERT_STRING_EQUAL(err, " has more than two operands");
+  CU_ASSERT_FALSE(ein_parse("ab->z", 1, &e, err, sizeof err));
+  CU_ASSERT_STRING_EQUAL(err, ": result index 'z' is in no operand");
+}
+
+/* The verifier checks an einsum's letters against the shapes. */
+static void test_verify_einsum(void) {
+  Program *p = ir_new("t.gsl");
+  Value *x = add_input(p, "x", shape_of(2, (int64_t[]){2, 3}));
+  Value *w = add_input(p, "w", shape_of(2, (int64_t[]){3, 4}));
+  Value *ops[2] = {x, w};
+  Value *y = ir_add(p, OP_EINSUM, DT_F32, shape_of(2, (int64_t[]){2, 4}), nospan2, 2, ops);
+  char err[128];
+  CU_ASSERT_TRUE_FATAL(ein_parse("ij,jk->ik", 2, &y->ein, err, sizeof err));
+  CU_ASSERT_TRUE(ir_verify(p, NULL));
+  y->shape.d[1] = 5; /* k is 4 in w */
+  CU_ASSERT_FALSE(ir_verify(p, NULL));
+  y->shape.d[1] = 4;
+  CU_ASSERT_TRUE_FATAL(ein_parse("ij,kj->ik", 2, &y->ein, err, sizeof err)); /* j is 3 and 4 */
+  CU_ASSERT_FALSE(ir_verify(p, NULL));
+  CU_ASSERT_TRUE_FATAL(ein_parse("ijl,jk->ik", 2, &y->ein, err, sizeof err)); /* x has rank 2 */
+  CU_ASSERT_FALSE(ir_verify(p, NULL));
+  ir_free(p);
+}
+
+/* The verifier checks the other ops' shapes too. */
+static void test_verify_shapes(void) {
+  Program *p = ir_new("t.gsl");
+  Value *x = add_input(p, "x", shape_of(2, (int64_t[]){2, 3}));
+  Value *r = ir_reduce(p, RF_SUM, x, 1u << 1, nospan2);
+  CU_ASSERT_TRUE(ir_verify(p, NULL));
+  r->shape.d[0] = 3; /* reducing dim 1 of [2, 3] leaves [2] */
+  CU_ASSERT_FALSE(ir_verify(p, NULL));
+  r->shape.d[0] = 2;
+  Value *c = ir_concat(p, (Value *[]){x, x}, 2, 0, nospan2);
+  CU_ASSERT_TRUE(ir_verify(p, NULL));
+  c->shape.d[0] = 5; /* 2 + 2 */
+  CU_ASSERT_FALSE(ir_verify(p, NULL));
+  c->shape.d[0] = 4;
+  Value *o = ir_one_hot(p, ir_cast(p, x, DT_I32, nospan2), 7, nospan2);
+  CU_ASSERT_TRUE(ir_verify(p, NULL));
+  o->dtype = DT_I32;
+  CU_ASSERT_FALSE(ir_verify(p, NULL));
+  o->dtype = DT_F32;
+  Program q = *p; /* a sharding that does not divide its dim */
+  q.mesh.naxes = 1;
+  q.mesh.name[0] = "d";
+  q.mesh.size[0] = 4;
+  x->sh.naxes[1] = 1; /* 3 over 4 devices */
+  CU_ASSERT_FALSE(ir_verify(&q, NULL));
+  x->sh.naxes[0] = 1;
+  x->sh.naxes[1] = 0;
+  q.mesh.size[0] = 2; /* 2 over 2: fine */
+  CU_ASSERT_TRUE(ir_verify(&q, NULL));
+  ir_free(p);
+}
+
+static Value *swap_exp_for_log(void *ctx, Program *dst, const Value *v, Value **map) {
+  (void)ctx;
+  if (v->op != OP_UNARY || v->fn != UF_EXP)
+    return NULL; /* copied as it is */
+  return ir_unary(dst, UF_LOG, map[v->args[0]->id], v->span);
+}
+
+/* The rewriter copies every value with all its attributes, and lets the
+ * callback replace any of them. */
+static void test_rewrite(void) {
+  Program *p = ir_new("t.gsl");
+  Value *x = add_input(p, "x", shape_of(2, (int64_t[]){2, 3}));
+  Value *c = ir_cumsum(p, x, 1, true, nospan2);
+  Value *e = ir_unary(p, UF_EXP, c, nospan2);
+  add_output(p, "e", e);
+  Program *q = ir_rewrite(p, false, swap_exp_for_log, NULL);
+  CU_ASSERT_EQUAL_FATAL(q->nvalues, 3);
+  CU_ASSERT_EQUAL(q->values[1]->op, OP_CUMSUM);
+  CU_ASSERT_EQUAL(q->values[1]->axis, 1);
+  CU_ASSERT_TRUE(q->values[1]->exclusive);
+  CU_ASSERT_EQUAL(q->values[2]->fn, UF_LOG);
+  CU_ASSERT_PTR_EQUAL(q->outputs[0].value, q->values[2]);
+  CU_ASSERT_PTR_EQUAL(q->tensors[0].value, q->values[0]);
+  CU_ASSERT_TRUE(ir_verify(q, stderr));
+  ir_free(q);
+  ir_free(p);
+}
+
+/* The op tables: folds by hand, overflow refused, classes as ops.def says. */
+static void test_tables(void) {
+  CU_ASSERT_DOUBLE_EQUAL(ir_fold_unary(UF_SIGMOID, 0.0), 0.5, 1e-15);
+  /* gelu(1) = 0.5 (1 + tanh(sqrt(2/pi) 1.044715)) = 0.5 (1 + tanh(0.8335565)) */
+  CU_ASSERT_DOUBLE_EQUAL(ir_fold_unary(UF_GELU, 1.0), 0.5 * (1 + tanh(0.79788456080286535588 * 1.044715)), 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(ir_fold_binary(BF_POW, 2.0, 10.0), 1024.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(ir_fold_binary(BF_LE, 2.0, 2.0), 1.0, 0);
+  int64_t r = 7;
+  CU_ASSERT_FALSE(ir_fold_binary_int(BF_MUL, 4611686018427387905LL, 4, &r));
+  CU_ASSERT_EQUAL(r, 7);
+  CU_ASSERT_FALSE(ir_fold_binary_int(BF_SUB, INT64_MIN, 1, &r));
+  CU_ASSERT_FALSE(ir_fold_binary_int(BF_DIV, 1, 0, &r));
+  CU_ASSERT_TRUE(ir_fold_binary_int(BF_DIV, -7, 2, &r));
+  CU_ASSERT_EQUAL(r, -3);
+  CU_ASSERT_TRUE(binary_is_compare(BF_NE));
+  CU_ASSERT_FALSE(binary_is_compare(BF_MAX));
+  CU_ASSERT_TRUE(unary_int_ok(UF_ABS));
+  CU_ASSERT_FALSE(unary_int_ok(UF_EXP));
+  CU_ASSERT_EQUAL(ir_op(OP_ALL_TO_ALL)->cls, OC_COLLECTIVE);
+  CU_ASSERT_EQUAL(ir_op(OP_LOCAL_SLICE)->cls, OC_LOCAL);
+  CU_ASSERT_TRUE(ir_op(OP_LOCAL_SLICE)->flags & OF_SPMD);
+  CU_ASSERT_EQUAL(ir_op(OP_EINSUM)->level, 1);
+  for (int op = 0; op < OP__COUNT; op++)
+    CU_ASSERT_PTR_NOT_NULL(ir_op((Op)op)->name);
+}
+
 void add_ir_tests(void) {
   CU_pSuite s = tests_suite("ir");
   tests_add(s, "print", test_print);
   tests_add(s, "verify catches broken IR", test_verify_catches);
   tests_add(s, "dce", test_dce);
   tests_add(s, "shapes", test_shapes);
+  tests_add(s, "builder", test_builder);
+  tests_add(s, "einsum specs", test_ein_parse);
+  tests_add(s, "verify checks einsum shapes", test_verify_einsum);
+  tests_add(s, "verify checks op shapes and shardings", test_verify_shapes);
+  tests_add(s, "rewriter", test_rewrite);
+  tests_add(s, "op tables", test_tables);
 }
