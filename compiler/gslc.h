@@ -55,6 +55,7 @@ typedef struct Span {
 } Span;
 
 Source *source_load(const char *path);                  /* NULL (and errno) if unreadable */
+const char *source_was_read(const char *path);          /* the path source_load read path's file by, or NULL */
 Source *source_from_string(const char *path, const char *text);
 void source_free(Source *s);
 Span span_join(Span a, Span b);                         /* from a's start to b's end */
