@@ -96,8 +96,8 @@ static R run_body(Sema *s, Scope *fsc, const Node *fnode, Span call) {
     if (s->p->nvalues > SEMA_MAX_VALUES) {
       s->too_big = true;
       s->depth--; /* the notes name the calls this one was inlined through */
-      sema_error(s, call, "inlining '%s' here takes the program past %d IR values; "
-                 "do functions call each other many times over?", fnode->name, SEMA_MAX_VALUES);
+      sema_error(s, call, "inlining '%s' here takes the program past %d IR values (do functions call each other "
+                 "many times over?)", fnode->name, SEMA_MAX_VALUES);
       s->depth++;
       return none;
     }
