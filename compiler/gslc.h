@@ -5,7 +5,8 @@
  * ast.c) -> global tensor IR (sema.c: names, consts, inlined calls, static
  * shapes, built through ir.c's builder) -> every value sharded
  * (propagate.c) -> the SPMD program, local shapes and collectives
- * (partition.c) -> LLVM module (codegen.c) -> object file -> executable
+ * (partition.c) -> buffers and their lifetimes planned in one arena
+ * (plan.c) -> LLVM module (codegen.c, cg_*.c) -> object file -> executable
  * (main.c spawns the linker). ir_verify runs after each pass.
  *
  * Sections follow the file that defines the functions they declare. */
