@@ -96,7 +96,6 @@ LLVMValueRef cg_load_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin);
 void cg_store_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin, LLVMValueRef x);
 LLVMValueRef cg_buffer_of(CG *g, const Value *v); /* v's buffer (its root's), typed */
 LLVMValueRef cg_temp(CG *g, int t, DType dt);     /* Plan.temps[t] in the arena, typed */
-bool cg_mat(const CG *g, const Value *v);         /* v has a buffer */
 /* v's element at idx: a load from its buffer, or computed from its operands */
 LLVMValueRef cg_elem_at(CG *g, const Value *v, const Aff *idx);
 void cg_emit_map(CG *g, const Value *v); /* v's buffer = its elements */
