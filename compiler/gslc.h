@@ -482,18 +482,19 @@ void plan_free(Plan *pl);
 /* gslc --stats: memory per device and bytes each collective moves per step */
 void plan_stats(FILE *f, const Program *p, const Plan *pl);
 
-/* ---- codegen.c: LLVM ---------------------------------------------------- */
+/* ---- codegen.c (and cg_*.c): LLVM ---------------------------------------------------- */
 
 typedef enum EmitKind { EMIT_OBJECT, EMIT_ASM, EMIT_LLVM } EmitKind;
 
 typedef struct CodegenOptions {
-  int opt_level;    /* 0..3 */
-  EmitKind emit;    /* what to write */
-  const char *out;  /* file to write */
-  const Plan *plan; /* the program's buffer plan; NULL: cg_emit plans itself */
+  int opt_level;   /* 0..3 */
+  EmitKind emit;   /* what to write */
+  const char *out; /* file to write */
 } CodegenOptions;
 
-/* Lowers p to LLVM, optimizes and writes opt->out; false after reporting. */
-bool cg_emit(const Program *p, const CodegenOptions *opt);
+/* Lowers p to LLVM with its buffer plan pl (plan_buffers(p)), optimizes
+ * and writes opt->out; false after reporting. */
+bool cg_emit_planned(const Program *p, const Plan *pl, const CodegenOptions *opt);
+bool cg_emit(const Program *p, const CodegenOptions *opt); /* the same, planning p itself */
 
 #endif
