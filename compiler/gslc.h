@@ -5,8 +5,9 @@
  * ast.c) -> global tensor IR (sema.c: names, consts, inlined calls, static
  * shapes, built through ir.c's builder) -> every value sharded
  * (propagate.c) -> the SPMD program, local shapes and collectives
- * (partition.c; both on sharding.c's algebra and plans) -> LLVM module (codegen.c) -> object file -> executable
- * (main.c spawns the linker). ir_verify runs after each pass.
+ * (partition.c; both on sharding.c's algebra, plans and costs) -> LLVM
+ * module (codegen.c) -> object file -> executable (main.c spawns the
+ * linker). ir_verify runs after each pass.
  *
  * Sections follow the file that defines the functions they declare. */
 #ifndef GSLC_H
