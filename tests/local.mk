@@ -28,7 +28,7 @@ ERROR_TESTS += \
 	tests/errors/shapes.gsl tests/errors/inlined.gsl tests/errors/sharding.gsl tests/errors/not_yet.gsl
 
 # scripts
-SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh
+SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/long_axis_name.sh tests/empty_program.sh
 
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
 check_PROGRAMS += tests/collectives_test
