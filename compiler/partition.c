@@ -35,7 +35,6 @@ struct Reuse {
 };
 
 typedef struct Part {
-  const Program *g; /* the global program */
   Reuse *reuse;     /* resharded values, newest first */
   const Value *at;  /* the global value being partitioned */
   Program *s;       /* the SPMD program being built */
@@ -377,6 +376,6 @@ static Value *part_rewrite(void *ctx, Program *dst, const Value *v, Value **map)
 }
 
 Program *spmd_partition(const Program *g) {
-  Part P = {g, NULL, NULL, NULL, NULL};
+  Part P = {NULL, NULL, NULL, NULL};
   return ir_rewrite(g, true, part_rewrite, &P);
 }
