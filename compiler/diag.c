@@ -5,17 +5,31 @@
  *               ^~
  *
  * Sources are read whole and NUL-terminated, so the lexer needs no refill
- * and a span's line can always be printed. Errors are counted; the driver
- * stops after a phase that reported any. */
+ * and a span's line can always be printed. A directory is refused with
+ * EISDIR (fopen accepts one, and the read error would say only EIO), and a
+ * read error keeps its own errno. The device and inode of every file read
+ * are remembered, so the driver can refuse to write over a source
+ * (source_was_read). Errors are counted; the driver stops after a phase
+ * that reported any. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gslc.h"
 
+/* The identity of a file source_load read. */
+typedef struct FileId {
+  dev_t dev;        /* its device */
+  ino_t ino;        /* its inode */
+  char *path;       /* the path it was read by */
+} FileId;
+
 static FILE *diag_out;  /* where diagnostics go; NULL means stderr */
 static int nerrors;     /* errors reported since the last reset */
+static FileId *read_files; /* every file source_load read */
+static int nread_files;    /* entries in read_files */
 
 Source *source_from_string(const char *path, const char *text) {
   Source *s = xcalloc(1, sizeof *s);
@@ -25,25 +39,63 @@ Source *source_from_string(const char *path, const char *text) {
   return s;
 }
 
+static void forget_files(void) {
+  for (int i = 0; i < nread_files; i++)
+    free(read_files[i].path);
+  free(read_files);
+  read_files = NULL;
+  nread_files = 0;
+}
+
+/* Remembers that the file behind st was read by path. */
+static void remember(const struct stat *st, const char *path) {
+  for (int i = 0; i < nread_files; i++)
+    if (read_files[i].dev == st->st_dev && read_files[i].ino == st->st_ino)
+      return;
+  if (!read_files)
+    atexit(forget_files);
+  read_files = xrealloc(read_files, sizeof *read_files * (size_t)(nread_files + 1));
+  read_files[nread_files++] = (FileId){st->st_dev, st->st_ino, xstrdup(path)};
+}
+
+const char *source_was_read(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return NULL;
+  for (int i = 0; i < nread_files; i++)
+    if (read_files[i].dev == st.st_dev && read_files[i].ino == st.st_ino)
+      return read_files[i].path;
+  return NULL;
+}
+
 Source *source_load(const char *path) {
+  struct stat st;
   FILE *f = fopen(path, "rb");
   if (!f)
     return NULL;
+  if (fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
+    int e = S_ISDIR(st.st_mode) ? EISDIR : errno;
+    fclose(f);
+    errno = e;
+    return NULL;
+  }
+  remember(&st, path);
   size_t cap = 4096, len = 0;
   char *buf = xmalloc(cap);
   for (;;) {
     if (cap - len < 2)
       buf = xrealloc(buf, cap *= 2);
+    errno = 0;
     size_t n = fread(buf + len, 1, cap - len - 1, f);
     len += n;
     if (n == 0)
       break;
   }
-  int err = ferror(f);
+  int err = ferror(f) ? (errno ? errno : EIO) : 0;
   fclose(f);
   if (err) {
     free(buf);
-    errno = EIO;
+    errno = err;
     return NULL;
   }
   buf[len] = '\0';

@@ -56,6 +56,7 @@ typedef struct Span {
 } Span;
 
 Source *source_load(const char *path);                  /* NULL (and errno) if unreadable */
+const char *source_was_read(const char *path);          /* the path source_load read path's file by, or NULL */
 Source *source_from_string(const char *path, const char *text);
 void source_free(Source *s);
 Span span_join(Span a, Span b);                         /* from a's start to b's end */
@@ -377,7 +378,7 @@ void ir_print(FILE *f, const Program *p); /* --emit-ir, --emit-spmd */
  * too. false and a report to err (if not NULL) when broken. */
 bool ir_verify(const Program *p, FILE *err);
 
-/* ---- sema.c: names, constants, inlining, shapes -> global IR ------------ */
+/* ---- sema.c (builtins.c, contract.c, inline.c): names, constants, inlining, shapes -> global IR */
 
 typedef struct Define {
   const char *name;  /* -D NAME=VALUE */
@@ -392,8 +393,31 @@ typedef struct SemaOptions {
   int ndefines;
 } SemaOptions;
 
-/* Elaborates a parsed program into global IR; NULL after reporting errors. */
+/* Elaborates a parsed program into global IR (dead values dropped); NULL
+ * after reporting errors. The convenience wrapper of the calls below. */
 Program *sema_program(const Node *root, const Source *src, Arena *ast_arena, const SemaOptions *opt);
+
+/* A sema context kept alive, so that later passes can call GSL functions
+ * (the stdlib's, or the program's own) on IR values they made themselves:
+ *   Sema *s = sema_new(p, ast_arena, &opt);  sema_run(s, root);
+ *   ... sema_call(s, "optim", "sgd", args, 2, res, 1, at) ...
+ *   sema_free(s);  ir_dce(p);
+ * The program p (from ir_new) and ast_arena (where imported modules are
+ * parsed) stay the caller's, and must outlive the context. */
+typedef struct Sema Sema;
+Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt);
+/* Elaborates root's statements into p; false after reporting errors. */
+bool sema_run(Sema *s, const Node *root);
+/* Inlines function fn of module (a name found as by import, e.g. "nn",
+ * loaded once into a scope of its own; NULL: the program's own functions)
+ * on args, values of p. Types and arity are checked and shape names bound
+ * per call, as for a call in the source; errors are located in the module
+ * with a note at `at` (errors of the call itself are at `at`). Returns how
+ * many values fn gives (a number comes back as an f32 scalar), stored in
+ * results (dies if more than maxresults), or -1 after reporting errors. */
+int sema_call(Sema *s, const char *module, const char *fn, Value **args, int nargs, Value **results,
+              int maxresults, Span at);
+void sema_free(Sema *s); /* the context only; p is left as it is */
 
 /* ---- sharding.c: the sharding algebra, resharding plans, their cost ------- */
 

@@ -9,7 +9,10 @@
  * Each phase reports its own errors; the driver stops after the first phase
  * that reported any. Linking spawns the compiler driver configure found
  * (mpicc), as cproc spawns its assembler and linker, with libgslrt and the
- * BLAS after the program's object. An uninstalled gslc (run from its build
+ * BLAS after the program's object; the linker's stderr is held back and
+ * printed after our own error line. The output file is never a source:
+ * -o naming the input is refused before any work, -o naming an imported
+ * module before anything is written. An uninstalled gslc (run from its build
  * tree) uses the build tree's runtime and the source tree's stdlib; an
  * installed one uses those under its prefix. */
 #include <errno.h>
@@ -18,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -158,26 +162,96 @@ static char *default_output(const char *input, const char *ext) {
   return out;
 }
 
-/* Runs argv[0] with argv; true if it exited 0. */
+/* The file this run writes: -o, or the default for the mode; NULL for
+ * standard output (--emit-ir, --emit-spmd, --explain without -o). */
+static char *output_path(const Options *o) {
+  if (o->output)
+    return xstrdup(o->output);
+  switch (o->mode) {
+  case MODE_LINK: return default_output(o->input, "");
+  case MODE_OBJECT: return default_output(o->input, ".o");
+  case MODE_ASM: return default_output(o->input, ".s");
+  case MODE_LLVM: return default_output(o->input, ".ll");
+  case MODE_IR:
+  case MODE_SPMD:
+  case MODE_EXPLAIN: return NULL;
+  }
+  die("unknown mode %d", (int)o->mode);
+}
+
+/* Whether a and b name one existing file (device and inode, so a second
+ * name, a symlink or a "./" prefix is seen through). */
+static bool same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Refuses an output that is a source this run read: the input (checked
+ * before any work) or, after sema, a module the program imports. */
+static bool output_overwrites_source(const char *out, const char *input) {
+  if (!out)
+    return false;
+  if (same_file(out, input)) {
+    diag_fatal("the output file %s is the input file %s; refusing to overwrite it", out, input);
+    return true;
+  }
+  const char *src = source_was_read(out);
+  if (src) {
+    diag_fatal("the output file %s is the module %s that %s imports; refusing to overwrite it", out, src,
+               input);
+    return true;
+  }
+  return false;
+}
+
+/* Copies what a child wrote to the temporary file fd to our stderr. */
+static void copy_child_output(int fd) {
+  char buf[4096];
+  ssize_t n;
+  fflush(stderr);
+  if (lseek(fd, 0, SEEK_SET) != 0)
+    return;
+  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0 && fwrite(buf, 1, (size_t)n, stderr) != (size_t)n)
+      return;
+}
+
+/* Runs argv[0] with argv; true if it exited 0. Its stderr goes to a
+ * temporary file, copied to ours after our own message, so that a failure
+ * reads "gslc: error: linking failed ..." first and the linker's lines
+ * after it. */
 static bool run(char **argv) {
   pid_t pid;
-  int err = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+  FILE *cap = tmpfile();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (cap)
+    posix_spawn_file_actions_adddup2(&fa, fileno(cap), STDERR_FILENO);
+  int err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  bool ok = false;
   if (err) {
     diag_fatal("cannot run %s: %s", argv[0], strerror(err));
-    return false;
+    goto done;
   }
   int status;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) {
       diag_fatal("waiting for %s: %s", argv[0], strerror(errno));
-      return false;
+      goto done;
     }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     diag_fatal("linking failed (%s exited with status %d)", argv[0],
                WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-    return false;
+    goto done;
   }
-  return true;
+  ok = true;
+done:
+  if (cap) {
+    copy_child_output(fileno(cap));
+    fclose(cap);
+  }
+  return ok;
 }
 
 static bool link_program(const char *object, const char *out, bool uninstalled) {
@@ -204,9 +278,15 @@ static bool link_program(const char *object, const char *out, bool uninstalled) 
 }
 
 static int compile(const Options *o) {
+  char *out = output_path(o);
+  if (output_overwrites_source(out, o->input)) {
+    free(out);
+    return 1;
+  }
   Source *src = source_load(o->input);
   if (!src) {
     diag_fatal("cannot read %s: %s", o->input, strerror(errno));
+    free(out);
     return 1;
   }
   bool uninstalled = running_uninstalled();
@@ -231,11 +311,13 @@ static int compile(const Options *o) {
   spmd = spmd_partition(p);
   if (!ir_verify(spmd, stderr))
     die("the SPMD program the partitioner built does not verify");
+  if (output_overwrites_source(out, o->input))
+    goto done;
 
   if (o->mode == MODE_IR || o->mode == MODE_SPMD || o->mode == MODE_EXPLAIN) {
-    FILE *f = o->output ? fopen(o->output, "w") : stdout;
+    FILE *f = out ? fopen(out, "w") : stdout;
     if (!f) {
-      diag_fatal("cannot write %s: %s", o->output, strerror(errno));
+      diag_fatal("cannot write %s: %s", out, strerror(errno));
       goto done;
     }
     if (o->mode == MODE_IR)
@@ -244,8 +326,8 @@ static int compile(const Options *o) {
       ir_print(f, spmd);
     else
       explain_print(f, p, spmd);
-    if ((o->output ? fclose(f) : fflush(f)) != 0) {
-      diag_fatal("cannot write %s: %s", o->output ? o->output : "stdout", strerror(errno));
+    if ((out ? fclose(f) : fflush(f)) != 0) {
+      diag_fatal("cannot write %s: %s", out ? out : "stdout", strerror(errno));
       goto done;
     }
     rc = 0;
@@ -265,20 +347,15 @@ static int compile(const Options *o) {
     co.out = obj;
   } else {
     co.emit = o->mode == MODE_ASM ? EMIT_ASM : o->mode == MODE_LLVM ? EMIT_LLVM : EMIT_OBJECT;
-    co.out = o->output ? o->output
-                       : default_output(o->input, o->mode == MODE_ASM ? ".s" : o->mode == MODE_LLVM ? ".ll" : ".o");
+    co.out = out;
   }
   if (!cg_emit(spmd, &co))
     goto done;
-  if (o->mode == MODE_LINK) {
-    char *out = o->output ? xstrdup(o->output) : default_output(o->input, "");
-    bool ok = link_program(obj, out, uninstalled);
-    free(out);
-    if (!ok)
-      goto done;
-  }
+  if (o->mode == MODE_LINK && !link_program(obj, out, uninstalled))
+    goto done;
   rc = 0;
 done:
+  free(out);
   if (obj) {
     unlink(obj);
     free(obj);

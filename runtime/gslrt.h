@@ -150,9 +150,19 @@ int gslrt_npy_read_header(const char *path, gslrt_npy *h, char *err, int errlen)
  * elements are 4 bytes. */
 int gslrt_npy_read_tile(const char *path, const gslrt_npy *h, const int64_t *offset,
                         const int64_t *count, void *out, char *err, int errlen);
-/* Writes a whole array; to path.tmp first, renamed over path when complete. */
+/* Writes a whole array; to a new temporary beside path first, renamed over
+ * path when complete. */
 int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
                     const void *data, char *err, int errlen);
+/* The same, but leaves the complete temporary for the caller to rename over
+ * path or remove: its name (malloc'd) goes to *tmp. */
+int gslrt_npy_write_temp(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
+                         const void *data, char **tmp, char *err, int errlen);
+/* Whether path can take a new .npy: absent, or a regular file (not a
+ * directory, symbolic link, device, ...), in a directory where a file can be
+ * created (one is created and removed). 0 with an existing file's device
+ * and inode in *dev, *ino (0 if absent); -1 with the cause in err. */
+int gslrt_npy_check_target(const char *path, uint64_t *dev, uint64_t *ino, char *err, int errlen);
 
 #ifdef __cplusplus
 }

@@ -173,6 +173,11 @@ int64_t gslrt_block_index(const gslrt_ctx *ctx, const int64_t *coord, int n, con
                           int64_t *blocks);
 /* Matches --input and --output with the declarations (usage errors). */
 void gslrt_check_bindings(gslrt_ctx *ctx);
+/* Checks every --output target on rank 0 before step 1: two names of one
+ * file (the same path, or paths of one existing file) are a usage error; a
+ * target that is not a regular file, or whose directory takes no new file,
+ * a run-time error. */
+void gslrt_check_outputs(gslrt_ctx *ctx);
 /* Reads and checks every --input file's header on rank 0, shares them. */
 void gslrt_open_inputs(gslrt_ctx *ctx);
 /* Initializes every param (draws with step -1). */
@@ -180,7 +185,7 @@ void gslrt_init_params(gslrt_ctx *ctx);
 /* Fills every input for step: its tile of the file's batch step % B, or
  * its initializer drawn for step. */
 void gslrt_bind_inputs(gslrt_ctx *ctx, int64_t step);
-/* Gathers each --output to rank 0 and writes it. */
+/* Gathers each --output to rank 0 and writes them all or none. */
 void gslrt_write_outputs(gslrt_ctx *ctx);
 /* Tokens per step: the product of all dims but the last of the first
  * declared input (1 if none). */

@@ -4,7 +4,8 @@
  *   parse the options (usage errors: exit 2); --help / --version;
  *   gsl_setup (declarations; the mesh is checked against the ranks);
  *   build the communicators of the declared groups of mesh axes;
- *   match --input/--output with the declarations; check the input files;
+ *   match --input/--output with the declarations; check the output
+ *   targets and the input files;
  *   initialize params; for each step: bind inputs, gsl_step, log;
  *   write the outputs; free everything; MPI_Finalize.
  *
@@ -25,6 +26,7 @@
  * erased before each log line and at the end. --quiet prints only errors. */
 #include "internal.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,30 @@ static void finalize_and_exit(gslrt_ctx *ctx, int code) {
   exit(code);
 }
 
+/* Writes "PREFIXmessage\nTAIL" to stderr with one write(2), so that the
+ * lines of ranks failing together never interleave (stderr is unbuffered:
+ * fprintf would write the prefix and the message separately). A message
+ * too long for the buffer is cut, keeping its newline. */
+static void say(const char *prefix, const char *tail, const char *fmt, va_list ap) {
+  char buf[2 * GSLRT_ERRLEN];
+  size_t cap = sizeof buf - 2, n = (size_t)snprintf(buf, cap, "%s", prefix);
+  if (n < cap)
+    n += (size_t)vsnprintf(buf + n, cap - n, fmt, ap);
+  if (n < cap && tail)
+    n += (size_t)snprintf(buf + n, cap - n, "\n%s", tail);
+  if (n > cap - 1)
+    n = cap - 1;
+  buf[n++] = '\n';
+  for (size_t done = 0; done < n;) {
+    ssize_t k = write(STDERR_FILENO, buf + done, n - done);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      break;
+    done += (size_t)k;
+  }
+}
+
 void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
   va_list ap;
   int rank = 0, nranks = 1, up = 0;
@@ -69,12 +95,11 @@ void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank), MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   erase_progress();
   fflush(stdout);
-  fprintf(stderr, "%s: rank %d: error: ", ctx ? ctx->prog : "gslrt", rank);
+  char prefix[256];
+  snprintf(prefix, sizeof prefix, "%s: rank %d: error: ", ctx ? ctx->prog : "gslrt", rank);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  say(prefix, NULL, fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
-  fflush(stderr);
   /* MPI_COMM_WORLD, not our duplicate: MPICH's ch4 aborts the world through
    * the process manager (PMI_Abort), but any other communicator by sending
    * abort messages that a peer already in MPI_Finalize never answers. */
@@ -86,13 +111,13 @@ void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
 void gslrt_fail_all(gslrt_ctx *ctx, const char *fmt, ...) {
   va_list ap;
   if (ctx->rank == 0) {
+    char prefix[256];
     erase_progress();
     fflush(stdout);
-    fprintf(stderr, "%s: rank 0: error: ", ctx->prog);
+    snprintf(prefix, sizeof prefix, "%s: rank 0: error: ", ctx->prog);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    say(prefix, NULL, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
   }
   finalize_and_exit(ctx, 1);
 }
@@ -100,11 +125,12 @@ void gslrt_fail_all(gslrt_ctx *ctx, const char *fmt, ...) {
 void gslrt_usage_error(gslrt_ctx *ctx, const char *fmt, ...) {
   va_list ap;
   if (ctx->rank == 0) {
-    fprintf(stderr, "%s: error: ", ctx->prog);
+    char prefix[256], tail[256];
+    snprintf(prefix, sizeof prefix, "%s: error: ", ctx->prog);
+    snprintf(tail, sizeof tail, "Try '%s --help'.", ctx->prog);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    say(prefix, tail, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry '%s --help'.\n", ctx->prog);
   }
   finalize_and_exit(ctx, 2);
 }
@@ -248,6 +274,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   gslrt_check_mesh(&ctx);
   gslrt_build_groups(&ctx);
   gslrt_check_bindings(&ctx);
+  gslrt_check_outputs(&ctx);
   gslrt_open_inputs(&ctx);
   gslrt_init_params(&ctx);
   run_steps(&ctx);

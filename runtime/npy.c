@@ -13,10 +13,19 @@
  * Tiles are read with pread, one call per contiguous run: the trailing
  * dimensions a tile covers fully merge into one run.
  *
+ * Only regular files are read: a directory, a FIFO or a device is refused
+ * by name before it is opened (fopen of a directory succeeds and the first
+ * read fails with a bare EISDIR).
+ *
  * Writing produces what numpy.save produces (version 1.0 unless the header
  * needs 2.0): the header padded so that magic + version + length + header
- * is a multiple of 64 bytes. The file is written to PATH.tmp and renamed
- * over PATH only when every write and the close succeeded. The host is
+ * is a multiple of 64 bytes. The file is written to a new temporary beside
+ * PATH (PATH.tmp, or PATH.PID.N.tmp if that exists; created exclusively, so
+ * no existing file is touched) and renamed over PATH only when every write and the close
+ * succeeded; gslrt_npy_write_temp leaves the rename to the caller, which
+ * can then commit several files together or remove them all. A target is
+ * checked first (gslrt_npy_check_target): it must not exist or be a
+ * regular file, and its directory must take a new file. The host is
  * assumed little-endian (x86-64, AArch64).
  *
  * This file depends on gslrt.h only (not MPI), so tools link it alone. */
@@ -121,6 +130,78 @@ static void shape_str(char *buf, size_t len, int32_t rank, const int64_t *shape)
     snprintf(buf + n, len - n, "]");
 }
 
+/* What a file that is not a regular file is, for messages. */
+static const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "is a directory";
+  if (S_ISLNK(mode))
+    return "is a symbolic link";
+  if (S_ISCHR(mode))
+    return "is a character device";
+  if (S_ISBLK(mode))
+    return "is a block device";
+  if (S_ISFIFO(mode))
+    return "is a FIFO";
+  if (S_ISSOCK(mode))
+    return "is a socket";
+  return "is not a regular file";
+}
+
+/* Creates a new empty file beside path, exclusively (no existing file is
+ * opened): PATH.tmp, or PATH.PID.N.tmp if that exists. Its descriptor, and
+ * its name in *tmp (malloc'd); -1 with errno and the last name tried in
+ * *tmp (malloc'd, or NULL without memory). */
+static int create_temp(const char *path, char **tmp) {
+  static unsigned serial; /* distinguishes the temporaries of one process */
+  size_t len = strlen(path) + 48;
+  char *name = malloc(len);
+  int fd = -1;
+  *tmp = name;
+  if (!name)
+    return -1;
+  for (int tries = 0; tries < 100 && fd < 0; tries++) {
+    if (tries == 0)
+      snprintf(name, len, "%s.tmp", path);
+    else
+      snprintf(name, len, "%s.%ld.%u.tmp", path, (long)getpid(), serial++);
+    fd = open(name, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    if (fd < 0 && errno != EEXIST)
+      break;
+  }
+  return fd;
+}
+
+int gslrt_npy_check_target(const char *path, uint64_t *dev, uint64_t *ino, char *err, int errlen) {
+  struct stat st;
+  char *tmp = NULL;
+  *dev = *ino = 0;
+  if (!*path) {
+    gslrt_seterr(err, errlen, "the file name is empty");
+    return -1;
+  }
+  if (lstat(path, &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      gslrt_seterr(err, errlen, "%s %s, not a regular file (refusing to replace it)", path,
+                   file_kind(st.st_mode));
+      return -1;
+    }
+    *dev = (uint64_t)st.st_dev, *ino = (uint64_t)st.st_ino;
+  } else if (errno != ENOENT && errno != ENOTDIR) {
+    gslrt_seterr(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+    return -1;
+  }
+  int fd = create_temp(path, &tmp);
+  if (fd < 0) {
+    gslrt_seterr(err, errlen, "cannot create %s: %s", tmp ? tmp : path, strerror(errno));
+    free(tmp);
+    return -1;
+  }
+  close(fd);
+  unlink(tmp);
+  free(tmp);
+  return 0;
+}
+
 /* Parses the dict text of a header into h. */
 static int parse_dict(const char *path, const char *text, gslrt_npy *h, char *err, int errlen) {
   scan s = {text};
@@ -202,6 +283,14 @@ int gslrt_npy_read_header(const char *path, gslrt_npy *h, char *err, int errlen)
   unsigned char pre[12];
   struct stat st;
   memset(h, 0, sizeof *h);
+  if (stat(path, &st) != 0) {
+    gslrt_seterr(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    goto fn_exit;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    gslrt_seterr(err, errlen, "cannot read %s: %s", path, file_kind(st.st_mode));
+    goto fn_exit;
+  }
   f = fopen(path, "rb");
   if (!f) {
     gslrt_seterr(err, errlen, "cannot open %s: %s", path, strerror(errno));
@@ -209,6 +298,10 @@ int gslrt_npy_read_header(const char *path, gslrt_npy *h, char *err, int errlen)
   }
   if (fstat(fileno(f), &st) != 0) {
     gslrt_seterr(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+    goto fn_exit;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    gslrt_seterr(err, errlen, "cannot read %s: %s", path, file_kind(st.st_mode));
     goto fn_exit;
   }
   if (fread(pre, 1, 10, f) != 10) {
@@ -335,14 +428,15 @@ fn_exit:
   return rc;
 }
 
-int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
-                    const void *data, char *err, int errlen) {
-  int rc = -1;
+int gslrt_npy_write_temp(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
+                         const void *data, char **tmp_out, char *err, int errlen) {
+  int rc = -1, fd = -1;
   FILE *f = NULL;
   char *tmp = NULL, dict[512];
   unsigned char pre[12];
   size_t npre;
   int64_t n = 1;
+  *tmp_out = NULL;
   if (rank < 0 || rank > NPY_MAX_DIMS) {
     gslrt_seterr(err, errlen, "%s: cannot write an array of rank %d", path, (int)rank);
     goto fn_exit;
@@ -365,18 +459,19 @@ int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t
   pre[7] = 0;
   pre[8] = (unsigned char)hlen, pre[9] = (unsigned char)(hlen >> 8);
   pre[10] = (unsigned char)(hlen >> 16), pre[11] = (unsigned char)(hlen >> 24);
-  tmp = malloc(strlen(path) + 5);
-  if (!tmp) {
-    gslrt_seterr(err, errlen, "%s: out of memory", path);
+  fd = create_temp(path, &tmp);
+  if (fd < 0) {
+    gslrt_seterr(err, errlen, "cannot create %s: %s", tmp ? tmp : path, strerror(errno));
+    free(tmp);
+    tmp = NULL;
     goto fn_exit;
   }
-  strcpy(tmp, path);
-  strcat(tmp, ".tmp");
-  f = fopen(tmp, "wb");
+  f = fdopen(fd, "wb");
   if (!f) {
-    gslrt_seterr(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    gslrt_seterr(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     goto fn_exit;
   }
+  fd = -1;
   int ok = fwrite(pre, 1, npre, f) == npre && fwrite(dict, 1, (size_t)len, f) == (size_t)len;
   for (size_t i = (size_t)len; ok && i + 1 < hlen; i++)
     ok = fputc(' ', f) != EOF;
@@ -392,16 +487,31 @@ int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t
     gslrt_seterr(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     goto fn_exit;
   }
-  if (rename(tmp, path) != 0) {
-    gslrt_seterr(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    goto fn_exit;
-  }
+  *tmp_out = tmp;
   rc = 0;
 fn_exit:
   if (f)
     fclose(f);
-  if (rc != 0 && tmp)
+  if (fd >= 0)
+    close(fd);
+  if (rc != 0 && tmp) {
     unlink(tmp);
+    free(tmp);
+  }
+  return rc;
+}
+
+int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
+                    const void *data, char *err, int errlen) {
+  char *tmp = NULL;
+  if (gslrt_npy_write_temp(path, dtype, rank, shape, data, &tmp, err, errlen) != 0)
+    return -1;
+  int rc = 0;
+  if (rename(tmp, path) != 0) {
+    gslrt_seterr(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    unlink(tmp);
+    rc = -1;
+  }
   free(tmp);
   return rc;
 }

@@ -20,16 +20,24 @@
  * step; params are drawn once with step -1. i32 tensors take the floor of
  * the drawn value (uniform(0, V) gives ids 0..V-1).
  *
- * Outputs: after the last step every rank sends its tile to rank 0
- * (MPI_Gatherv), which places each tile in the global array and writes the
- * .npy; the result is shared so every rank exits the same way. */
+ * Outputs: before step 1 rank 0 checks every --output target (two names
+ * of one file are a usage error; a target that exists and is not a regular
+ * file, or a directory that takes no new file, a run-time error) and shares
+ * the verdict. After the last step every rank sends its tile to rank 0
+ * (MPI_Gatherv), which places each tile in the global array and writes it
+ * to a temporary beside its file; only when every temporary is complete
+ * are they all renamed over their files, and on any failure every
+ * temporary is removed, so the outputs are written all or none. The result
+ * is shared so every rank exits the same way. */
 #include "internal.h"
 #include "seterr.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *dtype_name(int32_t dtype) { return dtype == GSLRT_I32 ? "i32" : "f32"; }
 
@@ -343,8 +351,61 @@ static void place_tile(char *global, int32_t rank, const int64_t *gshape, const 
   }
 }
 
-/* Gathers output o on rank 0 and writes it; returns the status there. */
-static int write_output(gslrt_ctx *ctx, gslrt_output *o, char *err, int errlen) {
+/* The verdict on the --output targets, on rank 0: 0, or 2 (a usage
+ * error) or 1 (a run-time error) with the cause in err. */
+static int check_targets(const gslrt_options *op, char *err, int errlen) {
+  int rc = 0;
+  char msg[GSLRT_ERRLEN];
+  uint64_t *dev = calloc((size_t)op->noutputs + 1, sizeof *dev);
+  uint64_t *ino = calloc((size_t)op->noutputs + 1, sizeof *ino);
+  if (!dev || !ino) {
+    gslrt_seterr(err, errlen, "out of memory");
+    rc = 1;
+    goto fn_exit;
+  }
+  for (int i = 0; i < op->noutputs; i++) {
+    const gslrt_binding *b = &op->outputs[i];
+    for (int k = 0; k < i; k++)
+      if (!strcmp(op->outputs[k].file, b->file)) {
+        gslrt_seterr(err, errlen, "--output %s=%s and --output %s=%s name the same file",
+                     op->outputs[k].name, op->outputs[k].file, b->name, b->file);
+        rc = 2;
+        goto fn_exit;
+      }
+    if (gslrt_npy_check_target(b->file, &dev[i], &ino[i], msg, sizeof msg) != 0) {
+      gslrt_seterr(err, errlen, "--output %s=%s: %s", b->name, b->file, msg);
+      rc = 1;
+      goto fn_exit;
+    }
+    for (int k = 0; k < i; k++)
+      if (ino[i] && dev[k] == dev[i] && ino[k] == ino[i]) {
+        gslrt_seterr(err, errlen, "--output %s=%s and --output %s=%s name the same file",
+                     op->outputs[k].name, op->outputs[k].file, b->name, b->file);
+        rc = 2;
+        goto fn_exit;
+      }
+  }
+fn_exit:
+  free(dev);
+  free(ino);
+  return rc;
+}
+
+void gslrt_check_outputs(gslrt_ctx *ctx) {
+  char err[GSLRT_ERRLEN] = "";
+  int status = 0;
+  if (ctx->rank == 0)
+    status = check_targets(&ctx->opts, err, sizeof err);
+  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+  if (status == 2)
+    gslrt_usage_error(ctx, "%s", err);
+  if (status != 0)
+    gslrt_fail_all(ctx, "%s", err);
+}
+
+/* Gathers output o on rank 0 and writes it to a temporary beside its file,
+ * whose name goes to *tmp there; returns the status there. */
+static int write_output(gslrt_ctx *ctx, gslrt_output *o, char **tmp, char *err, int errlen) {
   int rc = -1;
   int *counts = NULL, *displs = NULL;
   char *all = NULL, *global = NULL;
@@ -352,7 +413,7 @@ static int write_output(gslrt_ctx *ctx, gslrt_output *o, char *err, int errlen) 
   if (!mine && o->local_count > 0)
     gslrt_fatal(ctx, "output %s has no buffer (gsl_setup left its slot empty)", o->name);
   if (ctx->nranks == 1) {
-    rc = gslrt_npy_write(o->file, o->dtype, o->rank, o->global_shape, mine, err, errlen);
+    rc = gslrt_npy_write_temp(o->file, o->dtype, o->rank, o->global_shape, mine, tmp, err, errlen);
     goto fn_exit;
   }
   int64_t total = 0, gcount = count_of(o->rank, o->global_shape);
@@ -385,7 +446,7 @@ static int write_output(gslrt_ctx *ctx, gslrt_output *o, char *err, int errlen) 
       gslrt_tile(ctx, r, o->name, o->rank, o->global_shape, o->dim_axes, shape, off);
       place_tile(global, o->rank, o->global_shape, off, shape, all + 4 * (int64_t)displs[r]);
     }
-    rc = gslrt_npy_write(o->file, o->dtype, o->rank, o->global_shape, global, err, errlen);
+    rc = gslrt_npy_write_temp(o->file, o->dtype, o->rank, o->global_shape, global, tmp, err, errlen);
   } else {
     rc = 0;
   }
@@ -397,17 +458,55 @@ fn_exit:
   return rc;
 }
 
+/* Removes the temporaries tmp[0..n) that exist and frees their names. */
+static void remove_temps(char **tmp, int n) {
+  for (int k = 0; k < n; k++) {
+    if (tmp[k])
+      unlink(tmp[k]);
+    free(tmp[k]);
+    tmp[k] = NULL;
+  }
+}
+
 void gslrt_write_outputs(gslrt_ctx *ctx) {
   char err[GSLRT_ERRLEN] = "";
-  for (int k = 0; k < ctx->noutputs; k++) {
+  char **tmp = calloc((size_t)ctx->noutputs + 1, sizeof *tmp);
+  const char *failed = NULL;
+  if (!tmp)
+    gslrt_fatal(ctx, "writing the outputs: out of memory");
+  for (int k = 0; k < ctx->noutputs && !failed; k++) {
     gslrt_output *o = &ctx->outputs[k];
     if (!o->file)
       continue;
-    int status = write_output(ctx, o, err, sizeof err);
+    int status = write_output(ctx, o, &tmp[k], err, sizeof err);
     gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
     if (status != 0)
-      gslrt_fail_all(ctx, "output %s: %s", o->name, err);
+      failed = o->name;
   }
+  if (failed) {
+    remove_temps(tmp, ctx->noutputs);
+    free(tmp);
+    gslrt_fail_all(ctx, "output %s: %s (no output was written)", failed, err);
+  }
+  /* every temporary is complete: rename them all (rank 0 holds them) */
+  int status = 0;
+  for (int k = 0; k < ctx->noutputs && status == 0; k++) {
+    if (!tmp[k])
+      continue;
+    if (rename(tmp[k], ctx->outputs[k].file) != 0) {
+      gslrt_seterr(err, sizeof err, "output %s: cannot rename %s to %s: %s", ctx->outputs[k].name,
+                   tmp[k], ctx->outputs[k].file, strerror(errno));
+      status = 1;
+    } else {
+      free(tmp[k]);
+      tmp[k] = NULL;
+    }
+  }
+  remove_temps(tmp, ctx->noutputs);
+  free(tmp);
+  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+  if (status != 0)
+    gslrt_fail_all(ctx, "%s", err);
 }
 
 int64_t gslrt_tokens_per_step(const gslrt_ctx *ctx) {

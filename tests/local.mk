@@ -25,10 +25,13 @@ IR_TESTS += tests/ir/expand.gsl tests/ir/inline.gsl tests/ir/propagate.gsl
 # programs that must not compile, beside their expected diagnostics
 ERROR_TESTS += \
 	tests/errors/syntax_several.gsl tests/errors/lexical.gsl tests/errors/unknown_names.gsl \
-	tests/errors/shapes.gsl tests/errors/inlined.gsl tests/errors/sharding.gsl tests/errors/not_yet.gsl
+	tests/errors/shapes.gsl tests/errors/inlined.gsl tests/errors/sharding.gsl tests/errors/not_yet.gsl \
+	tests/errors/overflow.gsl tests/errors/elem_limits.gsl tests/errors/uniform_bounds.gsl \
+	tests/errors/inline_bound.gsl
 
 # scripts
-SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/long_axis_name.sh tests/empty_program.sh
+SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
+	tests/gslc_output.sh tests/sema_limits.sh tests/long_axis_name.sh tests/empty_program.sh
 
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
 check_PROGRAMS += tests/collectives_test

@@ -44,6 +44,7 @@ int main(void) {
   add_lexer_tests();
   add_parser_tests();
   add_sema_tests();
+  add_inline_tests();
   add_ir_tests();
   add_sharding_tests();
   add_codegen_tests();

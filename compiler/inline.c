@@ -1,0 +1,167 @@
+/* inline.c — calls of GSL functions: every call is inlined.
+ *
+ * Method: inline_fn takes the callee's AST and IR values as its arguments,
+ * so a call in the source (sema_call_fn, which evaluates the arguments
+ * first) and a call the compiler makes on values it built itself
+ * (sema_call, in sema.c) go the same way. The arguments are checked
+ * against the callee's argument types, shape names in those types bind per
+ * call, and the body is elaborated afresh in a scope that sits on the scope
+ * the function was defined in (never on the caller's), so each call has its
+ * own static shapes. The call is pushed on the stack of frames that gives
+ * every error in the body a note at each call it was inlined through.
+ * Inlining is bounded: calls nest at most SEMA_MAX_DEPTH deep, and once the
+ * program holds more than SEMA_MAX_VALUES values the call being inlined
+ * reports it, once, and every later call stops at once. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "sema.h"
+
+static bool check_arg_type(Sema *s, Scope *fsc, const Node *arg, const Node *fnode, Value *v, Span at) {
+  const Node *t = arg->a;
+  DType dt = strcmp(t->name, "i32") == 0 ? DT_I32 : DT_F32;
+  if (strcmp(t->name, "f32") != 0 && strcmp(t->name, "i32") != 0) {
+    sema_error(s, t->span, "unknown type '%s' (expected f32 or i32)", t->name);
+    return false;
+  }
+  const char *fname = fnode->name ? fnode->name : "moe";
+  if (v->dtype != dt || v->shape.rank != t->list.len) {
+    sema_error(s, at, "argument '%s' of '%s' must be %s, got %s", arg->name, fname, sema_span_text(s, t->span), sema_vtype(s, v));
+    return false;
+  }
+  for (int i = 0; i < t->list.len; i++) {
+    const Node *d = t->list.items[i];
+    int64_t want;
+    /* a shape name binds per call (shadowing any global const of that name)
+     * unless an earlier argument of this call bound it */
+    if (d->kind == AST_NAME && !sema_lookup_local(fsc, d->name)) {
+      Binding *b = sema_bind(s, fsc, d->name, BK_SHAPEVAR, d->span);
+      if (b)
+        b->i = v->shape.d[i];
+      continue;
+    }
+    bool ok = true;
+    want = sema_eval_int(s, fsc, d, "a dimension", &ok);
+    if (!ok)
+      return false;
+    if (want != v->shape.d[i]) {
+      sema_error(s, at, "argument '%s' of '%s' must be %s, got %s: dimension %d is %" PRId64 ", expected %" PRId64,
+           arg->name, fname, sema_span_text(s, t->span), sema_vtype(s, v), i, v->shape.d[i], want);
+      return false;
+    }
+  }
+  return true;
+}
+/* The body of fnode in scope fsc, whose arguments are bound; call is on the
+ * stack of frames. */
+static R run_body(Sema *s, Scope *fsc, const Node *fnode, Span call) {
+  R result = none;
+  bool ok = true, returned = false;
+  for (int i = 0; i < fnode->list2.len && ok; i++) {
+    const Node *st = fnode->list2.items[i];
+    if (returned) {
+      sema_error(s, st->span, "statement after return");
+      ok = false;
+      break;
+    }
+    if (st->kind == AST_LET) {
+      ok = sema_exec_let(s, fsc, st);
+    } else if (st->kind == AST_RETURN) {
+      returned = true;
+      if (st->list.len == 1) {
+        result = sema_eval(s, fsc, st->list.items[0]);
+        if (result.k == R_TUPLE) {
+          sema_error(s, st->span, "return of a call that gives several values: name them with let first");
+          result = none;
+        }
+      } else {
+        Value **vs = arena_alloc(s->p->arena, sizeof(Value *) * (size_t)st->list.len);
+        for (int j = 0; j < st->list.len; j++)
+          if (!(vs[j] = sema_eval_value(s, fsc, st->list.items[j])))
+            ok = false;
+        if (ok) {
+          result = none;
+          result.k = R_TUPLE;
+          result.vs = vs;
+          result.n = st->list.len;
+        }
+      }
+      ok = ok && result.k != R_NONE;
+    } else if (st->kind != AST_ERROR) {
+      sema_error(s, st->span, "only let and return may stand in a function body");
+      ok = false;
+    }
+    if (s->too_big)
+      return none;
+    if (s->p->nvalues > SEMA_MAX_VALUES) {
+      s->too_big = true;
+      s->depth--; /* the notes name the calls this one was inlined through */
+      sema_error(s, call, "inlining '%s' here takes the program past %d IR values (do functions call each other "
+                 "many times over?)", fnode->name, SEMA_MAX_VALUES);
+      s->depth++;
+      return none;
+    }
+  }
+  if (ok && !returned)
+    sema_error(s, fnode->span, "function '%s' ends without return", fnode->name);
+  return ok && returned ? result : none;
+}
+
+R inline_fn(Sema *s, Scope *home, const Node *fnode, Value **args, int nargs, const Span *argspan, Span call) {
+  if (s->too_big)
+    return none;
+  if (nargs != fnode->list.len)
+    die("inline_fn: '%s' takes %d arguments, %d given", fnode->name, fnode->list.len, nargs);
+  if (s->depth == SEMA_MAX_DEPTH) {
+    sema_error(s, call, "calls nest more than %d deep (is '%s' recursive?)", SEMA_MAX_DEPTH, fnode->name);
+    return none;
+  }
+  Scope *fsc = arena_alloc(s->p->arena, sizeof *fsc);
+  fsc->parent = home;
+  for (int i = 0; i < nargs; i++) {
+    const Node *arg = fnode->list.items[i];
+    if (arg->a && !check_arg_type(s, fsc, arg, fnode, args[i], argspan[i]))
+      return none;
+    Binding *b = sema_bind(s, fsc, arg->name, BK_VALUE, arg->span);
+    if (!b)
+      return none;
+    b->v = args[i];
+  }
+  s->stack[s->depth].fn = fnode->name;
+  s->stack[s->depth].call = call;
+  if (s->depth++ == 0)
+    s->p->site = call; /* values inlined from here carry the outermost call */
+  R result = run_body(s, fsc, fnode, call);
+  if (--s->depth == 0)
+    s->p->site = (Span){0};
+  return result;
+}
+
+R sema_call_fn(Sema *s, Scope *sc, const Binding *fn, const Node *call) {
+  const Node *fnode = fn->fn;
+  Args a;
+  if (!sema_split_args(s, call, &a))
+    return none;
+  if (a.nkw) {
+    sema_error(s, a.kw[0]->span, "'%s' takes no keyword arguments", fnode->name);
+    return none;
+  }
+  if (a.npos != fnode->list.len) {
+    sema_error(s, call->span, "'%s' takes %d argument%s, %d given", fnode->name, fnode->list.len,
+               fnode->list.len == 1 ? "" : "s", a.npos);
+    diag_note(fnode->span, "'%s' is defined here", fnode->name);
+    return none;
+  }
+  if (s->depth == SEMA_MAX_DEPTH) {
+    sema_error(s, call->span, "calls nest more than %d deep (is '%s' recursive?)", SEMA_MAX_DEPTH, fnode->name);
+    return none;
+  }
+  Value *vals[8];
+  Span spans[8];
+  for (int i = 0; i < a.npos; i++) {
+    if (!(vals[i] = sema_eval_value(s, sc, a.pos[i])))
+      return none;
+    spans[i] = a.pos[i]->span;
+  }
+  return inline_fn(s, fn->home, fnode, vals, a.npos, spans, call->span);
+}

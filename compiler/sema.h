@@ -1,0 +1,174 @@
+/* sema.h — what the files of semantic analysis share, and no one else:
+ * sema.c (names, scopes, statements, expressions, the public API),
+ * builtins.c (one handler per builtins.def row), contract.c (einsum and
+ * '@' with the shared EinsumSpec) and inline.c (calls of GSL functions on
+ * IR values). Names crossing those files carry the sema_ prefix (inline.c's
+ * entry point: inline_fn). */
+#ifndef GSLC_SEMA_H
+#define GSLC_SEMA_H
+
+#include "gslc.h"
+
+#define SEMA_MAX_DEPTH 64           /* deepest chain of inlined calls */
+#define SEMA_MAX_VALUES (1 << 20)   /* most IR values a program may build (inlining included) */
+#define SEMA_MAX_NAMES (1 << 22)    /* most names one scope may bind */
+
+/* ---- results ----------------------------------------------------------------------- */
+
+typedef enum RKind { R_NONE, R_INT, R_FLOAT, R_VALUE, R_TUPLE } RKind;
+
+/* What an expression gives: kept small, the evaluator passes it by value. */
+typedef struct R {
+  RKind k;      /* what was computed; R_NONE after an error */
+  int n;        /* R_TUPLE: how many values */
+  union {
+    int64_t i;  /* R_INT */
+    double f;   /* R_FLOAT */
+    Value *v;   /* R_VALUE */
+    Value **vs; /* R_TUPLE: the values */
+  };
+} R;
+
+static const R none = {R_NONE, 0, {0}};
+
+static inline R rint_(int64_t i) { R r = none; r.k = R_INT; r.i = i; return r; }
+static inline R rfloat(double f) { R r = none; r.k = R_FLOAT; r.f = f; return r; }
+static inline R rval(Value *v) { R r = none; r.k = v ? R_VALUE : R_NONE; r.v = v; return r; }
+static inline bool is_num(R r) { return r.k == R_INT || r.k == R_FLOAT; }
+static inline double num(R r) { return r.k == R_INT ? (double)r.i : r.f; }
+
+/* ---- names ------------------------------------------------------------------------- */
+
+/* BK_POISON: a name whose definition failed; uses of it stay silent */
+typedef enum BindKind { BK_INT, BK_FLOAT, BK_VALUE, BK_FN, BK_SHAPEVAR, BK_POISON } BindKind;
+
+typedef struct Scope Scope;
+typedef struct Binding Binding;
+struct Binding {
+  const char *name; /* the bound name */
+  BindKind kind;    /* what it names */
+  int64_t i;        /* BK_INT, BK_SHAPEVAR */
+  double f;         /* BK_FLOAT */
+  Value *v;         /* BK_VALUE */
+  const Node *fn;   /* BK_FN */
+  Scope *home;      /* BK_FN: the scope it was defined in, where its body's names resolve */
+  Span span;        /* where it was bound */
+  Binding *next;    /* older binding in the same scope */
+  Binding *hnext;   /* next binding in the same hash bucket */
+};
+
+struct Scope {
+  Scope *parent;         /* enclosing scope; NULL for a top-level one */
+  Binding *head;         /* newest binding */
+  Binding **table;       /* hash buckets (arena), NULL until the first binding */
+  uint32_t mask;         /* buckets - 1 */
+  uint32_t count;        /* bindings in the scope */
+  const char **imported; /* top-level scopes: resolved paths of the modules imported into it */
+  int nimported;
+};
+
+typedef struct Frame {
+  const char *fn;   /* the function inlined */
+  Span call;        /* the call site */
+} Frame;
+
+/* A module the compiler called into (sema_call): its names, apart from the
+ * user's. */
+typedef struct Module {
+  const char *name; /* as given to sema_call */
+  Scope *scope;     /* its top-level names */
+} Module;
+
+struct Sema {
+  Program *p;                  /* the IR being built */
+  Arena *ast;                  /* arena for imported ASTs */
+  const SemaOptions *opt;      /* search path, -D */
+  Scope global;                /* top-level names of the user's program */
+  Frame stack[SEMA_MAX_DEPTH]; /* calls being inlined, outermost first */
+  int depth;                   /* entries of stack in use */
+  bool have_mesh;              /* a mesh statement was seen */
+  bool have_tensor;            /* a param or input was seen */
+  bool too_big;                /* the value bound was hit (reported once; all else stops) */
+  bool *define_used;           /* per -D: matched a const */
+  Module *modules;             /* modules loaded by sema_call */
+  int nmodules;
+};
+
+/* ---- sema.c ------------------------------------------------------------------------ */
+
+void sema_error(Sema *s, Span sp, const char *fmt, ...); /* with a note per call inlined through */
+const char *sema_span_text(Sema *s, Span sp);            /* the source text, shortened */
+const char *sema_vtype(Sema *s, const Value *v);         /* "f32[2, 3]" */
+/* false (after reporting "WHAT: the result TYPE has more than 2^40
+ * elements") when a result of shape sh would be too large */
+bool sema_check_shape(Sema *s, const Shape *sh, DType dt, const char *what, Span sp);
+bool sema_shape_fits(const Shape *sh); /* at most GSL_MAX_ELEMS elements */
+Binding *sema_lookup_local(Scope *sc, const char *name);
+Binding *sema_lookup(Scope *sc, const char *name);
+Binding *sema_bind(Sema *s, Scope *sc, const char *name, BindKind k, Span sp);
+R sema_eval(Sema *s, Scope *sc, const Node *n);
+Value *sema_eval_value(Sema *s, Scope *sc, const Node *n);   /* a number becomes an f32 scalar */
+int64_t sema_eval_int(Sema *s, Scope *sc, const Node *n, const char *what, bool *ok);
+double sema_eval_number(Sema *s, Scope *sc, const Node *n, const char *what, bool *ok);
+/* A number operand becomes a scalar of the other's dtype; i32 with f32 is f32. */
+void sema_promote(Sema *s, R *a, R *b, Span sp, Value **va, Value **vb);
+Value *sema_elementwise2(Sema *s, int fn, Value *a, Value *b, Span sp);
+bool sema_exec_let(Sema *s, Scope *sc, const Node *st);
+
+/* ---- builtins.c -------------------------------------------------------------------- */
+
+typedef enum BuiltinId {
+#define X(id, name, lo, hi, kw, handler, fn) BI_##id,
+#include "builtins.def"
+#undef X
+  BI__COUNT
+} BuiltinId;
+
+typedef struct Args {
+  const Node *call;      /* the CALL node */
+  const Node *pos[8];    /* positional arguments */
+  int npos;
+  const Node *kw[8];     /* keyword arguments (KWARG nodes) */
+  int nkw;
+} Args;
+
+typedef struct Builtin Builtin;
+/* A builtin's handler: checks the arguments and builds the result. */
+typedef R BuiltinFn(Sema *s, Scope *sc, const Builtin *b, const Args *a);
+
+struct Builtin {
+  BuiltinId id;         /* its row */
+  const char *name;     /* as called */
+  int lo, hi;           /* positional arguments taken */
+  const char *keywords; /* keyword arguments taken, space-separated */
+  BuiltinFn *handler;   /* what a call does */
+  int fn;               /* the UnaryFn, BinaryFn or ReduceFn it maps to, or -1 */
+};
+
+extern const Builtin sema_builtins[BI__COUNT];
+int sema_builtin_lookup(const char *name);                   /* BuiltinId, or -1 */
+bool sema_split_args(Sema *s, const Node *call, Args *a);
+bool sema_check_builtin_args(Sema *s, int id, const Args *a);
+R sema_call_builtin(Sema *s, Scope *sc, int id, const Node *call);
+int sema_axis_index(const Sema *s, const char *name);
+bool sema_check_sharding(Sema *s, const Sharding *sh, const Shape *shape, const char *what, Span sp);
+/* the sharding an annotation call describes; first: its first argument after the tensor */
+bool sema_annotation_sharding(Sema *s, Scope *sc, int id, const Args *a, int first, const Shape *shape,
+                              Sharding *sh);
+
+/* ---- contract.c -------------------------------------------------------------------- */
+
+Value *sema_einsum(Sema *s, const char *text, Value **ops, int nin, Span sp);
+Value *sema_matmul(Sema *s, Value *a, Value *b, Span sp);
+
+/* ---- inline.c ---------------------------------------------------------------------- */
+
+/* fnode (an AST_FN defined in home) inlined on the values args: their
+ * types checked against its argument types (errors at argspan[i]), shape
+ * names bound per call, its body elaborated in a scope on home, with the
+ * call on the stack of notes. R_NONE after reporting. */
+R inline_fn(Sema *s, Scope *home, const Node *fnode, Value **args, int nargs, const Span *argspan, Span call);
+/* a call node of the user function fnode: arguments evaluated in sc */
+R sema_call_fn(Sema *s, Scope *sc, const Binding *fn, const Node *call);
+
+#endif

@@ -1,0 +1,122 @@
+#!/bin/sh
+# tests/outputs.sh — a compiled program's --output targets are checked
+# before step 1 and written all or none (runtime/tensors.c), a directory
+# given as --input is named as one (runtime/npy.c), every error line is
+# one write(2) (runtime/main.c), and --steps 0 is refused as man/gslrun.7
+# says. Each case on 1 rank and on 2 ranks (a split output).
+set -u
+status=0
+work=$(mktemp -d "${TMPDIR:-/tmp}/gslout.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cat >"$work/p.gsl" <<'GSL'
+const D = 1
+mesh [d = D]
+param w: f32[4, 2] split(0) = ones()
+let y = w * 2.0
+let z = w + 1.0
+output y
+output z
+GSL
+"$GSLC" "$work/p.gsl" -o "$work/p1" || { echo "FAIL: gslc p.gsl (D=1)"; exit 1; }
+"$GSLC" -D D=2 "$work/p.gsl" -o "$work/p2" || { echo "FAIL: gslc p.gsl (D=2)"; exit 1; }
+cd "$work" || exit 1
+
+# expect NAME NP STATUS TEXT ARGS...: the program exits STATUS, its stderr
+# holds TEXT, and no step ran (stdout is empty)
+expect() {
+  what=$1 np=$2 want=$3 text=$4; shift 4
+  timeout 120 $MPIEXEC -n "$np" "./p$np" "$@" >out 2>err
+  rc=$?
+  if [ $rc -ne "$want" ]; then
+    echo "FAIL: $what (np $np): exit status $rc, expected $want"; cat err; status=1
+  elif ! grep -qF -- "$text" err; then
+    echo "FAIL: $what (np $np): stderr lacks '$text':"; cat err; status=1
+  elif [ -s out ]; then
+    echo "FAIL: $what (np $np): a step ran before the error:"; cat out; status=1
+  else
+    echo "PASS: $what (np $np)"
+  fi
+}
+# unchanged FILE CONTENT: FILE still holds CONTENT
+unchanged() {
+  [ "$(cat "$1" 2>/dev/null)" = "$2" ] || { echo "FAIL: $1 was changed"; status=1; }
+}
+
+for np in 1 2; do
+  rm -rf ./*.npy ./*.tmp sub link keep dir
+  # one file named twice: a usage error naming both options
+  expect "same path twice" $np 2 "--output y=a.npy and --output z=a.npy name the same file" \
+    --output y=a.npy --output z=a.npy
+  [ -e a.npy ] && { echo "FAIL: a.npy written (np $np)"; status=1; }
+  mkdir sub
+  echo keep >keep
+  ln keep hard
+  expect "two names of one file" $np 2 "name the same file" --output y=keep --output z=hard
+  unchanged keep keep
+  rm -f hard
+  # a special file (a FIFO of our own: never a node of the system, which a
+  # broken runtime would replace) or a symlink is refused, not replaced
+  mkfifo fifo
+  expect "FIFO" $np 1 "--output y=fifo: fifo is a FIFO, not a regular file" --output y=fifo
+  [ -p fifo ] || { echo "FAIL: fifo replaced (np $np)"; status=1; }
+  rm -f fifo
+  ln -s keep link
+  expect "symbolic link" $np 1 "--output z=link: link is a symbolic link" --output z=link
+  [ -L link ] || { echo "FAIL: link replaced (np $np)"; status=1; }
+  unchanged keep keep
+  mkdir dir
+  expect "directory target" $np 1 "--output y=dir: dir is a directory" --output y=dir
+  # an unwritable place is found before step 1, and nothing is written
+  expect "missing directory" $np 1 "--output z=nodir/z.npy: cannot create nodir/z.npy.tmp: No such file or directory" \
+    --steps 3 --output y=good.npy --output z=nodir/z.npy
+  [ -e good.npy ] && { echo "FAIL: good.npy written though z failed (np $np)"; status=1; }
+  expect "file as directory" $np 1 "cannot create keep/z.npy.tmp: Not a directory" \
+    --output y=good.npy --output z=keep/z.npy
+  ls ./*.tmp sub/* 2>/dev/null | grep . && { echo "FAIL: temporaries left (np $np)"; status=1; }
+  # a directory as --input names the cause... (p has no input: see below)
+  # --steps 0 is a usage error
+  expect "--steps 0" $np 2 "invalid value '0' for --steps" --steps 0
+  # the good case still writes both, over an existing file
+  echo old >y.npy
+  if timeout 120 $MPIEXEC -n $np "./p$np" --quiet --output y=y.npy --output z=sub/z.npy >out 2>err &&
+     "$NPYTOOL" print y.npy | grep -q "^f32 \[4, 2\]" && "$NPYTOOL" print sub/z.npy | grep -q "^f32 \[4, 2\]"; then
+    echo "PASS: both outputs written (np $np)"
+  else
+    echo "FAIL: both outputs (np $np)"; cat err; "$NPYTOOL" print y.npy; status=1
+  fi
+  ls ./*.tmp sub/*.tmp 2>/dev/null | grep . && { echo "FAIL: temporaries left (np $np)"; status=1; }
+done
+
+# a directory given as --input: "is a directory", not an I/O error
+cat >q.gsl <<'GSL'
+input x: f32[4]
+let y = x + 1.0
+output y
+GSL
+"$GSLC" q.gsl -o q || { echo "FAIL: gslc q.gsl"; exit 1; }
+./q --input x=dir >out 2>err
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "input x: cannot read dir: is a directory" err; then
+  echo "PASS: directory as --input"
+else
+  echo "FAIL: directory as --input: status $rc"; cat err; status=1
+fi
+
+# the man page says what the program does with --steps 0
+if grep -q "may be 0" "$top_srcdir/man/gslrun.7"; then
+  echo "FAIL: man/gslrun.7 still says --steps may be 0"; status=1
+else
+  echo "PASS: man/gslrun.7 on --steps 0"
+fi
+
+# an error line is one write(2): prefix, message and newline together, so
+# lines of ranks that fail at once cannot interleave
+if strace -f -qq -s 1024 -e trace=write -o trace ./p1 --output y=dir >/dev/null 2>&1; then :; fi
+if [ ! -s trace ]; then
+  echo "SKIP: strace unavailable: one write per error line not checked"
+elif grep -q 'write(2, "p1: rank 0: error: --output y=dir: .*\\n", ' trace; then
+  echo "PASS: error line in one write"
+else
+  echo "FAIL: the error line took several writes:"; grep 'write(2' trace; status=1
+fi
+exit $status

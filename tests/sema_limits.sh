@@ -1,0 +1,68 @@
+#!/bin/sh
+# tests/sema_limits.sh — sema on long but legal programs: chains of 9000
+# terms (a + a + ..., x[0][0]..., - - ... x) compile, or stop at a clean
+# located error, with a 1 MiB stack (an eighth of the default); calls
+# nested 4000 deep compile on the default stack; 50 000 lets bind in well
+# under the time a linear name lookup takes (15 s).
+set -u
+work=$(mktemp -d "${TMPDIR:-/tmp}/gslsema.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+# gen FILE HEAD UNIT N TAIL: HEAD, then UNIT N times, then TAIL
+gen() {
+  awk -v head="$2" -v unit="$3" -v n="$4" -v tail="$5" \
+    'BEGIN { printf "%s", head; for (i = 0; i < n; i++) printf "%s", unit; printf "%s\n", tail }' >"$work/$1"
+}
+gen add.gsl  'input a: f32[2]
+let y = a' ' + a' 9000 '
+output y'
+gen neg.gsl  'input x: f32[2]
+let y = ' '- ' 9000 'x
+const K = 2
+output y'
+gen negk.gsl 'const K = ' '- ' 9000 '7
+input x: f32[2]
+let y = x * K
+output y'
+gen idx.gsl  'input x: f32[2, 2]
+let y = x' '[0]' 9000 '
+output y'
+gen call.gsl 'input a: f32[2]
+let y = ' 'exp(' 4000 'a'
+awk 'BEGIN { for (i = 0; i < 4000; i++) printf ")"; printf "\noutput y\n" }' >>"$work/call.gsl"
+
+# run NAME STACK_KIB WANT: gslc --emit-ir under ulimit -s; WANT is ok or error
+run() {
+  (ulimit -s "$2" && cd "$work" && "$GSLC" --emit-ir "$1.gsl" >/dev/null 2>"$1.err")
+  rc=$?
+  case $3 in
+  ok) [ $rc -eq 0 ] || fail "$1 with a ${2} KiB stack: exit $rc: $(head -n 1 "$work/$1.err")" ;;
+  error)
+    [ $rc -eq 1 ] || fail "$1 with a ${2} KiB stack: exit $rc, wanted a clean error"
+    grep -q "^$1.gsl:[0-9]*:[0-9]*: error: " "$work/$1.err" || fail "$1: no located error" ;;
+  esac
+}
+for st in 8192 1024; do
+  run add $st ok
+  run neg $st ok
+  run negk $st ok
+  run idx $st error
+done
+run call 8192 ok
+grep -q "cannot index a scalar" "$work/idx.err" || fail "idx: $(head -n 1 "$work/idx.err")"
+[ "$(grep -c 'error:' "$work/idx.err")" -eq 1 ] || fail "idx: more than one error"
+
+# the constant folds to -7 or 7 by the parity of the minus signs: 9000 is even
+(cd "$work" && "$GSLC" --emit-ir negk.gsl) | grep -q 'const 7' || fail "negk: - - ... 7 is not 7"
+
+awk 'BEGIN { print "input a: f32[2]"; for (i = 0; i < 50000; i++) printf "let v%d = a\n", i;
+             print "output v49999" }' >"$work/lets.gsl"
+start=$(date +%s)
+(cd "$work" && timeout 20 "$GSLC" --emit-ir lets.gsl >/dev/null) || fail "50000 lets did not compile"
+took=$(( $(date +%s) - start ))
+[ "$took" -le 3 ] || fail "50000 lets took ${took} s"
+
+[ $status -eq 0 ] && echo "PASS: sema_limits"
+exit $status
