@@ -5,8 +5,9 @@
  * ast.c) -> global tensor IR (sema.c: names, consts, inlined calls, static
  * shapes, built through ir.c's builder) -> every value sharded
  * (propagate.c) -> the SPMD program, local shapes and collectives
- * (partition.c; both on sharding.c's algebra, plans and costs) -> LLVM
- * module (codegen.c) -> object file -> executable (main.c spawns the
+ * (partition.c; both on sharding.c's algebra, plans and costs) ->
+ * buffers and their lifetimes planned in one arena (plan.c) -> LLVM module
+ * (codegen.c, cg_*.c) -> object file -> executable (main.c spawns the
  * linker). ir_verify runs after each pass.
  *
  * Sections follow the file that defines the functions they declare. */
@@ -479,7 +480,64 @@ Program *spmd_partition(const Program *p);
 
 void explain_print(FILE *f, const Program *global, const Program *spmd);
 
-/* ---- codegen.c: LLVM ---------------------------------------------------- */
+/* ---- plan.c: buffers, their lifetimes, one arena ------------------------ */
+
+/* How an einsum is lowered: a plain loop nest, or one batched GEMM on
+ * operands (and a result) laid out [batch, M, K] x [batch, K, N] ->
+ * [batch, M, N] up to a transpose of A or B, through temporaries where not. */
+typedef struct GemmPlan {
+  bool gemm;                     /* through gslrt_sgemm (false: a plain loop nest) */
+  const Value *a, *b;            /* the values whose buffers are read as A (rows) and B (columns) */
+  char la[GSL_MAX_RANK + 1];     /* A's letters in memory order */
+  char lb[GSL_MAX_RANK + 1];     /* B's letters in memory order */
+  char bl[GSL_MAX_RANK + 1];     /* batch letters */
+  char ml[GSL_MAX_RANK + 1];     /* row letters (A and the result) */
+  char nl[GSL_MAX_RANK + 1];     /* column letters (B and the result) */
+  char kl[GSL_MAX_RANK + 1];     /* summed letters, in the order the GEMM uses */
+  bool a_t, b_t;                 /* A lies [batch, K, M], B lies [batch, N, K] */
+  int64_t nb, m, n, k;           /* batch count and GEMM sizes */
+  int tmp_a, tmp_b, tmp_c;       /* Plan.temps: A, B copied to [batch, M, K], [batch, K, N]; C before its
+                                    permuting copy to the result; -1: none */
+} GemmPlan;
+
+/* A buffer that lives within one value's code (an einsum's copies). */
+typedef struct PlanTemp {
+  int value;      /* the value whose code uses it */
+  int64_t bytes;  /* its size, 64-byte multiple */
+  int64_t offset; /* its place in the arena */
+} PlanTemp;
+
+/* What codegen allocates: every intermediate at an offset in one arena,
+ * reused once its value is dead. Params and inputs keep the runtime's own
+ * storage. Sizes are per device (the program's local shapes). */
+typedef struct Plan {
+  int nvalues;            /* of the program planned */
+  int *uses;              /* per value: operand slots and outputs reading it */
+  bool *mat;              /* per value: has a buffer (its own or its root's) */
+  bool *cheap;            /* per value: inlined into each of its users even when read twice */
+  int *root;              /* per value: the value owning its buffer (itself unless an alias or in place) */
+  int64_t *offset;        /* per root value: its buffer's byte offset in the arena, -1: not in it */
+  int64_t *bytes;         /* per root value in the arena: its buffer's size, 64-byte multiple */
+  int *first, *last;      /* per root value in the arena: the steps (value ids) it is live over */
+  GemmPlan *gemm;         /* per value: an einsum's lowering (others zero) */
+  PlanTemp *temps;        /* temporaries */
+  int ntemps;             /* entries of temps */
+  int64_t arena_bytes;    /* the arena: peak intermediate bytes, with reuse */
+  int64_t live_bytes;     /* the most bytes live at one step (a lower bound of arena_bytes) */
+  int64_t noreuse_bytes;  /* every buffer of the arena on its own: the bytes without reuse */
+  int64_t param_bytes;    /* params' local tiles */
+  int64_t input_bytes;    /* inputs' local tiles */
+  int64_t output_bytes;   /* outputs' local tiles (held in the arena or the params and inputs) */
+  int64_t scratch_bytes;  /* the runtime's collective scratch space (the largest one needs) */
+  int64_t gather_bytes;   /* rank 0, after the steps: an output gathered and placed (several devices) */
+} Plan;
+
+Plan *plan_buffers(const Program *p);   /* p: the SPMD program (or a global one, as one device) */
+void plan_free(Plan *pl);
+/* gslc --stats: memory per device and bytes each collective moves per step */
+void plan_stats(FILE *f, const Program *p, const Plan *pl);
+
+/* ---- codegen.c (and cg_*.c): LLVM ---------------------------------------------------- */
 
 typedef enum EmitKind { EMIT_OBJECT, EMIT_ASM, EMIT_LLVM } EmitKind;
 
@@ -489,7 +547,9 @@ typedef struct CodegenOptions {
   const char *out; /* file to write */
 } CodegenOptions;
 
-/* Lowers p to LLVM, optimizes and writes opt->out; false after reporting. */
-bool cg_emit(const Program *p, const CodegenOptions *opt);
+/* Lowers p to LLVM with its buffer plan pl (plan_buffers(p)), optimizes
+ * and writes opt->out; false after reporting. */
+bool cg_emit_planned(const Program *p, const Plan *pl, const CodegenOptions *opt);
+bool cg_emit(const Program *p, const CodegenOptions *opt); /* the same, planning p itself */
 
 #endif

@@ -1,11 +1,11 @@
 /* main.c — the gslc driver: options, then the whole pipeline in one function.
  *
  *   source -> parse_source -> sema_program -> shard_propagate -> spmd_partition
- *          -> cg_emit -> link
+ *          -> plan_buffers -> cg_emit_planned -> link
  *
  * with ir_verify after every pass that makes or changes IR (a broken
  * invariant is a compiler bug and dies). --emit-ir stops after propagation,
- * --emit-spmd and --explain after partitioning.
+ * --emit-spmd and --explain after partitioning, --stats after planning.
  * Each phase reports its own errors; the driver stops after the first phase
  * that reported any. Linking spawns the compiler driver configure found
  * (mpicc), as cproc spawns its assembler and linker, with libgslrt and the
@@ -30,7 +30,7 @@
 
 extern char **environ;
 
-typedef enum Mode { MODE_LINK, MODE_OBJECT, MODE_ASM, MODE_LLVM, MODE_IR, MODE_SPMD, MODE_EXPLAIN } Mode;
+typedef enum Mode { MODE_LINK, MODE_OBJECT, MODE_ASM, MODE_LLVM, MODE_IR, MODE_SPMD, MODE_EXPLAIN, MODE_STATS } Mode;
 
 typedef struct Options {
   const char *input;      /* the .gsl file */
@@ -54,6 +54,7 @@ static const char usage[] =
     "  --emit-ir      write the global tensor IR with the shardings found (stdout unless -o)\n"
     "  --emit-spmd    write the per-device program: local shapes and collectives\n"
     "  --explain      report each value's sharding and why, each collective and its cost\n"
+    "  --stats        report memory per device (planned peak, without reuse) and bytes per collective\n"
     "  -D NAME=VALUE  override const NAME\n"
     "  -I DIR         search DIR for imports before the stdlib\n"
     "  -O0 .. -O3     optimization level (default -O2)\n"
@@ -103,6 +104,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->mode = MODE_SPMD;
     } else if (strcmp(a, "--explain") == 0) {
       o->mode = MODE_EXPLAIN;
+    } else if (strcmp(a, "--stats") == 0) {
+      o->mode = MODE_STATS;
     } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
       o->opt_level = a[2] - '0';
     } else if (strncmp(a, "-o", 2) == 0) {
@@ -174,7 +177,8 @@ static char *output_path(const Options *o) {
   case MODE_LLVM: return default_output(o->input, ".ll");
   case MODE_IR:
   case MODE_SPMD:
-  case MODE_EXPLAIN: return NULL;
+  case MODE_EXPLAIN:
+  case MODE_STATS: return NULL;
   }
   die("unknown mode %d", (int)o->mode);
 }
@@ -292,6 +296,7 @@ static int compile(const Options *o) {
   bool uninstalled = running_uninstalled();
   Arena *ast_arena = arena_new();
   Program *p = NULL, *spmd = NULL;
+  Plan *plan = NULL;
   int rc = 1;
   char *obj = NULL;
 
@@ -314,7 +319,9 @@ static int compile(const Options *o) {
   if (output_overwrites_source(out, o->input))
     goto done;
 
-  if (o->mode == MODE_IR || o->mode == MODE_SPMD || o->mode == MODE_EXPLAIN) {
+  plan = plan_buffers(spmd);
+
+  if (o->mode == MODE_IR || o->mode == MODE_SPMD || o->mode == MODE_EXPLAIN || o->mode == MODE_STATS) {
     FILE *f = out ? fopen(out, "w") : stdout;
     if (!f) {
       diag_fatal("cannot write %s: %s", out, strerror(errno));
@@ -324,8 +331,10 @@ static int compile(const Options *o) {
       ir_print(f, p);
     else if (o->mode == MODE_SPMD)
       ir_print(f, spmd);
-    else
+    else if (o->mode == MODE_EXPLAIN)
       explain_print(f, p, spmd);
+    else
+      plan_stats(f, spmd, plan);
     if ((out ? fclose(f) : fflush(f)) != 0) {
       diag_fatal("cannot write %s: %s", out ? out : "stdout", strerror(errno));
       goto done;
@@ -349,7 +358,7 @@ static int compile(const Options *o) {
     co.emit = o->mode == MODE_ASM ? EMIT_ASM : o->mode == MODE_LLVM ? EMIT_LLVM : EMIT_OBJECT;
     co.out = out;
   }
-  if (!cg_emit(spmd, &co))
+  if (!cg_emit_planned(spmd, plan, &co))
     goto done;
   if (o->mode == MODE_LINK && !link_program(obj, out, uninstalled))
     goto done;
@@ -360,6 +369,7 @@ done:
     unlink(obj);
     free(obj);
   }
+  plan_free(plan);
   ir_free(spmd);
   ir_free(p);
   arena_free(ast_arena);

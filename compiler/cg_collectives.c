@@ -1,0 +1,71 @@
+/* cg_collectives.c — collectives as libgslrt calls on buffers.
+ *
+ * Each names its group of mesh axes by the id gsl_setup got for it. An
+ * all_reduce runs in place on its operand's buffer when the plan shares it
+ * (nothing else reads that buffer), and on a buffer of its own, into which
+ * the operand's expression is computed first, otherwise. all_gather,
+ * reduce_scatter, all_to_all and collective_permute read their operand's
+ * buffer and write their own. */
+#include <llvm-c/Core.h>
+
+#include "codegen.h"
+
+static LLVMValueRef group_id(CG *g, const Value *v) {
+  return LLVMBuildLoad2(g->b, g->t_i32, g->groups[g->vgroup[v->id]].id, "group");
+}
+
+static LLVMValueRef raw_buffer(CG *g, const Value *v) {
+  return LLVMBuildBitCast(g->b, cg_buffer_of(g, v), g->t_ptr, "");
+}
+
+/* In place on v's buffer: the operand's (when that is not the same buffer)
+ * with the operand's expression computed into it. */
+void cg_emit_all_reduce(CG *g, const Value *v) {
+  if (g->pl->root[v->id] == v->id) {
+    Loop l[GSL_MAX_RANK];
+    Aff idx[GSL_MAX_RANK];
+    cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
+    LLVMValueRef x = cg_elem_at(g, v->args[0], idx);
+    Aff lin = cg_linear_of(&v->shape, idx);
+    cg_store_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &lin), x);
+    cg_nest_close(g, l, v->shape.rank);
+  }
+  LLVMValueRef args[6] = {g->ctx_arg,
+                          group_id(g, v),
+                          cg_ci32(g, v->dtype == DT_I32),
+                          cg_ci32(g, v->fn == RF_MAX ? 1 : 0),
+                          raw_buffer(g, v),
+                          cg_ci64(g, shape_elems(&v->shape))};
+  cg_call(g, "gslrt_all_reduce", g->t_void, 6, args);
+}
+
+/* all_gather, reduce_scatter, all_to_all: operand buffer to v's buffer. */
+void cg_emit_collective(CG *g, const Value *v) {
+  const Value *a = v->args[0];
+  const char *name = v->op == OP_ALL_GATHER       ? "gslrt_all_gather"
+                     : v->op == OP_REDUCE_SCATTER ? "gslrt_reduce_scatter"
+                                                  : "gslrt_all_to_all";
+  LLVMValueRef args[9] = {g->ctx_arg,
+                          group_id(g, v),
+                          cg_ci32(g, v->dtype == DT_I32),
+                          raw_buffer(g, a),
+                          raw_buffer(g, v),
+                          cg_ci32(g, a->shape.rank),
+                          cg_shape_array(g, &a->shape),
+                          cg_ci32(g, v->axis),
+                          cg_ci32(g, v->axis2)};
+  cg_call(g, name, g->t_void, v->op == OP_ALL_TO_ALL ? 9 : 8, args);
+}
+
+/* collective_permute: operand buffer to v's buffer, blocks renumbered. */
+void cg_emit_permute(CG *g, const Value *v) {
+  LLVMValueRef args[7] = {g->ctx_arg,
+                          group_id(g, v),
+                          LLVMBuildLoad2(g->b, g->t_i32, g->groups[g->vgroup2[v->id]].id, "group2"),
+                          cg_ci32(g, v->dtype == DT_I32),
+                          raw_buffer(g, v->args[0]),
+                          raw_buffer(g, v),
+                          cg_ci64(g, shape_elems(&v->shape))};
+  cg_call(g, "gslrt_collective_permute", g->t_void, 7, args);
+}
+

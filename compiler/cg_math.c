@@ -1,0 +1,180 @@
+/* cg_math.c — scalar math in LLVM IR: conversions, the unary functions of
+ * unary.def and the binary ones of binary.def, on f32 and i32.
+ *
+ * exp (and so tanh, sigmoid, gelu) is a polynomial that vectorizes, since
+ * llvm.exp on vectors becomes one libm call per lane on x86. i32 division
+ * never traps (x / 0 is 0, INT_MIN / -1 wraps); f32 to i32 saturates. */
+#include <llvm-c/Core.h>
+
+#include "codegen.h"
+
+LLVMValueRef cg_convert(CG *g, LLVMValueRef x, DType from, DType to) {
+  if (from == to)
+    return x;
+  if (to == DT_F32)
+    return LLVMBuildSIToFP(g->b, x, g->t_f32, "");
+  /* truncation toward zero, saturating, NaN to 0: never poison */
+  LLVMValueRef a[1] = {x};
+  return cg_call(g, "llvm.fptosi.sat.i32.f32", g->t_i32, 1, a);
+}
+
+LLVMValueRef cg_bool_to(CG *g, LLVMValueRef c, DType dt) {
+  return dt == DT_I32 ? LLVMBuildZExt(g->b, c, g->t_i32, "") : LLVMBuildUIToFP(g->b, c, g->t_f32, "");
+}
+
+/* exp in f32 that vectorizes (llvm.exp on vectors becomes one libm call
+ * per lane on x86): Cephes' expf. n = round(x log2 e), r = x - n ln 2 in two
+ * parts, exp(r) by a degree-7 polynomial, times 2^n built from exponent bits
+ * as 2^(n/2) 2^(n - n/2) so results near overflow and subnormal ones are
+ * right. x is clamped to [-104, 89] first (beyond, the result is 0 or inf
+ * anyway); NaN passes through. About 1 ulp. */
+static LLVMValueRef exp_f32(CG *g, LLVMValueRef x) {
+  static const double p[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                             4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef xc = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, cg_cf32(g, -104.0), ""), x, cg_cf32(g, -104.0), "");
+  xc = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, xc, cg_cf32(g, 89.0), ""), xc, cg_cf32(g, 89.0), "");
+  LLVMValueRef fx = cg_call1(g, "llvm.floor.f32",
+                          LLVMBuildFAdd(b, LLVMBuildFMul(b, xc, cg_cf32(g, 1.44269504088896341), ""), cg_cf32(g, 0.5), ""));
+  LLVMValueRef r = LLVMBuildFSub(b, xc, LLVMBuildFMul(b, fx, cg_cf32(g, 0.693359375), ""), "");
+  r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, fx, cg_cf32(g, -2.12194440e-4), ""), "");
+  LLVMValueRef y = cg_cf32(g, p[0]);
+  for (size_t i = 1; i < sizeof p / sizeof *p; i++)
+    y = LLVMBuildFAdd(b, LLVMBuildFMul(b, y, r, ""), cg_cf32(g, p[i]), "");
+  y = LLVMBuildFMul(b, y, LLVMBuildFMul(b, r, r, ""), "");
+  y = LLVMBuildFAdd(b, LLVMBuildFAdd(b, y, r, ""), cg_cf32(g, 1.0), "");
+  LLVMValueRef n = LLVMBuildFPToSI(b, fx, g->t_i32, "");
+  LLVMValueRef n1 = LLVMBuildAShr(b, n, cg_ci32(g, 1), "");
+  LLVMValueRef n2 = LLVMBuildSub(b, n, n1, "");
+  LLVMValueRef s1 = LLVMBuildBitCast(b, LLVMBuildShl(b, LLVMBuildAdd(b, n1, cg_ci32(g, 127), ""), cg_ci32(g, 23), ""), g->t_f32, "");
+  LLVMValueRef s2 = LLVMBuildBitCast(b, LLVMBuildShl(b, LLVMBuildAdd(b, n2, cg_ci32(g, 127), ""), cg_ci32(g, 23), ""), g->t_f32, "");
+  y = LLVMBuildFMul(b, LLVMBuildFMul(b, y, s1, ""), s2, "");
+  return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), x, y, "");
+}
+
+/* tanh in f32: an odd Taylor polynomial below 0.4, above it
+ * sign(x) (1 - 2 / (exp(2|x|) + 1)) with |x| clamped to 9 (tanh is 1 in f32
+ * there); both sides are computed and selected, so it vectorizes. */
+static LLVMValueRef tanh_f32(CG *g, LLVMValueRef x) {
+  static const double c[] = {21844.0 / 6081075.0, -1382.0 / 155925.0, 62.0 / 2835.0,
+                             -17.0 / 315.0,       2.0 / 15.0,           -1.0 / 3.0, 1.0};
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef ax = cg_call1(g, "llvm.fabs.f32", x);
+  LLVMValueRef x2 = LLVMBuildFMul(b, x, x, "");
+  LLVMValueRef poly = cg_cf32(g, c[0]);
+  for (size_t i = 1; i < sizeof c / sizeof *c; i++)
+    poly = LLVMBuildFAdd(b, LLVMBuildFMul(b, poly, x2, ""), cg_cf32(g, c[i]), "");
+  LLVMValueRef small = LLVMBuildFMul(b, poly, x, "");
+  LLVMValueRef big_ax = LLVMBuildFCmp(b, LLVMRealOGT, ax, cg_cf32(g, 9.0), "");
+  LLVMValueRef cl = LLVMBuildSelect(b, big_ax, cg_cf32(g, 9.0), ax, "");
+  LLVMValueRef e = exp_f32(g, LLVMBuildFMul(b, cl, cg_cf32(g, 2.0), ""));
+  LLVMValueRef t = LLVMBuildFSub(
+      b, cg_cf32(g, 1.0), LLVMBuildFDiv(b, cg_cf32(g, 2.0), LLVMBuildFAdd(b, e, cg_cf32(g, 1.0), ""), ""), "");
+  LLVMValueRef big = cg_call2(g, "llvm.copysign.f32", t, x);
+  LLVMValueRef is_small = LLVMBuildFCmp(b, LLVMRealOLT, ax, cg_cf32(g, 0.4), "");
+  return LLVMBuildSelect(b, is_small, small, big, "");
+}
+
+/* 1 / (1 + exp(-x)) */
+static LLVMValueRef sigmoid_f32(CG *g, LLVMValueRef x) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef e = exp_f32(g, LLVMBuildFNeg(b, x, ""));
+  return LLVMBuildFDiv(b, cg_cf32(g, 1.0), LLVMBuildFAdd(b, cg_cf32(g, 1.0), e, ""), "");
+}
+
+static LLVMValueRef unary_f32(CG *g, int fn, LLVMValueRef x) {
+  LLVMBuilderRef b = g->b;
+  switch (fn) {
+  case UF_NEG: return LLVMBuildFNeg(b, x, "");
+  case UF_EXP: return exp_f32(g, x);
+  case UF_LOG: return cg_call1(g, "llvm.log.f32", x);
+  case UF_SQRT: return cg_call1(g, "llvm.sqrt.f32", x);
+  case UF_RSQRT: return LLVMBuildFDiv(b, cg_cf32(g, 1.0), cg_call1(g, "llvm.sqrt.f32", x), "");
+  case UF_TANH: return tanh_f32(g, x);
+  case UF_SIGMOID: return sigmoid_f32(g, x);
+  case UF_RELU:
+    return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, cg_cf32(g, 0.0), ""), x, cg_cf32(g, 0.0), "");
+  case UF_GELU: {
+    /* 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
+     * the tanh approximation without its cancellation for negative x */
+    LLVMValueRef x3 = LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
+    LLVMValueRef in = LLVMBuildFAdd(b, x, LLVMBuildFMul(b, x3, cg_cf32(g, 0.044715), ""), "");
+    LLVMValueRef u2 = LLVMBuildFMul(b, in, cg_cf32(g, 2.0 * 0.79788456080286535588 /* sqrt(2 / pi) */), "");
+    return LLVMBuildFMul(b, x, sigmoid_f32(g, u2), "");
+  }
+  case UF_ABS: return cg_call1(g, "llvm.fabs.f32", x);
+  default: die("unknown unary function %d", fn);
+  }
+}
+
+LLVMValueRef cg_unary(CG *g, int fn, LLVMValueRef x, DType dt) {
+  LLVMBuilderRef b = g->b;
+  if (dt == DT_F32)
+    return unary_f32(g, fn, x);
+  switch (fn) {
+  case UF_NEG: return LLVMBuildSub(b, cg_ci32(g, 0), x, "");
+  case UF_ABS: {
+    LLVMValueRef neg = LLVMBuildICmp(b, LLVMIntSLT, x, cg_ci32(g, 0), "");
+    return LLVMBuildSelect(b, neg, LLVMBuildSub(b, cg_ci32(g, 0), x, ""), x, "");
+  }
+  case UF_RELU:
+    return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, x, cg_ci32(g, 0), ""), x, cg_ci32(g, 0), "");
+  default:
+    return cg_convert(g, unary_f32(g, fn, cg_convert(g, x, DT_I32, DT_F32)), DT_F32, DT_I32);
+  }
+}
+
+/* Integer division truncating toward zero; x / 0 is 0 and INT_MIN / -1
+ * wraps, so neither traps. */
+static LLVMValueRef sdiv_safe(CG *g, LLVMValueRef x, LLVMValueRef y) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef zero = LLVMBuildICmp(b, LLVMIntEQ, y, cg_ci32(g, 0), "");
+  LLVMValueRef m1 = LLVMBuildICmp(b, LLVMIntEQ, y, cg_ci32(g, -1), "");
+  LLVMValueRef d = LLVMBuildSelect(b, LLVMBuildOr(b, zero, m1, ""), cg_ci32(g, 1), y, "");
+  LLVMValueRef q = LLVMBuildSDiv(b, x, d, "");
+  q = LLVMBuildSelect(b, m1, LLVMBuildSub(b, cg_ci32(g, 0), x, ""), q, "");
+  return LLVMBuildSelect(b, zero, cg_ci32(g, 0), q, "");
+}
+
+LLVMValueRef cg_binary(CG *g, int fn, LLVMValueRef x, LLVMValueRef y, DType in, DType out) {
+  static const LLVMRealPredicate fcmp[] = {LLVMRealOLT, LLVMRealOLE, LLVMRealOGT,
+                                           LLVMRealOGE, LLVMRealOEQ, LLVMRealUNE};
+  static const LLVMIntPredicate icmp[] = {LLVMIntSLT, LLVMIntSLE, LLVMIntSGT,
+                                          LLVMIntSGE, LLVMIntEQ,  LLVMIntNE};
+  LLVMBuilderRef b = g->b;
+  if (fn >= BF_LT) {
+    LLVMValueRef c = in == DT_F32 ? LLVMBuildFCmp(b, fcmp[fn - BF_LT], x, y, "")
+                                  : LLVMBuildICmp(b, icmp[fn - BF_LT], x, y, "");
+    return cg_bool_to(g, c, out);
+  }
+  x = cg_convert(g, x, in, out);
+  y = cg_convert(g, y, in, out);
+  if (out == DT_F32) {
+    switch (fn) {
+    case BF_ADD: return LLVMBuildFAdd(b, x, y, "");
+    case BF_SUB: return LLVMBuildFSub(b, x, y, "");
+    case BF_MUL: return LLVMBuildFMul(b, x, y, "");
+    case BF_DIV: return LLVMBuildFDiv(b, x, y, "");
+    case BF_POW: return cg_call2(g, "llvm.pow.f32", x, y);
+    case BF_MAX: return cg_call2(g, "llvm.maxnum.f32", x, y);
+    case BF_MIN: return cg_call2(g, "llvm.minnum.f32", x, y);
+    default: break;
+    }
+  } else {
+    switch (fn) {
+    case BF_ADD: return LLVMBuildAdd(b, x, y, "");
+    case BF_SUB: return LLVMBuildSub(b, x, y, "");
+    case BF_MUL: return LLVMBuildMul(b, x, y, "");
+    case BF_DIV: return sdiv_safe(g, x, y);
+    case BF_POW: {
+      LLVMValueRef r = cg_call2(g, "llvm.pow.f32", cg_convert(g, x, DT_I32, DT_F32), cg_convert(g, y, DT_I32, DT_F32));
+      return cg_convert(g, r, DT_F32, DT_I32);
+    }
+    case BF_MAX: return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, x, y, ""), x, y, "");
+    case BF_MIN: return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, y, ""), x, y, "");
+    default: break;
+    }
+  }
+  die("unknown binary function %d", fn);
+}
+

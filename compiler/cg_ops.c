@@ -1,0 +1,249 @@
+/* cg_ops.c — values that fill a whole buffer in a loop nest of their own:
+ * reductions (sum, max, argmax), cumsum, gather, concat and random draws.
+ *
+ * Reductions and concatenations compute their operand's expression inside
+ * their own loops (fusion, cg_loops.c). A reduction's trailing reduced
+ * dimensions accumulate in a register (vectorized as a reduction), earlier
+ * ones into the result buffer. Gather checks every index before copying a
+ * row. A random draw passes its tile's offset in the global tensor, so
+ * draws are keyed by global element index, never by rank. */
+#include <math.h>
+
+#include <llvm-c/Core.h>
+
+#include "codegen.h"
+
+bool cg_rng_split(const Program *p, const Value *v, int d) { return p->spmd && v->sh.naxes[d] > 0; }
+
+static LLVMValueRef reduce_op(CG *g, int fn, DType dt, LLVMValueRef acc, LLVMValueRef x) {
+  if (fn == RF_SUM)
+    return dt == DT_F32 ? LLVMBuildFAdd(g->b, acc, x, "") : LLVMBuildAdd(g->b, acc, x, "");
+  if (dt == DT_F32)
+    return cg_call2(g, "llvm.maxnum.f32", acc, x);
+  return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, x, acc, ""), x, acc, "");
+}
+
+/* argmax along the one reduced dimension: the loops run over the kept
+ * dimensions, then the reduced one; a strict > keeps the first maximum. */
+static void emit_argmax(CG *g, const Value *v) {
+  const Value *a = v->args[0];
+  int R = a->shape.rank, rd = __builtin_ctz(v->rmask);
+  if (__builtin_popcount(v->rmask) != 1)
+    die("argmax over %d dimensions", __builtin_popcount(v->rmask));
+  Loop l[GSL_MAX_RANK], lr;
+  Aff ai[GSL_MAX_RANK], oi[GSL_MAX_RANK];
+  int no = 0;
+  for (int d = 0; d < R; d++)
+    if (d != rd) {
+      cg_loop_open(g, &l[no], a->shape.d[d]);
+      oi[no++] = ai[d] = cg_aff_unit(g->niv - 1);
+    }
+  LLVMTypeRef et = cg_elem_type(g, a->dtype);
+  LLVMValueRef best = cg_new_acc(g, et), bi = cg_new_acc(g, g->t_i32);
+  LLVMBuildStore(g->b, a->dtype == DT_F32 ? cg_cf32(g, -INFINITY) : cg_ci32(g, INT32_MIN), best);
+  LLVMBuildStore(g->b, cg_ci32(g, 0), bi);
+  cg_loop_open(g, &lr, a->shape.d[rd]);
+  ai[rd] = cg_aff_unit(g->niv - 1);
+  LLVMValueRef x = cg_elem_at(g, a, ai);
+  LLVMValueRef cur = LLVMBuildLoad2(g->b, et, best, "");
+  LLVMValueRef gt = a->dtype == DT_F32 ? LLVMBuildFCmp(g->b, LLVMRealOGT, x, cur, "")
+                                       : LLVMBuildICmp(g->b, LLVMIntSGT, x, cur, "");
+  LLVMBuildStore(g->b, LLVMBuildSelect(g->b, gt, x, cur, ""), best);
+  LLVMValueRef k = LLVMBuildTrunc(g->b, lr.iv, g->t_i32, "");
+  LLVMBuildStore(g->b, LLVMBuildSelect(g->b, gt, k, LLVMBuildLoad2(g->b, g->t_i32, bi, ""), ""), bi);
+  cg_loop_close(g, &lr, false);
+  Aff lin = cg_linear_of(&v->shape, oi);
+  cg_store_lin(g, cg_buffer_of(g, v), DT_I32, cg_aff_value(g, &lin), LLVMBuildLoad2(g->b, g->t_i32, bi, ""));
+  for (int d = no - 1; d >= 0; d--)
+    cg_loop_close(g, &l[d], false);
+}
+
+/* sum / max: loops over the operand's dimensions in order, its expression
+ * computed inline. Trailing reduced dimensions accumulate in a register
+ * (vectorized as a reduction); reduced dimensions before the last kept one
+ * accumulate into the result buffer, filled with the identity first, so the
+ * innermost loop runs along a kept dimension and vectorizes plainly. */
+void cg_emit_reduce(CG *g, const Value *v) {
+  if (v->fn == RF_ARGMAX) {
+    emit_argmax(g, v);
+    return;
+  }
+  const Value *a = v->args[0];
+  int R = a->shape.rank, last_kept = -1;
+  bool inner_reduced = false;
+  for (int d = 0; d < R; d++)
+    if (!(v->rmask & (1u << d)))
+      last_kept = d;
+  for (int d = 0; d < last_kept; d++)
+    if (v->rmask & (1u << d))
+      inner_reduced = true;
+  LLVMValueRef init = v->fn == RF_SUM ? (v->dtype == DT_F32 ? cg_cf32(g, 0.0) : cg_ci32(g, 0))
+                                      : (v->dtype == DT_F32 ? cg_cf32(g, -INFINITY) : cg_ci32(g, INT32_MIN));
+  LLVMValueRef out = cg_buffer_of(g, v);
+  if (inner_reduced) {
+    Loop l[GSL_MAX_RANK];
+    Aff idx[GSL_MAX_RANK];
+    cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
+    Aff lin = cg_linear_of(&v->shape, idx);
+    cg_store_lin(g, out, v->dtype, cg_aff_value(g, &lin), init);
+    cg_nest_close(g, l, v->shape.rank);
+  }
+  Loop l[GSL_MAX_RANK];
+  Aff ai[GSL_MAX_RANK], oi[GSL_MAX_RANK];
+  int no = 0;
+  for (int d = 0; d <= last_kept; d++) {
+    cg_loop_open(g, &l[d], a->shape.d[d]);
+    ai[d] = cg_aff_unit(g->niv - 1);
+    if (!(v->rmask & (1u << d)))
+      oi[no++] = ai[d];
+  }
+  LLVMValueRef r;
+  if (last_kept < R - 1) {
+    LLVMTypeRef et = cg_elem_type(g, v->dtype);
+    LLVMValueRef acc = cg_new_acc(g, et);
+    LLVMBuildStore(g->b, init, acc);
+    for (int d = last_kept + 1; d < R; d++) {
+      cg_loop_open(g, &l[d], a->shape.d[d]);
+      ai[d] = cg_aff_unit(g->niv - 1);
+    }
+    LLVMValueRef x = cg_elem_at(g, a, ai);
+    LLVMBuildStore(g->b, reduce_op(g, v->fn, v->dtype, LLVMBuildLoad2(g->b, et, acc, ""), x), acc);
+    for (int d = R - 1; d > last_kept; d--)
+      cg_loop_close(g, &l[d], v->dtype == DT_F32 && v->fn == RF_SUM);
+    r = LLVMBuildLoad2(g->b, et, acc, "");
+  } else {
+    r = cg_elem_at(g, a, ai);
+  }
+  Aff lin = cg_linear_of(&v->shape, oi);
+  LLVMValueRef li = cg_aff_value(g, &lin);
+  if (inner_reduced)
+    r = reduce_op(g, v->fn, v->dtype, cg_load_lin(g, out, v->dtype, li), r);
+  cg_store_lin(g, out, v->dtype, li, r);
+  for (int d = last_kept; d >= 0; d--)
+    cg_loop_close(g, &l[d], false);
+}
+
+/* y[k] = y[k-1] + x[k] (inclusive) or y[k-1] + x[k-1] (exclusive) along the
+ * axis, y[-1] = 0; loops in C order, so y[k-1] is ready. */
+void cg_emit_cumsum(CG *g, const Value *v) {
+  const Value *a = v->args[0];
+  Loop l[GSL_MAX_RANK];
+  Aff idx[GSL_MAX_RANK];
+  int64_t st[GSL_MAX_RANK];
+  cg_strides_of(&v->shape, st);
+  cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
+  LLVMBuilderRef b = g->b;
+  LLVMTypeRef et = cg_elem_type(g, v->dtype);
+  LLVMValueRef zero = LLVMConstNull(et);
+  Aff lin = cg_linear_of(&v->shape, idx);
+  LLVMValueRef li = cg_aff_value(g, &lin);
+  LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, l[v->axis].iv, cg_ci64(g, 0), "");
+  LLVMValueRef prev = LLVMBuildSelect(b, first, li, LLVMBuildNSWSub(b, li, cg_ci64(g, st[v->axis]), ""), "");
+  LLVMValueRef out = cg_buffer_of(g, v), in = cg_buffer_of(g, a);
+  LLVMValueRef y = cg_load_lin(g, out, v->dtype, prev);
+  LLVMValueRef x = cg_convert(g, cg_load_lin(g, in, a->dtype, v->exclusive ? prev : li), a->dtype, v->dtype);
+  LLVMValueRef s;
+  if (v->exclusive) {
+    s = v->dtype == DT_F32 ? LLVMBuildFAdd(b, y, x, "") : LLVMBuildAdd(b, y, x, "");
+    s = LLVMBuildSelect(b, first, zero, s, "");
+  } else {
+    y = LLVMBuildSelect(b, first, zero, y, "");
+    s = v->dtype == DT_F32 ? LLVMBuildFAdd(b, y, x, "") : LLVMBuildAdd(b, y, x, "");
+  }
+  cg_store_lin(g, out, v->dtype, li, s);
+  cg_nest_close(g, l, v->shape.rank);
+}
+
+/* table[V, D...] rows by idx[I...]: every index is checked first (one
+ * gslrt_fail, then gsl_step returns), then rows are copied. */
+void cg_emit_gather(CG *g, const Value *v) {
+  const Value *t = v->args[0], *ix = v->args[1];
+  LLVMBuilderRef b = g->b;
+  int64_t nidx = shape_elems(&ix->shape), V = t->shape.d[0];
+  LLVMValueRef ip = cg_buffer_of(g, ix), bad = cg_new_acc(g, g->t_i1);
+  LLVMBuildStore(b, LLVMConstInt(g->t_i1, 0, 0), bad);
+  Loop lc;
+  cg_loop_open(g, &lc, nidx);
+  LLVMValueRef k = cg_load_lin(g, ip, DT_I32, lc.iv);
+  LLVMValueRef out_of = LLVMBuildICmp(b, LLVMIntUGE, k, cg_ci32(g, V), "");
+  LLVMBuildStore(b, LLVMBuildOr(b, LLVMBuildLoad2(b, g->t_i1, bad, ""), out_of, ""), bad);
+  cg_loop_close(g, &lc, false);
+  LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "gather.fail");
+  LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "gather.ok");
+  LLVMBuildCondBr(b, LLVMBuildLoad2(b, g->t_i1, bad, ""), fail, ok);
+  LLVMPositionBuilderAtEnd(b, fail);
+  LLVMValueRef args[2] = {g->ctx_arg, cg_cstr(g, "gather index out of range")};
+  cg_call(g, "gslrt_fail", g->t_void, 2, args);
+  LLVMBuildRetVoid(b);
+  LLVMPositionBuilderAtEnd(b, ok);
+
+  Loop l[GSL_MAX_RANK];
+  Aff idx[GSL_MAX_RANK];
+  int ni = ix->shape.rank;
+  cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
+  Aff il = cg_linear_of(&ix->shape, idx);
+  LLVMValueRef row = LLVMBuildSExt(b, cg_load_lin(g, ip, DT_I32, cg_aff_value(g, &il)), g->t_i64, "");
+  Aff ti[GSL_MAX_RANK];
+  ti[0] = cg_aff_const(0);
+  for (int d = 1; d < t->shape.rank; d++)
+    ti[d] = idx[ni + d - 1];
+  Aff tl = cg_linear_of(&t->shape, ti);
+  int64_t st[GSL_MAX_RANK];
+  cg_strides_of(&t->shape, st);
+  LLVMValueRef tli = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, row, cg_ci64(g, st[0]), ""), cg_aff_value(g, &tl), "");
+  LLVMValueRef x = cg_load_lin(g, cg_buffer_of(g, t), t->dtype, tli);
+  Aff ol = cg_linear_of(&v->shape, idx);
+  cg_store_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &ol), cg_convert(g, x, t->dtype, v->dtype));
+  cg_nest_close(g, l, v->shape.rank);
+}
+
+/* One loop nest per operand, each writing its range along the axis. */
+void cg_emit_concat(CG *g, const Value *v) {
+  int64_t off = 0;
+  for (int j = 0; j < v->nargs; j++) {
+    const Value *a = v->args[j];
+    Loop l[GSL_MAX_RANK];
+    Aff idx[GSL_MAX_RANK];
+    cg_nest_open(g, l, a->shape.rank, a->shape.d, idx);
+    LLVMValueRef x = cg_convert(g, cg_elem_at(g, a, idx), a->dtype, v->dtype);
+    idx[v->axis].k += off;
+    Aff lin = cg_linear_of(&v->shape, idx);
+    cg_store_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &lin), x);
+    cg_nest_close(g, l, a->shape.rank);
+    off += a->shape.d[v->axis];
+  }
+}
+
+/* The local tile of the draw, at its offset in the global tensor: along a
+ * split dimension, the device's index in the group of its axes times the
+ * local extent. */
+void cg_emit_rng(CG *g, const Value *v) {
+  const Program *p = g->p;
+  bool split = false;
+  for (int d = 0; d < v->shape.rank; d++)
+    split |= cg_rng_split(p, v, d);
+  LLVMValueRef off = LLVMConstNull(LLVMPointerType(g->t_i64, 0));
+  if (split) {
+    off = LLVMBuildArrayAlloca(g->ab, g->t_i64, cg_ci64(g, v->shape.rank), "offset");
+    for (int d = 0; d < v->shape.rank; d++) {
+      LLVMValueRef o = cg_ci64(g, 0), at = cg_ci64(g, d);
+      if (cg_rng_split(p, v, d))
+        o = LLVMBuildNSWMul(g->b, cg_group_index(g, v->sh.naxes[d], v->sh.axes[d]), cg_ci64(g, v->shape.d[d]), "");
+      LLVMBuildStore(g->b, o, LLVMBuildInBoundsGEP2(g->b, g->t_i64, off, &at, 1, ""));
+    }
+  }
+  LLVMValueRef buf = LLVMBuildBitCast(g->b, cg_buffer_of(g, v), LLVMPointerType(g->t_f32, 0), "");
+  LLVMValueRef args[11] = {g->ctx_arg,
+                           buf,
+                           cg_ci32(g, v->fn == RNG_NORMAL ? 1 : 0),
+                           LLVMConstReal(g->t_f64, v->fval),
+                           LLVMConstReal(g->t_f64, v->fval2),
+                           LLVMConstInt(g->t_i32, v->stream, 0),
+                           g->step_arg,
+                           cg_ci32(g, v->shape.rank),
+                           cg_shape_array(g, p->spmd ? &v->gshape : &v->shape),
+                           off,
+                           cg_shape_array(g, &v->shape)};
+  cg_call(g, "gslrt_rng_fill", g->t_void, 11, args);
+}
+

@@ -1,0 +1,134 @@
+/* codegen.h — codegen's private header: the state of one cg_emit and the
+ * functions its files share (cg_loops.c: types, constants, loops, affine
+ * indices, buffers and fusion; cg_math.c: scalar math; cg_ops.c: reductions,
+ * cumsum, gather, concat, random draws; cg_collectives.c: collectives;
+ * cg_einsum.c: einsum and GEMM; codegen.c: the module and LLVM). Sections
+ * follow the file that defines the functions they declare. */
+#ifndef GSLC_CODEGEN_H
+#define GSLC_CODEGEN_H
+
+#include <llvm-c/Core.h>
+
+#include "gslc.h"
+
+#define CG_MAXL (2 * GSL_MAX_RANK) /* deepest loop nest (an einsum's letters) */
+#define CG_MAXG 16                 /* most groups whose device index the code reads */
+
+/* An index as an affine function of the counters of the open loops and of
+ * the device's indices in groups of mesh axes. */
+typedef struct Aff {
+  int64_t c[CG_MAXL];   /* coefficient of loop counter i (outermost first) */
+  int64_t dev[CG_MAXG]; /* coefficient of the device's index in the group of slot j */
+  int64_t k;            /* constant term */
+} Aff;
+
+/* A list of mesh axes the code names (a collective's, a local slice's, a
+ * split dimension of a random draw). */
+typedef struct Group {
+  int n;                      /* axes in it */
+  uint8_t axes[GSL_MAX_AXES]; /* which, major first */
+  int slot;                   /* index into CG.gidx when the device's index is read, else -1 */
+  LLVMValueRef id;            /* private i32 global: gslrt_declare_group's answer */
+} Group;
+
+/* One open loop: 0 <= iv < n. */
+typedef struct Loop {
+  LLVMValueRef iv;        /* the counter (a phi in body) */
+  LLVMBasicBlockRef body; /* first block of the body, the loop header */
+  int64_t n;              /* trip count, at least 1 */
+} Loop;
+
+/* The state of one cg_emit. */
+typedef struct CG {
+  const Program *p;       /* what is being compiled */
+  const Plan *pl;         /* its buffer plan: who has a buffer, where in the arena */
+  LLVMContextRef ctx;     /* private context */
+  LLVMModuleRef mod;      /* the module being built */
+  LLVMBuilderRef b;       /* the builder for code */
+  LLVMBuilderRef ab;      /* the builder for allocas, at the end of gsl_step's entry block */
+  LLVMTypeRef t_void, t_i1, t_i32, t_i64, t_f32, t_f64; /* scalar types */
+  LLVMTypeRef t_ptr;      /* i8*: buffers, ctx, strings */
+  unsigned md_loop;       /* kind id of !llvm.loop */
+  LLVMValueRef arena_glob; /* private global: the arena gsl_setup allocates */
+  LLVMValueRef arena;     /* in gsl_step, the arena (i8*) */
+  LLVMValueRef *glob;     /* per root value: the private global holding its buffer */
+  LLVMValueRef *ptr;      /* per root value: in gsl_step, its buffer as a typed pointer */
+  LLVMValueRef fn;        /* the function being emitted (gsl_step) */
+  LLVMValueRef step_fn;   /* gsl_step */
+  LLVMValueRef ctx_arg;   /* gsl_step's ctx */
+  LLVMValueRef step_arg;  /* gsl_step's step */
+  LLVMValueRef iv[CG_MAXL]; /* counters of the open loops, outermost first */
+  int niv;                /* open loops */
+  Group *groups;          /* the groups of mesh axes the code names */
+  int ngroups, capgroups; /* in use, allocated */
+  int *vgroup;            /* per value: its group (collectives, local slices), else -1 */
+  int *vgroup2;           /* per value: COLLECTIVE_PERMUTE's target-order group, else -1 */
+  LLVMValueRef gidx[CG_MAXG]; /* in gsl_step, the device's (i64) index in the group of each slot */
+  int nslots;             /* slots in use */
+} CG;
+
+/* ---- cg_loops.c: types, constants, loops, indices, buffers, fusion ---- */
+
+LLVMTypeRef cg_elem_type(CG *g, DType dt);
+LLVMValueRef cg_ci64(CG *g, int64_t v);
+LLVMValueRef cg_ci32(CG *g, int64_t v);
+LLVMValueRef cg_cf32(CG *g, double v);
+/* a call of the function name (declared on first use) returning ret */
+LLVMValueRef cg_call(CG *g, const char *name, LLVMTypeRef ret, int n, LLVMValueRef *args);
+LLVMValueRef cg_call1(CG *g, const char *name, LLVMValueRef x); /* returns x's type */
+LLVMValueRef cg_call2(CG *g, const char *name, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cg_cstr(CG *g, const char *s); /* a private constant string, as i8* */
+/* a private constant array of n integers of type t, as a pointer to its first */
+LLVMValueRef cg_const_array(CG *g, LLVMTypeRef t, int n, const int64_t *v);
+LLVMValueRef cg_shape_array(CG *g, const Shape *s);
+LLVMValueRef cg_loop_open(CG *g, Loop *l, int64_t n);
+/* reorder: the vectorizer may reassociate the loop's floating-point reduction */
+void cg_loop_close(CG *g, Loop *l, bool reorder);
+void cg_nest_open(CG *g, Loop *l, int n, const int64_t *dims, Aff *idx);
+void cg_nest_close(CG *g, Loop *l, int n);
+LLVMValueRef cg_new_acc(CG *g, LLVMTypeRef t); /* an alloca in gsl_step's entry */
+Aff cg_aff_const(int64_t k);
+Aff cg_aff_unit(int loop);
+LLVMValueRef cg_aff_value(CG *g, const Aff *a);
+void cg_strides_of(const Shape *s, int64_t *st);
+Aff cg_linear_of(const Shape *s, const Aff *idx); /* C-order offset of idx in shape s */
+LLVMValueRef cg_load_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin);
+void cg_store_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin, LLVMValueRef x);
+LLVMValueRef cg_buffer_of(CG *g, const Value *v); /* v's buffer (its root's), typed */
+LLVMValueRef cg_temp(CG *g, int t, DType dt);     /* Plan.temps[t] in the arena, typed */
+/* v's element at idx: a load from its buffer, or computed from its operands */
+LLVMValueRef cg_elem_at(CG *g, const Value *v, const Aff *idx);
+void cg_emit_map(CG *g, const Value *v); /* v's buffer = its elements */
+
+/* ---- cg_math.c: scalar math -------------------------------------------- */
+
+LLVMValueRef cg_convert(CG *g, LLVMValueRef x, DType from, DType to);
+LLVMValueRef cg_bool_to(CG *g, LLVMValueRef c, DType dt);
+LLVMValueRef cg_unary(CG *g, int fn, LLVMValueRef x, DType dt);
+LLVMValueRef cg_binary(CG *g, int fn, LLVMValueRef x, LLVMValueRef y, DType in, DType out);
+
+/* ---- cg_ops.c: whole-buffer ops ----------------------------------------- */
+
+void cg_emit_reduce(CG *g, const Value *v); /* sum, max, argmax */
+void cg_emit_cumsum(CG *g, const Value *v);
+void cg_emit_gather(CG *g, const Value *v);
+void cg_emit_concat(CG *g, const Value *v);
+void cg_emit_rng(CG *g, const Value *v);
+bool cg_rng_split(const Program *p, const Value *v, int d); /* draw v's dim d is split over the mesh */
+
+/* ---- cg_collectives.c ---------------------------------------------------- */
+
+void cg_emit_all_reduce(CG *g, const Value *v);
+void cg_emit_collective(CG *g, const Value *v); /* all_gather, reduce_scatter, all_to_all */
+void cg_emit_permute(CG *g, const Value *v);
+
+/* ---- cg_einsum.c ----------------------------------------------------------- */
+
+void cg_emit_einsum(CG *g, const Value *v);
+
+/* ---- codegen.c: the module ----------------------------------------------- */
+
+/* in gsl_step, the device's index in the group of axes[0..n) (one with a slot) */
+LLVMValueRef cg_group_index(CG *g, int n, const uint8_t *axes);
+
+#endif

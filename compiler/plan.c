@@ -1,0 +1,530 @@
+/* plan.c — buffer planning, the phase between partitioning and codegen:
+ * which values get a buffer, how long each buffer lives, and where in one
+ * arena it lies, so that dead buffers' space is reused.
+ *
+ * Buffers. A value gets a buffer ("is materialized") when it is a param or
+ * input, an output, is read more than once, or is an op that needs a whole
+ * buffer (ops.def's OF_BUFFER: einsum, reduce, cumsum, gather, concat, rng,
+ * collectives); operands of einsum, gather, cumsum and of the collectives
+ * other than all_reduce are materialized too. Reshape and a materialized
+ * annotate are aliases (OF_ALIAS): their operand's buffer under a new shape.
+ * An all_reduce runs in place on its operand's buffer when nothing else
+ * reads that buffer. Every other value is inlined into its one user's loop;
+ * constants, and index maps (OF_INDEX_MAP) of buffers, are cheap enough to
+ * inline into each of several users. Einsums are lowered here too, because
+ * the lowering decides their temporaries: a batched GEMM when the operands
+ * lie [batch, M, K] or [batch, K, M] (and [batch, K, N] or [batch, N, K])
+ * in memory, looking through a transpose that has no buffer, with a copy to
+ * a canonical temporary for an operand that does not, and a temporary plus
+ * a permuting copy for a result not in [batch, M, N] order (the operands
+ * are swapped to make it [batch, N, M] fit); a plain loop nest otherwise.
+ *
+ * Lifetimes. Steps are value ids: codegen emits each value's code in
+ * program order. A buffer is live from the step of the value that writes it
+ * (its root) to the last step that reads it. A value inlined into its users
+ * is evaluated at each user's step (a chain of inlined values at the step
+ * of the buffer it ends in), and reads the buffers of its operands there;
+ * readers of an alias or of an in-place all_reduce read the root's buffer.
+ * Outputs live to the end (they are written out after the last step); an
+ * einsum's temporaries live only at its own step. Params and inputs keep
+ * the runtime's storage and are not planned.
+ *
+ * Placement. Buffers, largest first, each go to the best-fitting gap (the
+ * smallest that holds it) between the buffers already placed whose
+ * lifetimes overlap its own, else above them all; offsets are multiples of
+ * 64 bytes. The arena is the highest end; the most bytes live at one step
+ * bound it from below, and --stats shows both, with the sum of all buffers
+ * (what one allocation per buffer would take). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gslc.h"
+
+#define PLAN_ALIGN 64 /* bytes: the runtime's allocation alignment */
+
+static int64_t round_up(int64_t n) { return (n + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN; }
+
+/* bytes of v's local tile (at least one element, as the runtime allocates) */
+static int64_t value_bytes(const Value *v) {
+  int64_t n = shape_elems(&v->shape);
+  return 4 * (n > 0 ? n : 1);
+}
+
+static bool in_arena(const Value *v) { return v->op != OP_PARAM && v->op != OP_INPUT; }
+
+/* ---- which values get buffers --------------------------------------------- */
+
+static void decide_buffers(Plan *pl, const Program *p) {
+  int n = p->nvalues;
+  bool *output = xcalloc((size_t)(n > 0 ? n : 1), sizeof *output);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < p->values[i]->nargs; j++)
+      pl->uses[p->values[i]->args[j]->id]++;
+  for (int i = 0; i < p->noutputs; i++) {
+    pl->uses[p->outputs[i].value->id]++;
+    output[p->outputs[i].value->id] = true;
+  }
+  for (int i = 0; i < n; i++) {
+    const Value *v = p->values[i];
+    const Value *a = v->nargs ? v->args[0] : NULL;
+    unsigned fl = ir_op(v->op)->flags;
+    pl->cheap[i] = !output[i] && (v->op == OP_CONST || ((fl & OF_INDEX_MAP) && (pl->mat[a->id] || pl->cheap[a->id])));
+    pl->mat[i] = (fl & OF_BUFFER) || output[i] || (pl->uses[i] > 1 && !pl->cheap[i]);
+  }
+  for (int i = n - 1; i >= 0; i--) {
+    const Value *v = p->values[i];
+    if (!pl->mat[i] && pl->uses[i] == 0)
+      continue;
+    switch (v->op) {
+    case OP_EINSUM:
+      for (int j = 0; j < v->nargs; j++) {
+        const Value *a = v->args[j];
+        if (a->op == OP_TRANSPOSE && !pl->mat[a->id] && pl->uses[a->id] == 1)
+          a = a->args[0];
+        pl->mat[a->id] = true;
+      }
+      break;
+    case OP_GATHER:
+      pl->mat[v->args[0]->id] = pl->mat[v->args[1]->id] = true;
+      break;
+    case OP_CUMSUM:
+    case OP_RESHAPE:
+    case OP_ALL_GATHER:
+    case OP_REDUCE_SCATTER:
+    case OP_ALL_TO_ALL:
+    case OP_COLLECTIVE_PERMUTE:
+      pl->mat[v->args[0]->id] = true;
+      break;
+    case OP_ANNOTATE:
+      if (pl->mat[i])
+        pl->mat[v->args[0]->id] = true;
+      break;
+    default:
+      break;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    const Value *v = p->values[i];
+    bool alias = pl->mat[i] && (ir_op(v->op)->flags & OF_ALIAS);
+    if (v->op == OP_ALL_REDUCE) {
+      const Value *a = v->args[0];
+      alias = pl->mat[a->id] && pl->root[a->id] == a->id && pl->uses[a->id] == 1 && in_arena(a);
+    }
+    pl->root[i] = alias ? pl->root[v->args[0]->id] : i;
+  }
+  free(output);
+}
+
+/* ---- einsum lowering ------------------------------------------------------- */
+
+/* s ++ c (s has room) */
+static void append(char *s, char c) {
+  size_t n = strlen(s);
+  s[n] = c;
+  s[n + 1] = '\0';
+}
+
+static bool has_repeat(const char *s) {
+  for (; *s; s++)
+    if (strchr(s + 1, *s))
+      return true;
+  return false;
+}
+
+/* a ++ b ++ c into buf (of 3 * GSL_MAX_RANK + 1) */
+static const char *cat3(char *buf, const char *a, const char *b, const char *c) {
+  snprintf(buf, 3 * GSL_MAX_RANK + 1, "%s%s%s", a, b, c);
+  return buf;
+}
+
+static int64_t letters_size(const int64_t *ext, const char *l) {
+  int64_t n = 1;
+  for (; *l; l++)
+    n *= ext[(unsigned char)*l];
+  return n;
+}
+
+/* How two GEMM operands lie in memory for a given order of the K letters. */
+typedef struct Layout {
+  bool a_n, a_t; /* A is [batch, M, K] / [batch, K, M] */
+  bool b_n, b_t; /* B is [batch, K, N] / [batch, N, K] */
+  int copies;    /* operands that must be copied to a canonical temporary */
+} Layout;
+
+static Layout layout(const GemmPlan *g, const char *kl) {
+  char t[3 * GSL_MAX_RANK + 1];
+  Layout l;
+  l.a_n = !strcmp(g->la, cat3(t, g->bl, g->ml, kl));
+  l.a_t = !strcmp(g->la, cat3(t, g->bl, kl, g->ml));
+  l.b_n = !strcmp(g->lb, cat3(t, g->bl, kl, g->nl));
+  l.b_t = !strcmp(g->lb, cat3(t, g->bl, g->nl, kl));
+  l.copies = !(l.a_n || l.a_t) + !(l.b_n || l.b_t);
+  return l;
+}
+
+/* One GEMM operand: the value whose buffer is read and that buffer's
+ * letters, looking through a transpose that has no buffer of its own. */
+static const Value *gemm_operand(const Plan *pl, const Value *a, const char *letters, char *out) {
+  if (!pl->mat[a->id] && a->op == OP_TRANSPOSE) {
+    for (int i = 0; i < a->shape.rank; i++)
+      out[a->perm[i]] = letters[i];
+    out[a->shape.rank] = '\0';
+    return a->args[0];
+  }
+  strcpy(out, letters);
+  return a;
+}
+
+static int add_temp(Plan *pl, const Value *v, int64_t bytes) {
+  pl->temps = xrealloc(pl->temps, (size_t)(pl->ntemps + 1) * sizeof *pl->temps);
+  pl->temps[pl->ntemps] = (PlanTemp){v->id, round_up(bytes), -1};
+  return pl->ntemps++;
+}
+
+/* v's lowering into pl->gemm[v->id] (see the file comment). */
+static void plan_einsum(Plan *pl, const Value *v) {
+  GemmPlan *g = &pl->gemm[v->id];
+  const EinsumSpec *e = &v->ein;
+  int64_t ext[256] = {0};
+  memset(g, 0, sizeof *g);
+  g->tmp_a = g->tmp_b = g->tmp_c = -1;
+  if (e->nin != v->nargs || strlen(e->out) != (size_t)v->shape.rank)
+    die("einsum %%%d does not fit its operands", v->id);
+  for (int j = 0; j < e->nin; j++)
+    for (int i = 0; e->in[j][i]; i++)
+      ext[(unsigned char)e->in[j][i]] = v->args[j]->shape.d[i];
+  bool plain = v->dtype != DT_F32 || e->nin != 2 || has_repeat(e->in[0]) || has_repeat(e->in[1]);
+  for (int j = 0; j < e->nin && !plain; j++) {
+    plain = v->args[j]->dtype != DT_F32;
+    for (int i = 0; e->in[j][i]; i++)
+      if (!strchr(e->out, e->in[j][i]) && !strchr(e->in[1 - j], e->in[j][i]))
+        plain = true;
+  }
+  if (plain)
+    return;
+  g->gemm = true;
+  g->a = gemm_operand(pl, v->args[0], e->in[0], g->la);
+  g->b = gemm_operand(pl, v->args[1], e->in[1], g->lb);
+  /* A supplies the rows: the result's first letter after the batch ones */
+  for (int i = 0; e->out[i]; i++) {
+    bool in_a = strchr(g->la, e->out[i]), in_b = strchr(g->lb, e->out[i]);
+    if (in_a != in_b) {
+      if (in_b) {
+        const Value *t = g->a;
+        char tl[GSL_MAX_RANK + 1];
+        g->a = g->b;
+        g->b = t;
+        strcpy(tl, g->la);
+        strcpy(g->la, g->lb);
+        strcpy(g->lb, tl);
+      }
+      break;
+    }
+  }
+  for (int i = 0; e->out[i]; i++) {
+    char c = e->out[i];
+    bool in_a = strchr(g->la, c), in_b = strchr(g->lb, c);
+    append(in_a && in_b ? g->bl : in_a ? g->ml : g->nl, c);
+  }
+  char ka[GSL_MAX_RANK + 1] = "", kb[GSL_MAX_RANK + 1] = "";
+  for (int i = 0; g->la[i]; i++)
+    if (!strchr(e->out, g->la[i]))
+      append(ka, g->la[i]);
+  for (int i = 0; g->lb[i]; i++)
+    if (!strchr(e->out, g->lb[i]))
+      append(kb, g->lb[i]);
+  /* the K order of whichever operand makes fewer copies */
+  Layout lay = layout(g, ka);
+  strcpy(g->kl, ka);
+  if (lay.copies) {
+    Layout other = layout(g, kb);
+    if (other.copies < lay.copies) {
+      lay = other;
+      strcpy(g->kl, kb);
+    }
+  }
+  g->nb = letters_size(ext, g->bl);
+  g->m = letters_size(ext, g->ml);
+  g->n = letters_size(ext, g->nl);
+  g->k = letters_size(ext, g->kl);
+  g->a_t = !lay.a_n && lay.a_t;
+  g->b_t = !lay.b_n && lay.b_t;
+  if (!lay.a_n && !lay.a_t)
+    g->tmp_a = add_temp(pl, v, 4 * g->nb * g->m * g->k);
+  if (!lay.b_n && !lay.b_t)
+    g->tmp_b = add_temp(pl, v, 4 * g->nb * g->k * g->n);
+  char t[3 * GSL_MAX_RANK + 1];
+  if (strcmp(e->out, cat3(t, g->bl, g->ml, g->nl)))
+    g->tmp_c = add_temp(pl, v, 4 * g->nb * g->m * g->n);
+}
+
+/* ---- lifetimes ----------------------------------------------------------- */
+
+static void plan_lifetimes(Plan *pl, const Program *p) {
+  int n = p->nvalues;
+  int *at = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *at); /* step where a value's code runs, -1: never */
+  for (int i = 0; i < n; i++) {
+    at[i] = pl->mat[i] ? i : -1;
+    pl->first[i] = pl->last[i] = i;
+  }
+  for (int i = n - 1; i >= 0; i--) {
+    const Value *u = p->values[i];
+    if (at[i] < 0)
+      continue;
+    for (int j = 0; j < u->nargs; j++) {
+      const Value *a = u->args[j];
+      if (pl->mat[a->id]) {
+        int r = pl->root[a->id];
+        if (pl->last[r] < at[i])
+          pl->last[r] = at[i];
+      } else if (at[a->id] < at[i]) {
+        at[a->id] = at[i];
+      }
+    }
+  }
+  for (int i = 0; i < p->noutputs; i++)
+    pl->last[pl->root[p->outputs[i].value->id]] = n;
+  free(at);
+}
+
+/* ---- placement ------------------------------------------------------------ */
+
+typedef struct Item {
+  int64_t bytes;  /* size */
+  int first, last; /* live steps */
+  int64_t *offset; /* where its offset goes */
+  int order;      /* tie-break: creation order */
+} Item;
+
+static int by_size(const void *x, const void *y) {
+  const Item *a = x, *b = y;
+  if (a->bytes != b->bytes)
+    return a->bytes > b->bytes ? -1 : 1;
+  if (a->first != b->first)
+    return a->first < b->first ? -1 : 1;
+  return a->order - b->order;
+}
+
+static int by_offset(const void *x, const void *y) {
+  const Item *a = *(Item *const *)x, *b = *(Item *const *)y;
+  return *a->offset < *b->offset ? -1 : *a->offset > *b->offset;
+}
+
+static void place(Plan *pl, Item *it, int nit, int nsteps) {
+  qsort(it, (size_t)nit, sizeof *it, by_size);
+  Item **near = xmalloc((size_t)(nit > 0 ? nit : 1) * sizeof *near);
+  for (int i = 0; i < nit; i++) {
+    int nn = 0;
+    for (int j = 0; j < i; j++)
+      if (it[j].first <= it[i].last && it[i].first <= it[j].last)
+        near[nn++] = &it[j];
+    qsort(near, (size_t)nn, sizeof *near, by_offset);
+    int64_t end = 0, best = -1, best_gap = 0;
+    for (int j = 0; j < nn; j++) {
+      int64_t gap = *near[j]->offset - end;
+      if (gap >= it[i].bytes && (best < 0 || gap < best_gap))
+        best = end, best_gap = gap;
+      if (*near[j]->offset + near[j]->bytes > end)
+        end = *near[j]->offset + near[j]->bytes;
+    }
+    *it[i].offset = best >= 0 ? best : end;
+    if (*it[i].offset + it[i].bytes > pl->arena_bytes)
+      pl->arena_bytes = *it[i].offset + it[i].bytes;
+    pl->noreuse_bytes += it[i].bytes;
+  }
+  free(near);
+  /* the most bytes live at one step */
+  int64_t *delta = xcalloc((size_t)nsteps + 2, sizeof *delta), live = 0;
+  for (int i = 0; i < nit; i++) {
+    delta[it[i].first] += it[i].bytes;
+    delta[it[i].last + 1] -= it[i].bytes;
+  }
+  for (int s = 0; s <= nsteps; s++) {
+    live += delta[s];
+    if (live > pl->live_bytes)
+      pl->live_bytes = live;
+  }
+  free(delta);
+}
+
+/* ---- the runtime's own staging ------------------------------------------- */
+
+static int64_t group_size(const Program *p, const Value *v) {
+  int64_t n = 1;
+  for (int i = 0; i < v->ngroup; i++)
+    n *= p->mesh.size[v->group[i]];
+  return n;
+}
+
+/* elements before dimension dim */
+static int64_t outer(const Shape *s, int dim) {
+  int64_t n = 1;
+  for (int d = 0; d < dim; d++)
+    n *= s->d[d];
+  return n;
+}
+
+/* The scratch space runtime/collectives.c takes for v: where the blocks
+ * of a group are not contiguous (a split dimension after the first), they
+ * are packed or unpacked through it. */
+static int64_t scratch_of(const Program *p, const Value *v) {
+  const Value *a = v->nargs ? v->args[0] : NULL;
+  int64_t g = group_size(p, v), in = a ? 4 * shape_elems(&a->shape) : 0;
+  if (g == 1 || in == 0)
+    return 0;
+  switch (v->op) {
+  case OP_ALL_GATHER:
+    return outer(&a->shape, v->axis) != 1 ? round_up(g * in) : 0;
+  case OP_REDUCE_SCATTER:
+    return outer(&a->shape, v->axis) != 1 ? round_up(in) : 0;
+  case OP_ALL_TO_ALL: {
+    Shape block = a->shape;
+    block.d[v->axis] /= g;
+    int staged = (outer(&a->shape, v->axis) != 1) + (outer(&block, v->axis2) != 1);
+    return round_up(staged * in);
+  }
+  default:
+    return 0;
+  }
+}
+
+static void plan_totals(Plan *pl, const Program *p) {
+  int64_t devices = 1;
+  for (int i = 0; i < p->mesh.naxes; i++)
+    devices *= p->mesh.size[i];
+  for (int i = 0; i < p->ntensors; i++) {
+    int64_t b = value_bytes(p->tensors[i].value);
+    if (p->tensors[i].kind == TK_PARAM)
+      pl->param_bytes += b;
+    else
+      pl->input_bytes += b;
+  }
+  for (int i = 0; i < p->noutputs; i++) {
+    const Value *v = p->outputs[i].value;
+    int64_t local = value_bytes(v), global = 4 * shape_elems(p->spmd ? &v->gshape : &v->shape);
+    pl->output_bytes += local;
+    if (devices > 1 && devices * local + global > pl->gather_bytes)
+      pl->gather_bytes = devices * local + global;
+  }
+  for (int i = 0; i < p->nvalues; i++) {
+    int64_t s = scratch_of(p, p->values[i]);
+    if (s > pl->scratch_bytes)
+      pl->scratch_bytes = s;
+  }
+}
+
+Plan *plan_buffers(const Program *p) {
+  Plan *pl = xcalloc(1, sizeof *pl);
+  int n = p->nvalues;
+  size_t m = (size_t)(n > 0 ? n : 1);
+  pl->nvalues = n;
+  pl->uses = xcalloc(m, sizeof *pl->uses);
+  pl->mat = xcalloc(m, sizeof *pl->mat);
+  pl->cheap = xcalloc(m, sizeof *pl->cheap);
+  pl->root = xcalloc(m, sizeof *pl->root);
+  pl->offset = xcalloc(m, sizeof *pl->offset);
+  pl->bytes = xcalloc(m, sizeof *pl->bytes);
+  pl->first = xcalloc(m, sizeof *pl->first);
+  pl->last = xcalloc(m, sizeof *pl->last);
+  pl->gemm = xcalloc(m, sizeof *pl->gemm);
+  decide_buffers(pl, p);
+  for (int i = 0; i < n; i++)
+    if (p->values[i]->op == OP_EINSUM && pl->mat[i])
+      plan_einsum(pl, p->values[i]);
+  plan_lifetimes(pl, p);
+  Item *it = xmalloc((m + (size_t)pl->ntemps) * sizeof *it);
+  int nit = 0;
+  for (int i = 0; i < n; i++) {
+    pl->offset[i] = -1;
+    if (pl->mat[i] && pl->root[i] == i && in_arena(p->values[i])) {
+      pl->bytes[i] = round_up(value_bytes(p->values[i]));
+      it[nit] = (Item){pl->bytes[i], pl->first[i], pl->last[i], &pl->offset[i], nit};
+      nit++;
+    }
+  }
+  for (int t = 0; t < pl->ntemps; t++) {
+    int s = pl->temps[t].value;
+    it[nit] = (Item){pl->temps[t].bytes, s, s, &pl->temps[t].offset, nit};
+    nit++;
+  }
+  place(pl, it, nit, n);
+  free(it);
+  plan_totals(pl, p);
+  return pl;
+}
+
+void plan_free(Plan *pl) {
+  if (!pl)
+    return;
+  free(pl->uses);
+  free(pl->mat);
+  free(pl->cheap);
+  free(pl->root);
+  free(pl->offset);
+  free(pl->bytes);
+  free(pl->first);
+  free(pl->last);
+  free(pl->gemm);
+  free(pl->temps);
+  free(pl);
+}
+
+/* ---- gslc --stats ------------------------------------------------------------ */
+
+static const char *where(Arena *a, Span sp) {
+  if (!sp.src)
+    return "-";
+  const char *base = strrchr(sp.src->path, '/');
+  return arena_printf(a, "%s:%u", base ? base + 1 : sp.src->path, sp.line);
+}
+
+void plan_stats(FILE *f, const Program *p, const Plan *pl) {
+  Arena *a = arena_new();
+  int64_t devices = 1;
+  for (int i = 0; i < p->mesh.naxes; i++)
+    devices *= p->mesh.size[i];
+  fprintf(f, "# %s on ", p->path);
+  if (p->mesh.naxes) {
+    fputs("mesh [", f);
+    for (int i = 0; i < p->mesh.naxes; i++)
+      fprintf(f, "%s%s = %" PRId64, i ? ", " : "", p->mesh.name[i], p->mesh.size[i]);
+    fprintf(f, "]: %" PRId64 " devices\n", devices);
+  } else {
+    fputs("one device (no mesh)\n", f);
+  }
+  fputs("\n## memory per device (bytes)\n", f);
+  fprintf(f, "params                   %12" PRId64 "\n", pl->param_bytes);
+  fprintf(f, "inputs                   %12" PRId64 "\n", pl->input_bytes);
+  fprintf(f, "outputs                  %12" PRId64 "   (within the params, inputs and intermediates)\n",
+          pl->output_bytes);
+  fprintf(f, "intermediates, planned   %12" PRId64 "   (one arena, reused; most live at once: %" PRId64 ")\n",
+          pl->arena_bytes, pl->live_bytes);
+  fprintf(f, "intermediates, no reuse  %12" PRId64 "   (every buffer of its own)\n", pl->noreuse_bytes);
+  fprintf(f, "runtime staging          %12" PRId64 "   (collective scratch %" PRId64
+             "; gathering an output on rank 0 %" PRId64 ")\n",
+          pl->scratch_bytes + pl->gather_bytes, pl->scratch_bytes, pl->gather_bytes);
+  fprintf(f, "total                    %12" PRId64 "   (params + inputs + planned + staging)\n",
+          pl->param_bytes + pl->input_bytes + pl->arena_bytes + pl->scratch_bytes + pl->gather_bytes);
+  fputs("\n## collectives per step (bytes: received per device)\n", f);
+  int64_t total = 0;
+  int n = 0;
+  for (int i = 0; i < p->nvalues; i++) {
+    const Value *v = p->values[i];
+    if (ir_op(v->op)->cls != OC_COLLECTIVE)
+      continue;
+    char axes[256];
+    size_t k = 0;
+    axes[0] = '\0';
+    for (int j = 0; j < v->ngroup && k < sizeof axes; j++)
+      k += (size_t)snprintf(axes + k, sizeof axes - k, "%s%s", j ? ", " : "", p->mesh.name[v->group[j]]);
+    const char *kind = v->op == OP_ALL_REDUCE && v->fn == RF_MAX ? "all_reduce max" : op_name(v->op);
+    int64_t b = shard_collective_bytes(p, v);
+    fprintf(f, "%-18s over (%s)  %s%-14s %12" PRId64 "   ; %s\n", kind, axes, dtype_name(v->args[0]->dtype),
+            shape_str(a, &v->args[0]->shape), b, where(a, v->span));
+    total += b;
+    n++;
+  }
+  fprintf(f, "total: %" PRId64 " bytes in %d collective%s\n", total, n, n == 1 ? "" : "s");
+  arena_free(a);
+}
