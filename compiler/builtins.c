@@ -167,12 +167,11 @@ bool sema_check_sharding(Sema *s, const Sharding *sh, const Shape *shape, const 
     for (int j = 0; j < sh->naxes[i]; j++)
       shards *= s->p->mesh.size[sh->axes[i][j]];
     if (shape->d[i] % shards != 0) {
-      char axes[256];
-      size_t n = 0;
+      const char *axes = "";
       for (int j = 0; j < sh->naxes[i]; j++) {
         int ax = sh->axes[i][j];
-        n += (size_t)snprintf(axes + n, sizeof axes - n, "%s%s = %" PRId64, j ? ", " : "", s->p->mesh.name[ax],
-                              s->p->mesh.size[ax]);
+        axes = arena_printf(s->p->arena, "%s%s%s = %" PRId64, axes, j ? ", " : "", s->p->mesh.name[ax],
+                            s->p->mesh.size[ax]);
       }
       sema_error(s, sp, "dimension %d of %s (size %" PRId64 ") is not divisible by its %" PRId64 " shards (mesh axes %s)",
            i, what, shape->d[i], shards, axes);

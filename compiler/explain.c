@@ -8,43 +8,14 @@
  * with its kind, mesh axes, the bytes each device receives per step, the
  * source line of the op that needed it and why. Part 3 sums them up.
  *
- * Bytes are what one device receives per step with the usual ring and
- * pairwise algorithms, for a group of n devices and b local bytes:
- * all-reduce 2 b (n-1)/n; all-gather (n-1) b_in; reduce-scatter
- * b_in (n-1)/n; all-to-all b_in (n-1)/n; collective-permute b_in (at most:
- * a block already in place does not move); a local slice moves nothing. */
+ * Bytes are what one device receives per step, by sharding.c's cost model
+ * (shard_collective_bytes), the same the partitioner plans with. */
 #include <inttypes.h>
 #include <string.h>
 
 #include "gslc.h"
 
-static int64_t group_size(const Program *p, const Value *v) {
-  int64_t n = 1;
-  for (int i = 0; i < v->ngroup; i++)
-    n *= p->mesh.size[v->group[i]];
-  return n;
-}
-
 static int64_t bytes_of(const Value *v) { return 4 * shape_elems(&v->shape); }
-
-int64_t collective_bytes(const Program *spmd, const Value *v) {
-  int64_t n = group_size(spmd, v);
-  int64_t in = v->nargs ? bytes_of(v->args[0]) : 0;
-  switch (v->op) {
-  case OP_ALL_REDUCE:
-    return 2 * in * (n - 1) / n;
-  case OP_ALL_GATHER:
-    return in * (n - 1);
-  case OP_REDUCE_SCATTER:
-  case OP_ALL_TO_ALL:
-    return in * (n - 1) / n;
-  case OP_COLLECTIVE_PERMUTE:
-    return in; /* every block moves but the ones that stay put: an upper bound */
-  default:
-    return 0;
-  }
-}
-
 
 static const char *where(Arena *a, Span sp) {
   if (!sp.src)
@@ -82,9 +53,10 @@ static const char *origin(Arena *a, const Program *g, const Value *v) {
       return arena_printf(a, "from operand %s through this %s", label(a, f), op_name(v->op));
     return arena_printf(a, "from its user %s, back through that %s", label(a, f), op_name(f->op));
   }
-  default:
+  case SO_NONE:
     return g->mesh.naxes ? "replicated: no sharding reached it" : "one device";
   }
+  die("%%%d has sharding origin %d", v->id, (int)v->sh_origin);
 }
 
 void explain_print(FILE *f, const Program *g, const Program *s) {
@@ -115,12 +87,10 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
     const Value *v = s->values[i];
     if (!(ir_op(v->op)->flags & OF_SPMD)) /* collectives and local slices */
       continue;
-    char axes[128];
-    size_t k = 0;
+    const char *axes = "";
     for (int j = 0; j < v->ngroup; j++)
-      k += (size_t)snprintf(axes + k, sizeof axes - k, "%s%s", j ? ", " : "", s->mesh.name[v->group[j]]);
-    axes[k] = '\0';
-    int64_t b = collective_bytes(s, v);
+      axes = arena_printf(a, "%s%s%s", axes, j ? ", " : "", s->mesh.name[v->group[j]]);
+    int64_t b = shard_collective_bytes(s, v);
     const char *dims = v->op == OP_ALL_REDUCE   ? ""
                        : v->op == OP_ALL_TO_ALL ? arena_printf(a, " dim %d -> %d", v->axis2, v->axis)
                                                 : arena_printf(a, " dim %d", v->axis);

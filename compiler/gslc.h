@@ -5,9 +5,10 @@
  * ast.c) -> global tensor IR (sema.c: names, consts, inlined calls, static
  * shapes, built through ir.c's builder) -> every value sharded
  * (propagate.c) -> the SPMD program, local shapes and collectives
- * (partition.c) -> buffers and their lifetimes planned in one arena
- * (plan.c) -> LLVM module (codegen.c, cg_*.c) -> object file -> executable
- * (main.c spawns the linker). ir_verify runs after each pass.
+ * (partition.c; both on sharding.c's algebra, plans and costs) ->
+ * buffers and their lifetimes planned in one arena (plan.c) -> LLVM module
+ * (codegen.c, cg_*.c) -> object file -> executable (main.c spawns the
+ * linker). ir_verify runs after each pass.
  *
  * Sections follow the file that defines the functions they declare. */
 #ifndef GSLC_H
@@ -419,35 +420,65 @@ int sema_call(Sema *s, const char *module, const char *fn, Value **args, int nar
               int maxresults, Span at);
 void sema_free(Sema *s); /* the context only; p is left as it is */
 
+/* ---- sharding.c: the sharding algebra, resharding plans, their cost ------- */
+
+bool shard_eq(const Sharding *a, const Sharding *b, int rank);
+uint32_t shard_dim_axes(const Sharding *sh, int dim);    /* bitmask of the axes cutting dim */
+uint32_t shard_all_axes(const Sharding *sh, int rank);   /* bitmask of the axes cutting any dim */
+void shard_copy_dim(Sharding *to, int dt, const Sharding *from, int df); /* to's dim dt := from's df */
+int64_t shard_group_size(const Program *p, const uint8_t *axes, int n); /* devices in a group of mesh axes */
+int64_t shard_shards(const Program *p, const Sharding *sh, int dim);    /* devices dim is cut over */
+Shape shard_local_shape(const Program *p, const Shape *global, const Sharding *sh);
+/* Fits an offered sharding to shape s: drops its partial sums, an axis used
+ * twice, and each dimension's axes from the first its size is not divisible by. */
+void shard_fit(const Program *p, Sharding *sh, const Shape *s);
+/* A reshape from `from` to `to` carries a split of a group's first real
+ * dimension (size > 1) onto the other side's; other splits are dropped. */
+Sharding shard_reshape(const Sharding *sh, const Shape *from, const Shape *to);
+
+/* One step of a resharding plan: a collective or a local slice. */
+typedef struct ShardStep {
+  Op op;                        /* ALL_REDUCE, REDUCE_SCATTER, ALL_TO_ALL, COLLECTIVE_PERMUTE, ALL_GATHER, LOCAL_SLICE */
+  int axis, axis2;              /* as in Value */
+  uint8_t group[GSL_MAX_AXES];  /* mesh axes, major first */
+  int ngroup;                   /* entries of group */
+  uint8_t group2[GSL_MAX_AXES]; /* COLLECTIVE_PERMUTE: the target order */
+  Sharding after;               /* the sharding once it is done */
+} ShardStep;
+
+#define SHARD_MAX_STEPS (4 * GSL_MAX_RANK + 2) /* most steps a plan takes */
+
+/* Plans the resharding of a value of the given rank from `from` to `to`
+ * (which has no partial sums) into steps; returns their number (0: the
+ * shardings are equal). Steps over axes of size 1 are kept. */
+int shard_plan(const Program *p, const Sharding *from, const Sharding *to, int rank, ShardStep *steps);
+/* Bytes one device receives for one step of kind op, with `in` local input
+ * bytes, over a group of n devices. */
+int64_t shard_step_bytes(Op op, int64_t in, int64_t n);
+/* Bytes one device receives for a plan on a value of global shape gshape
+ * that starts in sharding start. */
+int64_t shard_plan_bytes(const Program *p, const Shape *gshape, const Sharding *start, const ShardStep *steps, int n);
+/* The same for the plan from `from` to `to`. */
+int64_t shard_reshard_bytes(const Program *p, const Shape *gshape, const Sharding *from, const Sharding *to);
+/* Bytes one device receives for collective (or local slice) v of the SPMD program. */
+int64_t shard_collective_bytes(const Program *spmd, const Value *v);
+
 /* ---- propagate.c: sharding propagation (GSPMD section 3.5) --------------- */
 
 /* Gives every value of the global IR a sharding: user annotations held
  * fixed, others found by propagation to a fixed point, replicated where
  * nothing reaches. */
 void shard_propagate(Program *p);
-bool sharding_eq(const Sharding *a, const Sharding *b, int rank);
-uint32_t sharding_dim_axes(const Sharding *sh, int dim);    /* bitmask of the axes cutting dim */
-uint32_t sharding_all_axes(const Sharding *sh, int rank);   /* bitmask of the axes cutting any dim */
-void sharding_copy_dim(Sharding *to, int dt, const Sharding *from, int df); /* to's dim dt := from's df */
-int64_t sharding_shards(const Program *p, const Sharding *sh, int dim); /* devices dim is cut over */
-Shape local_shape(const Program *p, const Shape *global, const Sharding *sh);
-/* A reshape from `from` to `to` carries a split of a group's first real
- * dimension (size > 1) onto the other side's; other splits are dropped. */
-Sharding reshape_sharding(const Sharding *sh, const Shape *from, const Shape *to);
 
 /* ---- partition.c: the SPMD partitioner ----------------------------------- */
 
 /* The per-device program: every value on its local shape, with the
  * collectives that resharding needs. A new Program; p is left as it is. */
 Program *spmd_partition(const Program *p);
-/* Bytes one device receives to reshard a value of global shape gshape from
- * one sharding to another (no partial sums in to), as --explain counts. */
-int64_t reshard_bytes(const Program *p, const Shape *gshape, const Sharding *from, const Sharding *to);
 
 /* ---- explain.c: --explain ------------------------------------------------ */
 
 void explain_print(FILE *f, const Program *global, const Program *spmd);
-int64_t collective_bytes(const Program *spmd, const Value *v); /* sent per device per step */
 
 /* ---- plan.c: buffers, their lifetimes, one arena ------------------------ */
 

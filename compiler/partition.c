@@ -10,22 +10,16 @@
  * A contracted or reduced dimension that is cut leaves a partial sum, which
  * that last resharding resolves.
  *
- * Resharding from S to T, with the cheapest collectives:
- *   1. partial sums: a reduce-scatter onto a dimension T cuts over exactly
- *      those axes (and S leaves whole), else an all-reduce;
- *   2. an axis that cuts dimension d1 alone in S and dimension d2 alone in
- *      T: an all-to-all;
- *   3. a dimension cut by the same axes in another order: a
- *      collective-permute (its blocks change devices);
- *   4. a dimension whose axes in S are not a prefix of its axes in T: an
- *      all-gather (it becomes whole);
- *   5. a dimension T cuts further than S: a local slice (no communication).
- * A plan is costed in bytes received (as --explain counts them), which is
- * how an einsum chooses between keeping a cut contracted dimension and
- * following its result's sharding, and how propagation settles conflicts.
- * Steps over axes of size 1 are left out. Every step acts on one dimension
- * and its axes, never on devices: the program's size does not depend on
- * the mesh size. */
+ * Each resharding is planned by sharding.c (shard_plan) and emitted step
+ * by step as collectives; a step over axes of size 1 moves no data and is
+ * emitted as an annotate that only renames the sharding. A resharded value
+ * is remembered, so that a second consumer needing the same layout of the
+ * same value reuses it. An einsum chooses between keeping a cut contracted
+ * dimension and following its result's sharding by the bytes each choice
+ * receives (sharding.c's cost model).
+ *
+ * The SPMD program is built with the rewriter (ir_rewrite): each global
+ * value maps to its SPMD value, in the value's sharding. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,20 +35,17 @@ struct Reuse {
 };
 
 typedef struct Part {
-  const Program *g; /* the global program */
   Reuse *reuse;     /* resharded values, newest first */
   const Value *at;  /* the global value being partitioned */
   Program *s;       /* the SPMD program being built */
   Value **map;      /* global value id -> its SPMD value, in the value's sharding */
 } Part;
 
-static const char *sh_text(Part *P, const Value *v) { return sharding_str(P->s->arena, P->s, v); }
-
 /* A new SPMD value for global value orig (NULL for a collective) with
  * sharding sh on global shape gshape. */
 static Value *emit(Part *P, const Value *orig, Op op, DType dt, Shape gshape, const Sharding *sh, Span sp,
                    int n, Value **args) {
-  Shape local = local_shape(P->s, &gshape, sh);
+  Shape local = shard_local_shape(P->s, &gshape, sh);
   Value *v = ir_add(P->s, op, dt, local, sp, n, args);
   v->gshape = gshape;
   v->sh = *sh;
@@ -74,167 +65,15 @@ static void set_group(Value *v, const uint8_t *axes, int n) {
   v->ngroup = n;
 }
 
-static bool prefix(const Sharding *s, const Sharding *t, int d) {
-  if (s->naxes[d] > t->naxes[d])
-    return false;
-  for (int j = 0; j < s->naxes[d]; j++)
-    if (s->axes[d][j] != t->axes[d][j])
-      return false;
-  return true;
-}
-
-static bool dim_uses(const Sharding *s, int d, int ax) {
-  for (int j = 0; j < s->naxes[d]; j++)
-    if (s->axes[d][j] == ax)
-      return true;
-  return false;
-}
-
-/* One collective of a resharding plan. */
-typedef struct Step {
-  Op op;                       /* ALL_REDUCE, REDUCE_SCATTER, ALL_TO_ALL, ALL_GATHER, LOCAL_SLICE */
-  int axis, axis2;             /* as in Value */
-  uint8_t group[GSL_MAX_AXES]; /* mesh axes, major first */
-  int ngroup;
-  uint8_t group2[GSL_MAX_AXES]; /* COLLECTIVE_PERMUTE: the target order */
-  Sharding after;              /* the sharding once it is done */
-} Step;
-
-#define MAX_STEPS (4 * GSL_MAX_RANK + 2)
-
-static void add_step(Step *steps, int *n, Op op, int axis, int axis2, const uint8_t *g, int ng, const Sharding *after) {
-  Step *st = &steps[(*n)++];
-  st->op = op;
-  st->axis = axis;
-  st->axis2 = axis2;
-  memcpy(st->group, g, (size_t)ng);
-  st->ngroup = ng;
-  st->after = *after;
-}
-
-/* Plans the resharding of a value of the given rank from cur to t (which
- * has no partial sums); returns the number of steps. */
-static int plan(const Program *s, Sharding cur, const Sharding *t, int rank, Step *steps) {
-  int n = 0;
-  if (sharding_eq(&cur, t, rank))
-    return 0;
-  /* 1. partial sums: reduce-scatter onto a dim T cuts over exactly them */
-  for (int d = 0; d < rank && cur.partial; d++) {
-    if (cur.naxes[d] || !t->naxes[d])
-      continue;
-    uint32_t m = sharding_dim_axes(t, d);
-    if ((cur.partial & m) != m)
-      continue;
-    cur.partial &= ~m;
-    cur.naxes[d] = t->naxes[d];
-    memcpy(cur.axes[d], t->axes[d], sizeof cur.axes[d]);
-    add_step(steps, &n, OP_REDUCE_SCATTER, d, 0, t->axes[d], t->naxes[d], &cur);
-  }
-  if (cur.partial) { /* the rest: all-reduce */
-    uint8_t axes[GSL_MAX_AXES];
-    int k = 0;
-    for (int ax = 0; ax < s->mesh.naxes; ax++)
-      if (cur.partial & (1u << ax))
-        axes[k++] = (uint8_t)ax;
-    cur.partial = 0;
-    add_step(steps, &n, OP_ALL_REDUCE, 0, 0, axes, k, &cur);
-  }
-  /* 2. one axis moving from one dimension to another: all-to-all */
-  for (int d1 = 0; d1 < rank; d1++) {
-    if (cur.naxes[d1] != 1 || dim_uses(t, d1, cur.axes[d1][0]))
-      continue;
-    uint8_t ax = cur.axes[d1][0];
-    for (int d2 = 0; d2 < rank; d2++) {
-      if (d2 == d1 || cur.naxes[d2] || t->naxes[d2] != 1 || t->axes[d2][0] != ax)
-        continue;
-      cur.naxes[d1] = 0;
-      cur.naxes[d2] = 1;
-      cur.axes[d2][0] = ax;
-      add_step(steps, &n, OP_ALL_TO_ALL, d2, d1, &ax, 1, &cur);
-      break;
-    }
-  }
-  /* 3. a dimension cut by the same axes in another order: its blocks only
-   * change places (collective-permute) */
-  for (int d = 0; d < rank; d++) {
-    if (cur.naxes[d] < 2 || cur.naxes[d] != t->naxes[d] || prefix(&cur, t, d))
-      continue;
-    uint32_t m = sharding_dim_axes(&cur, d);
-    if (m != sharding_dim_axes(t, d))
-      continue;
-    Sharding next = cur;
-    memcpy(next.axes[d], t->axes[d], sizeof next.axes[d]);
-    add_step(steps, &n, OP_COLLECTIVE_PERMUTE, d, 0, cur.axes[d], cur.naxes[d], &next);
-    memcpy(steps[n - 1].group2, t->axes[d], sizeof steps[n - 1].group2);
-    cur = next;
-  }
-  /* 4. dimensions cut in a way T does not continue: all-gather */
-  for (int d = 0; d < rank; d++) {
-    if (!cur.naxes[d] || prefix(&cur, t, d))
-      continue;
-    uint8_t g[GSL_MAX_AXES];
-    int k = cur.naxes[d];
-    memcpy(g, cur.axes[d], (size_t)k);
-    cur.naxes[d] = 0;
-    add_step(steps, &n, OP_ALL_GATHER, d, 0, g, k, &cur);
-  }
-  /* 5. dimensions T cuts further: local slices */
-  for (int d = 0; d < rank; d++) {
-    if (cur.naxes[d] == t->naxes[d])
-      continue;
-    int have = cur.naxes[d];
-    cur.naxes[d] = t->naxes[d];
-    memcpy(cur.axes[d], t->axes[d], sizeof cur.axes[d]);
-    add_step(steps, &n, OP_LOCAL_SLICE, d, 0, t->axes[d] + have, t->naxes[d] - have, &cur);
-  }
-  if (!sharding_eq(&cur, t, rank))
-    die("a resharding plan did not reach its target");
-  return n;
-}
-
-static int64_t group_devices(const Program *s, const uint8_t *g, int n) {
-  int64_t k = 1;
-  for (int i = 0; i < n; i++)
-    k *= s->mesh.size[g[i]];
-  return k;
-}
-
-/* Bytes one device receives for a plan on a value of global shape gshape,
- * counted as explain.c counts them. */
-static int64_t plan_cost(const Program *s, const Shape *gshape, const Sharding *start, const Step *steps, int n) {
-  int64_t total = 0;
-  const Sharding *cur = start;
-  for (int i = 0; i < n; i++) {
-    Shape in = local_shape(s, gshape, cur);
-    int64_t b = 4 * shape_elems(&in), k = group_devices(s, steps[i].group, steps[i].ngroup);
-    switch (steps[i].op) {
-    case OP_ALL_REDUCE: total += 2 * b * (k - 1) / k; break;
-    case OP_ALL_GATHER: total += b * (k - 1); break;
-    case OP_REDUCE_SCATTER:
-    case OP_ALL_TO_ALL: total += b * (k - 1) / k; break;
-    case OP_COLLECTIVE_PERMUTE: total += k > 1 ? b : 0; break;
-    default: break;
-    }
-    cur = &steps[i].after;
-  }
-  return total;
-}
-
-int64_t reshard_bytes(const Program *p, const Shape *gshape, const Sharding *from, const Sharding *to) {
-  Step steps[MAX_STEPS];
-  int n = plan(p, *from, to, gshape->rank, steps);
-  return plan_cost(p, gshape, from, steps, n);
-}
-
 /* Reshards x to t (which has no partial sums); the collectives it inserts
  * are charged to the consumer at span sp, for the reason why. */
 static Value *reshard(Part *P, Value *x, const Sharding *t, Span sp, const char *why) {
-  Step steps[MAX_STEPS];
-  int n = plan(P->s, x->sh, t, x->gshape.rank, steps);
+  ShardStep steps[SHARD_MAX_STEPS];
+  int n = shard_plan(P->s, &x->sh, t, x->gshape.rank, steps);
   for (int i = 0; i < n; i++) {
     /* over axes of size 1 the data is already where it must be: only the
      * sharding's name for it changes */
-    Op op = group_devices(P->s, steps[i].group, steps[i].ngroup) == 1 ? OP_ANNOTATE : steps[i].op;
+    Op op = shard_group_size(P->s, steps[i].group, steps[i].ngroup) == 1 ? OP_ANNOTATE : steps[i].op;
     Value *r = emit(P, NULL, op, x->dtype, x->gshape, &steps[i].after, sp, 1, &x);
     if (op == OP_ANNOTATE) {
       x = r;
@@ -253,24 +92,24 @@ static Value *reshard(Part *P, Value *x, const Sharding *t, Span sp, const char 
 }
 
 static int64_t reshard_cost(const Part *P, const Value *x, const Sharding *t) {
-  return reshard_bytes(P->s, &x->gshape, &x->sh, t);
+  return shard_reshard_bytes(P->s, &x->gshape, &x->sh, t);
 }
 
 static const char *reason(Part *P, const Value *consumer, int k, const Value *x, const Sharding *want) {
   Value tmp = *x;
   tmp.sh = *want;
   return arena_printf(P->s->arena, "operand %d of %s (%%%d) is %s, needs %s", k + 1, op_name(consumer->op),
-                      consumer->id, sh_text(P, x), sharding_str(P->s->arena, P->s, &tmp));
+                      consumer->id, sharding_str(P->s->arena, P->s, x), sharding_str(P->s->arena, P->s, &tmp));
 }
 
 /* The SPMD value of global operand k of v, resharded to want. */
 static Value *operand(Part *P, const Value *v, int k, const Sharding *want) {
   Value *x = P->map[v->args[k]->id];
-  if (sharding_eq(&x->sh, want, x->gshape.rank))
+  if (shard_eq(&x->sh, want, x->gshape.rank))
     return x;
   /* a value already resharded this way for another consumer is reused */
   for (Reuse *r = P->reuse; r; r = r->next)
-    if (r->from == x && sharding_eq(&r->to->sh, want, x->gshape.rank))
+    if (r->from == x && shard_eq(&r->to->sh, want, x->gshape.rank))
       return r->to;
   Value *y = reshard(P, x, want, v->span, reason(P, v, k, x, want));
   Reuse *r = arena_alloc(P->s->arena, sizeof *r);
@@ -283,10 +122,10 @@ static Value *operand(Part *P, const Value *v, int k, const Sharding *want) {
 
 /* Reshards the op's natural local result to the value's own sharding. */
 static Value *finish(Part *P, const Value *v, Value *r) {
-  if (sharding_eq(&r->sh, &v->sh, v->shape.rank))
+  if (shard_eq(&r->sh, &v->sh, v->shape.rank))
     return r;
   const char *why = arena_printf(P->s->arena, "%s (%%%d) gives %s, its sharding is %s", op_name(v->op), v->id,
-                                 sh_text(P, r), sharding_str(P->s->arena, P->s, v));
+                                 sharding_str(P->s->arena, P->s, r), sharding_str(P->s->arena, P->s, v));
   return reshard(P, r, &v->sh, v->span, why);
 }
 
@@ -327,9 +166,9 @@ static Layout einsum_layout(const Part *P, const Value *v, const EinsumSpec *z, 
       if (contracted_first)
         for (int kk = 0; kk < 2 && !con.naxes[nc]; kk++) {
           int d = (int)(strchr(z->in[kk], c) - z->in[kk]);
-          uint32_t m = sharding_dim_axes(&x[kk]->sh, d);
+          uint32_t m = shard_dim_axes(&x[kk]->sh, d);
           if (m && !(m & used)) {
-            sharding_copy_dim(&con, nc, &x[kk]->sh, d);
+            shard_copy_dim(&con, nc, &x[kk]->sh, d);
             used |= m;
           }
         }
@@ -339,10 +178,10 @@ static Layout einsum_layout(const Part *P, const Value *v, const EinsumSpec *z, 
   Sharding rs = {0};
   for (int i = 0; z->out[i]; i++) {
     names[nl] = z->out[i];
-    uint32_t m = sharding_dim_axes(&v->sh, i);
+    uint32_t m = shard_dim_axes(&v->sh, i);
     if (!(m & used)) {
-      sharding_copy_dim(&letter, nl, &v->sh, i);
-      sharding_copy_dim(&rs, i, &v->sh, i);
+      shard_copy_dim(&letter, nl, &v->sh, i);
+      shard_copy_dim(&rs, i, &v->sh, i);
       used |= m;
     }
     nl++;
@@ -351,26 +190,24 @@ static Layout einsum_layout(const Part *P, const Value *v, const EinsumSpec *z, 
     for (int c = 0; c < nc; c++)
       for (int kk = 0; kk < 2 && !con.naxes[c]; kk++) {
         int d = (int)(strchr(z->in[kk], cnames[c]) - z->in[kk]);
-        uint32_t m = sharding_dim_axes(&x[kk]->sh, d);
+        uint32_t m = shard_dim_axes(&x[kk]->sh, d);
         if (m && !(m & used)) {
-          sharding_copy_dim(&con, c, &x[kk]->sh, d);
+          shard_copy_dim(&con, c, &x[kk]->sh, d);
           used |= m;
         }
       }
   for (int c = 0; c < nc; c++) {
     names[nl] = cnames[c];
-    sharding_copy_dim(&letter, nl++, &con, c);
-    rs.partial |= sharding_dim_axes(&con, c);
+    shard_copy_dim(&letter, nl++, &con, c);
+    rs.partial |= shard_dim_axes(&con, c);
   }
   for (int k = 0; k < 2; k++) {
     for (int i = 0; z->in[k][i]; i++)
-      sharding_copy_dim(&L.want[k], i, &letter, (int)(strchr(names, z->in[k][i]) - names));
+      shard_copy_dim(&L.want[k], i, &letter, (int)(strchr(names, z->in[k][i]) - names));
     L.cost += reshard_cost(P, x[k], &L.want[k]);
   }
   L.result = rs;
-  Step steps[MAX_STEPS];
-  int n = plan(P->s, rs, &v->sh, v->shape.rank, steps);
-  L.cost += plan_cost(P->s, &v->shape, &rs, steps, n);
+  L.cost += shard_reshard_bytes(P->s, &v->shape, &rs, &v->sh);
   return L;
 }
 
@@ -389,18 +226,18 @@ static Value *part_reduce(Part *P, const Value *v) {
   int k = 0;
   for (int i = 0; i < a->shape.rank; i++)
     if (!(v->rmask & (1u << i)))
-      sharding_copy_dim(&want, i, &v->sh, k++);
+      shard_copy_dim(&want, i, &v->sh, k++);
   /* A cut reduced dim stays cut: a sum becomes partial (resolved by the
    * resharding to the value's sharding), a max is completed at once by an
    * all-reduce of the local maxima. An argmax needs the dim whole: its
    * index is global. */
   uint32_t maxed = 0;
   if (v->fn != RF_ARGMAX) {
-    uint32_t used = sharding_all_axes(&v->sh, v->shape.rank);
+    uint32_t used = shard_all_axes(&v->sh, v->shape.rank);
     for (int i = 0; i < a->shape.rank; i++) {
       if (!(v->rmask & (1u << i)) || !x->sh.naxes[i])
         continue;
-      uint32_t m = sharding_dim_axes(&x->sh, i);
+      uint32_t m = shard_dim_axes(&x->sh, i);
       if (m & used)
         continue;
       used |= m;
@@ -408,7 +245,7 @@ static Value *part_reduce(Part *P, const Value *v) {
         rs.partial |= m;
       else
         maxed |= m;
-      sharding_copy_dim(&want, i, &x->sh, i);
+      shard_copy_dim(&want, i, &x->sh, i);
     }
   }
   Value *o = operand(P, v, 0, &want);
@@ -445,9 +282,9 @@ static Value *part_whole_axis(Part *P, const Value *v, int axis) {
 
 static Value *part_reshape(Part *P, const Value *v) {
   const Value *a = v->args[0];
-  Sharding want = reshape_sharding(&v->sh, &v->shape, &a->shape);
-  Sharding back = reshape_sharding(&want, &a->shape, &v->shape);
-  if (sharding_eq(&back, &v->sh, v->shape.rank)) {
+  Sharding want = shard_reshape(&v->sh, &v->shape, &a->shape);
+  Sharding back = shard_reshape(&want, &a->shape, &v->shape);
+  if (shard_eq(&back, &v->sh, v->shape.rank)) {
     Value *o = operand(P, v, 0, &want);
     return emit_like(P, v, &v->sh, &o);
   }
@@ -478,7 +315,7 @@ static Value *part_value(Part *P, const Value *v) {
     return operand(P, v, 0, &v->sh);
   case OP_TRANSPOSE: {
     for (int i = 0; i < v->shape.rank; i++)
-      sharding_copy_dim(&want, v->perm[i], &v->sh, i);
+      shard_copy_dim(&want, v->perm[i], &v->sh, i);
     Value *o = operand(P, v, 0, &want);
     return emit_like(P, v, &v->sh, &o);
   }
@@ -486,7 +323,7 @@ static Value *part_value(Part *P, const Value *v) {
     const Value *a = v->args[0];
     for (int i = 0; i < v->shape.rank; i++)
       if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
-        sharding_copy_dim(&want, v->perm[i], &v->sh, i);
+        shard_copy_dim(&want, v->perm[i], &v->sh, i);
     Value *o = operand(P, v, 0, &want);
     return emit_like(P, v, &v->sh, &o);
   }
@@ -502,9 +339,9 @@ static Value *part_value(Part *P, const Value *v) {
     const Value *t = v->args[0], *ix = v->args[1];
     Sharding ts = {0}, is = {0};
     for (int i = 0; i < ix->shape.rank; i++)
-      sharding_copy_dim(&is, i, &v->sh, i);
+      shard_copy_dim(&is, i, &v->sh, i);
     for (int i = 1; i < t->shape.rank; i++)
-      sharding_copy_dim(&ts, i, &v->sh, ix->shape.rank + i - 1);
+      shard_copy_dim(&ts, i, &v->sh, ix->shape.rank + i - 1);
     Value *args[2] = {operand(P, v, 0, &ts), operand(P, v, 1, &is)};
     return emit_like(P, v, &v->sh, args);
   }
@@ -514,37 +351,31 @@ static Value *part_value(Part *P, const Value *v) {
     if (v->nargs == 2)
       return part_einsum(P, v);
     die("one-operand einsum reached the partitioner");
-  default:
-    die("op %s cannot be partitioned", op_name(v->op));
+  case OP_ALL_REDUCE:
+  case OP_ALL_GATHER:
+  case OP_REDUCE_SCATTER:
+  case OP_ALL_TO_ALL:
+  case OP_COLLECTIVE_PERMUTE:
+  case OP_LOCAL_SLICE:
+  case OP__COUNT:
+    break;
   }
+  die("op %s cannot be partitioned", op_name(v->op));
+}
+
+/* the rewriter's callback: global value v's SPMD value */
+static Value *part_rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
+  Part *P = ctx;
+  P->s = dst;
+  P->map = map;
+  P->at = v;
+  Value *r = part_value(P, v);
+  if (v->op == OP_PARAM || v->op == OP_INPUT)
+    dst->tensors[v->tensor].sh = v->sh;
+  return r;
 }
 
 Program *spmd_partition(const Program *g) {
-  Program *s = ir_new(g->path);
-  s->mesh = g->mesh;
-  s->nstreams = g->nstreams;
-  s->spmd = true;
-  Part P = {g, NULL, NULL, s, xcalloc((size_t)g->nvalues + 1, sizeof(Value *))};
-  s->ntensors = s->captensors = g->ntensors;
-  s->tensors = xcalloc((size_t)g->ntensors + 1, sizeof(Tensor));
-  memcpy(s->tensors, g->tensors, sizeof(Tensor) * (size_t)g->ntensors);
-  for (int i = 0; i < g->nvalues; i++) {
-    const Value *v = g->values[i];
-    P.at = v;
-    Value *r = part_value(&P, v);
-    P.map[i] = r;
-    if (v->op == OP_PARAM || v->op == OP_INPUT) {
-      s->tensors[v->tensor].value = r;
-      s->tensors[v->tensor].sh = v->sh;
-    }
-  }
-  s->noutputs = s->capoutputs = g->noutputs;
-  s->outputs = xcalloc((size_t)g->noutputs + 1, sizeof(Output));
-  for (int i = 0; i < g->noutputs; i++) {
-    s->outputs[i] = g->outputs[i];
-    s->outputs[i].value = P.map[g->outputs[i].value->id];
-  }
-  free(P.map);
-  ir_count_uses(s);
-  return s;
+  Part P = {NULL, NULL, NULL, NULL};
+  return ir_rewrite(g, true, part_rewrite, &P);
 }

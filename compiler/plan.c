@@ -519,7 +519,7 @@ void plan_stats(FILE *f, const Program *p, const Plan *pl) {
     for (int j = 0; j < v->ngroup && k < sizeof axes; j++)
       k += (size_t)snprintf(axes + k, sizeof axes - k, "%s%s", j ? ", " : "", p->mesh.name[v->group[j]]);
     const char *kind = v->op == OP_ALL_REDUCE && v->fn == RF_MAX ? "all_reduce max" : op_name(v->op);
-    int64_t b = collective_bytes(p, v);
+    int64_t b = shard_collective_bytes(p, v);
     fprintf(f, "%-18s over (%s)  %s%-14s %12" PRId64 "   ; %s\n", kind, axes, dtype_name(v->args[0]->dtype),
             shape_str(a, &v->args[0]->shape), b, where(a, v->span));
     total += b;

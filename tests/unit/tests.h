@@ -10,6 +10,7 @@ void add_parser_tests(void);  /* test_parser.c */
 void add_sema_tests(void);    /* test_sema.c */
 void add_inline_tests(void);  /* test_inline.c */
 void add_ir_tests(void);      /* test_ir.c */
+void add_sharding_tests(void); /* test_sharding.c */
 void add_codegen_tests(void); /* test_codegen.c */
 void add_runtime_tests(void); /* test_runtime.c */
 

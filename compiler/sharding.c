@@ -1,0 +1,328 @@
+/* sharding.c — the sharding algebra, the resharding planner and the one
+ * byte-cost model that propagation, partitioning and --explain share.
+ *
+ * The algebra: a Sharding names, per dimension, the mesh axes that cut it
+ * (major first) and the axes over which the value is a pending partial
+ * sum. From it follow the local (per-device) shape, the fitting of an
+ * offered sharding to a shape (an axis used twice is dropped, and so is
+ * every axis from the first one a dimension's size is not divisible by),
+ * and the carrying of a sharding through a reshape: the two shapes split
+ * into groups of dimensions with equal products, and within a group only a
+ * split of its first real dimension (size > 1), with no other dimension of
+ * the group split, carries over onto the other side's first real dimension.
+ *
+ * The planner: resharding from S to T (T has no partial sums) with the
+ * cheapest collectives, in this order:
+ *   1. partial sums: a reduce-scatter onto a dimension T cuts over exactly
+ *      those axes (and S leaves whole), else an all-reduce;
+ *   2. an axis that cuts dimension d1 alone in S and dimension d2 alone in
+ *      T: an all-to-all;
+ *   3. a dimension cut by the same axes in another order: a
+ *      collective-permute (its blocks change devices);
+ *   4. a dimension whose axes in S are not a prefix of its axes in T: an
+ *      all-gather (it becomes whole);
+ *   5. a dimension T cuts further than S: a local slice (no communication).
+ * Every step acts on one dimension and its axes, never on devices: the
+ * program's size does not depend on the mesh size.
+ *
+ * The cost model: bytes one device receives per step with the usual ring
+ * and pairwise algorithms, for a group of n devices and b local input
+ * bytes: all-reduce 2 b (n-1)/n; all-gather b (n-1); reduce-scatter and
+ * all-to-all b (n-1)/n; collective-permute b (at most: a block already in
+ * place does not move); a local slice moves nothing; over a group of one
+ * device nothing moves. A plan's cost is the sum of its steps', which is
+ * how an einsum chooses its layout (partition.c), how propagation settles
+ * conflicting operands (propagate.c), and what --explain reports for each
+ * collective of the SPMD program (explain.c). */
+#include <string.h>
+
+#include "gslc.h"
+
+/* ---- the algebra -------------------------------------------------------------- */
+
+bool shard_eq(const Sharding *a, const Sharding *b, int rank) {
+  if (a->partial != b->partial)
+    return false;
+  for (int i = 0; i < rank; i++) {
+    if (a->naxes[i] != b->naxes[i])
+      return false;
+    for (int j = 0; j < a->naxes[i]; j++)
+      if (a->axes[i][j] != b->axes[i][j])
+        return false;
+  }
+  return true;
+}
+
+uint32_t shard_dim_axes(const Sharding *sh, int dim) {
+  uint32_t m = 0;
+  for (int j = 0; j < sh->naxes[dim]; j++)
+    m |= 1u << sh->axes[dim][j];
+  return m;
+}
+
+uint32_t shard_all_axes(const Sharding *sh, int rank) {
+  uint32_t m = 0;
+  for (int i = 0; i < rank; i++)
+    m |= shard_dim_axes(sh, i);
+  return m;
+}
+
+void shard_copy_dim(Sharding *to, int dt, const Sharding *from, int df) {
+  to->naxes[dt] = from->naxes[df];
+  memcpy(to->axes[dt], from->axes[df], sizeof to->axes[dt]);
+}
+
+int64_t shard_group_size(const Program *p, const uint8_t *axes, int n) {
+  int64_t k = 1;
+  for (int i = 0; i < n; i++)
+    k *= p->mesh.size[axes[i]];
+  return k;
+}
+
+int64_t shard_shards(const Program *p, const Sharding *sh, int dim) {
+  return shard_group_size(p, sh->axes[dim], sh->naxes[dim]);
+}
+
+Shape shard_local_shape(const Program *p, const Shape *global, const Sharding *sh) {
+  Shape s = *global;
+  for (int i = 0; i < s.rank; i++)
+    s.d[i] /= shard_shards(p, sh, i);
+  return s;
+}
+
+void shard_fit(const Program *p, Sharding *sh, const Shape *s) {
+  uint32_t used = 0;
+  sh->partial = 0;
+  for (int i = 0; i < s->rank; i++) {
+    int n = 0;
+    int64_t shards = 1;
+    for (int j = 0; j < sh->naxes[i]; j++) {
+      int ax = sh->axes[i][j];
+      int64_t size = p->mesh.size[ax];
+      if ((used & (1u << ax)) || s->d[i] % (shards * size) != 0)
+        break; /* the axes after one that does not fit would cut wrongly */
+      used |= 1u << ax;
+      shards *= size;
+      sh->axes[i][n++] = (uint8_t)ax;
+    }
+    sh->naxes[i] = (uint8_t)n;
+  }
+  for (int i = s->rank; i < GSL_MAX_RANK; i++)
+    sh->naxes[i] = 0;
+}
+
+/* ---- reshape: groups of dimensions with equal products -------------------- */
+
+/* dimensions [a0, a1) of one shape hold the elements of [b0, b1) of the other */
+typedef struct Group {
+  int a0, a1; /* `from` dims [a0, a1) */
+  int b0, b1; /* `to` dims [b0, b1) */
+} Group;
+
+/* Splits a reshape into groups; returns their number. */
+static int reshape_groups(const Shape *a, const Shape *b, Group *g) {
+  int n = 0, i = 0, j = 0;
+  while (i < a->rank || j < b->rank) {
+    Group x = {i, i, j, j};
+    int64_t pa = 1, pb = 1;
+    if (i < a->rank)
+      pa = a->d[i++];
+    if (j < b->rank)
+      pb = b->d[j++];
+    while (pa != pb) {
+      if (pa < pb && i < a->rank)
+        pa *= a->d[i++];
+      else if (j < b->rank)
+        pb *= b->d[j++];
+      else
+        break;
+    }
+    x.a1 = i;
+    x.b1 = j;
+    g[n++] = x;
+  }
+  return n;
+}
+
+/* the first dimension of [lo, hi) larger than 1, or -1 */
+static int first_real(const Shape *s, int lo, int hi) {
+  for (int i = lo; i < hi; i++)
+    if (s->d[i] > 1)
+      return i;
+  return -1;
+}
+
+Sharding shard_reshape(const Sharding *sh, const Shape *from, const Shape *to) {
+  Group g[2 * GSL_MAX_RANK + 2];
+  int n = reshape_groups(from, to, g);
+  Sharding out = {0};
+  for (int k = 0; k < n; k++) {
+    int f0 = g[k].a0, f1 = g[k].a1, t0 = g[k].b0, t1 = g[k].b1;
+    int fr = first_real(from, f0, f1), tr = first_real(to, t0, t1);
+    if (fr < 0 || tr < 0)
+      continue;
+    bool others = false;
+    for (int i = f0; i < f1; i++)
+      others |= i != fr && sh->naxes[i];
+    if (!others)
+      shard_copy_dim(&out, tr, sh, fr);
+  }
+  return out;
+}
+
+/* ---- the planner ---------------------------------------------------------------- */
+
+/* s's axes of dimension d begin t's */
+static bool prefix(const Sharding *s, const Sharding *t, int d) {
+  if (s->naxes[d] > t->naxes[d])
+    return false;
+  for (int j = 0; j < s->naxes[d]; j++)
+    if (s->axes[d][j] != t->axes[d][j])
+      return false;
+  return true;
+}
+
+static bool dim_uses(const Sharding *s, int d, int ax) {
+  for (int j = 0; j < s->naxes[d]; j++)
+    if (s->axes[d][j] == ax)
+      return true;
+  return false;
+}
+
+static void add_step(ShardStep *steps, int *n, Op op, int axis, int axis2, const uint8_t *g, int ng,
+                     const Sharding *after) {
+  if (*n >= SHARD_MAX_STEPS)
+    die("a resharding plan has more than %d steps", SHARD_MAX_STEPS);
+  ShardStep *st = &steps[(*n)++];
+  memset(st, 0, sizeof *st);
+  st->op = op;
+  st->axis = axis;
+  st->axis2 = axis2;
+  memcpy(st->group, g, (size_t)ng);
+  st->ngroup = ng;
+  st->after = *after;
+}
+
+int shard_plan(const Program *p, const Sharding *from, const Sharding *t, int rank, ShardStep *steps) {
+  Sharding cur = *from;
+  int n = 0;
+  if (t->partial)
+    die("a resharding target with partial sums");
+  if (shard_eq(&cur, t, rank))
+    return 0;
+  /* 1. partial sums: reduce-scatter onto a dim T cuts over exactly them */
+  for (int d = 0; d < rank && cur.partial; d++) {
+    if (cur.naxes[d] || !t->naxes[d])
+      continue;
+    uint32_t m = shard_dim_axes(t, d);
+    if ((cur.partial & m) != m)
+      continue;
+    cur.partial &= ~m;
+    shard_copy_dim(&cur, d, t, d);
+    add_step(steps, &n, OP_REDUCE_SCATTER, d, 0, t->axes[d], t->naxes[d], &cur);
+  }
+  if (cur.partial) { /* the rest: all-reduce */
+    uint8_t axes[GSL_MAX_AXES];
+    int k = 0;
+    for (int ax = 0; ax < p->mesh.naxes; ax++)
+      if (cur.partial & (1u << ax))
+        axes[k++] = (uint8_t)ax;
+    cur.partial = 0;
+    add_step(steps, &n, OP_ALL_REDUCE, 0, 0, axes, k, &cur);
+  }
+  /* 2. one axis moving from one dimension to another: all-to-all */
+  for (int d1 = 0; d1 < rank; d1++) {
+    if (cur.naxes[d1] != 1 || dim_uses(t, d1, cur.axes[d1][0]))
+      continue;
+    uint8_t ax = cur.axes[d1][0];
+    for (int d2 = 0; d2 < rank; d2++) {
+      if (d2 == d1 || cur.naxes[d2] || t->naxes[d2] != 1 || t->axes[d2][0] != ax)
+        continue;
+      cur.naxes[d1] = 0;
+      cur.naxes[d2] = 1;
+      cur.axes[d2][0] = ax;
+      add_step(steps, &n, OP_ALL_TO_ALL, d2, d1, &ax, 1, &cur);
+      break;
+    }
+  }
+  /* 3. a dimension cut by the same axes in another order: its blocks only
+   * change places (collective-permute) */
+  for (int d = 0; d < rank; d++) {
+    if (cur.naxes[d] < 2 || cur.naxes[d] != t->naxes[d] || prefix(&cur, t, d))
+      continue;
+    if (shard_dim_axes(&cur, d) != shard_dim_axes(t, d))
+      continue;
+    Sharding next = cur;
+    memcpy(next.axes[d], t->axes[d], sizeof next.axes[d]);
+    add_step(steps, &n, OP_COLLECTIVE_PERMUTE, d, 0, cur.axes[d], cur.naxes[d], &next);
+    memcpy(steps[n - 1].group2, t->axes[d], sizeof steps[n - 1].group2);
+    cur = next;
+  }
+  /* 4. dimensions cut in a way T does not continue: all-gather */
+  for (int d = 0; d < rank; d++) {
+    if (!cur.naxes[d] || prefix(&cur, t, d))
+      continue;
+    uint8_t g[GSL_MAX_AXES];
+    int k = cur.naxes[d];
+    memcpy(g, cur.axes[d], (size_t)k);
+    cur.naxes[d] = 0;
+    add_step(steps, &n, OP_ALL_GATHER, d, 0, g, k, &cur);
+  }
+  /* 5. dimensions T cuts further: local slices */
+  for (int d = 0; d < rank; d++) {
+    if (cur.naxes[d] == t->naxes[d])
+      continue;
+    int have = cur.naxes[d];
+    shard_copy_dim(&cur, d, t, d);
+    add_step(steps, &n, OP_LOCAL_SLICE, d, 0, t->axes[d] + have, t->naxes[d] - have, &cur);
+  }
+  if (!shard_eq(&cur, t, rank))
+    die("a resharding plan did not reach its target");
+  return n;
+}
+
+/* ---- the cost model --------------------------------------------------------------- */
+
+int64_t shard_step_bytes(Op op, int64_t in, int64_t n) {
+  if (n < 1)
+    die("a collective over a group of %lld devices", (long long)n);
+  switch (op) {
+  case OP_ALL_REDUCE:
+    return 2 * in * (n - 1) / n;
+  case OP_ALL_GATHER:
+    return in * (n - 1);
+  case OP_REDUCE_SCATTER:
+  case OP_ALL_TO_ALL:
+    return in * (n - 1) / n;
+  case OP_COLLECTIVE_PERMUTE:
+    return n > 1 ? in : 0; /* every block moves but the ones that stay put: an upper bound */
+  case OP_LOCAL_SLICE:
+    return 0; /* a device's own block: no communication */
+  default:
+    die("op %s is not a resharding step", op_name(op));
+  }
+}
+
+int64_t shard_plan_bytes(const Program *p, const Shape *gshape, const Sharding *start, const ShardStep *steps,
+                         int n) {
+  int64_t total = 0;
+  const Sharding *cur = start;
+  for (int i = 0; i < n; i++) {
+    Shape in = shard_local_shape(p, gshape, cur);
+    total += shard_step_bytes(steps[i].op, 4 * shape_elems(&in), shard_group_size(p, steps[i].group, steps[i].ngroup));
+    cur = &steps[i].after;
+  }
+  return total;
+}
+
+int64_t shard_reshard_bytes(const Program *p, const Shape *gshape, const Sharding *from, const Sharding *to) {
+  ShardStep steps[SHARD_MAX_STEPS];
+  int n = shard_plan(p, from, to, gshape->rank, steps);
+  return shard_plan_bytes(p, gshape, from, steps, n);
+}
+
+int64_t shard_collective_bytes(const Program *spmd, const Value *v) {
+  if (!(ir_op(v->op)->flags & OF_SPMD) || v->nargs != 1)
+    die("%%%d (%s) is not a collective or local slice", v->id, op_name(v->op));
+  return shard_step_bytes(v->op, 4 * shape_elems(&v->args[0]->shape), shard_group_size(spmd, v->group, v->ngroup));
+}

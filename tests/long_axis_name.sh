@@ -1,0 +1,56 @@
+#!/bin/sh
+# tests/long_axis_name.sh — mesh axis names of 600 characters: --emit-spmd
+# and --explain succeed and print every name whole (text built in fixed
+# buffers once overflowed or cut them), and sema's divisibility error
+# names the axis whole.
+set -u
+work=$(mktemp -d "${TMPDIR:-/tmp}/gsltest.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: long_axis_name: $*"; exit 1; }
+
+A=$(awk 'BEGIN { while (n++ < 600) printf "a" }')
+B=$(awk 'BEGIN { while (n++ < 600) printf "b" }')
+[ ${#A} -eq 600 ] || fail "cannot make a long name"
+
+# a collective-permute and an all-gather over both axes, an all-to-all
+# over the first, and a contraction whose cut dimension leaves a partial sum
+cat >"$work/long.gsl" <<GSL
+mesh [$A = 2, $B = 2]
+input x: f32[8, 4] shard([($A, $B), _])
+let y = shard(x * 2, [($B, $A), _])
+let z = shard(y, [_, $A])
+input u: f32[8, 4] shard([$A, _])
+let v = shard(u, [_, $A])
+input w: f32[4, 6] shard([$B, _])
+let h = shard(z @ w, [_, _])
+output y
+output v
+output h
+GSL
+(cd "$work" && "$GSLC" --emit-spmd long.gsl) >"$work/spmd" 2>&1 || { cat "$work/spmd"; fail "--emit-spmd failed"; }
+grep -qF "{[($B, $A), _]}" "$work/spmd" || fail "--emit-spmd lacks the sharding [($B, $A), _] whole"
+(cd "$work" && "$GSLC" --explain long.gsl) >"$work/explain" 2>&1 || { cat "$work/explain"; fail "--explain failed"; }
+grep -qF "collective_permute over ($A, $B) dim 0:" "$work/explain" ||
+  fail "--explain lacks the collective-permute over both axes, named whole"
+grep -qF "all_gather      over ($B, $A) dim 0:" "$work/explain" ||
+  fail "--explain lacks the all-gather over both axes, named whole"
+grep -qF "all_to_all      over ($A) dim 0 -> 1:" "$work/explain" ||
+  fail "--explain lacks the all-to-all over the first axis, named whole"
+grep -qF "all_reduce      over ($A):" "$work/explain" ||
+  fail "--explain lacks the all-reduce over the first axis, named whole"
+grep -qF "gives [_, _] partial($A), its sharding is [_, _]" "$work/explain" ||
+  fail "--explain lacks the partial sum's reason, named whole"
+grep -qF "# long.gsl on mesh [$A = 2, $B = 2]: 4 devices" "$work/explain" || fail "--explain lacks the mesh, named whole"
+
+# a dimension its axes do not divide: the located error names them whole
+cat >"$work/bad.gsl" <<GSL
+mesh [$A = 4]
+input x: f32[6, 4] shard([$A, _])
+output x
+GSL
+(cd "$work" && "$GSLC" bad.gsl -o prog) >"$work/out" 2>"$work/err"
+rc=$?
+[ $rc -eq 1 ] || { cat "$work/err"; fail "gslc exited $rc on a dimension its axis does not divide, expected 1"; }
+grep -qF "bad.gsl:2:" "$work/err" || { cat "$work/err"; fail "the error is not located"; }
+grep -qF "(mesh axes $A = 4)" "$work/err" || { cat "$work/err"; fail "the error does not name the axis whole"; }
+echo "PASS: long_axis_name"
