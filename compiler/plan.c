@@ -489,7 +489,7 @@ void plan_stats(FILE *f, const Program *p, const Plan *pl) {
     fputs("mesh [", f);
     for (int i = 0; i < p->mesh.naxes; i++)
       fprintf(f, "%s%s = %" PRId64, i ? ", " : "", p->mesh.name[i], p->mesh.size[i]);
-    fprintf(f, "]: %" PRId64 " devices\n", devices);
+    fprintf(f, "]: %" PRId64 " device%s\n", devices, devices == 1 ? "" : "s");
   } else {
     fputs("one device (no mesh)\n", f);
   }
