@@ -111,6 +111,8 @@ LLVMValueRef cg_unary(CG *g, int fn, LLVMValueRef x, DType dt) {
   LLVMBuilderRef b = g->b;
   if (dt == DT_F32)
     return unary_f32(g, fn, x);
+  if (!unary_int_ok(fn)) /* unary.def: defined on i32 only through f32 */
+    return cg_convert(g, unary_f32(g, fn, cg_convert(g, x, DT_I32, DT_F32)), DT_F32, DT_I32);
   switch (fn) {
   case UF_NEG: return LLVMBuildSub(b, cg_ci32(g, 0), x, "");
   case UF_ABS: {
@@ -120,7 +122,7 @@ LLVMValueRef cg_unary(CG *g, int fn, LLVMValueRef x, DType dt) {
   case UF_RELU:
     return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, x, cg_ci32(g, 0), ""), x, cg_ci32(g, 0), "");
   default:
-    return cg_convert(g, unary_f32(g, fn, cg_convert(g, x, DT_I32, DT_F32)), DT_F32, DT_I32);
+    die("unary.def says %s is defined on i32, but codegen has no i32 form", unary_fn_name(fn));
   }
 }
 
@@ -137,14 +139,17 @@ static LLVMValueRef sdiv_safe(CG *g, LLVMValueRef x, LLVMValueRef y) {
 }
 
 LLVMValueRef cg_binary(CG *g, int fn, LLVMValueRef x, LLVMValueRef y, DType in, DType out) {
-  static const LLVMRealPredicate fcmp[] = {LLVMRealOLT, LLVMRealOLE, LLVMRealOGT,
-                                           LLVMRealOGE, LLVMRealOEQ, LLVMRealUNE};
-  static const LLVMIntPredicate icmp[] = {LLVMIntSLT, LLVMIntSLE, LLVMIntSGT,
-                                          LLVMIntSGE, LLVMIntEQ,  LLVMIntNE};
+  static const LLVMRealPredicate fcmp[BF__COUNT] = {[BF_LT] = LLVMRealOLT, [BF_LE] = LLVMRealOLE,
+                                                    [BF_GT] = LLVMRealOGT, [BF_GE] = LLVMRealOGE,
+                                                    [BF_EQ] = LLVMRealOEQ, [BF_NE] = LLVMRealUNE};
+  static const LLVMIntPredicate icmp[BF__COUNT] = {[BF_LT] = LLVMIntSLT, [BF_LE] = LLVMIntSLE,
+                                                   [BF_GT] = LLVMIntSGT, [BF_GE] = LLVMIntSGE,
+                                                   [BF_EQ] = LLVMIntEQ,  [BF_NE] = LLVMIntNE};
   LLVMBuilderRef b = g->b;
-  if (fn >= BF_LT) {
-    LLVMValueRef c = in == DT_F32 ? LLVMBuildFCmp(b, fcmp[fn - BF_LT], x, y, "")
-                                  : LLVMBuildICmp(b, icmp[fn - BF_LT], x, y, "");
+  if (binary_is_compare(fn)) { /* binary.def: yields 1 or 0 */
+    if (!fcmp[fn] || !icmp[fn])
+      die("comparison %s has no predicate", binary_fn_name(fn));
+    LLVMValueRef c = in == DT_F32 ? LLVMBuildFCmp(b, fcmp[fn], x, y, "") : LLVMBuildICmp(b, icmp[fn], x, y, "");
     return cg_bool_to(g, c, out);
   }
   x = cg_convert(g, x, in, out);
