@@ -11,7 +11,10 @@
  * An all_reduce runs in place on its operand's buffer when nothing else
  * reads that buffer. Every other value is inlined into its one user's loop;
  * constants, and index maps (OF_INDEX_MAP) of buffers, are cheap enough to
- * inline into each of several users. Einsums are lowered here too, because
+ * inline into each of several users. A chain of more than PLAN_MAX_FUSED
+ * inlined ops gets a buffer every PLAN_MAX_FUSED ops, so that codegen's
+ * recursion over a fused expression stays shallow on any program (a chain
+ * of 9000 additions is legal) and no loop body grows without bound. Einsums are lowered here too, because
  * the lowering decides their temporaries: a batched GEMM when the operands
  * lie [batch, M, K] or [batch, K, M] (and [batch, K, N] or [batch, N, K])
  * in memory, looking through a transpose that has no buffer, with a copy to
@@ -41,7 +44,8 @@
 
 #include "gslc.h"
 
-#define PLAN_ALIGN 64 /* bytes: the runtime's allocation alignment */
+#define PLAN_ALIGN 64     /* bytes: the runtime's allocation alignment */
+#define PLAN_MAX_FUSED 64 /* most ops fused into one loop body's expression */
 
 static int64_t round_up(int64_t n) { return (n + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN; }
 
@@ -65,13 +69,25 @@ static void decide_buffers(Plan *pl, const Program *p) {
     pl->uses[p->outputs[i].value->id]++;
     output[p->outputs[i].value->id] = true;
   }
+  int *depth = xcalloc((size_t)(n > 0 ? n : 1), sizeof *depth); /* ops fused into one element's expression */
   for (int i = 0; i < n; i++) {
     const Value *v = p->values[i];
     const Value *a = v->nargs ? v->args[0] : NULL;
     unsigned fl = ir_op(v->op)->flags;
     pl->cheap[i] = !output[i] && (v->op == OP_CONST || ((fl & OF_INDEX_MAP) && (pl->mat[a->id] || pl->cheap[a->id])));
     pl->mat[i] = (fl & OF_BUFFER) || output[i] || (pl->uses[i] > 1 && !pl->cheap[i]);
+    if (pl->mat[i])
+      continue;
+    for (int j = 0; j < v->nargs; j++)
+      if (!pl->mat[v->args[j]->id] && depth[v->args[j]->id] > depth[i])
+        depth[i] = depth[v->args[j]->id];
+    if (++depth[i] > PLAN_MAX_FUSED) { /* a buffer ends the chain: codegen's fused expressions stay shallow */
+      pl->mat[i] = true;
+      pl->cheap[i] = false;
+      depth[i] = 0;
+    }
   }
+  free(depth);
   for (int i = n - 1; i >= 0; i--) {
     const Value *v = p->values[i];
     if (!pl->mat[i] && pl->uses[i] == 0)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/sema_limits.sh — sema on long but legal programs: chains of 9000
 # terms (a + a + ..., x[0][0]..., - - ... x) compile, or stop at a clean
-# located error, with a 1 MiB stack (an eighth of the default); calls
+# located error, with a 1 MiB stack (an eighth of the default), and the
+# first two also through code generation to programs that run; calls
 # nested 4000 deep compile on the default stack; 50 000 lets bind in well
 # under the time a linear name lookup takes (15 s).
 set -u
@@ -56,6 +57,20 @@ grep -q "cannot index a scalar" "$work/idx.err" || fail "idx: $(head -n 1 "$work
 
 # the constant folds to -7 or 7 by the parity of the minus signs: 9000 is even
 (cd "$work" && "$GSLC" --emit-ir negk.gsl) | grep -q 'const 7' || fail "negk: - - ... 7 is not 7"
+
+# the same chains through code generation and run: codegen fuses at most
+# a bounded chain of ops into one loop body (plan.c), so its recursion over
+# a fused expression stays shallow even with a 1 MiB stack; a + a + ... of
+# 9001 terms is 9001 a, and 9000 minus signs give x back
+echo "1 2" | "$NPYTOOL" write "$work/in.npy" f32 2 - || fail "cannot write in.npy"
+for prog in add neg; do
+  (ulimit -s 1024 && cd "$work" && "$GSLC" "$prog.gsl" -o "$prog" 2>"$prog.cg.err") ||
+    fail "$prog: gslc with a 1 MiB stack: $(head -n 1 "$work/$prog.cg.err")"
+done
+(cd "$work" && ./add --input a=in.npy --output y=add.npy --quiet) || fail "add did not run"
+echo "9001 18002" | "$NPYTOOL" compare "$work/add.npy" f32 2 --rtol 1e-6 - || fail "add: 9001 a differs"
+(cd "$work" && ./neg --input x=in.npy --output y=neg.npy --quiet) || fail "neg did not run"
+echo "1 2" | "$NPYTOOL" compare "$work/neg.npy" f32 2 --rtol 0 - || fail "neg: 9000 minus signs differ from x"
 
 awk 'BEGIN { print "input a: f32[2]"; for (i = 0; i < 50000; i++) printf "let v%d = a\n", i;
              print "output v49999" }' >"$work/lets.gsl"
