@@ -534,6 +534,10 @@ typedef struct Plan {
 
 Plan *plan_buffers(const Program *p);   /* p: the SPMD program (or a global one, as one device) */
 void plan_free(Plan *pl);
+/* No two buffers share arena bytes while both are live; every buffer lies
+ * aligned inside the arena. false and a report to err (if not NULL) when
+ * broken. (Pairs of byte-sharing buffers past 5e7 go unchecked.) */
+bool plan_verify(const Plan *pl, FILE *err);
 /* gslc --stats: memory per device and bytes each collective moves per step */
 void plan_stats(FILE *f, const Program *p, const Plan *pl);
 

@@ -3,8 +3,9 @@
  *   source -> parse_source -> sema_program -> shard_propagate -> spmd_partition
  *          -> plan_buffers -> cg_emit_planned -> link
  *
- * with ir_verify after every pass that makes or changes IR (a broken
- * invariant is a compiler bug and dies). --emit-ir stops after propagation,
+ * with ir_verify after every pass that makes or changes IR, and
+ * plan_verify after planning (a broken invariant is a compiler bug and
+ * dies). --emit-ir stops after propagation,
  * --emit-spmd and --explain after partitioning, --stats after planning.
  * Each phase reports its own errors; the driver stops after the first phase
  * that reported any. Linking spawns the compiler driver configure found
@@ -320,6 +321,8 @@ static int compile(const Options *o) {
     goto done;
 
   plan = plan_buffers(spmd);
+  if (!plan_verify(plan, stderr))
+    die("the buffer plan does not verify");
 
   if (o->mode == MODE_IR || o->mode == MODE_SPMD || o->mode == MODE_EXPLAIN || o->mode == MODE_STATS) {
     FILE *f = out ? fopen(out, "w") : stdout;

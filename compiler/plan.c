@@ -46,6 +46,7 @@
 
 #define PLAN_ALIGN 64     /* bytes: the runtime's allocation alignment */
 #define PLAN_MAX_FUSED 64 /* most ops fused into one loop body's expression */
+#define PLAN_VERIFY_PAIRS 50000000L /* most pairs of byte-sharing buffers plan_verify compares */
 
 static int64_t round_up(int64_t n) { return (n + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN; }
 
@@ -81,7 +82,7 @@ static void decide_buffers(Plan *pl, const Program *p) {
     for (int j = 0; j < v->nargs; j++)
       if (!pl->mat[v->args[j]->id] && depth[v->args[j]->id] > depth[i])
         depth[i] = depth[v->args[j]->id];
-    if (++depth[i] > PLAN_MAX_FUSED) { /* a buffer ends the chain: codegen's fused expressions stay shallow */
+    if (++depth[i] >= PLAN_MAX_FUSED) { /* a buffer ends the chain: codegen's fused expressions stay shallow */
       pl->mat[i] = true;
       pl->cheap[i] = false;
       depth[i] = 0;
@@ -428,6 +429,56 @@ static void plan_totals(Plan *pl, const Program *p) {
     if (s > pl->scratch_bytes)
       pl->scratch_bytes = s;
   }
+}
+
+/* ---- the plan's own check --------------------------------------------------- */
+
+/* One placed buffer, for plan_verify. */
+typedef struct Placed {
+  int64_t offset, bytes; /* where in the arena */
+  int first, last;       /* live steps */
+  int who;               /* value id (a temporary: its value's id) */
+} Placed;
+
+static int by_place(const void *x, const void *y) {
+  const Placed *a = x, *b = y;
+  return a->offset < b->offset ? -1 : a->offset > b->offset;
+}
+
+bool plan_verify(const Plan *pl, FILE *err) {
+  int n = pl->nvalues, nit = 0;
+  Placed *it = xmalloc(((size_t)n + (size_t)pl->ntemps + 1) * sizeof *it);
+  bool ok = true;
+  for (int i = 0; i < n; i++)
+    if (pl->offset[i] >= 0)
+      it[nit++] = (Placed){pl->offset[i], pl->bytes[i], pl->first[i], pl->last[i], i};
+  for (int t = 0; t < pl->ntemps; t++)
+    it[nit++] = (Placed){pl->temps[t].offset, pl->temps[t].bytes, pl->temps[t].value, pl->temps[t].value,
+                         pl->temps[t].value};
+  for (int i = 0; i < nit && ok; i++)
+    if (it[i].offset < 0 || it[i].offset % PLAN_ALIGN || it[i].offset + it[i].bytes > pl->arena_bytes ||
+        it[i].first > it[i].last) {
+      if (err)
+        fprintf(err, "plan_verify: the buffer of %%%d lies outside the arena, unaligned, or lives backwards\n",
+                it[i].who);
+      ok = false;
+    }
+  /* sorted by offset, each buffer meets only those that start inside it */
+  qsort(it, (size_t)nit, sizeof *it, by_place);
+  long pairs = 0;
+  for (int i = 0; i < nit && ok; i++)
+    for (int j = i + 1; j < nit && it[j].offset < it[i].offset + it[i].bytes && ok; j++) {
+      if (++pairs > PLAN_VERIFY_PAIRS)
+        goto done; /* checked as far as is cheap */
+      if (it[i].first <= it[j].last && it[j].first <= it[i].last) {
+        if (err)
+          fprintf(err, "plan_verify: %%%d and %%%d share arena bytes while both are live\n", it[i].who, it[j].who);
+        ok = false;
+      }
+    }
+done:
+  free(it);
+  return ok;
 }
 
 Plan *plan_buffers(const Program *p) {

@@ -47,6 +47,7 @@ int main(void) {
   add_inline_tests();
   add_ir_tests();
   add_sharding_tests();
+  add_plan_tests();
   add_codegen_tests();
   add_runtime_tests();
   CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -12,6 +12,7 @@ void add_inline_tests(void);  /* test_inline.c */
 void add_ir_tests(void);      /* test_ir.c */
 void add_sharding_tests(void); /* test_sharding.c */
 void add_codegen_tests(void); /* test_codegen.c */
+void add_plan_tests(void);    /* test_plan.c */
 void add_runtime_tests(void); /* test_runtime.c */
 
 /* Adds a suite and its tests, dying on a registry error. */
