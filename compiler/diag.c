@@ -10,7 +10,9 @@
  * read error keeps its own errno. The device and inode of every file read
  * are remembered, so the driver can refuse to write over a source
  * (source_was_read). Errors are counted; the driver stops after a phase
- * that reported any. */
+ * that reported any. The first 50 errors are shown, then one line says
+ * the rest are not; a source line longer than 200 bytes is shown as a
+ * window around the error, so no input makes gslc's output explode. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -18,6 +20,9 @@
 #include <sys/stat.h>
 
 #include "gslc.h"
+
+#define DIAG_MAX_ERRORS 50   /* errors shown; the rest are counted */
+#define DIAG_LINE_WIDTH 200  /* bytes of a long source line shown around its span */
 
 /* The identity of a file source_load read. */
 typedef struct FileId {
@@ -28,6 +33,7 @@ typedef struct FileId {
 
 static FILE *diag_out;  /* where diagnostics go; NULL means stderr */
 static int nerrors;     /* errors reported since the last reset */
+static bool muted;      /* the last error was past the limit: its notes are not shown either */
 static FileId *read_files; /* every file source_load read */
 static int nread_files;    /* entries in read_files */
 
@@ -125,12 +131,17 @@ Span span_join(Span a, Span b) {
 
 void diag_set_stream(FILE *f) { diag_out = f; }
 int diag_errors(void) { return nerrors; }
-void diag_reset(void) { nerrors = 0; }
+void diag_reset(void) {
+  nerrors = 0;
+  muted = false;
+}
 
 static FILE *out(void) { return diag_out ? diag_out : stderr; }
 
 /* Prints the line holding sp and a caret under it, ~ to the span's end on
- * that line. Tabs are kept so the caret lines up under the same tabs. */
+ * that line. Tabs are kept so the caret lines up under the same tabs. A
+ * line longer than DIAG_LINE_WIDTH bytes is shown as a window of that width
+ * around the span's start, "..." marking what is cut. */
 static void show_line(const Span *sp) {
   const Source *s = sp->src;
   if (!s || sp->off > s->len)
@@ -141,13 +152,30 @@ static void show_line(const Span *sp) {
     start--;
   while (end < s->len && text[end] != '\n')
     end++;
+  bool cut_left = false, cut_right = false;
+  if (end - start > DIAG_LINE_WIDTH) {
+    if (sp->off - start > DIAG_LINE_WIDTH / 3) {
+      start = sp->off - DIAG_LINE_WIDTH / 3;
+      cut_left = true;
+    }
+    if (end - start > DIAG_LINE_WIDTH) {
+      end = start + DIAG_LINE_WIDTH;
+      cut_right = true;
+    }
+  }
   /* built in one buffer and written at once: stderr is unbuffered */
   size_t width = end - start;
   char *buf = xmalloc(2 * width + 64);
   size_t n = (size_t)snprintf(buf, 32, "%5u | ", sp->line);
+  if (cut_left)
+    n += (size_t)snprintf(buf + n, 4, "...");
   for (size_t i = start; i < end; i++) /* a NUL byte would end the line early */
     buf[n++] = text[i] ? text[i] : ' ';
+  if (cut_right)
+    n += (size_t)snprintf(buf + n, 4, "...");
   n += (size_t)snprintf(buf + n, 16, "\n      | ");
+  if (cut_left)
+    n += (size_t)snprintf(buf + n, 4, "   ");
   for (size_t i = start; i < sp->off; i++)
     buf[n++] = text[i] == '\t' ? '\t' : ' ';
   buf[n++] = '^';
@@ -171,15 +199,30 @@ static void report(const char *level, Span sp, const char *fmt, va_list ap) {
     show_line(&sp);
 }
 
+/* Past DIAG_MAX_ERRORS errors, one line says so and the rest (with their
+ * notes) are counted but not shown: a flood of messages helps nobody. */
+static bool shown(void) {
+  if (nerrors < DIAG_MAX_ERRORS)
+    return true;
+  if (nerrors == DIAG_MAX_ERRORS)
+    fprintf(out(), "gslc: error: too many errors; the first %d are shown above\n", DIAG_MAX_ERRORS);
+  return false;
+}
+
 void diag_error(Span sp, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  report("error", sp, fmt, ap);
-  va_end(ap);
+  muted = !shown();
+  if (!muted) {
+    va_list ap;
+    va_start(ap, fmt);
+    report("error", sp, fmt, ap);
+    va_end(ap);
+  }
   nerrors++;
 }
 
 void diag_note(Span sp, const char *fmt, ...) {
+  if (muted)
+    return;
   va_list ap;
   va_start(ap, fmt);
   report("note", sp, fmt, ap);
@@ -187,10 +230,13 @@ void diag_note(Span sp, const char *fmt, ...) {
 }
 
 void diag_fatal(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  Span none = {0};
-  report("error", none, fmt, ap);
-  va_end(ap);
+  muted = !shown();
+  if (!muted) {
+    va_list ap;
+    va_start(ap, fmt);
+    Span none = {0};
+    report("error", none, fmt, ap);
+    va_end(ap);
+  }
   nerrors++;
 }

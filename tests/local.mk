@@ -27,7 +27,8 @@ ERROR_TESTS += \
 	tests/errors/syntax_several.gsl tests/errors/lexical.gsl tests/errors/unknown_names.gsl \
 	tests/errors/shapes.gsl tests/errors/inlined.gsl tests/errors/sharding.gsl tests/errors/not_yet.gsl \
 	tests/errors/overflow.gsl tests/errors/elem_limits.gsl tests/errors/uniform_bounds.gsl \
-	tests/errors/inline_bound.gsl
+	tests/errors/inline_bound.gsl \
+	tests/errors/flood.gsl
 
 # scripts
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
