@@ -374,6 +374,9 @@ Value *ir_copy(Program *dst, const Value *v, Value **args);
 void ir_count_uses(Program *p);
 void ir_dce(Program *p);                  /* drops values no output or tensor needs; renumbers */
 void ir_print(FILE *f, const Program *p); /* --emit-ir, --emit-spmd */
+
+/* ---- verify.c: the IR verifier --------------------------------------------- */
+
 /* Every op's operands, dtypes, shapes and attributes agree (einsum letters
  * with extents included); in the SPMD program, collectives and local shapes
  * too. false and a report to err (if not NULL) when broken. */

@@ -1,0 +1,360 @@
+/* verify.c — ir_verify: what every pass must keep true of the IR, checked
+ * after each one (QBE's ssacheck, for tensors).
+ *
+ * Method: one walk over the values in program order. Each value's id
+ * matches its place, its operands come before it, its op is in ops.def
+ * with the arity the table gives, and its dtype, shape and attributes are
+ * what its op makes of its operands' (an einsum's letters against the
+ * extents of its operands and result included). Every value's sharding
+ * names real mesh axes once each and cuts its dimensions evenly; in the
+ * SPMD program its shape is the tile of its global shape, and collectives
+ * change shapes as their kind says. Tensors and outputs must name values
+ * of the program. A failure is a compiler bug: the report names the value
+ * and what is wrong, and the driver dies. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "gslc.h"
+
+/* ---- the verifier --------------------------------------------------------- */
+
+typedef struct Check {
+  FILE *err;   /* where to report */
+  bool ok;     /* nothing broken so far */
+} Check;
+
+static void fail(Check *c, const Value *v, const char *fmt, ...) {
+  c->ok = false;
+  if (!c->err)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(c->err, "ir_verify: %%%d (%s): ", v ? v->id : -1, v && v->op < OP__COUNT ? op_name(v->op) : "-");
+  vfprintf(c->err, fmt, ap);
+  fputc('\n', c->err);
+  va_end(ap);
+}
+
+static bool same(const Shape *a, const Shape *b) { return shape_eq(a, b); }
+
+/* an einsum's letters against its operands' and result's shapes */
+static void verify_einsum(Check *c, const Value *v) {
+  const EinsumSpec *e = &v->ein;
+  if (e->nin != v->nargs || e->nin < 1 || e->nin > 2) {
+    fail(c, v, "spec names %d operands, the op has %d", e->nin, v->nargs);
+    return;
+  }
+  int64_t size[128];
+  for (int i = 0; i < 128; i++)
+    size[i] = -1;
+  for (int k = 0; k < e->nin; k++) {
+    const Value *a = v->args[k];
+    if ((int)strlen(e->in[k]) != a->shape.rank) {
+      fail(c, v, "operand %d has rank %d, its letters \"%s\" say %d", k + 1, a->shape.rank, e->in[k],
+           (int)strlen(e->in[k]));
+      return;
+    }
+    if (a->dtype != v->dtype)
+      fail(c, v, "operand %d's dtype differs from the result's", k + 1);
+    for (int i = 0; e->in[k][i]; i++) {
+      int l = e->in[k][i] & 127;
+      if (size[l] >= 0 && size[l] != a->shape.d[i])
+        fail(c, v, "letter '%c' is %" PRId64 " and %" PRId64, l, size[l], a->shape.d[i]);
+      size[l] = a->shape.d[i];
+    }
+  }
+  if ((int)strlen(e->out) != v->shape.rank) {
+    fail(c, v, "result has rank %d, its letters \"%s\" say %d", v->shape.rank, e->out, (int)strlen(e->out));
+    return;
+  }
+  for (int i = 0; e->out[i]; i++)
+    if (size[e->out[i] & 127] != v->shape.d[i])
+      fail(c, v, "result letter '%c' has extent %" PRId64 ", the operands say %" PRId64, e->out[i], v->shape.d[i],
+           size[e->out[i] & 127]);
+  for (int k = 0; k < e->nin; k++)
+    for (int i = 0; e->in[k][i]; i++)
+      if (!strchr(e->out, e->in[k][i]) && !(e->nin == 2 && strchr(e->in[1 - k], e->in[k][i])))
+        fail(c, v, "letter '%c' of operand %d is in neither the other operand nor the result", e->in[k][i], k + 1);
+}
+
+static void verify_collective(Check *c, const Program *p, const Value *v) {
+  const Value *a = v->args[0];
+  int64_t n = 1;
+  for (int i = 0; i < v->ngroup; i++)
+    n *= v->group[i] < p->mesh.naxes ? p->mesh.size[v->group[i]] : 0;
+  Shape want = a->shape;
+  if (!p->spmd || n <= 0 || v->ngroup < 1 || (v->op != OP_ALL_REDUCE && (v->axis < 0 || v->axis >= want.rank))) {
+    fail(c, v, "collective outside an SPMD program, or with a bad group or dim");
+    return;
+  }
+  if (v->op == OP_ALL_REDUCE && v->fn != RF_SUM && v->fn != RF_MAX)
+    fail(c, v, "all_reduce must sum or take the maximum");
+  if (v->op == OP_ALL_GATHER)
+    want.d[v->axis] *= n;
+  else if (v->op == OP_REDUCE_SCATTER || v->op == OP_LOCAL_SLICE || v->op == OP_ALL_TO_ALL) {
+    if (want.d[v->axis] % n)
+      fail(c, v, "dim not divisible by the group size");
+    want.d[v->axis] /= n;
+  }
+  if (v->op == OP_ALL_TO_ALL) {
+    if (v->axis2 < 0 || v->axis2 >= want.rank || v->axis2 == v->axis)
+      fail(c, v, "bad all_to_all dims");
+    else
+      want.d[v->axis2] *= n;
+  }
+  if (v->op == OP_COLLECTIVE_PERMUTE) {
+    uint32_t m1 = 0, m2 = 0;
+    for (int i = 0; i < v->ngroup; i++) {
+      m1 |= 1u << v->group[i];
+      m2 |= 1u << v->group2[i];
+    }
+    if (m1 != m2)
+      fail(c, v, "collective_permute between different axes");
+  }
+  if (!same(&want, &v->shape) || a->dtype != v->dtype)
+    fail(c, v, "collective result shape or dtype does not follow from its operand");
+}
+
+/* the value's sharding names real axes once each and cuts dims evenly; in
+ * the SPMD program its shape is the tile of its global shape */
+static void verify_sharding(Check *c, const Program *p, const Value *v) {
+  uint32_t used = 0;
+  const Shape *g = p->spmd ? &v->gshape : &v->shape;
+  Shape local = *g;
+  if (g->rank != v->shape.rank) {
+    fail(c, v, "global and local ranks differ");
+    return;
+  }
+  for (int i = 0; i < GSL_MAX_RANK; i++) {
+    if (i >= g->rank) {
+      if (v->sh.naxes[i])
+        fail(c, v, "sharding cuts dim %d of a rank-%d value", i, g->rank);
+      continue;
+    }
+    int64_t shards = 1;
+    for (int j = 0; j < v->sh.naxes[i]; j++) {
+      int ax = v->sh.axes[i][j];
+      if (ax >= p->mesh.naxes || (used & (1u << ax))) {
+        fail(c, v, "sharding names mesh axis %d badly (unknown or twice)", ax);
+        return;
+      }
+      used |= 1u << ax;
+      shards *= p->mesh.size[ax];
+    }
+    if (g->d[i] % shards)
+      fail(c, v, "dim %d (%" PRId64 ") is not divisible by its %" PRId64 " shards", i, g->d[i], shards);
+    local.d[i] /= shards;
+  }
+  if (p->mesh.naxes && (v->sh.partial >> p->mesh.naxes))
+    fail(c, v, "partial over an axis the mesh lacks");
+  if (p->spmd && !same(&local, &v->shape))
+    fail(c, v, "local shape is not the tile of the global shape under its sharding");
+}
+
+static void verify_value(Check *c, const Program *p, const Value *v, int index) {
+  if (v->id != index)
+    fail(c, v, "id does not match its position");
+  if ((unsigned)v->op >= OP__COUNT) {
+    fail(c, v, "op not in ops.def");
+    return;
+  }
+  if (v->shape.rank < 0 || v->shape.rank > GSL_MAX_RANK) {
+    fail(c, v, "rank out of range");
+    return;
+  }
+  for (int i = 0; i < v->shape.rank; i++)
+    if (v->shape.d[i] <= 0)
+      fail(c, v, "non-positive extent");
+  if (shape_elems(&v->shape) > GSL_MAX_ELEMS || shape_elems(&v->shape) <= 0)
+    fail(c, v, "more than 2^40 elements");
+  const OpInfo *oi = ir_op(v->op);
+  if (oi->nargs >= 0 && v->nargs != oi->nargs) {
+    fail(c, v, "wrong number of operands");
+    return;
+  }
+  if ((oi->flags & OF_SPMD) && !p->spmd)
+    fail(c, v, "an SPMD-only op in the global program");
+  for (int j = 0; j < v->nargs; j++)
+    if (!v->args[j] || v->args[j]->id >= index || p->values[v->args[j]->id] != v->args[j]) {
+      fail(c, v, "operand not defined before use");
+      return;
+    }
+  verify_sharding(c, p, v);
+  const Value *a = v->nargs ? v->args[0] : NULL;
+  switch (v->op) {
+  case OP_PARAM:
+  case OP_INPUT:
+    if (v->tensor < 0 || v->tensor >= p->ntensors || p->tensors[v->tensor].value != v)
+      fail(c, v, "tensor index does not lead back to the value");
+    else if (!same(&p->tensors[v->tensor].shape, &v->gshape) || p->tensors[v->tensor].dtype != v->dtype)
+      fail(c, v, "shape or dtype differs from its declaration");
+    break;
+  case OP_CONST:
+    break;
+  case OP_RNG:
+    if (v->dtype != DT_F32 || (v->fn != RNG_UNIFORM && v->fn != RNG_NORMAL))
+      fail(c, v, "random draws are f32 uniform or normal");
+    break;
+  case OP_UNARY:
+    if (v->fn < 0 || v->fn >= UF__COUNT)
+      fail(c, v, "unary function not in unary.def");
+    /* fall through */
+  case OP_CAST:
+  case OP_ANNOTATE:
+    if (!same(&a->shape, &v->shape))
+      fail(c, v, "operand shape differs from result");
+    if (v->op != OP_CAST && a->dtype != v->dtype)
+      fail(c, v, "operand dtype differs from result");
+    break;
+  case OP_BINARY:
+    if (v->fn < 0 || v->fn >= BF__COUNT)
+      fail(c, v, "binary function not in binary.def");
+    /* fall through */
+  case OP_SELECT:
+    for (int j = 0; j < v->nargs; j++)
+      if (!same(&v->args[j]->shape, &v->shape))
+        fail(c, v, "operand %d's shape differs from the result's", j + 1);
+    for (int j = v->op == OP_SELECT; j < v->nargs; j++)
+      if (v->args[j]->dtype != v->dtype)
+        fail(c, v, "operand %d's dtype differs from the result's", j + 1);
+    break;
+  case OP_RESHAPE:
+    if (shape_elems(&a->shape) != shape_elems(&v->shape) || a->dtype != v->dtype)
+      fail(c, v, "reshape changes the element count or dtype");
+    break;
+  case OP_TRANSPOSE: {
+    unsigned seen = 0;
+    if (a->shape.rank != v->shape.rank || a->dtype != v->dtype)
+      fail(c, v, "transpose changes the rank or dtype");
+    for (int i = 0; i < v->shape.rank; i++) {
+      int q = v->perm[i];
+      if (q < 0 || q >= a->shape.rank || (seen & (1u << q)) || a->shape.d[q] != v->shape.d[i])
+        fail(c, v, "bad permutation");
+      else
+        seen |= 1u << q;
+    }
+    break;
+  }
+  case OP_BROADCAST: {
+    unsigned seen = 0;
+    if (a->dtype != v->dtype)
+      fail(c, v, "broadcast changes the dtype");
+    for (int i = 0; i < v->shape.rank; i++) {
+      int q = v->perm[i];
+      if (q >= a->shape.rank || (q >= 0 && ((seen & (1u << q)) || (a->shape.d[q] != 1 && a->shape.d[q] != v->shape.d[i]))))
+        fail(c, v, "bad broadcast dimension map");
+      else if (q >= 0)
+        seen |= 1u << q;
+    }
+    if (a->shape.rank < 32 && seen != (1u << a->shape.rank) - 1)
+      fail(c, v, "broadcast drops an operand dim");
+    break;
+  }
+  case OP_SLICE: {
+    Shape want = a->shape;
+    if (v->axis < 0 || v->axis >= a->shape.rank || v->start < 0 ||
+        v->start + v->shape.d[v->axis] > a->shape.d[v->axis]) {
+      fail(c, v, "slice out of range");
+      break;
+    }
+    want.d[v->axis] = v->shape.d[v->axis];
+    if (!same(&want, &v->shape) || a->dtype != v->dtype)
+      fail(c, v, "slice changes a dim other than its axis, or the dtype");
+    break;
+  }
+  case OP_CONCAT: {
+    if (v->axis < 0 || v->axis >= v->shape.rank) {
+      fail(c, v, "concat along no dim");
+      break;
+    }
+    int64_t total = 0;
+    for (int j = 0; j < v->nargs; j++) {
+      Shape want = v->shape;
+      want.d[v->axis] = v->args[j]->shape.d[v->axis];
+      if (v->args[j]->shape.rank != v->shape.rank || !same(&want, &v->args[j]->shape) || v->args[j]->dtype != v->dtype)
+        fail(c, v, "operand %d does not fit", j + 1);
+      total += v->args[j]->shape.d[v->axis];
+    }
+    if (total != v->shape.d[v->axis])
+      fail(c, v, "the operands' extents do not add up along the axis");
+    break;
+  }
+  case OP_EINSUM:
+    verify_einsum(c, v);
+    break;
+  case OP_REDUCE: {
+    Shape want = {0};
+    if (v->fn != RF_SUM && v->fn != RF_MAX && v->fn != RF_ARGMAX) {
+      fail(c, v, "reduce function unknown");
+      break;
+    }
+    if (a->shape.rank < 32 && (v->rmask >> a->shape.rank)) {
+      fail(c, v, "reduces dims the operand lacks");
+      break;
+    }
+    for (int i = 0; i < a->shape.rank; i++)
+      if (!(v->rmask & (1u << i)))
+        want.d[want.rank++] = a->shape.d[i];
+    if (!same(&want, &v->shape))
+      fail(c, v, "result shape is not the operand's less the reduced dims");
+    if (v->fn == RF_ARGMAX ? (v->dtype != DT_I32 || a->dtype != DT_F32 || __builtin_popcount(v->rmask) != 1)
+                           : v->dtype != a->dtype)
+      fail(c, v, v->fn == RF_ARGMAX ? "argmax takes f32 over one dim and gives i32" : "reduce changes the dtype");
+    break;
+  }
+  case OP_CUMSUM:
+    if (!same(&a->shape, &v->shape) || a->dtype != v->dtype || v->axis < 0 || v->axis >= v->shape.rank)
+      fail(c, v, "cumsum changes the shape or dtype, or has no axis");
+    break;
+  case OP_GATHER: {
+    const Value *ix = v->args[1];
+    Shape want = ix->shape;
+    if (ix->dtype != DT_I32 || a->shape.rank < 1 || ix->shape.rank + a->shape.rank - 1 > GSL_MAX_RANK) {
+      fail(c, v, "gather index must be i32, the table of rank 1 or more");
+      break;
+    }
+    for (int i = 1; i < a->shape.rank; i++)
+      want.d[want.rank++] = a->shape.d[i];
+    if (!same(&want, &v->shape) || v->dtype != a->dtype)
+      fail(c, v, "gather result is not idx's shape then the table's row shape");
+    break;
+  }
+  case OP_ONE_HOT: {
+    Shape want = a->shape;
+    if (a->dtype != DT_I32 || v->dtype != DT_F32 || v->shape.rank != a->shape.rank + 1) {
+      fail(c, v, "one_hot takes i32, gives f32 and adds one dimension");
+      break;
+    }
+    want.d[want.rank++] = v->shape.d[a->shape.rank];
+    if (!same(&want, &v->shape))
+      fail(c, v, "one_hot result is not the indices' shape plus one dim");
+    break;
+  }
+  case OP_ALL_REDUCE:
+  case OP_ALL_GATHER:
+  case OP_REDUCE_SCATTER:
+  case OP_ALL_TO_ALL:
+  case OP_LOCAL_SLICE:
+  case OP_COLLECTIVE_PERMUTE:
+    verify_collective(c, p, v);
+    break;
+  case OP__COUNT:
+    break;
+  }
+}
+
+bool ir_verify(const Program *p, FILE *err) {
+  Check c = {err, true};
+  for (int i = 0; i < p->nvalues; i++)
+    verify_value(&c, p, p->values[i], i);
+  for (int i = 0; i < p->ntensors; i++)
+    if (!p->tensors[i].value || p->tensors[i].value->id >= p->nvalues ||
+        p->values[p->tensors[i].value->id] != p->tensors[i].value)
+      fail(&c, NULL, "tensor %s's value is not in the program", p->tensors[i].name);
+  for (int i = 0; i < p->noutputs; i++)
+    if (!p->outputs[i].value || p->outputs[i].value->id >= p->nvalues ||
+        p->values[p->outputs[i].value->id] != p->outputs[i].value)
+      fail(&c, NULL, "output names a value not in the program");
+  return c.ok;
+}
