@@ -197,6 +197,25 @@ void cg_emit_gather(CG *g, const Value *v) {
   cg_nest_close(g, l, v->shape.rank);
 }
 
+/* dispatch and combine: one libgslrt call each on the local tiles (rows
+ * of M floats copied or accumulated by index; the routes are checked there):
+ *   gslrt_dispatch(ctx, out, x, expert, slot, E, G, C, M, S, K)
+ *   gslrt_combine(ctx, out, y, expert, slot, weight, E, G, C, M, S, K) */
+void cg_emit_route(CG *g, const Value *v) {
+  const Value *big = v->op == OP_DISPATCH ? v : v->args[0], *ex = v->args[1];
+  LLVMValueRef a[12];
+  int n = 0;
+  a[n++] = g->ctx_arg;
+  a[n++] = LLVMBuildBitCast(g->b, cg_buffer_of(g, v), g->t_ptr, "");
+  for (int k = 0; k < v->nargs; k++)
+    a[n++] = LLVMBuildBitCast(g->b, cg_buffer_of(g, v->args[k]), g->t_ptr, "");
+  for (int i = 0; i < 4; i++)
+    a[n++] = cg_ci64(g, big->shape.d[i]);
+  a[n++] = cg_ci64(g, ex->shape.d[1]);
+  a[n++] = cg_ci64(g, ex->shape.d[2]);
+  cg_call(g, v->op == OP_DISPATCH ? "gslrt_dispatch" : "gslrt_combine", g->t_void, n, a);
+}
+
 /* One loop nest per operand, each writing its range along the axis. */
 void cg_emit_concat(CG *g, const Value *v) {
   int64_t off = 0;

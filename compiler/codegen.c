@@ -113,6 +113,8 @@ static void emit_value(CG *g, const Value *v) {
   case OP_REDUCE: cg_emit_reduce(g, v); break;
   case OP_CUMSUM: cg_emit_cumsum(g, v); break;
   case OP_GATHER: cg_emit_gather(g, v); break;
+  case OP_DISPATCH:
+  case OP_COMBINE: cg_emit_route(g, v); break;
   case OP_CONCAT: cg_emit_concat(g, v); break;
   case OP_ALL_REDUCE: break;
   case OP_ALL_GATHER:

@@ -355,6 +355,12 @@ Value *ir_cumsum(Program *p, Value *x, int axis, bool exclusive, Span sp);
 Value *ir_einsum(Program *p, const EinsumSpec *e, Value **ops, Span sp);
 Value *ir_gather(Program *p, Value *table, Value *idx, Span sp);
 Value *ir_one_hot(Program *p, Value *idx, int64_t n, Span sp);
+/* moe routing: x f32[G, S, M] into e experts' c slots, f32[E, G, C, M], by
+ * expert and slot i32[G, S, K] (a slot outside [0, c) drops the choice);
+ * and back: f32[G, S, M] = sum over kept choices of weight f32[G, S, K]
+ * times y f32[E, G, C, M] at the choice's (expert, group, slot) */
+Value *ir_dispatch(Program *p, Value *x, Value *expert, Value *slot, int64_t e, int64_t c, Span sp);
+Value *ir_combine(Program *p, Value *y, Value *expert, Value *slot, Value *weight, Span sp);
 Value *ir_rng(Program *p, int dist, double a, double b, Shape shape, Span sp); /* a new stream */
 Value *ir_annotate(Program *p, Value *x, const Sharding *sh, Span sp);
 /* a param or input: t copied into p->tensors, its value made and returned */
@@ -374,6 +380,20 @@ Value *ir_copy(Program *dst, const Value *v, Value **args);
 void ir_count_uses(Program *p);
 void ir_dce(Program *p);                  /* drops values no output or tensor needs; renumbers */
 void ir_print(FILE *f, const Program *p); /* --emit-ir, --emit-spmd */
+
+/* ---- vmap.c: batching a body built for one member ---------------------------- */
+
+/* The values p->values[first..) were built for one member of a batch of n
+ * (a moe body, for one expert): seeds[i] stands for the member's slice of
+ * batch[i] (batch[i] has a leading dim n), and member (or NULL) for the
+ * member's index, an i32 scalar (batched: 0..n-1; a tensor with leading
+ * dim n indexed by it batches to itself). Rebuilds every value that
+ * depends on a seed over [n, ...] (random draws too: one per member), and
+ * stores the batched form of results[j] in out[j] (broadcast if it depends
+ * on no seed). Returns NULL, or the first value whose op has no batching
+ * rule (an annotation, a routing op): out is then unset. */
+const Value *ir_vmap(Program *p, int first, int64_t n, Value **seeds, Value **batch, int nseeds,
+                     const Value *member, Value **results, Value **out, int nresults);
 
 /* ---- verify.c: the IR verifier --------------------------------------------- */
 

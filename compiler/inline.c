@@ -17,6 +17,9 @@
 
 #include "sema.h"
 
+/* a function's name in messages (a moe body has none) */
+static const char *fn_name(const Node *fnode) { return fnode->name ? fnode->name : "moe body"; }
+
 static bool check_arg_type(Sema *s, Scope *fsc, const Node *arg, const Node *fnode, Value *v, Span at) {
   const Node *t = arg->a;
   DType dt = strcmp(t->name, "i32") == 0 ? DT_I32 : DT_F32;
@@ -24,7 +27,7 @@ static bool check_arg_type(Sema *s, Scope *fsc, const Node *arg, const Node *fno
     sema_error(s, t->span, "unknown type '%s' (expected f32 or i32)", t->name);
     return false;
   }
-  const char *fname = fnode->name ? fnode->name : "moe";
+  const char *fname = fn_name(fnode);
   if (v->dtype != dt || v->shape.rank != t->list.len) {
     sema_error(s, at, "argument '%s' of '%s' must be %s, got %s", arg->name, fname, sema_span_text(s, t->span), sema_vtype(s, v));
     return false;
@@ -97,13 +100,14 @@ static R run_body(Sema *s, Scope *fsc, const Node *fnode, Span call) {
       s->too_big = true;
       s->depth--; /* the notes name the calls this one was inlined through */
       sema_error(s, call, "inlining '%s' here takes the program past %d IR values (do functions call each other "
-                 "many times over?)", fnode->name, SEMA_MAX_VALUES);
+                 "many times over?)", fn_name(fnode), SEMA_MAX_VALUES);
       s->depth++;
       return none;
     }
   }
   if (ok && !returned)
-    sema_error(s, fnode->span, "function '%s' ends without return", fnode->name);
+    sema_error(s, fnode->span, fnode->name ? "function '%s' ends without return" : "the %s ends without return",
+               fn_name(fnode));
   return ok && returned ? result : none;
 }
 
@@ -111,9 +115,9 @@ R inline_fn(Sema *s, Scope *home, const Node *fnode, Value **args, int nargs, co
   if (s->too_big)
     return none;
   if (nargs != fnode->list.len)
-    die("inline_fn: '%s' takes %d arguments, %d given", fnode->name, fnode->list.len, nargs);
+    die("inline_fn: '%s' takes %d arguments, %d given", fn_name(fnode), fnode->list.len, nargs);
   if (s->depth == SEMA_MAX_DEPTH) {
-    sema_error(s, call, "calls nest more than %d deep (is '%s' recursive?)", SEMA_MAX_DEPTH, fnode->name);
+    sema_error(s, call, "calls nest more than %d deep (is '%s' recursive?)", SEMA_MAX_DEPTH, fn_name(fnode));
     return none;
   }
   Scope *fsc = arena_alloc(s->p->arena, sizeof *fsc);
@@ -127,7 +131,7 @@ R inline_fn(Sema *s, Scope *home, const Node *fnode, Value **args, int nargs, co
       return none;
     b->v = args[i];
   }
-  s->stack[s->depth].fn = fnode->name;
+  s->stack[s->depth].fn = fn_name(fnode);
   s->stack[s->depth].call = call;
   if (s->depth++ == 0)
     s->p->site = call; /* values inlined from here carry the outermost call */

@@ -614,6 +614,31 @@ Value *ir_one_hot(Program *p, Value *idx, int64_t n, Span sp) {
   return add1(p, OP_ONE_HOT, DT_F32, o, sp, idx);
 }
 
+/* the index operands of a routing op: i32[G, S, K] on x's (or the
+ * combined result's) groups and tokens */
+static void need_routes(const Value *expert, const Value *slot, int64_t g, int64_t s) {
+  need(expert->dtype == DT_I32 && slot->dtype == DT_I32 && expert->shape.rank == 3 &&
+           shape_eq(&expert->shape, &slot->shape) && expert->shape.d[0] == g && expert->shape.d[1] == s,
+       "routing indices that are not i32[G, S, K]");
+}
+
+Value *ir_dispatch(Program *p, Value *x, Value *expert, Value *slot, int64_t e, int64_t c, Span sp) {
+  need(x->dtype == DT_F32 && x->shape.rank == 3 && e > 0 && c > 0, "dispatch of a non-f32[G, S, M] tensor");
+  need_routes(expert, slot, x->shape.d[0], x->shape.d[1]);
+  Shape o = {4, {e, x->shape.d[0], c, x->shape.d[2]}};
+  Value *args[3] = {x, expert, slot};
+  return ir_add(p, OP_DISPATCH, DT_F32, o, sp, 3, args);
+}
+
+Value *ir_combine(Program *p, Value *y, Value *expert, Value *slot, Value *weight, Span sp) {
+  need(y->dtype == DT_F32 && y->shape.rank == 4, "combine of a non-f32[E, G, C, M] tensor");
+  need_routes(expert, slot, y->shape.d[1], expert->shape.d[1]);
+  need(weight->dtype == DT_F32 && shape_eq(&weight->shape, &expert->shape), "combine weights not f32[G, S, K]");
+  Shape o = {3, {y->shape.d[1], expert->shape.d[1], y->shape.d[3]}};
+  Value *args[4] = {y, expert, slot, weight};
+  return ir_add(p, OP_COMBINE, DT_F32, o, sp, 4, args);
+}
+
 Value *ir_rng(Program *p, int dist, double a, double b, Shape shape, Span sp) {
   Value *v = ir_add(p, OP_RNG, DT_F32, shape, sp, 0, NULL);
   v->fn = dist;
@@ -817,6 +842,8 @@ static void print_attrs(FILE *f, Arena *tmp, const Program *p, const Value *v) {
   case OP_RESHAPE:
   case OP_GATHER:
   case OP_ONE_HOT:
+  case OP_DISPATCH:
+  case OP_COMBINE:
   case OP_ANNOTATE:
     break; /* no attributes: all in the shapes */
   case OP__COUNT:

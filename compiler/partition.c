@@ -280,6 +280,35 @@ static Value *part_whole_axis(Part *P, const Value *v, int axis) {
   return r;
 }
 
+/* dispatch and combine run where their tokens are: on the groups (and the
+ * model dim) as the tokens' side is cut (x for dispatch, the routes for
+ * combine), with experts and slots whole; the result is then resharded to
+ * the value's sharding. Into a moe body whose expert dim the weights cut,
+ * and out of it, that is one all-to-all each (GShard section 3.2). */
+static Value *part_route(Part *P, const Value *v) {
+  bool in = v->op == OP_DISPATCH;
+  const Value *side = P->map[v->args[in ? 0 : 1]->id];
+  Sharding tok = {0}, routes = {0}, big = {0}, rs = {0};
+  shard_copy_dim(&routes, 0, &side->sh, 0);
+  if (in) {
+    shard_copy_dim(&tok, 0, &side->sh, 0);
+    if (!(shard_dim_axes(&side->sh, 2) & shard_dim_axes(&tok, 0)))
+      shard_copy_dim(&tok, 2, &side->sh, 2);
+  } else {
+    shard_copy_dim(&tok, 0, &side->sh, 0);
+    if (!(shard_dim_axes(&v->sh, 2) & shard_dim_axes(&tok, 0)))
+      shard_copy_dim(&tok, 2, &v->sh, 2);
+  }
+  shard_copy_dim(&big, 1, &tok, 0);
+  shard_copy_dim(&big, 3, &tok, 2);
+  Value *args[4];
+  args[0] = operand(P, v, 0, in ? &tok : &big);
+  for (int k = 1; k < v->nargs; k++)
+    args[k] = operand(P, v, k, &routes);
+  rs = in ? big : tok;
+  return finish(P, v, emit_like(P, v, &rs, args));
+}
+
 static Value *part_reshape(Part *P, const Value *v) {
   const Value *a = v->args[0];
   Sharding want = shard_reshape(&v->sh, &v->shape, &a->shape);
@@ -345,6 +374,9 @@ static Value *part_value(Part *P, const Value *v) {
     Value *args[2] = {operand(P, v, 0, &ts), operand(P, v, 1, &is)};
     return emit_like(P, v, &v->sh, args);
   }
+  case OP_DISPATCH:
+  case OP_COMBINE:
+    return part_route(P, v);
   case OP_REDUCE:
     return part_reduce(P, v);
   case OP_EINSUM:

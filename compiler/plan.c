@@ -103,7 +103,10 @@ static void decide_buffers(Plan *pl, const Program *p) {
       }
       break;
     case OP_GATHER:
-      pl->mat[v->args[0]->id] = pl->mat[v->args[1]->id] = true;
+    case OP_DISPATCH:
+    case OP_COMBINE:
+      for (int j = 0; j < v->nargs; j++)
+        pl->mat[v->args[j]->id] = true;
       break;
     case OP_CUMSUM:
     case OP_RESHAPE:

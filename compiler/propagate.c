@@ -8,9 +8,12 @@
  * and ends replicated. Ops are visited in three priority levels, as GSPMD
  * orders them: pass-through ops first (elementwise, transpose, reshape,
  * slice, concat, cumsum, one_hot, gather), then einsum and reduce, then
- * broadcast. Each sweep goes forward over the program, then backward; after
- * any change the sweeps restart at level 0, so the cheapest kind of
- * inference always runs to a fixed point before a costlier kind is tried.
+ * broadcast and the moe routing ops (dispatch, combine): an expert
+ * dimension that the experts' weights cut reaches a moe body through its
+ * einsums before the groups' cut reaches it through the routing. Each
+ * sweep goes forward over the program, then backward; after any change
+ * the sweeps restart at level 0, so the cheapest kind of inference always
+ * runs to a fixed point before a costlier kind is tried.
  * Where an op's operands disagree, the offer is the operand sharding that
  * the others reach with the fewest bytes moved (sharding.c's cost of
  * resharding), then the most cut, then the earliest: the result depends on
@@ -156,6 +159,29 @@ static void forward(Prop *P, Value *v) {
       offer(P, v, sh, known(ix) ? ix : t);
     return;
   }
+  case OP_DISPATCH: /* [G, S, M] -> [E, G, C, M]: the groups and the model dim follow x */
+    if (known(a)) {
+      shard_copy_dim(&sh, 1, &a->sh, 0);
+      shard_copy_dim(&sh, 3, &a->sh, 2);
+    } else if (known(v->args[1])) {
+      shard_copy_dim(&sh, 1, &v->args[1]->sh, 0);
+    } else {
+      return;
+    }
+    offer(P, v, sh, known(a) ? a : v->args[1]);
+    return;
+  case OP_COMBINE: { /* [E, G, C, M] -> [G, S, M]: the groups follow the routes, else y */
+    const Value *r = known(v->args[1]) ? v->args[1] : known(v->args[3]) ? v->args[3] : NULL;
+    if (r)
+      shard_copy_dim(&sh, 0, &r->sh, 0);
+    else if (known(a))
+      shard_copy_dim(&sh, 0, &a->sh, 1);
+    if (known(a) && !(shard_dim_axes(&a->sh, 3) & shard_dim_axes(&sh, 0)))
+      shard_copy_dim(&sh, 2, &a->sh, 3);
+    if (r || known(a))
+      offer(P, v, sh, r ? r : a);
+    return;
+  }
   case OP_REDUCE: {
     if (!known(a))
       return;
@@ -251,6 +277,26 @@ static void backward(Prop *P, Value *v) {
     for (int i = 1; i < t->shape.rank; i++)
       shard_copy_dim(&ts, i, &v->sh, ix->shape.rank + i - 1);
     offer(P, t, ts, v);
+    return;
+  }
+  case OP_DISPATCH: {
+    shard_copy_dim(&sh, 0, &v->sh, 1);
+    shard_copy_dim(&sh, 2, &v->sh, 3);
+    offer(P, a, sh, v);
+    Sharding rs = {0};
+    shard_copy_dim(&rs, 0, &v->sh, 1);
+    offer(P, v->args[1], rs, v);
+    offer(P, v->args[2], rs, v);
+    return;
+  }
+  case OP_COMBINE: {
+    shard_copy_dim(&sh, 1, &v->sh, 0);
+    shard_copy_dim(&sh, 3, &v->sh, 2);
+    offer(P, a, sh, v);
+    Sharding rs = {0};
+    shard_copy_dim(&rs, 0, &v->sh, 0);
+    for (int k = 1; k < 4; k++)
+      offer(P, v->args[k], rs, v);
     return;
   }
   case OP_REDUCE: {

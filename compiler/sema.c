@@ -393,6 +393,11 @@ static R apply_index(Sema *s, Scope *sc, const Node *n, Value *x) {
         i += n0;
       x = ir_reshape(s->p, ir_slice(s->p, x, 0, i, 1, n->span), rest, n->span);
     } else if (r.k == R_VALUE && r.v->dtype == DT_I32 && r.v->shape.rank == 0) {
+      if (r.v == s->moe_member && x->shape.d[0] != s->moe_experts) {
+        sema_error(s, ix->span, "in a moe body, [e] selects an expert's slice of a tensor whose dimension 0 is the "
+                   "experts (E = %" PRId64 "); %s has %" PRId64, s->moe_experts, sema_vtype(s, x), x->shape.d[0]);
+        return none;
+      }
       x = ir_gather(s->p, x, r.v, n->span);
     } else {
       sema_error(s, ix->span, "an index must be an integer or an i32 scalar");
@@ -498,8 +503,7 @@ static R eval_leaf(Sema *s, Scope *sc, const Node *n) {
          n->kind == AST_LIST ? "list" : "tuple");
     return none;
   case AST_MOE:
-    sema_error(s, n->span, "moe blocks are not supported yet (they arrive with the mixture-of-experts issue)");
-    return none;
+    return sema_moe(s, sc, n);
   case AST_KWARG:
     sema_error(s, n->span, "keyword argument outside a call");
     return none;

@@ -92,6 +92,8 @@ struct Sema {
   bool *define_used;           /* per -D: matched a const */
   Module *modules;             /* modules loaded by sema_call */
   int nmodules;
+  const Value *moe_member;     /* in a moe body: the stand-in for the expert index e, else NULL */
+  int64_t moe_experts;         /* in a moe body: E */
 };
 
 /* ---- sema.c ------------------------------------------------------------------------ */
@@ -170,5 +172,10 @@ Value *sema_matmul(Sema *s, Value *a, Value *b, Span sp);
 R inline_fn(Sema *s, Scope *home, const Node *fnode, Value **args, int nargs, const Span *argspan, Span call);
 /* a call node of the user function fnode: arguments evaluated in sc */
 R sema_call_fn(Sema *s, Scope *sc, const Binding *fn, const Node *call);
+
+/* ---- moe.c ------------------------------------------------------------------------- */
+
+/* A moe block (AST_MOE): its outputs, then aux, as an R_TUPLE. */
+R sema_moe(Sema *s, Scope *sc, const Node *n);
 
 #endif

@@ -331,6 +331,23 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
       fail(c, v, "one_hot result is not the indices' shape plus one dim");
     break;
   }
+  case OP_DISPATCH:
+  case OP_COMBINE: {
+    /* x [G, S, M] -> y [E, G, C, M], or back */
+    const Value *x = v->op == OP_DISPATCH ? a : v, *y = v->op == OP_DISPATCH ? v : a;
+    const Value *ex = v->args[1], *sl = v->args[2];
+    if (x->shape.rank != 3 || y->shape.rank != 4 || x->dtype != DT_F32 || y->dtype != DT_F32 ||
+        x->shape.d[0] != y->shape.d[1] || x->shape.d[2] != y->shape.d[3]) {
+      fail(c, v, "routes between f32[G, S, M] and f32[E, G, C, M] with other extents");
+      break;
+    }
+    if (ex->dtype != DT_I32 || sl->dtype != DT_I32 || ex->shape.rank != 3 || !same(&ex->shape, &sl->shape) ||
+        ex->shape.d[0] != x->shape.d[0] || ex->shape.d[1] != x->shape.d[1])
+      fail(c, v, "expert and slot indices are not i32[G, S, K]");
+    if (v->op == OP_COMBINE && (v->args[3]->dtype != DT_F32 || !same(&v->args[3]->shape, &ex->shape)))
+      fail(c, v, "combine weights are not f32[G, S, K]");
+    break;
+  }
   case OP_ALL_REDUCE:
   case OP_ALL_GATHER:
   case OP_REDUCE_SCATTER:

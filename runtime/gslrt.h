@@ -124,6 +124,19 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
 void gslrt_collective_permute(gslrt_ctx *ctx, int32_t from, int32_t to, int32_t dtype, const void *in,
                               void *out, int64_t count);
 
+/* ---- moe routing (runtime/moe.c) ------------------------------------------ */
+
+/* dispatch: out f32[E, G, C, M] = 0, then for each choice k of token s of
+ * group g routed to (e, c) = (expert, slot)[g, s, k] with 0 <= c < C, row
+ * (e, g, c) of out = row (g, s) of x f32[G, S, M]. combine: out f32[G, S, M],
+ * row (g, s) = sum over those choices of weight[g, s, k] * row (e, g, c) of
+ * y f32[E, G, C, M]. A slot outside [0, C) is a dropped choice; an expert
+ * outside [0, E) is a fatal error. */
+void gslrt_dispatch(gslrt_ctx *ctx, float *out, const float *x, const int32_t *expert, const int32_t *slot,
+                    int64_t E, int64_t G, int64_t C, int64_t M, int64_t S, int64_t K);
+void gslrt_combine(gslrt_ctx *ctx, float *out, const float *y, const int32_t *expert, const int32_t *slot,
+                   const float *weight, int64_t E, int64_t G, int64_t C, int64_t M, int64_t S, int64_t K);
+
 /* The step's scalar loss, for the log line (training). */
 void gslrt_report_loss(gslrt_ctx *ctx, float loss);
 

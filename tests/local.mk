@@ -7,8 +7,13 @@ E2E_TESTS += \
 	tests/e2e/layout.gsl tests/e2e/indices.gsl tests/e2e/stdlib_nn.gsl \
 	tests/e2e/functions.gsl tests/e2e/batches.gsl tests/e2e/scalars.gsl \
 	tests/e2e/bad_input_shape.gsl tests/e2e/bad_mesh_size.gsl tests/e2e/unbound_input.gsl \
-	tests/e2e/mlp_example.gsl tests/e2e/sharded_ops.gsl tests/e2e/permute.gsl
-EXTRA_DIST += tests/e2e/mlp_check.c
+	tests/e2e/mlp_example.gsl tests/e2e/sharded_ops.gsl tests/e2e/permute.gsl \
+	tests/e2e/moe_top2_drop.gsl tests/e2e/moe_top2_random.gsl tests/e2e/moe_top1.gsl \
+	tests/e2e/moe_idle_expert.gsl tests/e2e/moe_bias.gsl tests/e2e/moe_mesh2d.gsl
+EXTRA_DIST += tests/e2e/mlp_check.c \
+	tests/e2e/moe_ref.h tests/e2e/moe_top2_drop_check.c tests/e2e/moe_top2_random_check.c \
+	tests/e2e/moe_top1_check.c tests/e2e/moe_idle_expert_check.c tests/e2e/moe_bias_check.c \
+	tests/e2e/moe_mesh2d_check.c
 
 # golden partitioner output: NAME.spmd (--emit-spmd), NAME.explain (--explain)
 SPMD_TESTS += \

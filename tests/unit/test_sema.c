@@ -289,9 +289,40 @@ static void test_imports(void) {
 static void test_not_yet(void) {
   expect_error("param w: f32[2]\nlet l = sum(w)\ntrain l with sgd(lr = 0.1)\n",
                "t.gsl:3:1: error: train is not supported yet (training arrives with the autodiff issue)");
+}
+
+/* a moe block: gating inlined from stdlib/moe.gsl, dispatch, the body
+ * batched over the experts (w[e] is w itself), combine */
+static void test_moe(void) {
+  Program *p = elaborate("param wg: f32[4, 2]\nparam wi: f32[2, 4, 3]\ninput x: f32[2, 8, 4]\n"
+                         "let y, aux = moe(x, gate = wg, top = 1, capacity = 1.5) (t, e) {\n"
+                         "  return relu(t @ wi[e]) @ transpose(wi[e])\n}\noutput y, aux\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  const Value *y = output(p, "y"), *aux = output(p, "aux");
+  CU_ASSERT_EQUAL(y->op, OP_COMBINE);
+  CU_ASSERT(shape_eq(&y->shape, &(Shape){3, {2, 8, 4}}));
+  CU_ASSERT_EQUAL(aux->shape.rank, 0);
+  /* C = ceil(1.5 * 1 * 8 / 2) = 6: the experts' outputs are [E, G, C, M] */
+  const Value *out = y->args[0];
+  CU_ASSERT_EQUAL(out->op, OP_EINSUM);
+  CU_ASSERT(shape_eq(&out->shape, &(Shape){4, {2, 2, 6, 4}}));
+  /* routes: i32[G, S, 1] from the gating */
+  CU_ASSERT(shape_eq(&y->args[1]->shape, &(Shape){3, {2, 8, 1}}));
+  CU_ASSERT_EQUAL(y->args[1]->dtype, DT_I32);
+  /* no gather is left: wi[e] batched to wi itself */
+  int dispatches = 0;
+  for (int i = 0; i < p->nvalues; i++) {
+    CU_ASSERT_NOT_EQUAL(p->values[i]->op, OP_GATHER);
+    dispatches += p->values[i]->op == OP_DISPATCH;
+  }
+  CU_ASSERT_EQUAL(dispatches, 1);
+  ir_free(p);
   expect_error("param wg: f32[4, 2]\ninput x: f32[1, 4, 4]\n"
                "let y = moe(x, gate = wg, top = 2) (t, e) {\n  return t\n}\n",
-               "t.gsl:3:9: error: moe blocks are not supported yet (they arrive with the mixture-of-experts issue)");
+               "t.gsl:3:1: error: let binds 1 name but the expression gives 2 values");
+  expect_error("param wg: f32[4, 2]\ninput x: f32[1, 4, 4]\n"
+               "let y, a = moe(x, gate = wg, top = 3) (t, e) {\n  return t\n}\n",
+               "t.gsl:3:36: error: moe's top must be 1 or 2 (GShard's top-1 and top-2 gating), got 3");
 }
 
 static void test_annotations(void) {
@@ -372,7 +403,8 @@ void add_sema_tests(void) {
   tests_add(s, "functions", test_functions);
   tests_add(s, "consts and -D", test_consts_and_defines);
   tests_add(s, "imports", test_imports);
-  tests_add(s, "moe and train not yet", test_not_yet);
+  tests_add(s, "train not yet", test_not_yet);
+  tests_add(s, "moe blocks", test_moe);
   tests_add(s, "annotations", test_annotations);
   tests_add(s, "initializers", test_initializers);
   tests_add(s, "where and comparisons", test_where_and_compare);

@@ -1,0 +1,212 @@
+/* moe.c — the moe block (SPEC section 6): GShard's position-wise mixture of
+ * experts, elaborated into ordinary IR.
+ *
+ *   let y, aux = moe(x, gate = wg, top = K, capacity = F) (t, e) { body }
+ *
+ * Method: the arguments are checked (x f32[G, S, M], wg f32[M, E], K 1 or
+ * 2, C = ceil(F * K * S / E) at least 1). The gating is GSL: stdlib/moe.gsl's
+ * top1_gating or top2_gating, inlined with sema_call, gives every token's
+ * routes (expert, slot, weight: [G, S, K]) and the load-balancing loss.
+ * x is dispatched into [E, G, C, M] by those routes (OP_DISPATCH). The
+ * body is elaborated once, for one expert, on stand-ins: t f32[G, C, M]
+ * and e an i32 scalar, with `w[e]` checked to index a tensor whose leading
+ * dimension is E; ir_vmap then rebuilds it over all E experts at once, t
+ * becoming the dispatched tensor and w[e] the whole of w (vmap.c). Each
+ * value the body returns, f32[E, G, C, N] after batching, is combined back
+ * into f32[G, S, N] (OP_COMBINE). The block gives those, then aux.
+ *
+ * Sharding needs nothing here: propagation carries the experts' cut of E
+ * from the weights into the body before the groups' cut arrives through
+ * dispatch and combine (their propagation level), and the partitioner
+ * runs dispatch and combine where the tokens are, so the two reshardings
+ * around the body are the block's two all-to-alls. */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "sema.h"
+
+static const char *const moe_keywords[] = {"gate", "top", "capacity", "random_routing"};
+
+static const Node *keyword(const Args *a, const char *name) {
+  for (int i = 0; i < a->nkw; i++)
+    if (strcmp(a->kw[i]->name, name) == 0)
+      return a->kw[i]->a;
+  return NULL;
+}
+
+static bool check_keywords(Sema *s, const Args *a) {
+  for (int i = 0; i < a->nkw; i++) {
+    bool known = false;
+    for (size_t k = 0; k < sizeof moe_keywords / sizeof *moe_keywords; k++)
+      known |= strcmp(a->kw[i]->name, moe_keywords[k]) == 0;
+    for (int j = 0; j < i; j++)
+      if (strcmp(a->kw[j]->name, a->kw[i]->name) == 0) {
+        sema_error(s, a->kw[i]->span, "moe: keyword '%s' given twice", a->kw[i]->name);
+        return false;
+      }
+    if (!known) {
+      sema_error(s, a->kw[i]->span, "moe takes no keyword '%s' (it takes gate, top, capacity and random_routing)",
+                 a->kw[i]->name);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* The body of the block (an FN node whose args are t and e) for one expert,
+ * then batched over all of them; the batched results in out, their number
+ * returned (-1 after reporting). */
+static int run_body(Sema *s, Scope *sc, const Node *body, Value *x, int64_t E, int64_t C, Value *dispatched,
+                    Value **out, int max, Span at) {
+  if (body->list.len != 2) {
+    sema_error(s, body->span, "a moe body takes two arguments, (t, e): the expert's tokens and its index; got %d",
+               body->list.len);
+    return -1;
+  }
+  Program *p = s->p;
+  int first = p->nvalues;
+  Shape ts = {3, {x->shape.d[0], C, x->shape.d[2]}};
+  Value *t = ir_broadcast(p, ir_const(p, DT_F32, 0.0, at), ts, at);
+  Value *e = ir_const(p, DT_I32, 0.0, at);
+  Span spans[2] = {at, at};
+  Value *args[2] = {t, e};
+  const Value *saved_member = s->moe_member;
+  int64_t saved_experts = s->moe_experts;
+  s->moe_member = e;
+  s->moe_experts = E;
+  R r = inline_fn(s, sc, body, args, 2, spans, at);
+  s->moe_member = saved_member;
+  s->moe_experts = saved_experts;
+  if (r.k == R_NONE)
+    return -1;
+  int n = r.k == R_TUPLE ? r.n : 1;
+  Value *res[8];
+  if (n > max) {
+    sema_error(s, body->span, "a moe body returns at most %d values, this one %d", max, n);
+    return -1;
+  }
+  const Node *ret = body->list2.items[body->list2.len - 1];
+  for (int j = 0; j < n; j++) {
+    R one = r.k == R_TUPLE ? rval(r.vs[j]) : r;
+    Value *v = one.k == R_VALUE ? one.v : NULL;
+    if (!v || v->dtype != DT_F32 || v->shape.rank != 3 || v->shape.d[0] != ts.d[0] || v->shape.d[1] != C) {
+      const Node *at_ret = ret->kind == AST_RETURN && j < ret->list.len ? ret->list.items[j] : ret;
+      sema_error(s, at_ret->span, "a moe body must return f32[G, C, N] per expert (here G = %" PRId64 ", C = %" PRId64
+                 "), got %s", ts.d[0], C, v ? sema_vtype(s, v) : is_num(one) ? "a number" : "no tensor");
+      return -1;
+    }
+    res[j] = v;
+  }
+  const Value *bad = ir_vmap(p, first, E, &t, &dispatched, 1, e, res, out, n);
+  if (bad) {
+    sema_error(s, bad->span, bad->op == OP_ANNOTATE
+                                 ? "a sharding annotation cannot stand in a moe body: the body runs for all experts "
+                                   "at once, sharded as the block decides"
+                                 : "moe blocks do not nest");
+    return -1;
+  }
+  return n;
+}
+
+R sema_moe(Sema *s, Scope *sc, const Node *n) {
+  Span sp = n->span;
+  Args a;
+  if (s->moe_member) {
+    sema_error(s, sp, "moe blocks do not nest");
+    return none;
+  }
+  if (!sema_split_args(s, n, &a) || !check_keywords(s, &a))
+    return none;
+  if (a.npos != 1) {
+    sema_error(s, sp, "moe takes one positional argument, the tokens x: f32[G, S, M]; %d given", a.npos);
+    return none;
+  }
+  const Node *gate_n = keyword(&a, "gate"), *top_n = keyword(&a, "top"), *cap_n = keyword(&a, "capacity");
+  const Node *rr_n = keyword(&a, "random_routing");
+  if (!gate_n) {
+    sema_error(s, sp, "moe needs its gating weights: gate = wg, with wg: f32[M, E]");
+    return none;
+  }
+  Value *x = sema_eval_value(s, sc, a.pos[0]);
+  Value *wg = sema_eval_value(s, sc, gate_n);
+  bool ok = true;
+  int64_t K = top_n ? sema_eval_int(s, sc, top_n, "moe's top", &ok) : 2;
+  double F = cap_n ? sema_eval_number(s, sc, cap_n, "moe's capacity", &ok) : 2.0;
+  bool rr = K == 2;
+  if (rr_n) {
+    R r = sema_eval(s, sc, rr_n);
+    if (r.k == R_INT)
+      rr = r.i != 0;
+    else if (r.k != R_NONE)
+      sema_error(s, rr_n->span, "moe's random_routing must be true or false");
+    ok &= r.k == R_INT;
+  }
+  if (!x || !wg || !ok)
+    return none;
+  if (x->dtype != DT_F32 || x->shape.rank != 3) {
+    sema_error(s, a.pos[0]->span, "moe's tokens must be f32[G, S, M] (groups, tokens per group, model dim), got %s",
+               sema_vtype(s, x));
+    return none;
+  }
+  int64_t G = x->shape.d[0], S = x->shape.d[1], M = x->shape.d[2];
+  if (wg->dtype != DT_F32 || wg->shape.rank != 2 || wg->shape.d[0] != M) {
+    sema_error(s, gate_n->span, "moe's gate must be f32[M, E] with M = %" PRId64 " (the tokens' last dim), got %s", M,
+               sema_vtype(s, wg));
+    return none;
+  }
+  int64_t E = wg->shape.d[1];
+  if (K != 1 && K != 2) {
+    sema_error(s, top_n->span, "moe's top must be 1 or 2 (GShard's top-1 and top-2 gating), got %" PRId64, K);
+    return none;
+  }
+  if (K == 1 && rr_n && rr) {
+    sema_error(s, rr_n->span, "random_routing applies to a second choice: it needs top = 2");
+    return none;
+  }
+  if (K > E) {
+    sema_error(s, top_n ? top_n->span : sp, "moe's top = %" PRId64 " needs at least %" PRId64 " experts, the gate has E = %" PRId64,
+               K, K, E);
+    return none;
+  }
+  double c = ceil(F * (double)K * (double)S / (double)E);
+  if (!(c >= 1) || c > (double)S * (double)K) {
+    sema_error(s, cap_n ? cap_n->span : sp,
+               "moe's capacity = %g gives C = ceil(%g * %" PRId64 " * %" PRId64 " / %" PRId64 ") = %g slots per expert; "
+               "it must give from 1 to top * S = %" PRId64, F, F, K, S, E, c, K * S);
+    return none;
+  }
+  int64_t C = (int64_t)c;
+  Shape big = {4, {E, G, C, M}};
+  if (!sema_check_shape(s, &big, DT_F32, "moe's dispatched tokens", sp))
+    return none;
+
+  /* gating, in GSL */
+  Program *p = s->p;
+  Value *args[4], *routes[4];
+  int nargs = 0;
+  args[nargs++] = x;
+  args[nargs++] = wg;
+  if (K == 2) {
+    Shape us = {2, {G, S}};
+    args[nargs++] = rr ? ir_rng(p, RNG_UNIFORM, 0.0, 1.0, us, sp) : ir_broadcast(p, ir_const(p, DT_F32, -1.0, sp), us, sp);
+  }
+  args[nargs++] = ir_const(p, DT_F32, (double)C, sp);
+  if (sema_call(s, "moe", K == 2 ? "top2_gating" : "top1_gating", args, nargs, routes, 4, sp) != 4)
+    return none;
+  Value *expert = routes[0], *slot = routes[1], *weight = routes[2], *aux = routes[3];
+
+  Value *dispatched = ir_dispatch(p, x, expert, slot, E, C, sp);
+  Value *outs[8];
+  int nout = run_body(s, sc, n->a, x, E, C, dispatched, outs, 7, sp);
+  if (nout < 0)
+    return none;
+  R r = none;
+  r.k = R_TUPLE;
+  r.n = nout + 1;
+  r.vs = arena_alloc(p->arena, sizeof *r.vs * (size_t)r.n);
+  for (int j = 0; j < nout; j++)
+    r.vs[j] = ir_combine(p, outs[j], expert, slot, weight, sp);
+  r.vs[nout] = aux;
+  return r;
+}
