@@ -40,12 +40,39 @@ static bool splits_anything(const Sharding *sh, int rank) {
 
 static void clear_dim(Sharding *sh, int d) { sh->naxes[d] = 0; }
 
+/* A decided value takes from an offer the cuts of its dimensions that it
+ * leaves whole, as far as their axes are free in it (GSPMD's merge of
+ * compatible shardings): [expert, _] and [_, data] make [expert, data]. */
+static bool merge(const Program *p, Value *v, const Sharding *sh) {
+  Sharding m = v->sh;
+  uint32_t used = shard_all_axes(&m, v->shape.rank);
+  bool grew = false;
+  for (int i = 0; i < v->shape.rank; i++) {
+    if (m.naxes[i])
+      continue;
+    for (int k = 0; k < sh->naxes[i] && !(used & (1u << sh->axes[i][k])); k++) {
+      m.axes[i][m.naxes[i]++] = sh->axes[i][k];
+      used |= 1u << sh->axes[i][k];
+    }
+  }
+  shard_fit(p, &m, &v->shape);
+  for (int i = 0; i < v->shape.rank; i++)
+    grew |= m.naxes[i] > v->sh.naxes[i];
+  if (grew)
+    v->sh = m;
+  return grew;
+}
+
 static void offer(Prop *P, Value *v, Sharding sh, const Value *from) {
-  if (v->sh_origin != SO_NONE)
+  if (v->sh_origin == SO_ANNOTATED)
     return;
   shard_fit(P->p, &sh, &v->shape);
   if (!splits_anything(&sh, v->shape.rank))
     return;
+  if (v->sh_origin == SO_PROPAGATED) {
+    P->changed |= merge(P->p, v, &sh);
+    return;
+  }
   v->sh = sh;
   v->sh_origin = SO_PROPAGATED;
   v->sh_from = from;
@@ -355,7 +382,7 @@ static void sweep(Prop *P, int level) {
   Program *p = P->p;
   for (int i = 0; i < p->nvalues; i++) {
     Value *v = p->values[i];
-    if (!known(v) && v->nargs && ir_op(v->op)->level == level)
+    if (v->sh_origin != SO_ANNOTATED && v->nargs && ir_op(v->op)->level == level)
       forward(P, v);
   }
   for (int i = p->nvalues - 1; i >= 0; i--) {

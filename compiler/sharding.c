@@ -230,19 +230,28 @@ int shard_plan(const Program *p, const Sharding *from, const Sharding *t, int ra
     cur.partial = 0;
     add_step(steps, &n, OP_ALL_REDUCE, 0, 0, axes, k, &cur);
   }
-  /* 2. one axis moving from one dimension to another: all-to-all */
-  for (int d1 = 0; d1 < rank; d1++) {
-    if (cur.naxes[d1] != 1 || dim_uses(t, d1, cur.axes[d1][0]))
-      continue;
-    uint8_t ax = cur.axes[d1][0];
-    for (int d2 = 0; d2 < rank; d2++) {
-      if (d2 == d1 || cur.naxes[d2] || t->naxes[d2] != 1 || t->axes[d2][0] != ax)
+  /* 2. one axis moving from one dimension to another: all-to-all. The
+   * axis leaves d1 as its minor one and joins d2 as its next one, where
+   * d2's cut so far is the start of T's: within the group of that axis,
+   * d1's blocks are consecutive and d2's tile is cut into consecutive
+   * blocks ([_, (data, expert)] -> [expert, data] is one all-to-all over
+   * expert). */
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int d1 = 0; d1 < rank && !moved; d1++) {
+      int k1 = cur.naxes[d1];
+      if (!k1 || dim_uses(t, d1, cur.axes[d1][k1 - 1]))
         continue;
-      cur.naxes[d1] = 0;
-      cur.naxes[d2] = 1;
-      cur.axes[d2][0] = ax;
-      add_step(steps, &n, OP_ALL_TO_ALL, d2, d1, &ax, 1, &cur);
-      break;
+      uint8_t ax = cur.axes[d1][k1 - 1];
+      for (int d2 = 0; d2 < rank && !moved; d2++) {
+        int k2 = cur.naxes[d2];
+        if (d2 == d1 || t->naxes[d2] <= k2 || t->axes[d2][k2] != ax || memcmp(cur.axes[d2], t->axes[d2], (size_t)k2))
+          continue;
+        cur.naxes[d1]--;
+        cur.axes[d2][cur.naxes[d2]++] = ax;
+        add_step(steps, &n, OP_ALL_TO_ALL, d2, d1, &ax, 1, &cur);
+        moved = true;
+      }
     }
   }
   /* 3. a dimension cut by the same axes in another order: its blocks only

@@ -18,6 +18,8 @@ cat >"$work/long.gsl" <<GSL
 mesh [$A = 2, $B = 2]
 input x: f32[8, 4] shard([($A, $B), _])
 let y = shard(x * 2, [($B, $A), _])
+let r = replicate(y)
+output r
 let z = shard(y, [_, $A])
 input u: f32[8, 4] shard([$A, _])
 let v = shard(u, [_, $A])

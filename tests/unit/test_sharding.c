@@ -327,6 +327,24 @@ static void test_plan_2d(void) {
   check_step(&st[0], OP_ALL_TO_ALL, 1, 0, &to, 2, 1, A);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 128);
 
+  /* all-to-all of a minor axis: [(a, b), _] -> [a, b]; b leaves dim 0 for
+   * dim 1; local [1, 16], b = 64, n = 4: 64 * 3 / 4 = 48 */
+  memset(&from, 0, sizeof from);
+  memset(&to, 0, sizeof to);
+  cut(&from, 0, 2, A, B);
+  cut(&to, 0, 1, A);
+  cut(&to, 1, 1, B);
+  n = shard_plan(p, &from, &to, 2, st);
+  CU_ASSERT_EQUAL_FATAL(n, 1);
+  check_step(&st[0], OP_ALL_TO_ALL, 1, 0, &to, 2, 1, B);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 48);
+
+  /* and back, onto the end of a cut dim: [a, b] -> [(a, b), _] */
+  n = shard_plan(p, &to, &from, 2, st);
+  CU_ASSERT_EQUAL_FATAL(n, 1);
+  check_step(&st[0], OP_ALL_TO_ALL, 0, 1, &from, 2, 1, B);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &to, &from), 48);
+
   /* collective-permute: [(a, b), _] -> [(b, a), _]; local [1, 16], b = 64,
    * n = 8: 64 */
   memset(&from, 0, sizeof from);
