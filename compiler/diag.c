@@ -209,6 +209,8 @@ static bool shown(void) {
   return false;
 }
 
+bool diag_flooded(void) { return nerrors > DIAG_MAX_ERRORS; }
+
 void diag_error(Span sp, const char *fmt, ...) {
   muted = !shown();
   if (!muted) {

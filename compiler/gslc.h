@@ -66,6 +66,7 @@ void diag_error(Span sp, const char *fmt, ...);         /* file:line:col: error:
 void diag_note(Span sp, const char *fmt, ...);          /* file:line:col: note: ... */
 void diag_fatal(const char *fmt, ...);                  /* gslc: error: ... (no location) */
 int diag_errors(void);                                  /* errors reported so far */
+bool diag_flooded(void);                                /* past the errors shown: further work is wasted */
 void diag_reset(void);
 
 /* ---- ast.c: the syntax tree --------------------------------------------- */

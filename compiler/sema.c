@@ -909,7 +909,7 @@ static void exec_fn(Sema *s, Scope *sc, const Node *st) {
  * fn, const and import. false once the program grew too large. */
 static bool exec_block(Sema *s, Scope *sc, const NodeList *stmts) {
   bool user = sc == &s->global;
-  for (int i = 0; i < stmts->len && !s->too_big; i++) {
+  for (int i = 0; i < stmts->len && !s->too_big && !diag_flooded(); i++) {
     const Node *st = stmts->items[i];
     if (!user && st->kind != AST_IMPORT && st->kind != AST_CONST && st->kind != AST_FN && st->kind != AST_ERROR) {
       sema_error(s, st->span, "a module the compiler calls into may hold only fn, const and import");

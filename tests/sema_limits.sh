@@ -4,7 +4,8 @@
 # located error, with a 1 MiB stack (an eighth of the default), and the
 # first two also through code generation to programs that run; calls
 # nested 4000 deep compile on the default stack; 50 000 lets bind in well
-# under the time a linear name lookup takes (15 s).
+# under the time a linear name lookup takes (15 s); errors in a body
+# inlined 4^9 times stop the elaboration once past the errors shown.
 set -u
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslsema.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -78,6 +79,22 @@ start=$(date +%s)
 (cd "$work" && timeout 20 "$GSLC" --emit-ir lets.gsl >/dev/null) || fail "50000 lets did not compile"
 took=$(( $(date +%s) - start ))
 [ "$took" -le 3 ] || fail "50000 lets took ${took} s"
+
+# a body with 2000 errors, inlined through ten functions that each call the
+# one before four times (4^9 calls): once past the errors shown, nothing
+# more is inlined (the fuzzer found this taking 50 s; it takes a fraction
+# of a second)
+awk 'BEGIN { print "fn f0(x) {\n  return x + 1\n}\nfn f1(x) {"; printf "  return f0(x)";
+             for (i = 0; i < 2000; i++) printf " + f0"; print "\n}";
+             for (k = 2; k <= 10; k++) printf "fn f%d(x) {\n  return f%d(x) + f%d(x) + f%d(x) + f%d(x)\n}\n", k, k-1, k-1, k-1, k-1;
+             print "input a: f32[2]\nlet y = f10(a)\noutput y" }' >"$work/flood.gsl"
+start=$(date +%s)
+(cd "$work" && timeout 20 "$GSLC" --emit-ir flood.gsl >/dev/null 2>flood.err)
+rc=$?
+took=$(( $(date +%s) - start ))
+[ $rc -eq 1 ] || fail "a flood of errors through inlined calls: gslc exited $rc, expected 1"
+grep -q "too many errors; the first 50 are shown above" "$work/flood.err" || fail "the flood did not end with the count line"
+[ "$took" -le 5 ] || fail "a flood of errors through inlined calls took ${took} s"
 
 [ $status -eq 0 ] && echo "PASS: sema_limits"
 exit $status
