@@ -3,7 +3,8 @@
 # under mpirun and started directly as one process; and on every mesh it is
 # written for, its outputs agree with the one-device run to 1e-5 relative
 # (its inputs default to random draws keyed by global element index, so
-# every mesh sees the same batch).
+# every mesh sees the same batch). examples/moe.gsl, SPEC section 1 as
+# written, must be refused for its train line alone until training lands.
 set -u
 status=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslex.XXXXXX")
@@ -13,12 +14,27 @@ trap 'rm -rf "$work"' EXIT
 meshes_of() {
   case $1 in
   mlp) echo "DP=2,MP=1 DP=1,MP=2 DP=2,MP=2" ;;
+  moe_forward) echo "D=2 D=4" ;;
   *) echo "" ;;
   esac
 }
 
 for ex in "$top_srcdir"/examples/*.gsl; do
   name=$(basename "$ex" .gsl)
+  if [ "$name" = moe ]; then
+    # SPEC section 1 as written: everything but its train line compiles;
+    # that line is refused, located, until training lands (moe_forward.gsl
+    # is the same layer without it)
+    "$GSLC" "$ex" -o "$work/$name" 2>"$work/moe.err"
+    rc=$?
+    if [ $rc -ne 1 ] || [ "$(grep -c 'error:' "$work/moe.err")" -ne 1 ] ||
+       ! grep -q "moe.gsl:30:1: error: train is not supported yet" "$work/moe.err"; then
+      cat "$work/moe.err"; echo "FAIL: moe: expected only its train line refused (exit $rc)"; status=1
+    else
+      echo "PASS: moe (only its train line refused, until training lands)"
+    fi
+    continue
+  fi
   if ! "$GSLC" "$ex" -o "$work/$name"; then
     echo "FAIL: $name does not compile"; status=1; continue
   fi
