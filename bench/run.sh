@@ -3,7 +3,9 @@
 # the same computation in numpy and PyTorch (CPU), all on one core; then a
 # check that the three compute the same numbers; then libgslrt's collectives
 # against the raw MPI calls at mpiexec -n 2 (bench/collectives.c); then the
-# sharded forward pass at mpiexec -n 1 and -n 2 (data and model parallel). `make
+# sharded forward pass at mpiexec -n 1 and -n 2 (data and model parallel);
+# then bench/moe.gsl's forward moe layer against PyTorch and its two
+# all-to-alls at mpiexec -n 2 against raw MPI (bench/moe_a2a.c). `make
 # bench` runs it from the build directory after building gslc and the
 # runtime. See bench/README.md.
 #
@@ -12,9 +14,16 @@
 # PYTHON (default /usr/bin/python3), GSLC (default ./gslc), OPENBLAS_CORETYPE
 # (see below); for the collectives MPICC (default mpicc), MPIEXEC (default
 # mpiexec), LIBGSLRT (default runtime/libgslrt.a), BENCH_REPS (default 25),
-# BENCH_WARMUP (default 3); ONLY=mlp, ONLY=collectives or ONLY=scaling runs
-# one part (scaling: the mlp forward at -np 1 and 2, data and model parallel,
-# with B D H O STEPS WARMUP REPS MPIEXEC as above).
+# BENCH_WARMUP (default 3); ONLY=mlp, ONLY=collectives, ONLY=scaling,
+# ONLY=moe or ONLY=moe_a2a runs one part (scaling: the mlp forward at -np 1
+# and 2, data and model parallel, with B D H O STEPS WARMUP REPS MPIEXEC as
+# above; moe: bench/moe.gsl's forward moe layer against PyTorch, then
+# moe_a2a: its two all-to-alls at -np 2 against raw MPI; settings MOE_SPEC
+# and MOE_LARGE ("G S M H E", default "4 256 64 256 8" and
+# "8 1024 256 1024 16"), STEPS WARMUP REPS for the SPEC size and
+# MOE_LARGE_STEPS MOE_LARGE_WARMUP MOE_LARGE_REPS (default 3 3 3) for the
+# large one, MOE_TORCH (PyTorch's ways, default "default kept"), and MPICC
+# MPIEXEC LIBGSLRT BENCH_REPS BENCH_WARMUP as for the collectives).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -279,10 +288,189 @@ for c in sys.argv[2:]:
   echo "  all below 1e-4: agree"
 }
 
+# ---- moe: bench/moe.gsl's forward moe layer against PyTorch -------------------
+# GShard's top-2 moe layer (SPEC section 6, no random routing), compiled by
+# gslc, against the same layer in PyTorch written with dense one-hot dispatch
+# and combine tensors (bench/moe_torch.py), at two sizes, on one core; timed
+# like the mlp part (GSL from its own log, the same fixed x bound with --input,
+# interleaved runs, medians). PyTorch runs twice: as it comes, and with glibc
+# malloc keeping freed memory (MALLOC_MMAP_MAX_=0): its [G, S, E, C] temporaries
+# (128 MiB each at the large size) are otherwise mmapped and unmapped every
+# step, and on a VM that reports free pages to its host every step then
+# faults them in afresh (see bench/README.md). Then y and aux of GSL and
+# PyTorch must agree on the same x and weights, also with choices dropped.
+moe() {
+  [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
+  MOE_SPEC=${MOE_SPEC:-4 256 64 256 8} MOE_LARGE=${MOE_LARGE:-8 1024 256 1024 16}
+  MOE_LARGE_STEPS=${MOE_LARGE_STEPS:-3} MOE_LARGE_WARMUP=${MOE_LARGE_WARMUP:-3}
+  MOE_LARGE_REPS=${MOE_LARGE_REPS:-3} MOE_TORCH=${MOE_TORCH:-default kept}
+  echo "GSL moe benchmark: bench/moe.gsl's forward moe layer (top-2, capacity 2.0, no random routing)" \
+       "against PyTorch, float32, one core (OPENBLAS_NUM_THREADS=1)"
+  if ! $PYTHON -c 'import numpy' 2>/dev/null; then
+    echo "moe: skipped ($PYTHON cannot import numpy, needed for the fixed batch and the check;" \
+         "apt-get install python3-numpy)"
+    return 0
+  fi
+  have_torch=yes
+  $PYTHON -c 'import torch' 2>/dev/null || have_torch=no
+  [ $have_torch = yes ] ||
+    echo "  PyTorch: skipped ($PYTHON cannot import torch; apt-get install python3-torch): GSL alone"
+  # glibc malloc without mmap and without trimming: freed memory stays in the heap
+  kept_env="MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736"
+
+  : >"$tmp/moetimes"
+  for size in spec large; do
+    if [ $size = spec ]; then dims=$MOE_SPEC st=$STEPS wu=$WARMUP rp=$REPS
+    else dims=$MOE_LARGE st=$MOE_LARGE_STEPS wu=$MOE_LARGE_WARMUP rp=$MOE_LARGE_REPS; fi
+    set -- $dims
+    [ $# = 5 ] || die "MOE_SPEC / MOE_LARGE: expected five numbers G S M H E, got '$dims'"
+    G=$1 S=$2 M=$3 Hd=$4 E=$5
+    C=$(awk -v s=$S -v e=$E 'BEGIN { c = 2.0 * 2 * s / e; print (c == int(c) ? c : int(c) + 1) }')
+    eval "moe_dims_$size='$G $S $M $Hd $E $C'"
+    echo "  $size: G=$G S=$S M=$M H=$Hd E=$E (C=$C), $st timed steps after $wu warm-up steps," \
+         "median of $rp runs"
+    $GSLC -D G=$G -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe.gsl" -o "$tmp/moe_$size" ||
+      die "gslc failed (bench/moe.gsl, $size size)"
+    [ $size = spec ] && blas_core "$tmp/moe_$size" "GSL and PyTorch"
+    $PYTHON -c "import numpy as np, sys
+np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($G, $S, $M)).astype(np.float32))" \
+      "$tmp/moex_$size.npy" || die "could not write moex_$size.npy"
+
+    # GSL: ms/step from the log's tokens/s (tokens = G * S; printed to more
+    # digits than the ms/step, which is 0.1 ms), averaged over the steps
+    # after the warm-up.
+    moe_gsl_once() {
+      "$tmp/moe_$size" --steps $((wu + st)) --log-every 1 --input x="$tmp/moex_$size.npy" \
+        >"$tmp/moe.log" 2>&1 || { cat "$tmp/moe.log" >&2; return 1; }
+      awk -v w=$wu -v tok=$((G * S)) '/^step /{ split($2, a, "/"); if (a[1] + 0 > w) {
+          for (i = 3; i < NF; i++) if ($i == "tokens/s") t += 1000 * tok / $(i + 1); n++ } }
+        END { if (n) printf "%.3f\n", t / n; else exit 1 }' "$tmp/moe.log"
+    }
+    moe_torch_once() {  # [VAR=VALUE ...]
+      env "$@" $PYTHON "$here/moe_torch.py" --G $G --S $S --M $M --H $Hd --E $E \
+        --steps $st --warmup $wu --x "$tmp/moex_$size.npy" | sed -n 's/^ms_per_step //p'
+    }
+    r=1
+    while [ $r -le $rp ]; do  # interleaved, so that load on the machine hits all alike
+      t=$(moe_gsl_once) && [ -n "$t" ] || die "the GSL moe program failed ($size size)"
+      echo "$size gsl $t" >>"$tmp/moetimes"
+      if [ $have_torch = yes ]; then
+        for way in $MOE_TORCH; do
+          case $way in
+            default) t=$(moe_torch_once) ;;
+            kept) t=$(moe_torch_once $kept_env) ;;
+            *) die "MOE_TORCH: expected default and/or kept, got '$way'" ;;
+          esac
+          [ -n "$t" ] || die "moe_torch.py failed ($size size)"
+          echo "$size torch_$way $t" >>"$tmp/moetimes"
+        done
+      fi
+      r=$((r + 1))
+    done
+  done
+
+  echo
+  printf '%-6s %-36s %10s %11s %9s   %s\n' size implementation ms/step tokens/s torch/GSL "runs (ms/step)"
+  tv=$($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)
+  for size in spec large; do
+    eval "set -- \$moe_dims_$size"
+    tok=$(($1 * $2))
+    g=$(awk -v s=$size '$1 == s && $2 == "gsl" { print $3 }' "$tmp/moetimes" | sort -n |
+      awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+    for k in gsl torch_default torch_kept; do
+      case $k in
+        gsl) name="GSL (gslc -O2)" ;;
+        torch_default) name="PyTorch $tv" ;;
+        torch_kept) name="PyTorch $tv, malloc keeps memory" ;;
+      esac
+      awk -v s=$size -v k=$k -v n="$name" -v g="$g" -v tok=$tok '
+        $1 == s && $2 == k { v[++c] = $3; runs = runs sep sprintf("%.1f", $3); sep = " " }
+        END { if (!c) exit
+          for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
+          m = c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2
+          printf "%-6s %-36s %10.1f %11.0f %9s   %s\n", s, n, m, 1000 * tok / m,
+            k == "gsl" ? "1.00" : sprintf("%.2f", m / g), runs }' "$tmp/moetimes"
+    done
+  done
+  echo "(spec: G S M H E = $MOE_SPEC; large: $MOE_LARGE; torch/GSL = PyTorch's ms/step over GSL's:" \
+       "above 1 means GSL is faster; \"malloc keeps memory\": $kept_env)"
+
+  # Agreement: GSL's y and aux against PyTorch's from the same x and weights,
+  # at both sizes as timed, and at the SPEC size with a sharp gate (wg
+  # normal(1.0)) and capacity 1.0, so that many choices are dropped.
+  echo
+  if [ $have_torch = no ]; then
+    echo "agreement check: skipped (needs PyTorch)"
+    return 0
+  fi
+  sed -e 's/^\(param wg:.*\)normal(0\.02)/\1normal(1.0)/' -e 's/capacity = 2\.0/capacity = 1.0/' \
+    "$top/bench/moe.gsl" >"$tmp/moedrop.gsl"
+  grep -q 'normal(1.0)' "$tmp/moedrop.gsl" && grep -q 'capacity = 1.0' "$tmp/moedrop.gsl" ||
+    die "could not make the dropping variant of bench/moe.gsl"
+  echo "agreement of PyTorch with GSL (max |a - b| / max |ref|, ref = GSL):"
+  : >"$tmp/moecheck"
+  for c in spec large drop; do
+    case $c in
+      drop) eval "set -- \$moe_dims_spec"; src="$tmp/moedrop.gsl" cf=1.0 what="spec size, wg normal(1.0), capacity 1.0" ;;
+      *) eval "set -- \$moe_dims_$c"; src="$top/bench/moe.gsl" cf=2.0 what="$c size" ;;
+    esac
+    d="$tmp/moecheck_$c"
+    mkdir -p "$d"
+    $GSLC -D G=$1 -D S=$2 -D M=$3 -D H=$4 -D E=$5 "$src" -o "$d/moe" || die "gslc failed (check $c)"
+    $PYTHON -c "import numpy as np, sys
+np.save(sys.argv[1], np.random.default_rng(2).standard_normal(($1, $2, $3)).astype(np.float32))" \
+      "$d/x.npy" || die "could not write x.npy"
+    "$d/moe" --quiet --steps 1 --input x="$d/x.npy" --output y="$d/y.npy" --output aux="$d/aux.npy" \
+      --output wg="$d/wg.npy" --output wi="$d/wi.npy" --output wo="$d/wo.npy" ||
+      die "the GSL check program failed ($c)"
+    env $kept_env $PYTHON "$here/moe_torch.py" --check "$d" --capacity $cf >"$d/out" ||
+      die "moe_torch.py --check failed ($c)"
+    echo "  $what: $(sed -n 's/^routing //p' "$d/out")"
+    sed -n 's/^check \([a-z]*\) \(.*\)/    \1: \2/p' "$d/out"
+    sed -n 's/^check /check /p' "$d/out" >>"$tmp/moecheck"
+  done
+  awk '$1 == "check" && !($3 < 1e-4) { bad = 1 } END { exit bad }' "$tmp/moecheck" ||
+    die "FAILED: some error is not below 1e-4"
+  echo "  all below 1e-4: agree"
+}
+
+# ---- moe_a2a: the moe layer's two all-to-alls through libgslrt against raw MPI -
+# bench/moe_a2a.c times gslrt_all_to_all exactly as gslc emits it for
+# bench/moe.gsl at -D D=2 (dispatch: [E, G/2, C, M] split 0 concat 1;
+# combine: [E/2, G, C, M] split 1 concat 0) at both sizes of the moe part,
+# against MPI_Alltoall on the same bytes, under mpiexec -n 2.
+moe_a2a() {
+  MPICC=${MPICC:-mpicc} MPIEXEC=${MPIEXEC:-mpiexec} LIBGSLRT=${LIBGSLRT:-runtime/libgslrt.a}
+  BENCH_REPS=${BENCH_REPS:-25} BENCH_WARMUP=${BENCH_WARMUP:-3}
+  MOE_SPEC=${MOE_SPEC:-4 256 64 256 8} MOE_LARGE=${MOE_LARGE:-8 1024 256 1024 16}
+  export BENCH_REPS BENCH_WARMUP
+  [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
+  [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
+  shapes=
+  for dims in "$MOE_SPEC" "$MOE_LARGE"; do
+    set -- $dims
+    [ $# = 5 ] || die "MOE_SPEC / MOE_LARGE: expected five numbers G S M H E, got '$dims'"
+    C=$(awk -v s=$2 -v e=$5 'BEGIN { c = 2.0 * 2 * s / e; print (c == int(c) ? c : int(c) + 1) }')
+    shapes="$shapes${shapes:+ }${5}x${1}x${C}x${3}"
+    # what the compiler puts between the 2 devices (gslc --explain)
+    echo "gslc -D D=2 -D G=$1 -D S=$2 -D M=$3 -D H=$4 -D E=$5 --explain bench/moe.gsl:"
+    $GSLC -D D=2 -D G=$1 -D S=$2 -D M=$3 -D H=$4 -D E=$5 --explain "$top/bench/moe.gsl" >"$tmp/moe_explain" ||
+      die "gslc --explain failed (bench/moe.gsl, D=2)"
+    awk '/^## collectives/ { on = 1; next } on && /^$/ { on = 0 } on && NF { sub(/ *;.*/, ""); print "  " $0 }' \
+      "$tmp/moe_explain" | tr -s ' '
+  done
+  echo
+  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/moe_a2a.c" "$LIBGSLRT" -lm \
+    -o "$tmp/moe_a2a" || die "could not compile bench/moe_a2a.c"
+  MOE_A2A_SHAPES=$shapes $MPIEXEC -n 2 "$tmp/moe_a2a" --quiet || die "the moe all-to-all benchmark failed"
+}
+
 case $ONLY in
-  "") mlp; echo; collectives; echo; scaling ;;
+  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a ;;
   mlp) mlp ;;
   collectives) collectives ;;
   scaling) scaling ;;
-  *) die "ONLY=$ONLY: expected mlp, collectives or scaling" ;;
+  moe) moe; echo; moe_a2a ;;
+  moe_a2a) moe_a2a ;;
+  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe or moe_a2a" ;;
 esac
