@@ -402,6 +402,16 @@ static int64_t scratch_of(const Program *p, const Value *v) {
     Shape block = a->shape;
     block.d[v->axis] /= g;
     int staged = (outer(&a->shape, v->axis) != 1) + (outer(&block, v->axis2) != 1);
+    /* runtime/collectives.c sends chunks of at least 16 KiB (at most 4096
+     * per member) straight between the buffers, without scratch */
+    int64_t ls = 1, lr = 1;
+    for (int i = v->axis; i < block.rank; i++)
+      ls *= block.d[i];
+    for (int i = v->axis2; i < block.rank; i++)
+      lr *= block.d[i];
+    int64_t len = ls < lr ? ls : lr, count = shape_elems(&block);
+    if (staged && 4 * len >= 16384 && count / len <= 4096)
+      return 0;
     return round_up(staged * in);
   }
   default:

@@ -26,16 +26,31 @@
  *                   unpacked along dim (direct into out when outer is 1);
  *   reduce_scatter  input packed into [g][block] (unless outer is 1), then
  *                   MPI_Reduce_scatter_block straight into out;
- *   all_to_all      input packed along dim, MPI_Alltoall, output unpacked
- *                   along dim2 (each side skipped when its outer is 1).
+ *   all_to_all      MPI_Alltoall when both sides are contiguous blocks;
+ *                   otherwise one MPI_Isend/MPI_Irecv per chunk that is
+ *                   contiguous on both sides, straight between the
+ *                   caller's buffers (all_to_all_direct), or, for chunks
+ *                   under 16 KiB, input packed along dim, MPI_Alltoall,
+ *                   output unpacked along dim2.
  * The scratch space grows to the largest need and is kept until exit.
  * Element counts above INT_MAX per call (8 GiB of f32) go through the MPI-4
  * large-count calls (MPI_Allgather_c, ...); all_reduce is cut into chunks. */
 #include "internal.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* An all-to-all whose blocks are not contiguous on one side goes as one
+ * message per contiguous chunk when chunks are at least this many bytes
+ * and at most this many per member (else through packing). */
+#ifndef GSLRT_A2A_MIN_CHUNK
+#define GSLRT_A2A_MIN_CHUNK 16384
+#endif
+#ifndef GSLRT_A2A_MAX_CHUNKS
+#define GSLRT_A2A_MAX_CHUNKS 4096
+#endif
 
 /* The largest element count passed to one classic (int-count) MPI call. */
 #ifndef GSLRT_MPI_COUNT_MAX
@@ -293,6 +308,48 @@ void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const vo
   gslrt_mpi_check(ctx, rc, "MPI_Reduce_scatter_block");
 }
 
+/* The all-to-all in place: the block for (and from) each member is a run
+ * of count elements in block order, stored in chunks of ls contiguous
+ * elements on the sending side (every g * ls) and of lr on the receiving
+ * side (every g * lr); both are suffix products of the block's shape, so
+ * min(ls, lr) divides both and each such chunk is contiguous on both sides.
+ * Each chunk is one message, straight from in to out: no packing, and MPI
+ * moves every byte once. Returns false (nothing done) when the chunks are
+ * too small or too many for messages to beat packing. */
+static bool all_to_all_direct(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type, const char *in, char *out,
+                              int64_t count, int64_t ls, int64_t lr) {
+  int64_t g = gr->size, len = ls < lr ? ls : lr, chunks = count / len;
+  if (g < 2 || len * 4 < GSLRT_A2A_MIN_CHUNK || chunks > GSLRT_A2A_MAX_CHUNKS || len > INT_MAX)
+    return false;
+  size_t n = (size_t)(2 * (g - 1) * chunks);
+  MPI_Request *req = malloc(sizeof *req * n);
+  MPI_Status *st = malloc(sizeof *st * n);
+  if (!req || !st) {
+    free(req), free(st);
+    return false;
+  }
+  int64_t me = gr->index, nreq = 0;
+  int rc = MPI_SUCCESS;
+  for (int64_t k = 0; k < count && rc == MPI_SUCCESS; k += len) {
+    for (int64_t j = 0; j < g && rc == MPI_SUCCESS; j++) {
+      const char *src = in + 4 * ((k / ls) * g * ls + j * ls + k % ls);  /* my chunk k for member j */
+      char *dst = out + 4 * ((k / lr) * g * lr + j * lr + k % lr);       /* member j's chunk k for me */
+      if (j == me) {
+        memcpy(dst, src, (size_t)len * 4);
+        continue;
+      }
+      rc = MPI_Irecv(dst, (int)len, type, (int)j, (int)(k / len), gr->comm, &req[nreq++]);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Isend(src, (int)len, type, (int)j, (int)(k / len), gr->comm, &req[nreq++]);
+    }
+  }
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Waitall((int)nreq, req, st);
+  free(req), free(st);
+  gslrt_mpi_check(ctx, rc, "MPI_Isend/MPI_Irecv (all-to-all)");
+  return true;
+}
+
 void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
                       int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2) {
   static const char call[] = "gslrt_all_to_all";
@@ -319,6 +376,8 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
   span r = span_of(ctx, call, rank, block, dim2);
   size_t bytes = (size_t)(g * count) * 4;
   int staged = (s.outer != 1) + (r.outer != 1); /* sides that go through scratch */
+  if (staged && all_to_all_direct(ctx, gr, type, in, out, count, (s.d / g) * s.inner, r.d * r.inner))
+    return;
   char *space = staged ? scratch(ctx, (size_t)staged * bytes, call) : NULL;
   const void *send = in;
   void *recv = out;

@@ -188,9 +188,13 @@ static void check_reduce_scatter(gslrt_ctx *ctx, const tgroup *t, int32_t dtype,
   free(want), free(in), free(out);
 }
 
+/* base: the block's shape before dim is multiplied by the group size;
+ * {2, 3, 5} makes every side packed or contiguous, {3, 2, 2048} gives
+ * chunks of 16 KiB that go as messages straight between the buffers */
 static void check_all_to_all(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim,
-                             int32_t dim2) {
-  int64_t in_shape[RANK] = {2, 3, 5}, block[RANK], out_shape[RANK], idx[RANK];
+                             int32_t dim2, const int64_t *base) {
+  int64_t in_shape[RANK], block[RANK], out_shape[RANK], idx[RANK];
+  memcpy(in_shape, base, sizeof in_shape);
   in_shape[dim] *= t->size;
   memcpy(block, in_shape, sizeof block);
   block[dim] /= t->size;
@@ -234,7 +238,7 @@ static void check_permute(gslrt_ctx *ctx, const tgroup *f, const tgroup *t, int3
 
 /* Every check on one group of ctx. */
 static void check_group(gslrt_ctx *ctx, tgroup *t) {
-  static const int32_t pairs[][2] = {{0, 0}, {2, 0}, {0, 2}, {1, 1}};
+  static const int32_t pairs[][2] = {{0, 0}, {2, 0}, {0, 2}, {1, 1}, {0, 1}, {1, 0}};
   int n = snprintf(where, sizeof where, "mesh [");
   for (int a = 0; a < ctx->naxes; a++)
     n += snprintf(where + n, sizeof where - (size_t)n, "%s%lld", a ? ", " : "",
@@ -271,8 +275,12 @@ static void check_group(gslrt_ctx *ctx, tgroup *t) {
       check_all_gather(ctx, t, dtype, dim);
       check_reduce_scatter(ctx, t, dtype, dim);
     }
-    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++)
-      check_all_to_all(ctx, t, dtype, pairs[p][0], pairs[p][1]);
+    static const int64_t small[RANK] = {2, 3, 5}, big[RANK] = {3, 2, 2048};
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+      check_all_to_all(ctx, t, dtype, pairs[p][0], pairs[p][1], small);
+      if (dtype == GSLRT_F32)
+        check_all_to_all(ctx, t, dtype, pairs[p][0], pairs[p][1], big);
+    }
   }
 }
 
