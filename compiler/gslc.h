@@ -473,8 +473,9 @@ typedef struct ShardStep {
 #define SHARD_MAX_STEPS (4 * GSL_MAX_RANK + 2) /* most steps a plan takes */
 
 /* Plans the resharding of a value of the given rank from `from` to `to`
- * (which has no partial sums) into steps; returns their number (0: the
- * shardings are equal). Steps over axes of size 1 are kept. */
+ * into steps; returns their number (0: the shardings are equal). `to` may
+ * keep some of from's partial sums pending (over axes it cuts no dim
+ * with); the others are resolved. Steps over axes of size 1 are kept. */
 int shard_plan(const Program *p, const Sharding *from, const Sharding *to, int rank, ShardStep *steps);
 /* Bytes one device receives for one step of kind op, with `in` local input
  * bytes, over a group of n devices. */

@@ -38,8 +38,64 @@ typedef struct Part {
   Reuse *reuse;     /* resharded values, newest first */
   const Value *at;  /* the global value being partitioned */
   Program *s;       /* the SPMD program being built */
-  Value **map;      /* global value id -> its SPMD value, in the value's sharding */
+  Value **map;      /* global value id -> its SPMD value, in the value's sharding (plus pending partial sums) */
+  bool *linear;     /* global value id -> its one use is a linear consumer: a partial sum may stay pending */
 } Part;
+
+/* ---- pending partial sums --------------------------------------------------------- */
+
+/* Operand k of u is a linear consumer's: a partial sum of it passes
+ * through u as a partial sum of u (sum_i f(p_i) = f(sum_i p_i)). */
+static bool linear_slot(const Value *u, int k) {
+  switch (u->op) {
+  case OP_REDUCE:
+    return u->fn == RF_SUM;
+  case OP_UNARY:
+    return u->fn == UF_NEG;
+  case OP_BINARY:
+    return u->fn == BF_ADD || u->fn == BF_SUB || u->fn == BF_MUL || (u->fn == BF_DIV && k == 0);
+  case OP_RESHAPE:
+  case OP_TRANSPOSE:
+  case OP_BROADCAST:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* Which values may leave their partial sums pending: those whose one use
+ * is a linear consumer's (an output, or a second use, resolves them). */
+static bool *linear_uses(const Program *g) {
+  bool *lin = xcalloc((size_t)g->nvalues + 1, sizeof *lin);
+  int *uses = xcalloc((size_t)g->nvalues + 1, sizeof *uses);
+  for (int i = 0; i < g->nvalues; i++)
+    lin[i] = true;
+  for (int i = 0; i < g->nvalues; i++) {
+    const Value *u = g->values[i];
+    for (int k = 0; k < u->nargs; k++) {
+      uses[u->args[k]->id]++;
+      lin[u->args[k]->id] &= linear_slot(u, k);
+    }
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    lin[g->outputs[i].value->id] = false;
+  for (int i = 0; i < g->nvalues; i++)
+    lin[i] &= uses[i] == 1;
+  free(uses);
+  return lin;
+}
+
+/* The partial sums operand k of v has pending that v's sharding leaves
+ * free to stay pending through v */
+static uint32_t pending(const Part *P, const Value *v, int k, const Sharding *want) {
+  return P->map[v->args[k]->id]->sh.partial & ~shard_all_axes(want, v->args[k]->shape.rank) &
+         ~shard_all_axes(&v->sh, v->shape.rank);
+}
+
+static Sharding with_partial(Sharding sh, uint32_t partial) {
+  sh.partial = partial;
+  return sh;
+}
 
 /* A new SPMD value for global value orig (NULL for a collective) with
  * sharding sh on global shape gshape. */
@@ -120,13 +176,17 @@ static Value *operand(Part *P, const Value *v, int k, const Sharding *want) {
   return y;
 }
 
-/* Reshards the op's natural local result to the value's own sharding. */
+/* Reshards the op's natural local result to the value's own sharding,
+ * leaving partial sums pending where the value's one use is linear (they
+ * are resolved once, at the first consumer that needs the whole value). */
 static Value *finish(Part *P, const Value *v, Value *r) {
-  if (shard_eq(&r->sh, &v->sh, v->shape.rank))
+  uint32_t keep = P->linear[v->id] ? r->sh.partial & ~shard_all_axes(&v->sh, v->shape.rank) : 0;
+  Sharding t = with_partial(v->sh, keep);
+  if (shard_eq(&r->sh, &t, v->shape.rank))
     return r;
   const char *why = arena_printf(P->s->arena, "%s (%%%d) gives %s, its sharding is %s", op_name(v->op), v->id,
                                  sharding_str(P->s->arena, P->s, r), sharding_str(P->s->arena, P->s, v));
-  return reshard(P, r, &v->sh, v->span, why);
+  return reshard(P, r, &t, v->span, why);
 }
 
 static Value *emit_like(Part *P, const Value *v, const Sharding *sh, Value **args) {
@@ -248,6 +308,11 @@ static Value *part_reduce(Part *P, const Value *v) {
       shard_copy_dim(&want, i, &x->sh, i);
     }
   }
+  if (v->fn == RF_SUM) { /* a sum is linear: pending partial sums of x stay pending */
+    uint32_t keep = pending(P, v, 0, &want) & ~rs.partial;
+    want.partial = keep;
+    rs.partial |= keep;
+  }
   Value *o = operand(P, v, 0, &want);
   Value *r = emit_like(P, v, &rs, &o);
   if (maxed) {
@@ -278,6 +343,31 @@ static Value *part_whole_axis(Part *P, const Value *v, int axis) {
   if (args != ops)
     free(args);
   return r;
+}
+
+/* Every operand in the value's sharding. A pending partial sum passes
+ * through a linear op: negation; a sum or difference of two values
+ * partial over the same axes; a product with (or a quotient by) a value
+ * that is whole over those axes. Anything else resolves it first. */
+static Value *part_elementwise(Part *P, const Value *v) {
+  Sharding want[3] = {v->sh, v->sh, v->sh};
+  uint32_t keep = 0;
+  if (v->op == OP_UNARY && v->fn == UF_NEG) {
+    keep = want[0].partial = pending(P, v, 0, &v->sh);
+  } else if (v->op == OP_BINARY) {
+    uint32_t pa = pending(P, v, 0, &v->sh), pb = pending(P, v, 1, &v->sh);
+    if ((v->fn == BF_ADD || v->fn == BF_SUB) && pa == pb)
+      keep = want[0].partial = want[1].partial = pa;
+    else if ((v->fn == BF_MUL || v->fn == BF_DIV) && pa && !P->map[v->args[1]->id]->sh.partial)
+      keep = want[0].partial = pa;
+    else if (v->fn == BF_MUL && pb && !P->map[v->args[0]->id]->sh.partial)
+      keep = want[1].partial = pb;
+  }
+  Value *args[3];
+  for (int k = 0; k < v->nargs; k++)
+    args[k] = operand(P, v, k, &want[k]);
+  Sharding rs = with_partial(v->sh, keep);
+  return finish(P, v, emit_like(P, v, &rs, args));
 }
 
 /* dispatch and combine run where their tokens are: on the groups (and the
@@ -314,8 +404,11 @@ static Value *part_reshape(Part *P, const Value *v) {
   Sharding want = shard_reshape(&v->sh, &v->shape, &a->shape);
   Sharding back = shard_reshape(&want, &a->shape, &v->shape);
   if (shard_eq(&back, &v->sh, v->shape.rank)) {
+    uint32_t keep = pending(P, v, 0, &want); /* a reshape is linear */
+    want.partial = keep;
     Value *o = operand(P, v, 0, &want);
-    return emit_like(P, v, &v->sh, &o);
+    Sharding rs = with_partial(v->sh, keep);
+    return finish(P, v, emit_like(P, v, &rs, &o));
   }
   /* not expressible on tiles: reshape whole, then cut */
   Sharding none = {0};
@@ -334,27 +427,23 @@ static Value *part_value(Part *P, const Value *v) {
   case OP_UNARY:
   case OP_CAST:
   case OP_BINARY:
-  case OP_SELECT: {
-    Value *args[3];
-    for (int k = 0; k < v->nargs; k++)
-      args[k] = operand(P, v, k, &v->sh);
-    return emit_like(P, v, &v->sh, args);
-  }
+  case OP_SELECT:
+    return part_elementwise(P, v);
   case OP_ANNOTATE:
     return operand(P, v, 0, &v->sh);
-  case OP_TRANSPOSE: {
-    for (int i = 0; i < v->shape.rank; i++)
-      shard_copy_dim(&want, v->perm[i], &v->sh, i);
-    Value *o = operand(P, v, 0, &want);
-    return emit_like(P, v, &v->sh, &o);
-  }
+  case OP_TRANSPOSE:
   case OP_BROADCAST: {
     const Value *a = v->args[0];
     for (int i = 0; i < v->shape.rank; i++)
-      if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
+      if (v->op == OP_TRANSPOSE)
         shard_copy_dim(&want, v->perm[i], &v->sh, i);
+      else if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
+        shard_copy_dim(&want, v->perm[i], &v->sh, i);
+    uint32_t keep = pending(P, v, 0, &want); /* both are linear */
+    want.partial = keep;
     Value *o = operand(P, v, 0, &want);
-    return emit_like(P, v, &v->sh, &o);
+    Sharding rs = with_partial(v->sh, keep);
+    return finish(P, v, emit_like(P, v, &rs, &o));
   }
   case OP_RESHAPE:
     return part_reshape(P, v);
@@ -408,6 +497,8 @@ static Value *part_rewrite(void *ctx, Program *dst, const Value *v, Value **map)
 }
 
 Program *spmd_partition(const Program *g) {
-  Part P = {NULL, NULL, NULL, NULL};
-  return ir_rewrite(g, true, part_rewrite, &P);
+  Part P = {NULL, NULL, NULL, NULL, linear_uses(g)};
+  Program *s = ir_rewrite(g, true, part_rewrite, &P);
+  free(P.linear);
+  return s;
 }

@@ -206,12 +206,15 @@ static void add_step(ShardStep *steps, int *n, Op op, int axis, int axis2, const
 int shard_plan(const Program *p, const Sharding *from, const Sharding *t, int rank, ShardStep *steps) {
   Sharding cur = *from;
   int n = 0;
-  if (t->partial)
-    die("a resharding target with partial sums");
+  if ((t->partial & ~from->partial) || (t->partial & shard_all_axes(t, rank)))
+    die("a resharding target with partial sums its source lacks, or over axes it cuts");
   if (shard_eq(&cur, t, rank))
     return 0;
+  /* partial sums T keeps pending stay as they are (T cuts none of their
+   * axes); the others are resolved first */
+  uint32_t keep = t->partial;
   /* 1. partial sums: reduce-scatter onto a dim T cuts over exactly them */
-  for (int d = 0; d < rank && cur.partial; d++) {
+  for (int d = 0; d < rank && (cur.partial & ~keep); d++) {
     if (cur.naxes[d] || !t->naxes[d])
       continue;
     uint32_t m = shard_dim_axes(t, d);
@@ -221,13 +224,13 @@ int shard_plan(const Program *p, const Sharding *from, const Sharding *t, int ra
     shard_copy_dim(&cur, d, t, d);
     add_step(steps, &n, OP_REDUCE_SCATTER, d, 0, t->axes[d], t->naxes[d], &cur);
   }
-  if (cur.partial) { /* the rest: all-reduce */
+  if (cur.partial & ~keep) { /* the rest: all-reduce */
     uint8_t axes[GSL_MAX_AXES];
     int k = 0;
     for (int ax = 0; ax < p->mesh.naxes; ax++)
-      if (cur.partial & (1u << ax))
+      if (cur.partial & ~keep & (1u << ax))
         axes[k++] = (uint8_t)ax;
-    cur.partial = 0;
+    cur.partial = keep;
     add_step(steps, &n, OP_ALL_REDUCE, 0, 0, axes, k, &cur);
   }
   /* 2. one axis moving from one dimension to another: all-to-all. The

@@ -10,7 +10,7 @@ E2E_TESTS += \
 	tests/e2e/mlp_example.gsl tests/e2e/sharded_ops.gsl tests/e2e/permute.gsl \
 	tests/e2e/moe_top2_drop.gsl tests/e2e/moe_top2_random.gsl tests/e2e/moe_top1.gsl \
 	tests/e2e/moe_idle_expert.gsl tests/e2e/moe_bias.gsl tests/e2e/moe_mesh2d.gsl \
-	tests/e2e/moe_mesh2d_a2a.gsl tests/e2e/moe_dense.gsl
+	tests/e2e/moe_mesh2d_a2a.gsl tests/e2e/moe_dense.gsl tests/e2e/partial_sums.gsl
 EXTRA_DIST += tests/e2e/mlp_check.c \
 	tests/e2e/moe_ref.h tests/e2e/moe_top2_drop_check.c tests/e2e/moe_top2_random_check.c \
 	tests/e2e/moe_top1_check.c tests/e2e/moe_idle_expert_check.c tests/e2e/moe_bias_check.c \
@@ -21,9 +21,11 @@ SPMD_TESTS += \
 	tests/spmd/elementwise.gsl tests/spmd/contract_split.gsl tests/spmd/matmul_rows.gsl \
 	tests/spmd/all_to_all.gsl tests/spmd/gather.gsl tests/spmd/local_slice.gsl \
 	tests/spmd/reduce_scatter.gsl tests/spmd/megatron.gsl tests/spmd/propagate_chain.gsl \
-	tests/spmd/permute.gsl tests/spmd/moe_experts.gsl tests/spmd/moe_mesh2d.gsl
+	tests/spmd/permute.gsl tests/spmd/moe_experts.gsl tests/spmd/moe_mesh2d.gsl \
+	tests/spmd/partial_pending.gsl
 SPMD_GOLDEN += tests/spmd/megatron.explain tests/spmd/reduce_scatter.explain \
-	tests/spmd/propagate_chain.explain tests/spmd/moe_experts.explain tests/spmd/moe_mesh2d.explain
+	tests/spmd/propagate_chain.explain tests/spmd/moe_experts.explain tests/spmd/moe_mesh2d.explain \
+	tests/spmd/partial_pending.explain
 
 # golden global IR after sema and propagation: NAME.ir (--emit-ir)
 IR_TESTS += tests/ir/expand.gsl tests/ir/inline.gsl tests/ir/propagate.gsl

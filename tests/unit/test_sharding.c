@@ -316,6 +316,22 @@ static void test_plan_2d(void) {
   CU_ASSERT_EQUAL(shard_plan_bytes(p, &g, &from, st, n), 512);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 512);
 
+  /* keeping a partial sum pending: partial(a, b) -> [b, _] partial(a) is
+   * step 1 of the plan above alone (384 bytes); partial(a, b) ->
+   * partial(b) is an all-reduce over a alone (b = 512, n = 2:
+   * 2 * 512 * 1 / 2 = 512); and a partial kept as it is costs nothing */
+  n = shard_plan(p, &from, &mid, 2, st);
+  CU_ASSERT_EQUAL_FATAL(n, 1);
+  check_step(&st[0], OP_REDUCE_SCATTER, 0, 0, &mid, 2, 1, B);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &mid), 384);
+  memset(&to, 0, sizeof to);
+  to.partial = 1u << B;
+  n = shard_plan(p, &from, &to, 2, st);
+  CU_ASSERT_EQUAL_FATAL(n, 1);
+  check_step(&st[0], OP_ALL_REDUCE, 0, 0, &to, 2, 1, A);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 512);
+  CU_ASSERT_EQUAL(shard_plan(p, &from, &from, 2, st), 0);
+
   /* all-to-all over a: [a, _] -> [_, a]; local [4, 16], b = 256, n = 2:
    * 256 * 1 / 2 = 128 */
   memset(&from, 0, sizeof from);
