@@ -56,8 +56,8 @@ bool sema_split_args(Sema *s, const Node *call, Args *a) {
   for (int i = 0; i < call->list.len; i++) {
     const Node *x = call->list.items[i];
     if (x->kind == AST_KWARG) {
-      if (a->nkw == 8) {
-        sema_error(s, x->span, "too many keyword arguments");
+      if (a->nkw == SEMA_MAX_ARGS) {
+        sema_error(s, x->span, "more than %d keyword arguments", SEMA_MAX_ARGS);
         return false;
       }
       a->kw[a->nkw++] = x;
@@ -66,8 +66,8 @@ bool sema_split_args(Sema *s, const Node *call, Args *a) {
         sema_error(s, x->span, "positional argument after a keyword argument");
         return false;
       }
-      if (a->npos == 8) {
-        sema_error(s, x->span, "too many arguments");
+      if (a->npos == SEMA_MAX_ARGS) {
+        sema_error(s, x->span, "more than %d arguments", SEMA_MAX_ARGS);
         return false;
       }
       a->pos[a->npos++] = x;

@@ -162,8 +162,8 @@ R sema_call_fn(Sema *s, Scope *sc, const Binding *fn, const Node *call) {
     sema_error(s, call->span, "calls nest more than %d deep (is '%s' recursive?)", SEMA_MAX_DEPTH, fnode->name);
     return none;
   }
-  Value *vals[8];
-  Span spans[8];
+  Value *vals[SEMA_MAX_ARGS];
+  Span spans[SEMA_MAX_ARGS];
   for (int i = 0; i < a.npos; i++) {
     if (!(vals[i] = sema_eval_value(s, sc, a.pos[i])))
       return none;

@@ -12,6 +12,7 @@
 #define SEMA_MAX_DEPTH 64           /* deepest chain of inlined calls */
 #define SEMA_MAX_VALUES (1 << 20)   /* most IR values a program may build (inlining included) */
 #define SEMA_MAX_NAMES (1 << 22)    /* most names one scope may bind */
+#define SEMA_MAX_ARGS 16            /* most positional (and, apart, keyword) arguments of a call */
 
 /* ---- results ----------------------------------------------------------------------- */
 
@@ -128,9 +129,9 @@ typedef enum BuiltinId {
 
 typedef struct Args {
   const Node *call;      /* the CALL node */
-  const Node *pos[8];    /* positional arguments */
+  const Node *pos[SEMA_MAX_ARGS]; /* positional arguments */
   int npos;
-  const Node *kw[8];     /* keyword arguments (KWARG nodes) */
+  const Node *kw[SEMA_MAX_ARGS];  /* keyword arguments (KWARG nodes) */
   int nkw;
 } Args;
 
