@@ -391,8 +391,9 @@ void ir_print(FILE *f, const Program *p); /* --emit-ir, --emit-spmd */
  * dim n indexed by it batches to itself). Rebuilds every value that
  * depends on a seed over [n, ...] (random draws too: one per member), and
  * stores the batched form of results[j] in out[j] (broadcast if it depends
- * on no seed). Returns NULL, or the first value whose op has no batching
- * rule (an annotation, a routing op): out is then unset. */
+ * on no seed). Returns NULL, or the first value it cannot batch: one whose
+ * op has no batching rule (an annotation, a routing op), or one that would
+ * have more than GSL_MAX_ELEMS elements batched; out is then unset. */
 const Value *ir_vmap(Program *p, int first, int64_t n, Value **seeds, Value **batch, int nseeds,
                      const Value *member, Value **results, Value **out, int nresults);
 

@@ -99,13 +99,16 @@ static int run_body(Sema *s, Scope *sc, const Node *body, Value *x, int64_t E, i
     res[j] = v;
   }
   const Value *bad = ir_vmap(p, first, E, &t, &dispatched, 1, e, res, out, n);
-  if (bad) {
-    sema_error(s, bad->span, bad->op == OP_ANNOTATE
-                                 ? "a sharding annotation cannot stand in a moe body: the body runs for all experts "
-                                   "at once, sharded as the block decides"
-                                 : "moe blocks do not nest");
+  if (bad && shape_elems(&bad->shape) > GSL_MAX_ELEMS / E)
+    sema_error(s, bad->span, "in a moe body run for all E = %" PRId64 " experts at once, this %s would have more "
+               "than 2^40 elements", E, sema_vtype(s, bad));
+  else if (bad && bad->op == OP_ANNOTATE)
+    sema_error(s, bad->span, "a sharding annotation cannot stand in a moe body: the body runs for all experts at "
+               "once, sharded as the block decides");
+  else if (bad)
+    sema_error(s, bad->span, "moe blocks do not nest");
+  if (bad)
     return -1;
-  }
   return n;
 }
 

@@ -186,16 +186,17 @@ const Value *ir_vmap(Program *p, int first, int64_t n, Value **seeds, Value **ba
     for (int k = 0; k < nseeds; k++)
       if (seeds[k] == v)
         r = batch[k];
-    if (v == member)
+    bool any = v->op == OP_RNG;
+    for (int k = 0; k < v->nargs; k++)
+      any |= batched(&V, v->args[k]) != NULL;
+    if (v == member) {
       r = iota(&V, v->span);
-    else if (!r && v->op == OP_RNG)
+    } else if (!r && any && shape_elems(&v->shape) > GSL_MAX_ELEMS / n) {
+      bad = v; /* too large once batched */
+    } else if (!r && v->op == OP_RNG) {
       r = ir_rng(p, v->fn, v->fval, v->fval2, with_batch(n, &v->shape), v->span);
-    else if (!r) {
-      bool any = false;
-      for (int k = 0; k < v->nargs; k++)
-        any |= batched(&V, v->args[k]) != NULL;
-      if (any && !(r = batch_value(&V, v)))
-        bad = v;
+    } else if (!r && any && !(r = batch_value(&V, v))) {
+      bad = v;
     }
     V.b[i - first] = r;
   }
