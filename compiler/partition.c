@@ -56,9 +56,8 @@ static bool linear_slot(const Value *u, int k) {
     return u->fn == BF_ADD || u->fn == BF_SUB || u->fn == BF_MUL || (u->fn == BF_DIV && k == 0);
   case OP_RESHAPE:
   case OP_TRANSPOSE:
-  case OP_BROADCAST:
     return true;
-  default:
+  default: /* a broadcast is linear too, but resolving after it moves more bytes */
     return false;
   }
 }
@@ -439,7 +438,7 @@ static Value *part_value(Part *P, const Value *v) {
         shard_copy_dim(&want, v->perm[i], &v->sh, i);
       else if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
         shard_copy_dim(&want, v->perm[i], &v->sh, i);
-    uint32_t keep = pending(P, v, 0, &want); /* both are linear */
+    uint32_t keep = v->op == OP_TRANSPOSE ? pending(P, v, 0, &want) : 0; /* see linear_slot */
     want.partial = keep;
     Value *o = operand(P, v, 0, &want);
     Sharding rs = with_partial(v->sh, keep);
