@@ -20,26 +20,10 @@
  * row ending in WRONG RESULT and exit status 1 if they differ).
  *
  * Settings (environment): BENCH_REPS (default 25), BENCH_WARMUP (default 3). */
-#include "internal.h"
-
-#include <stdlib.h>
-#include <string.h>
+#include "harness.h"
 
 enum { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, NOPS };
 static const char *op_names[NOPS] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"};
-
-/* The group of the mesh's one axis. */
-static int32_t group;
-/* Repetitions timed, and untimed ones before them. */
-static int reps, warmup;
-
-static void setup(gslrt_ctx *ctx) {
-  int n = 1;
-  int32_t axis = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  gslrt_declare_axis(ctx, "d", n);
-  group = gslrt_declare_group(ctx, 1, &axis);
-}
 
 /* The three ways of doing op; in/out sized for count f32 per rank. */
 enum { RAW, GSLRT, GSLRT_PACKED, NWAYS };
@@ -78,28 +62,10 @@ static void run(gslrt_ctx *ctx, MPI_Comm comm, int op, int way, float *in, float
   gslrt_mpi_check(ctx, rc, op_names[op]);
 }
 
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, by_value);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* Fills in with a pattern of the rank, resetting all_reduce's in-place buffer. */
 static void fill(float *in, int64_t count, int rank) {
   for (int64_t i = 0; i < count; i++)
     in[i] = (float)((i * 7 + rank * 3) % 17);
-}
-
-static float *buffer(gslrt_ctx *ctx, int64_t count) {
-  float *p = aligned_alloc(64, (size_t)count * 4);
-  if (!p)
-    gslrt_fatal(ctx, "cannot allocate %lld bytes", (long long)count * 4);
-  memset(p, 0, (size_t)count * 4);
-  return p;
 }
 
 /* Whether the packed way's all-gather (along the last dimension of
@@ -166,9 +132,9 @@ static int bench(gslrt_ctx *ctx, int op, int64_t count) {
   return bad;
 }
 
-static int failed;
 
 static void step(gslrt_ctx *ctx, int64_t s) {
+  (void)s;
   static const int64_t sizes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
   if (ctx->rank == 0) {
     printf("libgslrt collectives against raw MPI: %d ranks, f32, median of %d calls after %d "
@@ -185,15 +151,4 @@ static void step(gslrt_ctx *ctx, int64_t s) {
   fflush(stdout);
 }
 
-static int env_int(const char *name, int fallback) {
-  const char *v = getenv(name);
-  return v && atoi(v) > 0 ? atoi(v) : fallback;
-}
-
-int main(int argc, char **argv) {
-  static const gslrt_program_info info = {"bench/collectives.c", "none", setup, step};
-  reps = env_int("BENCH_REPS", 25);
-  warmup = env_int("BENCH_WARMUP", 3);
-  int rc = gslrt_main(argc, argv, &info);
-  return rc ? rc : failed;
-}
+int main(int argc, char **argv) { return bench_main(argc, argv, "bench/collectives.c", step); }

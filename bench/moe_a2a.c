@@ -12,9 +12,10 @@
  *   combine: the experts' output, local [E/N, G, C, M], back:
  *     gslrt_all_to_all(split dim 1, join dim 0): local [E, G/N, C, M].
  * Splitting along dim 0 sends contiguous blocks, joining along dim 1
- * interleaves them, so gslrt unpacks the dispatch's received blocks (and
- * packs the combine's blocks before sending) through its scratch space. Each
- * is timed against
+ * interleaves them (and the combine the other way round): gslrt sends each
+ * run of (G/N)·C·M floats that is contiguous on both sides as a message of
+ * its own, straight between the buffers (runs under 16 KiB go through its
+ * scratch space, packed or unpacked). Each is timed against
  *   raw MPI: MPI_Alltoall on the same buffers and byte count, contiguous
  *     blocks both sides (what the all-to-all costs without the layout); and
  *   MPI datatype: MPI_Alltoall with an MPI_Type_vector on the interleaved
@@ -35,43 +36,11 @@
  * size, space-separated; default "8x4x128x64 16x8x256x256": bench/moe.gsl's
  * SPEC size and the large size, C = ceil(2.0 * 2 * S / E)), BENCH_REPS
  * (default 25), BENCH_WARMUP (default 3). */
-#include "internal.h"
+#include "harness.h"
 
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static int32_t group;
-static int reps, warmup;
-static int failed;
-
-static void setup(gslrt_ctx *ctx) {
-  int n = 1;
-  int32_t axis = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  gslrt_declare_axis(ctx, "d", n);
-  group = gslrt_declare_group(ctx, 1, &axis);
-}
 
 enum { RAW, GSLRT, DTYPE, NWAYS };
-
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, by_value);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static float *buffer(gslrt_ctx *ctx, int64_t count) {
-  float *p = aligned_alloc(64, (size_t)count * 4);
-  if (!p)
-    gslrt_fatal(ctx, "cannot allocate %lld bytes", (long long)count * 4);
-  memset(p, 0, (size_t)count * 4);
-  return p;
-}
 
 /* The element (e, g, c, m) of the global dispatched tensor [E, G, C, M]: its
  * flat index, kept below 2^24 so that it is exact in f32. */
@@ -230,15 +199,4 @@ static void step(gslrt_ctx *ctx, int64_t s) {
   fflush(stdout);
 }
 
-static int env_int(const char *name, int fallback) {
-  const char *v = getenv(name);
-  return v && atoi(v) > 0 ? atoi(v) : fallback;
-}
-
-int main(int argc, char **argv) {
-  static const gslrt_program_info info = {"bench/moe_a2a.c", "none", setup, step};
-  reps = env_int("BENCH_REPS", 25);
-  warmup = env_int("BENCH_WARMUP", 3);
-  int rc = gslrt_main(argc, argv, &info);
-  return rc ? rc : failed;
-}
+int main(int argc, char **argv) { return bench_main(argc, argv, "bench/moe_a2a.c", step); }
