@@ -76,7 +76,7 @@ bool sema_split_args(Sema *s, const Node *call, Args *a) {
   return true;
 }
 
-static const Node *kwarg(const Args *a, const char *name) {
+const Node *sema_kwarg(const Args *a, const char *name) {
   for (int i = 0; i < a->nkw; i++)
     if (strcmp(a->kw[i]->name, name) == 0)
       return a->kw[i]->a;
@@ -123,7 +123,7 @@ bool sema_check_builtin_args(Sema *s, int id, const Args *a) {
 
 /* The dimension argument at position pos, or the keyword argument dim. */
 static const Node *dim_node(const Args *a, int pos) {
-  return a->npos > pos ? a->pos[pos] : kwarg(a, "dim");
+  return a->npos > pos ? a->pos[pos] : sema_kwarg(a, "dim");
 }
 
 /* a dimension argument, negative counting from the end */
@@ -140,8 +140,8 @@ static bool dim_arg(Sema *s, Scope *sc, const Node *n, int rank, const char *fn,
   return true;
 }
 
-static bool bool_kwarg(Sema *s, Scope *sc, const Args *a, const char *name, bool dflt) {
-  const Node *n = kwarg(a, name);
+bool sema_bool_kwarg(Sema *s, Scope *sc, const Args *a, const char *name, bool dflt) {
+  const Node *n = sema_kwarg(a, name);
   if (!n)
     return dflt;
   R r = sema_eval(s, sc, n);
@@ -368,7 +368,7 @@ static R bi_reduce(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
     sema_error(s, sp, "argmax needs the dimension to reduce: argmax(x, dim)");
     return none;
   }
-  bool keep = bool_kwarg(s, sc, a, "keep", false);
+  bool keep = sema_bool_kwarg(s, sc, a, "keep", false);
   if ((id == BI_MEAN || id == BI_ARGMAX) && !need_f32(s, fn, x, sp))
     return none;
   Value *v;
@@ -424,7 +424,7 @@ static R bi_cumsum(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   }
   if (!x || !dim_arg(s, sc, dim_node(a, 1), x->shape.rank, fn, &d))
     return none;
-  return rval(ir_cumsum(s->p, x, d, bool_kwarg(s, sc, a, "exclusive", false), sp));
+  return rval(ir_cumsum(s->p, x, d, sema_bool_kwarg(s, sc, a, "exclusive", false), sp));
 }
 
 static R bi_one_hot(Sema *s, Scope *sc, const Builtin *b, const Args *a) {

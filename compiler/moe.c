@@ -28,13 +28,6 @@
 
 static const char *const moe_keywords[] = {"gate", "top", "capacity", "random_routing"};
 
-static const Node *keyword(const Args *a, const char *name) {
-  for (int i = 0; i < a->nkw; i++)
-    if (strcmp(a->kw[i]->name, name) == 0)
-      return a->kw[i]->a;
-  return NULL;
-}
-
 static bool check_keywords(Sema *s, const Args *a) {
   for (int i = 0; i < a->nkw; i++) {
     bool known = false;
@@ -125,8 +118,8 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
     sema_error(s, sp, "moe takes one positional argument, the tokens x: f32[G, S, M]; %d given", a.npos);
     return none;
   }
-  const Node *gate_n = keyword(&a, "gate"), *top_n = keyword(&a, "top"), *cap_n = keyword(&a, "capacity");
-  const Node *rr_n = keyword(&a, "random_routing");
+  const Node *gate_n = sema_kwarg(&a, "gate"), *top_n = sema_kwarg(&a, "top"), *cap_n = sema_kwarg(&a, "capacity");
+  const Node *rr_n = sema_kwarg(&a, "random_routing");
   if (!gate_n) {
     sema_error(s, sp, "moe needs its gating weights: gate = wg, with wg: f32[M, E]");
     return none;
@@ -136,16 +129,9 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   bool ok = true;
   int64_t K = top_n ? sema_eval_int(s, sc, top_n, "moe's top", &ok) : 2;
   double F = cap_n ? sema_eval_number(s, sc, cap_n, "moe's capacity", &ok) : 2.0;
-  bool rr = K == 2;
-  if (rr_n) {
-    R r = sema_eval(s, sc, rr_n);
-    if (r.k == R_INT)
-      rr = r.i != 0;
-    else if (r.k != R_NONE)
-      sema_error(s, rr_n->span, "moe's random_routing must be true or false");
-    ok &= r.k == R_INT;
-  }
-  if (!x || !wg || !ok)
+  int before = diag_errors();
+  bool rr = sema_bool_kwarg(s, sc, &a, "random_routing", K == 2);
+  if (!x || !wg || !ok || diag_errors() != before)
     return none;
   if (x->dtype != DT_F32 || x->shape.rank != 3) {
     sema_error(s, a.pos[0]->span, "moe's tokens must be f32[G, S, M] (groups, tokens per group, model dim), got %s",

@@ -377,25 +377,21 @@ static Value *part_elementwise(Part *P, const Value *v) {
 static Value *part_route(Part *P, const Value *v) {
   bool in = v->op == OP_DISPATCH;
   const Value *side = P->map[v->args[in ? 0 : 1]->id];
-  Sharding tok = {0}, routes = {0}, big = {0}, rs = {0};
+  /* tok: the [G, S, M] side; the model dim as x has it (dispatch) or as
+   * the result wants it (combine), unless the groups' axes took it */
+  const Sharding *model = in ? &side->sh : &v->sh;
+  Sharding tok = {0}, routes = {0}, big = {0};
   shard_copy_dim(&routes, 0, &side->sh, 0);
-  if (in) {
-    shard_copy_dim(&tok, 0, &side->sh, 0);
-    if (!(shard_dim_axes(&side->sh, 2) & shard_dim_axes(&tok, 0)))
-      shard_copy_dim(&tok, 2, &side->sh, 2);
-  } else {
-    shard_copy_dim(&tok, 0, &side->sh, 0);
-    if (!(shard_dim_axes(&v->sh, 2) & shard_dim_axes(&tok, 0)))
-      shard_copy_dim(&tok, 2, &v->sh, 2);
-  }
+  shard_copy_dim(&tok, 0, &side->sh, 0);
+  if (!(shard_dim_axes(model, 2) & shard_dim_axes(&tok, 0)))
+    shard_copy_dim(&tok, 2, model, 2);
   shard_copy_dim(&big, 1, &tok, 0);
   shard_copy_dim(&big, 3, &tok, 2);
   Value *args[4];
   args[0] = operand(P, v, 0, in ? &tok : &big);
   for (int k = 1; k < v->nargs; k++)
     args[k] = operand(P, v, k, &routes);
-  rs = in ? big : tok;
-  return finish(P, v, emit_like(P, v, &rs, args));
+  return finish(P, v, emit_like(P, v, in ? &big : &tok, args));
 }
 
 static Value *part_reshape(Part *P, const Value *v) {

@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "gslc.h"
+#include "gslrt.h" /* the runtime's all-to-all chunk rule */
 
 #define PLAN_ALIGN 64     /* bytes: the runtime's allocation alignment */
 #define PLAN_MAX_FUSED 64 /* most ops fused into one loop body's expression */
@@ -402,15 +403,15 @@ static int64_t scratch_of(const Program *p, const Value *v) {
     Shape block = a->shape;
     block.d[v->axis] /= g;
     int staged = (outer(&a->shape, v->axis) != 1) + (outer(&block, v->axis2) != 1);
-    /* runtime/collectives.c sends chunks of at least 16 KiB (at most 4096
-     * per member) straight between the buffers, without scratch */
+    /* runs contiguous on both sides, large and few enough, go straight
+     * between the buffers, without scratch (gslrt.h) */
     int64_t ls = 1, lr = 1;
     for (int i = v->axis; i < block.rank; i++)
       ls *= block.d[i];
     for (int i = v->axis2; i < block.rank; i++)
       lr *= block.d[i];
     int64_t len = ls < lr ? ls : lr, count = shape_elems(&block);
-    if (staged && 4 * len >= 16384 && count / len <= 4096)
+    if (staged && 4 * len >= GSLRT_A2A_MIN_CHUNK && count / len <= GSLRT_A2A_MAX_CHUNKS)
       return 0;
     return round_up(staged * in);
   }

@@ -151,6 +151,9 @@ struct Builtin {
 extern const Builtin sema_builtins[BI__COUNT];
 int sema_builtin_lookup(const char *name);                   /* BuiltinId, or -1 */
 bool sema_split_args(Sema *s, const Node *call, Args *a);
+const Node *sema_kwarg(const Args *a, const char *name); /* the value of keyword name, or NULL */
+/* keyword name as true or false (dflt when absent; an error, and dflt, when not a boolean) */
+bool sema_bool_kwarg(Sema *s, Scope *sc, const Args *a, const char *name, bool dflt);
 bool sema_check_builtin_args(Sema *s, int id, const Args *a);
 R sema_call_builtin(Sema *s, Scope *sc, int id, const Node *call);
 int sema_axis_index(const Sema *s, const char *name);

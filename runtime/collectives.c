@@ -42,16 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An all-to-all whose blocks are not contiguous on one side goes as one
- * message per contiguous chunk when chunks are at least this many bytes
- * and at most this many per member (else through packing). */
-#ifndef GSLRT_A2A_MIN_CHUNK
-#define GSLRT_A2A_MIN_CHUNK 16384
-#endif
-#ifndef GSLRT_A2A_MAX_CHUNKS
-#define GSLRT_A2A_MAX_CHUNKS 4096
-#endif
-
 /* The largest element count passed to one classic (int-count) MPI call. */
 #ifndef GSLRT_MPI_COUNT_MAX
 #define GSLRT_MPI_COUNT_MAX INT_MAX

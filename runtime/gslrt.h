@@ -117,6 +117,12 @@ void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const vo
                           int32_t rank, const int64_t *in_shape, int32_t dim);
 void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
                       int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2);
+/* all_to_all goes straight between in and out, one message per run that is
+ * contiguous on both sides, when those runs are at least
+ * GSLRT_A2A_MIN_CHUNK bytes and at most GSLRT_A2A_MAX_CHUNKS per member;
+ * otherwise through the context's scratch space (gslc's --stats counts it). */
+#define GSLRT_A2A_MIN_CHUNK 16384
+#define GSLRT_A2A_MAX_CHUNKS 4096
 /* collective_permute: from and to are groups of the same axes in two
  * orders; in (count elements) is this device's block as numbered in from's
  * order; out receives the block whose number in from's order is this

@@ -59,10 +59,11 @@ static void finalize_and_exit(gslrt_ctx *ctx, int code) {
   exit(code);
 }
 
-/* Writes "PREFIXmessage\nTAIL" to stderr with one write(2), so that the
- * lines of ranks failing together never interleave (stderr is unbuffered:
- * fprintf would write the prefix and the message separately). A message
- * too long for the buffer is cut, keeping its newline. */
+/* Writes the prefix, the message, then (if given) a newline and the tail,
+ * and a final newline, to stderr with one write(2), so that the lines of
+ * ranks failing together never interleave (stderr is unbuffered: fprintf
+ * would write the prefix and the message separately). A message too long
+ * for the buffer is cut, keeping its newline. */
 static void say(const char *prefix, const char *tail, const char *fmt, va_list ap) {
   char buf[2 * GSLRT_ERRLEN];
   size_t cap = sizeof buf - 2, n = (size_t)snprintf(buf, cap, "%s", prefix);

@@ -13,10 +13,21 @@
 
 #include <string.h>
 
-static void bad_expert(gslrt_ctx *ctx, int64_t e, int64_t E) {
-  char msg[160];
-  snprintf(msg, sizeof msg, "moe routing sends a token to expert %lld of %lld", (long long)e, (long long)E);
-  gslrt_fail(ctx, msg);
+/* Choice r (of token s of group g): the offset of its row in the
+ * [E, G, C, M] side, -1 if it was dropped, -2 (after gslrt_fail) if its
+ * expert is out of range. */
+static int64_t route(gslrt_ctx *ctx, const int32_t *expert, const int32_t *slot, int64_t r, int64_t g,
+                     int64_t E, int64_t G, int64_t C, int64_t M) {
+  int64_t e = expert[r], c = slot[r];
+  if (c < 0 || c >= C)
+    return -1;
+  if (e < 0 || e >= E) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "moe routing sends a token to expert %lld of %lld", (long long)e, (long long)E);
+    gslrt_fail(ctx, msg);
+    return -2;
+  }
+  return ((e * G + g) * C + c) * M;
 }
 
 void gslrt_dispatch(gslrt_ctx *ctx, float *out, const float *x, const int32_t *expert, const int32_t *slot,
@@ -25,14 +36,11 @@ void gslrt_dispatch(gslrt_ctx *ctx, float *out, const float *x, const int32_t *e
   for (int64_t g = 0; g < G; g++)
     for (int64_t s = 0; s < S; s++)
       for (int64_t k = 0; k < K; k++) {
-        int64_t r = (g * S + s) * K + k, e = expert[r], c = slot[r];
-        if (c < 0 || c >= C)
-          continue;
-        if (e < 0 || e >= E) {
-          bad_expert(ctx, e, E);
+        int64_t at = route(ctx, expert, slot, (g * S + s) * K + k, g, E, G, C, M);
+        if (at == -2)
           return;
-        }
-        memcpy(out + ((e * G + g) * C + c) * M, x + (g * S + s) * M, sizeof *out * (size_t)M);
+        if (at >= 0)
+          memcpy(out + at, x + (g * S + s) * M, sizeof *out * (size_t)M);
       }
 }
 
@@ -43,14 +51,12 @@ void gslrt_combine(gslrt_ctx *ctx, float *out, const float *y, const int32_t *ex
       float *o = out + (g * S + s) * M;
       memset(o, 0, sizeof *o * (size_t)M);
       for (int64_t k = 0; k < K; k++) {
-        int64_t r = (g * S + s) * K + k, e = expert[r], c = slot[r];
-        if (c < 0 || c >= C)
-          continue;
-        if (e < 0 || e >= E) {
-          bad_expert(ctx, e, E);
+        int64_t r = (g * S + s) * K + k, at = route(ctx, expert, slot, r, g, E, G, C, M);
+        if (at == -2)
           return;
-        }
-        const float w = weight[r], *row = y + ((e * G + g) * C + c) * M;
+        if (at < 0)
+          continue;
+        const float w = weight[r], *row = y + at;
         for (int64_t m = 0; m < M; m++)
           o[m] += w * row[m];
       }

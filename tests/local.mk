@@ -13,7 +13,7 @@ E2E_TESTS += \
 	tests/e2e/moe_mesh2d_a2a.gsl tests/e2e/moe_dense.gsl tests/e2e/moe_vmap.gsl tests/e2e/partial_sums.gsl \
 	tests/e2e/optim.gsl
 EXTRA_DIST += tests/e2e/mlp_check.c \
-	tests/e2e/moe_ref.h tests/e2e/moe_top2_drop_check.c tests/e2e/moe_top2_random_check.c \
+	tests/e2e/npy_load.h tests/e2e/moe_ref.h tests/e2e/moe_top2_drop_check.c tests/e2e/moe_top2_random_check.c \
 	tests/e2e/moe_top1_check.c tests/e2e/moe_idle_expert_check.c tests/e2e/moe_bias_check.c \
 	tests/e2e/moe_mesh2d_check.c tests/e2e/moe_mesh2d_a2a_check.c tests/e2e/moe_dense_check.c tests/e2e/optim_check.c
 

@@ -2,61 +2,21 @@
  * w2, b2 and y (.npy, f32, C order) from the run directory, recomputes
  * y = gelu(x @ w1 + b1) @ w2 + b2 in double precision with the tanh form of
  * gelu, and compares: |got - want| <= 1e-5 |want| + 1e-6. It shares no code
- * with the runtime: its .npy reader is its own. */
+ * with the runtime: its .npy reader is npy_load.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads a little-endian f32 .npy file; fills rank and dims; returns data. */
-static float *load(const char *path, int *rank, long *dims) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "mlp_check: cannot open %s\n", path);
-    exit(1);
-  }
-  unsigned char pre[10];
-  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0 || pre[6] != 1) {
-    fprintf(stderr, "mlp_check: %s is not a version 1 .npy file\n", path);
-    exit(1);
-  }
-  int hlen = pre[8] | pre[9] << 8;
-  char *h = calloc(1, (size_t)hlen + 1);
-  if (fread(h, 1, (size_t)hlen, f) != (size_t)hlen || !strstr(h, "'<f4'")) {
-    fprintf(stderr, "mlp_check: %s: bad header\n", path);
-    exit(1);
-  }
-  char *s = strchr(strstr(h, "'shape'"), '(') + 1;
-  long n = 1;
-  *rank = 0;
-  while (*s != ')') {
-    char *end;
-    long d = strtol(s, &end, 10);
-    if (end == s)
-      break;
-    dims[(*rank)++] = d;
-    n *= d;
-    s = end;
-    while (*s == ',' || *s == ' ')
-      s++;
-  }
-  float *data = malloc(sizeof(float) * (size_t)n);
-  if (fread(data, sizeof(float), (size_t)n, f) != (size_t)n) {
-    fprintf(stderr, "mlp_check: %s: short data\n", path);
-    exit(1);
-  }
-  free(h);
-  fclose(f);
-  return data;
-}
+#include "npy_load.h"
 
 static double gelu(double x) { return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x))); }
 
 int main(void) {
   int r;
   long dx[8], dw1[8], db1[8], dw2[8], db2[8], dy[8];
-  float *x = load("x.npy", &r, dx), *w1 = load("w1.npy", &r, dw1), *b1 = load("b1.npy", &r, db1);
-  float *w2 = load("w2.npy", &r, dw2), *b2 = load("b2.npy", &r, db2), *y = load("y.npy", &r, dy);
+  float *x = npy_load("x.npy", &r, dx), *w1 = npy_load("w1.npy", &r, dw1), *b1 = npy_load("b1.npy", &r, db1);
+  float *w2 = npy_load("w2.npy", &r, dw2), *b2 = npy_load("b2.npy", &r, db2), *y = npy_load("y.npy", &r, dy);
   long B = dx[0], D = dx[1], H = dw1[1], O = dw2[1];
   if (dw1[0] != D || db1[0] != H || dw2[0] != H || db2[0] != O || dy[0] != B || dy[1] != O) {
     fprintf(stderr, "mlp_check: shapes do not fit together\n");

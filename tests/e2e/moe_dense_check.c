@@ -6,35 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the float32 payload of a little-endian .npy file, its count in *n */
+#include "npy_load.h"
+
+/* the f32 values of a .npy file, their count in *n */
 static float *load(const char *path, long *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    perror(path);
-    exit(1);
-  }
-  unsigned char pre[10];
-  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-    fprintf(stderr, "%s: not a .npy file\n", path);
-    exit(1);
-  }
-  long hlen = pre[8] | (pre[9] << 8);
-  char *h = calloc(1, (size_t)hlen + 1);
-  if (fread(h, 1, (size_t)hlen, f) != (size_t)hlen || !strstr(h, "'<f4'")) {
-    fprintf(stderr, "%s: not a float32 .npy file\n", path);
-    exit(1);
-  }
-  free(h);
-  long cap = 1024, k = 0;
-  float *v = malloc(sizeof *v * (size_t)cap);
-  float x;
-  while (fread(&x, sizeof x, 1, f) == 1) {
-    if (k == cap)
-      v = realloc(v, sizeof *v * (size_t)(cap *= 2));
-    v[k++] = x;
-  }
-  fclose(f);
-  *n = k;
+  int rank;
+  long dims[8];
+  float *v = npy_load(path, &rank, dims);
+  *n = npy_count(rank, dims);
   return v;
 }
 

@@ -63,6 +63,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "npy_load.h"
+
 #ifndef MOE_RANDOM
 #define MOE_RANDOM 0
 #endif
@@ -101,45 +103,6 @@ static const char *me = MOE_GSL;
 static void die(const char *msg, const char *what) {
   fprintf(stderr, "%s check: %s%s\n", me, msg, what);
   exit(1);
-}
-
-/* Reads a little-endian f32 .npy file (version 1, C order); fills rank and
- * dims; returns the data. Its own reader: no code shared with the runtime. */
-static float *load(const char *path, int *rank, long *dims) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    die("cannot open ", path);
-  unsigned char pre[10];
-  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0 || pre[6] != 1)
-    die("not a version 1 .npy file: ", path);
-  int hlen = pre[8] | pre[9] << 8;
-  char *h = calloc(1, (size_t)hlen + 1);
-  if (fread(h, 1, (size_t)hlen, f) != (size_t)hlen || !strstr(h, "'<f4'") || !strstr(h, "'fortran_order': False") ||
-      !strstr(h, "'shape'"))
-    die("bad header (want '<f4', C order): ", path);
-  char *s = strchr(strstr(h, "'shape'"), '(');
-  if (!s)
-    die("bad shape: ", path);
-  s++;
-  long n = 1;
-  *rank = 0;
-  while (*s != ')') {
-    char *end;
-    long d = strtol(s, &end, 10);
-    if (end == s || *rank == 8)
-      die("bad shape: ", path);
-    dims[(*rank)++] = d;
-    n *= d;
-    s = end;
-    while (*s == ',' || *s == ' ')
-      s++;
-  }
-  float *data = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-  if (fread(data, sizeof(float), (size_t)n, f) != (size_t)n)
-    die("short data: ", path);
-  free(h);
-  fclose(f);
-  return data;
 }
 
 static void want_shape(const char *name, int rank, const long *dims, int wrank, long d0, long d1, long d2) {
@@ -285,8 +248,8 @@ static void ambiguous(const char *what, long g, long s, double a, double b) {
 int main(void) {
   int rx, rg, ri, ro, ry, ra;
   long dx[8], dg[8], di[8], dw[8], dy[8], da[8];
-  float *x = load("x.npy", &rx, dx), *wg = load("wg.npy", &rg, dg), *wi = load("wi.npy", &ri, di);
-  float *wo = load("wo.npy", &ro, dw), *yg = load("y.npy", &ry, dy), *auxg = load("aux.npy", &ra, da);
+  float *x = npy_load("x.npy", &rx, dx), *wg = npy_load("wg.npy", &rg, dg), *wi = npy_load("wi.npy", &ri, di);
+  float *wo = npy_load("wo.npy", &ro, dw), *yg = npy_load("y.npy", &ry, dy), *auxg = npy_load("aux.npy", &ra, da);
   if (rx != 3)
     die("x is not f32[G, S, M]", "");
   const long G = dx[0], S = dx[1], M = dx[2];

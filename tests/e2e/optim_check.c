@@ -9,25 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "npy_load.h"
+
 #define N 4
 
-/* the N float32 values of a little-endian .npy file */
+/* the N values of a .npy file of shape [N] */
 static void load(const char *path, double *out) {
-  FILE *f = fopen(path, "rb");
-  unsigned char pre[10];
-  if (!f || fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-    fprintf(stderr, "%s: cannot read a .npy file\n", path);
+  int rank;
+  long dims[8];
+  float *x = npy_load(path, &rank, dims);
+  if (rank != 1 || dims[0] != N) {
+    fprintf(stderr, "%s: not of shape [%d]\n", path, N);
     exit(1);
   }
-  fseek(f, 10 + (pre[8] | (pre[9] << 8)), SEEK_SET);
-  float x[N];
-  if (fread(x, sizeof *x, N, f) != N) {
-    fprintf(stderr, "%s: fewer than %d values\n", path, N);
-    exit(1);
-  }
-  fclose(f);
   for (int i = 0; i < N; i++)
     out[i] = x[i];
+  free(x);
 }
 
 /* one Adam(W) step at step t */
