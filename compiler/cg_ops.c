@@ -154,28 +154,36 @@ void cg_emit_cumsum(CG *g, const Value *v) {
   cg_nest_close(g, l, v->shape.rank);
 }
 
-/* table[V, D...] rows by idx[I...]: every index is checked first (one
- * gslrt_fail, then gsl_step returns), then rows are copied. */
-void cg_emit_gather(CG *g, const Value *v) {
-  const Value *t = v->args[0], *ix = v->args[1];
+/* Every index of ix within [0, V), else the run fails with msg (one
+ * gslrt_fail, then gsl_step returns). */
+static void check_indices(CG *g, const Value *ix, int64_t V, const char *msg) {
   LLVMBuilderRef b = g->b;
-  int64_t nidx = shape_elems(&ix->shape), V = t->shape.d[0];
   LLVMValueRef ip = cg_buffer_of(g, ix), bad = cg_new_acc(g, g->t_i1);
   LLVMBuildStore(b, LLVMConstInt(g->t_i1, 0, 0), bad);
   Loop lc;
-  cg_loop_open(g, &lc, nidx);
+  cg_loop_open(g, &lc, shape_elems(&ix->shape));
   LLVMValueRef k = cg_load_lin(g, ip, DT_I32, lc.iv);
   LLVMValueRef out_of = LLVMBuildICmp(b, LLVMIntUGE, k, cg_ci32(g, V), "");
   LLVMBuildStore(b, LLVMBuildOr(b, LLVMBuildLoad2(b, g->t_i1, bad, ""), out_of, ""), bad);
   cg_loop_close(g, &lc, false);
-  LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "gather.fail");
-  LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "gather.ok");
+  LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "index.fail");
+  LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "index.ok");
   LLVMBuildCondBr(b, LLVMBuildLoad2(b, g->t_i1, bad, ""), fail, ok);
   LLVMPositionBuilderAtEnd(b, fail);
-  LLVMValueRef args[2] = {g->ctx_arg, cg_cstr(g, "gather index out of range")};
+  LLVMValueRef args[2] = {g->ctx_arg, cg_cstr(g, msg)};
   cg_call(g, "gslrt_fail", g->t_void, 2, args);
   LLVMBuildRetVoid(b);
   LLVMPositionBuilderAtEnd(b, ok);
+}
+
+/* table[V, D...] rows by idx[I...]: every index is checked first, then
+ * rows are copied. */
+void cg_emit_gather(CG *g, const Value *v) {
+  const Value *t = v->args[0], *ix = v->args[1];
+  LLVMBuilderRef b = g->b;
+  int64_t V = t->shape.d[0];
+  LLVMValueRef ip = cg_buffer_of(g, ix);
+  check_indices(g, ix, V, "gather index out of range");
 
   Loop l[GSL_MAX_RANK];
   Aff idx[GSL_MAX_RANK];
@@ -197,9 +205,39 @@ void cg_emit_gather(CG *g, const Value *v) {
   cg_nest_close(g, l, v->shape.rank);
 }
 
+/* scatter_add: the result zeroed, then each source row added into the
+ * row its index names (indices checked first, as gather's) */
+void cg_emit_scatter_add(CG *g, const Value *v) {
+  const Value *src = v->args[0], *ix = v->args[1];
+  LLVMBuilderRef b = g->b;
+  check_indices(g, ix, v->shape.d[0], "scatter_add index out of range");
+  LLVMValueRef out = cg_buffer_of(g, v), ip = cg_buffer_of(g, ix);
+  LLVMBuildMemSet(b, out, LLVMConstInt(LLVMInt8TypeInContext(g->ctx), 0, 0),
+                  cg_ci64(g, 4 * shape_elems(&v->shape)), 4);
+  Loop l[GSL_MAX_RANK];
+  Aff idx[GSL_MAX_RANK];
+  int ni = ix->shape.rank;
+  cg_nest_open(g, l, src->shape.rank, src->shape.d, idx);
+  Aff il = cg_linear_of(&ix->shape, idx);
+  LLVMValueRef row = LLVMBuildSExt(b, cg_load_lin(g, ip, DT_I32, cg_aff_value(g, &il)), g->t_i64, "");
+  Aff ri[GSL_MAX_RANK];
+  ri[0] = cg_aff_const(0);
+  for (int d = 1; d < v->shape.rank; d++)
+    ri[d] = idx[ni + d - 1];
+  Aff rl = cg_linear_of(&v->shape, ri);
+  int64_t st[GSL_MAX_RANK];
+  cg_strides_of(&v->shape, st);
+  LLVMValueRef at = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, row, cg_ci64(g, st[0]), ""), cg_aff_value(g, &rl), "");
+  Aff sl = cg_linear_of(&src->shape, idx);
+  LLVMValueRef x = cg_load_lin(g, cg_buffer_of(g, src), DT_F32, cg_aff_value(g, &sl));
+  LLVMValueRef old = cg_load_lin(g, out, DT_F32, at);
+  cg_store_lin(g, out, DT_F32, at, LLVMBuildFAdd(b, old, x, ""));
+  cg_nest_close(g, l, src->shape.rank);
+}
+
 /* dispatch and combine: one libgslrt call each on the local tiles (rows
  * of M floats copied or accumulated by index; the routes are checked there):
- *   gslrt_dispatch(ctx, out, x, expert, slot, E, G, C, M, S, K)
+ *   gslrt_dispatch(ctx, out, x, expert, slot, weight or NULL, E, G, C, M, S, K)
  *   gslrt_combine(ctx, out, y, expert, slot, weight, E, G, C, M, S, K) */
 void cg_emit_route(CG *g, const Value *v) {
   const Value *big = v->op == OP_DISPATCH ? v : v->args[0], *ex = v->args[1];
@@ -209,6 +247,8 @@ void cg_emit_route(CG *g, const Value *v) {
   a[n++] = LLVMBuildBitCast(g->b, cg_buffer_of(g, v), g->t_ptr, "");
   for (int k = 0; k < v->nargs; k++)
     a[n++] = LLVMBuildBitCast(g->b, cg_buffer_of(g, v->args[k]), g->t_ptr, "");
+  if (v->op == OP_DISPATCH && v->nargs == 3)
+    a[n++] = LLVMConstNull(g->t_ptr);
   for (int i = 0; i < 4; i++)
     a[n++] = cg_ci64(g, big->shape.d[i]);
   a[n++] = cg_ci64(g, ex->shape.d[1]);

@@ -113,6 +113,7 @@ static void emit_value(CG *g, const Value *v) {
   case OP_REDUCE: cg_emit_reduce(g, v); break;
   case OP_CUMSUM: cg_emit_cumsum(g, v); break;
   case OP_GATHER: cg_emit_gather(g, v); break;
+  case OP_SCATTER_ADD: cg_emit_scatter_add(g, v); break;
   case OP_DISPATCH:
   case OP_COMBINE: cg_emit_route(g, v); break;
   case OP_CONCAT: cg_emit_concat(g, v); break;
@@ -145,6 +146,31 @@ static LLVMValueRef add_function(CG *g, const char *name, LLVMTypeRef ft) {
   return f;
 }
 
+/* The step's end, for a program that trains: the loss reported to the
+ * log, then every update copied into its param's or state's buffer (after
+ * all the step's reads of the old contents). */
+static void emit_roots(CG *g) {
+  const Program *p = g->p;
+  for (int i = 0; i < p->noutputs; i++) {
+    const Output *o = &p->outputs[i];
+    int r = g->pl->root[o->value->id];
+    if (o->kind == OUT_LOSS) {
+      if (p->spmd && o->value->sh.partial)
+        die("the loss is a partial sum");
+      LLVMValueRef a[2] = {g->ctx_arg, cg_load_lin(g, g->ptr[r], DT_F32, cg_ci64(g, 0))};
+      cg_call(g, "gslrt_report_loss", g->t_void, 2, a);
+    } else if (o->kind == OUT_UPDATE) {
+      const Value *t = p->tensors[o->tensor].value;
+      int tr = g->pl->root[t->id];
+      if (tr == r)
+        continue;
+      if (!shape_eq(&t->shape, &o->value->shape) || (p->spmd && !shard_eq(&t->sh, &o->value->sh, t->shape.rank)))
+        die("the update of %s is not laid out as it", p->tensors[o->tensor].name);
+      LLVMBuildMemCpy(g->b, g->ptr[tr], 64, g->ptr[r], 4, cg_ci64(g, 4 * shape_elems(&t->shape)));
+    }
+  }
+}
+
 static void emit_step(CG *g) {
   const Program *p = g->p;
   g->fn = g->step_fn;
@@ -173,6 +199,7 @@ static void emit_step(CG *g) {
     }
   for (int i = 0; i < p->nvalues; i++)
     emit_value(g, p->values[i]);
+  emit_roots(g);
   LLVMBuildRetVoid(g->b);
   LLVMBuildBr(g->ab, body);
 }
@@ -198,7 +225,7 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
     const Tensor *t = &p->tensors[i];
     LLVMValueRef a[13] = {ctx,
                           cg_cstr(g, t->name),
-                          cg_ci32(g, t->kind == TK_INPUT),
+                          cg_ci32(g, t->kind == TK_INPUT ? 1 : t->kind == TK_STATE ? 2 : 0),
                           cg_ci32(g, t->dtype == DT_I32),
                           cg_ci32(g, t->shape.rank),
                           cg_shape_array(g, &t->shape),
@@ -223,6 +250,8 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
   }
   for (int i = 0; i < p->noutputs; i++) {
     const Value *v = p->outputs[i].value;
+    if (p->outputs[i].kind != OUT_VALUE)
+      continue;
     if (p->spmd && v->sh.partial)
       die("output %s is a partial sum", p->outputs[i].name);
     LLVMValueRef a[7] = {ctx,

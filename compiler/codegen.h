@@ -112,6 +112,7 @@ LLVMValueRef cg_binary(CG *g, int fn, LLVMValueRef x, LLVMValueRef y, DType in, 
 void cg_emit_reduce(CG *g, const Value *v); /* sum, max, argmax */
 void cg_emit_cumsum(CG *g, const Value *v);
 void cg_emit_gather(CG *g, const Value *v);
+void cg_emit_scatter_add(CG *g, const Value *v);
 void cg_emit_route(CG *g, const Value *v); /* dispatch, combine */
 void cg_emit_concat(CG *g, const Value *v);
 void cg_emit_rng(CG *g, const Value *v);

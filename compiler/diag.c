@@ -222,6 +222,14 @@ void diag_error(Span sp, const char *fmt, ...) {
   nerrors++;
 }
 
+void diag_warning(Span sp, const char *fmt, ...) {
+  muted = false;
+  va_list ap;
+  va_start(ap, fmt);
+  report("warning", sp, fmt, ap);
+  va_end(ap);
+}
+
 void diag_note(Span sp, const char *fmt, ...) {
   if (muted)
     return;

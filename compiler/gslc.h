@@ -64,6 +64,7 @@ Span span_join(Span a, Span b);                         /* from a's start to b's
 void diag_set_stream(FILE *f);                          /* default stderr; tests capture */
 void diag_error(Span sp, const char *fmt, ...);         /* file:line:col: error: ..., line, caret */
 void diag_note(Span sp, const char *fmt, ...);          /* file:line:col: note: ... */
+void diag_warning(Span sp, const char *fmt, ...);       /* file:line:col: warning: ..., line, caret (not an error) */
 void diag_fatal(const char *fmt, ...);                  /* gslc: error: ... (no location) */
 int diag_errors(void);                                  /* errors reported so far */
 bool diag_flooded(void);                                /* past the errors shown: further work is wasted */
@@ -121,7 +122,7 @@ Node *parse_source(const Source *src, Arena *a);
 typedef enum DType { DT_F32, DT_I32 } DType;
 
 typedef enum Op {
-#define X(op, s, n, cls, lvl, fl, d) OP_##op,
+#define X(op, s, n, cls, lvl, fl, d, ds) OP_##op,
 #include "ops.def"
 #undef X
   OP__COUNT
@@ -154,7 +155,8 @@ typedef struct OpInfo {
   OpClass cls;       /* kind of computation */
   int level;         /* propagation priority, -1: never propagates */
   unsigned flags;    /* OF_* */
-  const char *deriv; /* the reverse-mode rule (reserved for autodiff) */
+  const char *deriv; /* the name of its reverse-mode rule (autodiff.c's d_RULE) */
+  unsigned dslots;   /* bit k: operand k gets a cotangent */
 } OpInfo;
 
 const OpInfo *ir_op(Op op); /* ops.def's row; dies on an op not in it */
@@ -167,7 +169,7 @@ typedef enum UnaryFn {
 } UnaryFn;
 
 typedef enum BinaryFn {
-#define X(id, name, sym, fold, cmp, d) BF_##id,
+#define X(id, name, sym, fold, cmp, dx, dy) BF_##id,
 #include "binary.def"
 #undef X
   BF__COUNT
@@ -282,7 +284,9 @@ struct Value {
 };
 
 typedef enum InitKind { INIT_NONE, INIT_ZEROS, INIT_ONES, INIT_NORMAL, INIT_UNIFORM } InitKind;
-typedef enum TensorKind { TK_PARAM, TK_INPUT } TensorKind;
+/* TK_STATE: an optimizer's state (autodiff.c makes them): lives across
+ * steps like a param, starts at zeros, never trained itself */
+typedef enum TensorKind { TK_PARAM, TK_INPUT, TK_STATE } TensorKind;
 
 typedef struct Tensor {
   const char *name; /* declared name */
@@ -293,17 +297,38 @@ typedef struct Tensor {
   InitKind init;    /* initializer (INIT_NONE: inputs must be bound by --input) */
   double a, b;      /* its arguments: normal(std=a), uniform(a, b) */
   bool frozen;      /* param not trained */
+  int state_of;     /* TK_STATE: the index of the param it belongs to, or -1 for the whole
+                       optimizer's (the step count); unused for others */
   uint32_t stream;  /* RNG stream of its initializer */
   Value *value;     /* the OP_PARAM/OP_INPUT value */
   bool annotated;   /* declaration carried a sharding */
   Sharding sh;      /* that sharding */
 } Tensor;
 
+/* What roots the program: a value each step computes for a reason. */
+typedef enum OutputKind {
+  OUT_VALUE,  /* `output NAME`: --output may write it */
+  OUT_LOSS,   /* the training loss: a replicated f32 scalar, reported to the log every step */
+  OUT_UPDATE  /* a param's or optimizer state's contents for the next step, stored at the step's end */
+} OutputKind;
+
 typedef struct Output {
-  const char *name; /* the name after `output` */
+  const char *name; /* the name after `output`; the tensor's for OUT_UPDATE; "loss" */
   Value *value;     /* what it names */
-  Span span;        /* the output statement */
+  Span span;        /* the output (or train) statement */
+  OutputKind kind;  /* why the value is computed */
+  int tensor;       /* OUT_UPDATE: index in Program.tensors, else -1 */
 } Output;
+
+/* The `train LOSS with OPT(...)` statement, as sema found it, for autodiff.c. */
+#define GSL_MAX_OPT_ARGS 8
+typedef struct Train {
+  Value *loss;      /* the f32 scalar to minimize; NULL: the program does not train */
+  Span span;        /* the statement */
+  Span opt_span;    /* the optimizer's call */
+  int opt;          /* an OptimId (optim.def) */
+  double args[GSL_MAX_OPT_ARGS]; /* its hyperparameters, in optim.def's order, defaults filled in */
+} Train;
 
 typedef struct Program {
   Arena *arena;     /* owns everything below */
@@ -313,8 +338,9 @@ typedef struct Program {
   int nvalues, capvalues;
   Tensor *tensors;  /* params and inputs, in declaration order */
   int ntensors, captensors;
-  Output *outputs;  /* in declaration order */
+  Output *outputs;  /* in declaration order (then the loss and updates training adds) */
   int noutputs, capoutputs;
+  Train train;      /* the train statement, if any */
   uint32_t nstreams; /* RNG streams handed out */
   bool spmd;         /* values carry local shapes (partition.c's output) */
   Span site;         /* builder state: the outermost call being inlined, stamped on new values (src NULL: none) */
@@ -355,18 +381,27 @@ Value *ir_cumsum(Program *p, Value *x, int axis, bool exclusive, Span sp);
  * first, a one-operand spec is a transpose */
 Value *ir_einsum(Program *p, const EinsumSpec *e, Value **ops, Span sp);
 Value *ir_gather(Program *p, Value *table, Value *idx, Span sp);
+/* gather's transpose: f32[rows, D...] of zeros, then each src[i..., :] of
+ * src f32[I..., D...] added into row idx[i...] (idx i32[I...]) */
+Value *ir_scatter_add(Program *p, Value *src, Value *idx, int64_t rows, Span sp);
 Value *ir_one_hot(Program *p, Value *idx, int64_t n, Span sp);
 /* moe routing: x f32[G, S, M] into e experts' c slots, f32[E, G, C, M], by
  * expert and slot i32[G, S, K] (a slot outside [0, c) drops the choice);
  * and back: f32[G, S, M] = sum over kept choices of weight f32[G, S, K]
  * times y f32[E, G, C, M] at the choice's (expert, group, slot) */
 Value *ir_dispatch(Program *p, Value *x, Value *expert, Value *slot, int64_t e, int64_t c, Span sp);
+/* the same, each row scaled by its choice's weight f32[G, S, K] (autodiff's
+ * transpose of combine) */
+Value *ir_dispatch_weighted(Program *p, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
+                            Span sp);
 Value *ir_combine(Program *p, Value *y, Value *expert, Value *slot, Value *weight, Span sp);
 Value *ir_rng(Program *p, int dist, double a, double b, Shape shape, Span sp); /* a new stream */
 Value *ir_annotate(Program *p, Value *x, const Sharding *sh, Span sp);
 /* a param or input: t copied into p->tensors, its value made and returned */
 Value *ir_tensor(Program *p, const Tensor *t);
-void ir_output(Program *p, const char *name, Value *v, Span sp);
+void ir_output(Program *p, const char *name, Value *v, Span sp);     /* an OUT_VALUE */
+/* any kind of root; tensor: OUT_UPDATE's, else -1 */
+void ir_root(Program *p, OutputKind kind, const char *name, Value *v, int tensor, Span sp);
 
 /* The rewriter: copies src into a new program value by value, in order.
  * map[id] holds the new value standing for src's value id; fn makes it
@@ -444,6 +479,39 @@ bool sema_run(Sema *s, const Node *root);
 int sema_call(Sema *s, const char *module, const char *fn, Value **args, int nargs, Value **results,
               int maxresults, Span at);
 void sema_free(Sema *s); /* the context only; p is left as it is */
+
+/* ---- autodiff.c: reverse-mode differentiation and the optimizer step ------- */
+
+typedef enum OptimId {
+#define X(id, name, fn, states, step, kw) OPT_##id,
+#include "optim.def"
+#undef X
+  OPT__COUNT
+} OptimId;
+
+typedef struct OptimInfo {
+  const char *name;      /* as written after `with` */
+  const char *fn;        /* its stdlib/optim.gsl function */
+  const char *states;    /* per-param state names, space-separated */
+  bool step;             /* takes the step number t */
+  const char *keywords;  /* NAME=DEFAULT ..., in the function's order */
+} OptimInfo;
+
+const OptimInfo *ad_optim(int id);       /* optim.def's row */
+int ad_optim_lookup(const char *name);   /* an OptimId, or -1 */
+/* keyword k (from 0) of optimizer id: its name (arena-less static storage)
+ * and default; false past the last */
+bool ad_optim_keyword(int id, int k, char *name, size_t cap, double *dflt);
+
+/* For p->train (sema found it): the gradient of the loss with respect to
+ * every param that is not frozen, built as IR after the forward values
+ * (each op's rule from ops.def's rule column); then, per trained param,
+ * the optimizer's stdlib function called through s on the param, its
+ * gradient and its state tensors (made here, TK_STATE); the new values
+ * become OUT_UPDATE roots and the loss the OUT_LOSS root. Params that get
+ * no gradient are warned about and left as they are. false after
+ * reporting errors. */
+bool ad_train(Program *p, Sema *s);
 
 /* ---- sharding.c: the sharding algebra, resharding plans, their cost ------- */
 
@@ -552,8 +620,9 @@ typedef struct Plan {
   int64_t live_bytes;     /* the most bytes live at one step (a lower bound of arena_bytes) */
   int64_t noreuse_bytes;  /* every buffer of the arena on its own: the bytes without reuse */
   int64_t param_bytes;    /* params' local tiles */
+  int64_t state_bytes;    /* optimizer states' local tiles */
   int64_t input_bytes;    /* inputs' local tiles */
-  int64_t output_bytes;   /* outputs' local tiles (held in the arena or the params and inputs) */
+  int64_t output_bytes;   /* OUT_VALUE outputs' local tiles (held in the arena or the params and inputs) */
   int64_t scratch_bytes;  /* the runtime's collective scratch space (the largest one needs) */
   int64_t gather_bytes;   /* rank 0, after the steps: an output gathered and placed (several devices) */
 } Plan;

@@ -33,7 +33,7 @@
 /* ---- the op tables ---------------------------------------------------------- */
 
 static const OpInfo op_table[] = {
-#define X(op, s, n, cls, lvl, fl, d) {s, n, cls, lvl, fl, d},
+#define X(op, s, n, cls, lvl, fl, d, ds) {s, n, cls, lvl, fl, #d, (unsigned)(ds)},
 #include "ops.def"
 #undef X
 };
@@ -59,7 +59,7 @@ static const struct {
   const char *name; /* as printed */
   bool compare;     /* yields 1/0 */
 } binary_table[] = {
-#define X(id, name, sym, fold, cmp, d) {name, cmp},
+#define X(id, name, sym, fold, cmp, dx, dy) {name, cmp},
 #include "binary.def"
 #undef X
 };
@@ -103,7 +103,7 @@ bool binary_is_compare(int fn) {
 
 double ir_fold_binary(int fn, double x, double y) {
   switch (fn) {
-#define X(id, name, sym, fold, cmp, d) \
+#define X(id, name, sym, fold, cmp, dx, dy) \
   case BF_##id:                        \
     return fold;
 #include "binary.def"
@@ -607,6 +607,19 @@ Value *ir_gather(Program *p, Value *table, Value *idx, Span sp) {
   return ir_add(p, OP_GATHER, table->dtype, o, sp, 2, args);
 }
 
+Value *ir_scatter_add(Program *p, Value *src, Value *idx, int64_t rows, Span sp) {
+  need(idx->dtype == DT_I32 && src->dtype == DT_F32 && rows > 0 && idx->shape.rank <= src->shape.rank &&
+           src->shape.rank - idx->shape.rank + 1 <= GSL_MAX_RANK,
+       "scatter_add with bad operands");
+  Shape o = {1, {rows}};
+  for (int i = 0; i < idx->shape.rank; i++)
+    need(idx->shape.d[i] == src->shape.d[i], "scatter_add rows that do not match the indices");
+  for (int i = idx->shape.rank; i < src->shape.rank; i++)
+    o.d[o.rank++] = src->shape.d[i];
+  Value *args[2] = {src, idx};
+  return ir_add(p, OP_SCATTER_ADD, DT_F32, o, sp, 2, args);
+}
+
 Value *ir_one_hot(Program *p, Value *idx, int64_t n, Span sp) {
   need(idx->dtype == DT_I32 && n > 0 && idx->shape.rank < GSL_MAX_RANK, "one_hot with bad operands");
   Shape o = idx->shape;
@@ -622,12 +635,24 @@ static void need_routes(const Value *expert, const Value *slot, int64_t g, int64
        "routing indices that are not i32[G, S, K]");
 }
 
-Value *ir_dispatch(Program *p, Value *x, Value *expert, Value *slot, int64_t e, int64_t c, Span sp) {
+static Value *dispatch(Program *p, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
+                       Span sp) {
   need(x->dtype == DT_F32 && x->shape.rank == 3 && e > 0 && c > 0, "dispatch of a non-f32[G, S, M] tensor");
   need_routes(expert, slot, x->shape.d[0], x->shape.d[1]);
+  need(!weight || (weight->dtype == DT_F32 && shape_eq(&weight->shape, &expert->shape)),
+       "dispatch weights not f32[G, S, K]");
   Shape o = {4, {e, x->shape.d[0], c, x->shape.d[2]}};
-  Value *args[3] = {x, expert, slot};
-  return ir_add(p, OP_DISPATCH, DT_F32, o, sp, 3, args);
+  Value *args[4] = {x, expert, slot, weight};
+  return ir_add(p, OP_DISPATCH, DT_F32, o, sp, weight ? 4 : 3, args);
+}
+
+Value *ir_dispatch(Program *p, Value *x, Value *expert, Value *slot, int64_t e, int64_t c, Span sp) {
+  return dispatch(p, x, expert, slot, NULL, e, c, sp);
+}
+
+Value *ir_dispatch_weighted(Program *p, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
+                            Span sp) {
+  return dispatch(p, x, expert, slot, weight, e, c, sp);
 }
 
 Value *ir_combine(Program *p, Value *y, Value *expert, Value *slot, Value *weight, Span sp) {
@@ -660,7 +685,7 @@ Value *ir_tensor(Program *p, const Tensor *t) {
     p->captensors = p->captensors ? 2 * p->captensors : 16;
     p->tensors = xrealloc(p->tensors, (size_t)p->captensors * sizeof *p->tensors);
   }
-  Value *v = ir_add(p, t->kind == TK_PARAM ? OP_PARAM : OP_INPUT, t->dtype, t->shape, t->span, 0, NULL);
+  Value *v = ir_add(p, t->kind == TK_INPUT ? OP_INPUT : OP_PARAM, t->dtype, t->shape, t->span, 0, NULL);
   v->name = t->name;
   v->tensor = p->ntensors;
   if (t->annotated) {
@@ -672,13 +697,15 @@ Value *ir_tensor(Program *p, const Tensor *t) {
   return v;
 }
 
-void ir_output(Program *p, const char *name, Value *v, Span sp) {
+void ir_root(Program *p, OutputKind kind, const char *name, Value *v, int tensor, Span sp) {
   if (p->noutputs == p->capoutputs) {
     p->capoutputs = p->capoutputs ? 2 * p->capoutputs : 8;
     p->outputs = xrealloc(p->outputs, (size_t)p->capoutputs * sizeof *p->outputs);
   }
-  p->outputs[p->noutputs++] = (Output){name, v, sp};
+  p->outputs[p->noutputs++] = (Output){name, v, sp, kind, tensor};
 }
+
+void ir_output(Program *p, const char *name, Value *v, Span sp) { ir_root(p, OUT_VALUE, name, v, -1, sp); }
 
 /* ---- the rewriter ---------------------------------------------------------------- */
 
@@ -722,8 +749,13 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
   }
   for (int i = 0; i < dst->ntensors; i++)
     dst->tensors[i].value = map[src->tensors[i].value->id];
-  for (int i = 0; i < src->noutputs; i++)
-    ir_output(dst, src->outputs[i].name, map[src->outputs[i].value->id], src->outputs[i].span);
+  for (int i = 0; i < src->noutputs; i++) {
+    const Output *o = &src->outputs[i];
+    ir_root(dst, o->kind, o->name, map[o->value->id], o->tensor, o->span);
+  }
+  dst->train = src->train;
+  if (src->train.loss)
+    dst->train.loss = map[src->train.loss->id];
   free(map);
   ir_count_uses(dst);
   return dst;
@@ -841,6 +873,7 @@ static void print_attrs(FILE *f, Arena *tmp, const Program *p, const Value *v) {
   case OP_CAST:
   case OP_RESHAPE:
   case OP_GATHER:
+  case OP_SCATTER_ADD:
   case OP_ONE_HOT:
   case OP_DISPATCH:
   case OP_COMBINE:
@@ -862,7 +895,8 @@ void ir_print(FILE *f, const Program *p) {
   for (int i = 0; i < p->ntensors; i++) {
     const Tensor *t = &p->tensors[i];
     static const char *const inits[] = {"none", "zeros", "ones", "normal", "uniform"};
-    fprintf(f, "%s %s: %s%s", t->kind == TK_PARAM ? "param" : "input", t->name, dtype_name(t->dtype),
+    fprintf(f, "%s %s: %s%s", t->kind == TK_PARAM ? "param" : t->kind == TK_INPUT ? "input" : "state", t->name,
+            dtype_name(t->dtype),
             shape_str(tmp, &t->shape));
     if (p->mesh.naxes && t->value) {
       Value tv = *t->value;
@@ -890,7 +924,11 @@ void ir_print(FILE *f, const Program *p) {
     }
     fputc('\n', f);
   }
+  static const char *const kinds[] = {"output", "loss", "update"};
   for (int i = 0; i < p->noutputs; i++)
-    fprintf(f, "output %s = %%%d\n", p->outputs[i].name, p->outputs[i].value->id);
+    if (p->outputs[i].kind == OUT_LOSS)
+      fprintf(f, "loss = %%%d\n", p->outputs[i].value->id);
+    else
+      fprintf(f, "%s %s = %%%d\n", kinds[p->outputs[i].kind], p->outputs[i].name, p->outputs[i].value->id);
   arena_free(tmp);
 }

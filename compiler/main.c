@@ -1,7 +1,7 @@
 /* main.c — the gslc driver: options, then the whole pipeline in one function.
  *
- *   source -> parse_source -> sema_program -> shard_propagate -> spmd_partition
- *          -> plan_buffers -> cg_emit_planned -> link
+ *   source -> parse_source -> sema_run -> ad_train -> shard_propagate
+ *          -> spmd_partition -> plan_buffers -> cg_emit_planned -> link
  *
  * with ir_verify after every pass that makes or changes IR, and
  * plan_verify after planning (a broken invariant is a compiler bug and
@@ -306,9 +306,13 @@ static int compile(const Options *o) {
     goto done;
   SemaOptions so = {o->includes, o->ninclude, uninstalled ? GSL_SRCDIR "/stdlib" : GSL_STDLIBDIR,
                     o->defines, o->ndefine};
-  p = sema_program(root, src, ast_arena, &so);
-  if (!p || diag_errors())
+  p = ir_new(src->path);
+  Sema *sema = sema_new(p, ast_arena, &so);
+  bool elaborated = sema_run(sema, root) && ad_train(p, sema);
+  sema_free(sema);
+  if (!elaborated || diag_errors())
     goto done;
+  ir_dce(p);
   if (!ir_verify(p, stderr))
     die("the IR sema built does not verify");
   shard_propagate(p);

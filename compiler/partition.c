@@ -394,6 +394,34 @@ static Value *part_route(Part *P, const Value *v) {
   return finish(P, v, emit_like(P, v, in ? &big : &tok, args));
 }
 
+/* scatter_add runs where its rows are: the source's index dims cut as the
+ * indices are, its row dims as the result's; each device adds its own rows
+ * into a whole-[V] result, a partial sum over the axes cutting the
+ * indices, resolved by the resharding to the value's sharding (an
+ * all-reduce, or a reduce-scatter where the value cuts V) */
+static Value *part_scatter_add(Part *P, const Value *v) {
+  const Value *ix = v->args[1], *xi = P->map[ix->id];
+  Sharding ss = {0}, is = {0}, rs = {0};
+  uint32_t used = 0;
+  for (int i = 1; i < v->shape.rank; i++) {
+    shard_copy_dim(&rs, i, &v->sh, i);
+    used |= shard_dim_axes(&v->sh, i);
+  }
+  for (int i = 0; i < ix->shape.rank; i++) {
+    uint32_t m = shard_dim_axes(&xi->sh, i);
+    if (!m || (m & used))
+      continue;
+    used |= m;
+    shard_copy_dim(&is, i, &xi->sh, i);
+    shard_copy_dim(&ss, i, &xi->sh, i);
+    rs.partial |= m;
+  }
+  for (int i = 1; i < v->shape.rank; i++)
+    shard_copy_dim(&ss, ix->shape.rank + i - 1, &v->sh, i);
+  Value *args[2] = {operand(P, v, 0, &ss), operand(P, v, 1, &is)};
+  return finish(P, v, emit_like(P, v, &rs, args));
+}
+
 static Value *part_reshape(Part *P, const Value *v) {
   const Value *a = v->args[0];
   Sharding want = shard_reshape(&v->sh, &v->shape, &a->shape);
@@ -458,6 +486,8 @@ static Value *part_value(Part *P, const Value *v) {
     Value *args[2] = {operand(P, v, 0, &ts), operand(P, v, 1, &is)};
     return emit_like(P, v, &v->sh, args);
   }
+  case OP_SCATTER_ADD:
+    return part_scatter_add(P, v);
   case OP_DISPATCH:
   case OP_COMBINE:
     return part_route(P, v);
@@ -494,6 +524,19 @@ static Value *part_rewrite(void *ctx, Program *dst, const Value *v, Value **map)
 Program *spmd_partition(const Program *g) {
   Part P = {NULL, NULL, NULL, NULL, linear_uses(g)};
   Program *s = ir_rewrite(g, true, part_rewrite, &P);
+  /* an update goes back into its tensor's layout, where propagation left
+   * the two apart */
+  P.s = s;
+  P.at = NULL;
+  for (int i = 0; i < s->noutputs; i++) {
+    Output *o = &s->outputs[i];
+    const Tensor *t = &s->tensors[o->tensor < 0 ? 0 : o->tensor];
+    if (o->kind != OUT_UPDATE || shard_eq(&o->value->sh, &t->sh, t->shape.rank))
+      continue;
+    o->value = reshard(&P, o->value, &t->sh, o->value->span,
+                       arena_printf(s->arena, "the update of %s goes back to its sharding", t->name));
+  }
+  ir_count_uses(s);
   free(P.linear);
   return s;
 }

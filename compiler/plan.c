@@ -104,6 +104,7 @@ static void decide_buffers(Plan *pl, const Program *p) {
       }
       break;
     case OP_GATHER:
+    case OP_SCATTER_ADD:
     case OP_DISPATCH:
     case OP_COMBINE:
       for (int j = 0; j < v->nargs; j++)
@@ -428,11 +429,15 @@ static void plan_totals(Plan *pl, const Program *p) {
     int64_t b = value_bytes(p->tensors[i].value);
     if (p->tensors[i].kind == TK_PARAM)
       pl->param_bytes += b;
+    else if (p->tensors[i].kind == TK_STATE)
+      pl->state_bytes += b;
     else
       pl->input_bytes += b;
   }
   for (int i = 0; i < p->noutputs; i++) {
     const Value *v = p->outputs[i].value;
+    if (p->outputs[i].kind != OUT_VALUE)
+      continue;
     int64_t local = value_bytes(v), global = 4 * shape_elems(p->spmd ? &v->gshape : &v->shape);
     pl->output_bytes += local;
     if (devices > 1 && devices * local + global > pl->gather_bytes)
@@ -576,6 +581,8 @@ void plan_stats(FILE *f, const Program *p, const Plan *pl) {
   }
   fputs("\n## memory per device (bytes)\n", f);
   fprintf(f, "params                   %12" PRId64 "\n", pl->param_bytes);
+  if (pl->state_bytes)
+    fprintf(f, "optimizer states         %12" PRId64 "\n", pl->state_bytes);
   fprintf(f, "inputs                   %12" PRId64 "\n", pl->input_bytes);
   fprintf(f, "outputs                  %12" PRId64 "   (within the params, inputs and intermediates)\n",
           pl->output_bytes);
@@ -585,8 +592,10 @@ void plan_stats(FILE *f, const Program *p, const Plan *pl) {
   fprintf(f, "runtime staging          %12" PRId64 "   (collective scratch %" PRId64
              "; gathering an output on rank 0 %" PRId64 ")\n",
           pl->scratch_bytes + pl->gather_bytes, pl->scratch_bytes, pl->gather_bytes);
-  fprintf(f, "total                    %12" PRId64 "   (params + inputs + planned + staging)\n",
-          pl->param_bytes + pl->input_bytes + pl->arena_bytes + pl->scratch_bytes + pl->gather_bytes);
+  fprintf(f, "total                    %12" PRId64 "   (params%s + inputs + planned + staging)\n",
+          pl->param_bytes + pl->state_bytes + pl->input_bytes + pl->arena_bytes + pl->scratch_bytes +
+              pl->gather_bytes,
+          pl->state_bytes ? " + states" : "");
   fputs("\n## collectives per step (bytes: received per device)\n", f);
   int64_t total = 0;
   int n = 0;

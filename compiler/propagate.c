@@ -13,7 +13,9 @@
  * einsums before the groups' cut reaches it through the routing. Each
  * sweep goes forward over the program, then backward; after any change
  * the sweeps restart at level 0, so the cheapest kind of inference always
- * runs to a fixed point before a costlier kind is tried.
+ * runs to a fixed point before a costlier kind is tried. A trained param
+ * and its update (the value stored into it at the step's end) offer each
+ * other their shardings at level 0, as the operands of an elementwise op.
  * Where an op's operands disagree, the offer is the operand sharding that
  * the others reach with the fewest bytes moved (sharding.c's cost of
  * resharding), then the most cut, then the earliest: the result depends on
@@ -186,6 +188,15 @@ static void forward(Prop *P, Value *v) {
       offer(P, v, sh, known(ix) ? ix : t);
     return;
   }
+  case OP_SCATTER_ADD: { /* src [I..., D...] -> [V, D...]: the row dims follow src, V stays whole */
+    const Value *ix = v->args[1];
+    if (!known(a))
+      return;
+    for (int i = 1; i < v->shape.rank; i++)
+      shard_copy_dim(&sh, i, &a->sh, ix->shape.rank + i - 1);
+    offer(P, v, sh, a);
+    return;
+  }
   case OP_DISPATCH: /* [G, S, M] -> [E, G, C, M]: the groups and the model dim follow x */
     if (known(a)) {
       shard_copy_dim(&sh, 1, &a->sh, 0);
@@ -306,14 +317,24 @@ static void backward(Prop *P, Value *v) {
     offer(P, t, ts, v);
     return;
   }
+  case OP_SCATTER_ADD: { /* the source's row dims from the result's; its index dims from the indices' */
+    Value *ix = v->args[1];
+    if (known(ix))
+      for (int i = 0; i < ix->shape.rank; i++)
+        shard_copy_dim(&sh, i, &ix->sh, i);
+    for (int i = 1; i < v->shape.rank; i++)
+      shard_copy_dim(&sh, ix->shape.rank + i - 1, &v->sh, i);
+    offer(P, a, sh, v);
+    return;
+  }
   case OP_DISPATCH: {
     shard_copy_dim(&sh, 0, &v->sh, 1);
     shard_copy_dim(&sh, 2, &v->sh, 3);
     offer(P, a, sh, v);
     Sharding rs = {0};
     shard_copy_dim(&rs, 0, &v->sh, 1);
-    offer(P, v->args[1], rs, v);
-    offer(P, v->args[2], rs, v);
+    for (int k = 1; k < v->nargs; k++)
+      offer(P, v->args[k], rs, v);
     return;
   }
   case OP_COMBINE: {
@@ -378,8 +399,26 @@ static void backward(Prop *P, Value *v) {
   die("op %s does not propagate backward", op_name(v->op));
 }
 
+/* A param's (or optimizer state's) update and the tensor itself: one
+ * buffer across steps, so each offers the other its sharding, as
+ * elementwise operands do. */
+static void tie_updates(Prop *P) {
+  Program *p = P->p;
+  for (int i = 0; i < p->noutputs; i++) {
+    if (p->outputs[i].kind != OUT_UPDATE)
+      continue;
+    Value *u = p->outputs[i].value, *t = p->tensors[p->outputs[i].tensor].value;
+    if (known(t))
+      offer(P, u, t->sh, t);
+    if (known(u))
+      offer(P, t, u->sh, u);
+  }
+}
+
 static void sweep(Prop *P, int level) {
   Program *p = P->p;
+  if (level == 0)
+    tie_updates(P);
   for (int i = 0; i < p->nvalues; i++) {
     Value *v = p->values[i];
     if (v->sh_origin != SO_ANNOTATED && v->nargs && ir_op(v->op)->level == level)

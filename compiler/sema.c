@@ -834,6 +834,88 @@ static void exec_output(Sema *s, const Node *st) {
   }
 }
 
+/* train LOSS with OPT(k = v, ...): the loss an f32 scalar, the optimizer a
+ * row of optim.def with its keywords numbers (defaults filled in); kept in
+ * p->train for autodiff.c */
+static void exec_train(Sema *s, Scope *sc, const Node *st) {
+  Train tr = {0}, *t = &tr;
+  t->span = st->span;
+  R r = sema_eval(s, sc, st->a);
+  bool ok = r.k != R_NONE;
+  if (is_num(r)) {
+    sema_error(s, st->a->span, "the loss is the constant %g; it must depend on params", num(r));
+    ok = false;
+  } else if (r.k == R_TUPLE) {
+    sema_error(s, st->a->span, "the loss is %d values; it must be one f32 scalar", r.n);
+    ok = false;
+  } else if (r.k == R_VALUE && (r.v->dtype != DT_F32 || r.v->shape.rank != 0)) {
+    sema_error(s, st->a->span, "the loss must be an f32 scalar, not %s", sema_vtype(s, r.v));
+    ok = false;
+  }
+  const Node *call = st->b;
+  t->opt_span = call->span;
+  t->opt = ad_optim_lookup(call->name);
+  Args a;
+  if (t->opt < 0) {
+    sema_error(s, call->span, "unknown optimizer '%s' (sgd, momentum, adam or adamw)", call->name);
+    ok = false;
+  } else if (!sema_split_args(s, call, &a)) {
+    ok = false;
+    t->opt = -1;
+  }
+  if (t->opt < 0) {
+    if (!s->p->train.span.src)
+      s->p->train = tr;
+    return;
+  }
+  if (a.npos) {
+    sema_error(s, a.pos[0]->span, "%s's arguments are given by keyword, e.g. %s(lr = 0.001)", call->name,
+               call->name);
+    ok = false;
+  }
+  char name[64];
+  double dflt;
+  int nk = 0;
+  for (int k = 0; ad_optim_keyword(t->opt, k, name, sizeof name, &dflt); k++, nk++) {
+    t->args[k] = dflt;
+    const Node *n = sema_kwarg(&a, name);
+    if (!n)
+      continue;
+    bool good = true;
+    t->args[k] = sema_eval_number(s, sc, n, name, &good);
+    /* PyTorch's checks: lr, eps, weight decay and momentum >= 0, betas in [0, 1) */
+    bool beta = strncmp(name, "beta", 4) == 0, flag = strcmp(name, "nesterov") == 0;
+    if (good && (!isfinite(t->args[k]) || t->args[k] < 0 || (beta && t->args[k] >= 1) ||
+                 (flag && t->args[k] != 0 && t->args[k] != 1))) {
+      sema_error(s, n->span, "%s = %g is out of range (%s)", name, t->args[k],
+                 beta ? "0 <= beta < 1" : flag ? "true or false" : "it must be a number >= 0");
+      good = false;
+    }
+    ok &= good;
+  }
+  for (int i = 0; i < a.nkw; i++) {
+    bool known = false;
+    for (int k = 0; k < nk && !known; k++)
+      known = ad_optim_keyword(t->opt, k, name, sizeof name, &dflt) && strcmp(name, a.kw[i]->name) == 0;
+    if (!known) {
+      sema_error(s, a.kw[i]->span, "%s takes no keyword '%s' (it takes %s)", call->name, a.kw[i]->name,
+                 ad_optim(t->opt)->keywords);
+      ok = false;
+    }
+  }
+  if (s->p->train.span.src) {
+    if (!s->train_twice) { /* once: the statement's own errors are shown for each */
+      sema_error(s, st->span, "a program has one train statement");
+      diag_note(s->p->train.span, "the first is here");
+    }
+    s->train_twice = true;
+    return;
+  }
+  if (ok)
+    t->loss = r.v;
+  s->p->train = tr;
+}
+
 static bool exec_block(Sema *s, Scope *sc, const NodeList *stmts);
 
 static const char *find_import(Sema *s, const char *name) {
@@ -943,7 +1025,7 @@ static bool exec_block(Sema *s, Scope *sc, const NodeList *stmts) {
       sema_error(s, st->span, "return outside a function");
       break;
     case AST_TRAIN:
-      sema_error(s, st->span, "train is not supported yet (training arrives with the autodiff issue)");
+      exec_train(s, sc, st);
       break;
     case AST_ERROR:
       break;
@@ -1050,7 +1132,7 @@ void sema_free(Sema *s) {
 Program *sema_program(const Node *root, const Source *src, Arena *ast_arena, const SemaOptions *opt) {
   Program *p = ir_new(src ? src->path : NULL);
   Sema *s = sema_new(p, ast_arena, opt);
-  bool ok = sema_run(s, root);
+  bool ok = sema_run(s, root) && ad_train(p, s);
   sema_free(s);
   if (!ok) {
     ir_free(p);

@@ -90,6 +90,7 @@ struct Sema {
   bool have_mesh;              /* a mesh statement was seen */
   bool have_tensor;            /* a param or input was seen */
   bool too_big;                /* the value bound was hit (reported once; all else stops) */
+  bool train_twice;            /* a second train statement was reported */
   bool *define_used;           /* per -D: matched a const */
   Module *modules;             /* modules loaded by sema_call */
   int nmodules;

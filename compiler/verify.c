@@ -320,6 +320,22 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
       fail(c, v, "gather result is not idx's shape then the table's row shape");
     break;
   }
+  case OP_SCATTER_ADD: {
+    const Value *ix = v->args[1];
+    Shape want = {1, {v->shape.rank ? v->shape.d[0] : 0}};
+    if (ix->dtype != DT_I32 || a->dtype != DT_F32 || v->dtype != DT_F32 || ix->shape.rank > a->shape.rank) {
+      fail(c, v, "scatter_add takes f32 rows and i32 indices");
+      break;
+    }
+    for (int i = 0; i < ix->shape.rank; i++)
+      if (ix->shape.d[i] != a->shape.d[i])
+        fail(c, v, "scatter_add rows do not match the indices' shape");
+    for (int i = ix->shape.rank; i < a->shape.rank && want.rank < GSL_MAX_RANK; i++)
+      want.d[want.rank++] = a->shape.d[i];
+    if (!same(&want, &v->shape) || want.d[0] < 1)
+      fail(c, v, "scatter_add result is not [rows] then the source's row shape");
+    break;
+  }
   case OP_ONE_HOT: {
     Shape want = a->shape;
     if (a->dtype != DT_I32 || v->dtype != DT_F32 || v->shape.rank != a->shape.rank + 1) {
@@ -335,6 +351,10 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
   case OP_COMBINE: {
     /* x [G, S, M] -> y [E, G, C, M], or back */
     const Value *x = v->op == OP_DISPATCH ? a : v, *y = v->op == OP_DISPATCH ? v : a;
+    if (v->nargs < 3) {
+      fail(c, v, "routing without expert and slot indices");
+      break;
+    }
     const Value *ex = v->args[1], *sl = v->args[2];
     if (x->shape.rank != 3 || y->shape.rank != 4 || x->dtype != DT_F32 || y->dtype != DT_F32 ||
         x->shape.d[0] != y->shape.d[1] || x->shape.d[2] != y->shape.d[3]) {
@@ -344,8 +364,10 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
     if (ex->dtype != DT_I32 || sl->dtype != DT_I32 || ex->shape.rank != 3 || !same(&ex->shape, &sl->shape) ||
         ex->shape.d[0] != x->shape.d[0] || ex->shape.d[1] != x->shape.d[1])
       fail(c, v, "expert and slot indices are not i32[G, S, K]");
-    if (v->op == OP_COMBINE && (v->args[3]->dtype != DT_F32 || !same(&v->args[3]->shape, &ex->shape)))
-      fail(c, v, "combine weights are not f32[G, S, K]");
+    if (v->op == OP_DISPATCH && v->nargs != 3 && v->nargs != 4)
+      fail(c, v, "dispatch takes x, expert, slot and optionally weights");
+    else if (v->nargs == 4 && (v->args[3]->dtype != DT_F32 || !same(&v->args[3]->shape, &ex->shape)))
+      fail(c, v, "routing weights are not f32[G, S, K]");
     break;
   }
   case OP_ALL_REDUCE:
@@ -373,5 +395,14 @@ bool ir_verify(const Program *p, FILE *err) {
     if (!p->outputs[i].value || p->outputs[i].value->id >= p->nvalues ||
         p->values[p->outputs[i].value->id] != p->outputs[i].value)
       fail(&c, NULL, "output names a value not in the program");
+    else if (p->outputs[i].kind == OUT_LOSS &&
+             (p->outputs[i].value->dtype != DT_F32 || p->outputs[i].value->shape.rank != 0))
+      fail(&c, p->outputs[i].value, "the loss is not an f32 scalar");
+    else if (p->outputs[i].kind == OUT_UPDATE &&
+             (p->outputs[i].tensor < 0 || p->outputs[i].tensor >= p->ntensors ||
+              p->tensors[p->outputs[i].tensor].kind == TK_INPUT ||
+              p->tensors[p->outputs[i].tensor].dtype != p->outputs[i].value->dtype ||
+              !same(&p->tensors[p->outputs[i].tensor].shape, &p->outputs[i].value->gshape)))
+      fail(&c, p->outputs[i].value, "an update that does not fit its param");
   return c.ok;
 }

@@ -154,6 +154,7 @@ static Value *batch_value(Vmap *V, const Value *v) {
   case OP_ONE_HOT:
     return ir_one_hot(p, a, v->shape.d[v->shape.rank - 1], sp);
   case OP_ANNOTATE:  /* a sharding for one member says nothing of the batch's */
+  case OP_SCATTER_ADD: /* only autodiff makes it, after every moe body is batched */
   case OP_DISPATCH:  /* moe blocks do not nest */
   case OP_COMBINE:
     return NULL;

@@ -5,9 +5,10 @@
  *   void gsl_step(gslrt_ctx *ctx, int64_t step); computes one step
  * and a main() that returns gslrt_main(argc, argv, &info). gslrt_main parses
  * the options of SPEC section 7, starts MPI, calls gsl_setup, checks the mesh
- * against the number of ranks, initializes params, and for every step binds
- * the inputs (from --input files or their initializers), calls gsl_step and
- * logs; after the last step it writes --output files.
+ * against the number of ranks, initializes params and optimizer states, and
+ * for every step binds the inputs (from --input files or their
+ * initializers), calls gsl_step and logs; after the last step it writes
+ * --output files.
  *
  * Every public symbol is gslrt_. Errors are fatal: one message naming the
  * rank and the cause on stderr, then every rank ends (MPI_Abort). */
@@ -26,7 +27,7 @@ extern "C" {
 typedef struct gslrt_ctx gslrt_ctx;
 
 enum gslrt_dtype { GSLRT_F32 = 0, GSLRT_I32 = 1 };
-enum gslrt_kind { GSLRT_PARAM = 0, GSLRT_INPUT = 1 };
+enum gslrt_kind { GSLRT_PARAM = 0, GSLRT_INPUT = 1, GSLRT_STATE = 2 };
 enum gslrt_init { GSLRT_INIT_NONE = 0, GSLRT_INIT_ZEROS, GSLRT_INIT_ONES, GSLRT_INIT_NORMAL, GSLRT_INIT_UNIFORM };
 enum gslrt_dist { GSLRT_UNIFORM = 0, GSLRT_NORMAL = 1 };
 
@@ -45,13 +46,16 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info);
 /* One mesh axis; called in axis order before any tensor. No call: one device. */
 void gslrt_declare_axis(gslrt_ctx *ctx, const char *name, int64_t size);
 
-/* A param or input. global_shape has rank entries. dim_axes has
- * rank * GSLRT_MAX_AXES entries: for dimension i, the mesh axes splitting it
- * (major first), padded with -1 (all -1: replicated). The runtime allocates
+/* A param, input or optimizer state. global_shape has rank entries.
+ * dim_axes has rank * GSLRT_MAX_AXES entries: for dimension i, the mesh axes
+ * splitting it (major first), padded with -1 (all -1: replicated). The runtime allocates
  * the local buffer (zeroed, 64-byte aligned) and stores its address in
  * *slot; params are initialized from (init, a, b, stream) before step 0;
  * inputs are filled before every step, from their --input file or, without
- * one, from their initializer drawn anew for that step. */
+ * one, from their initializer drawn anew for that step. A state (an
+ * optimizer's moment, e.g. "adam.m.wi") is kept like a param, initialized
+ * once and never bound by --input, but is not one: checkpoints tell them
+ * apart. */
 void gslrt_declare_tensor(gslrt_ctx *ctx, const char *name, int32_t kind, int32_t dtype,
                           int32_t rank, const int64_t *global_shape, const int32_t *dim_axes,
                           void **slot, int32_t init, double a, double b, uint32_t stream,
@@ -136,14 +140,18 @@ void gslrt_collective_permute(gslrt_ctx *ctx, int32_t from, int32_t to, int32_t 
  * group g routed to (e, c) = (expert, slot)[g, s, k] with 0 <= c < C, row
  * (e, g, c) of out = row (g, s) of x f32[G, S, M]. combine: out f32[G, S, M],
  * row (g, s) = sum over those choices of weight[g, s, k] * row (e, g, c) of
- * y f32[E, G, C, M]. A slot outside [0, C) is a dropped choice; an expert
+ * y f32[E, G, C, M]. dispatch's weight, when not NULL, scales each copied
+ * row by its choice's weight (the backward pass of combine). A slot outside
+ * [0, C) is a dropped choice; an expert
  * outside [0, E) is a fatal error. */
 void gslrt_dispatch(gslrt_ctx *ctx, float *out, const float *x, const int32_t *expert, const int32_t *slot,
-                    int64_t E, int64_t G, int64_t C, int64_t M, int64_t S, int64_t K);
+                    const float *weight, int64_t E, int64_t G, int64_t C, int64_t M, int64_t S, int64_t K);
 void gslrt_combine(gslrt_ctx *ctx, float *out, const float *y, const int32_t *expert, const int32_t *slot,
                    const float *weight, int64_t E, int64_t G, int64_t C, int64_t M, int64_t S, int64_t K);
 
-/* The step's scalar loss, for the log line (training). */
+/* The step's scalar loss (global: the same on every rank), for the log
+ * line and --metrics (training). A NaN or infinite loss ends the run after
+ * the step, on every rank, with exit status 1. */
 void gslrt_report_loss(gslrt_ctx *ctx, float loss);
 
 /* A fatal error raised by compiled code (e.g. a gather index out of range). */

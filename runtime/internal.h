@@ -59,12 +59,13 @@ typedef struct gslrt_options {
   const char *checkpoint;   /* --checkpoint DIR, or NULL */
   int64_t checkpoint_every; /* --checkpoint-every K, 0 if not given */
   int resume;               /* --resume */
+  const char *metrics;      /* --metrics FILE, or NULL */
 } gslrt_options;
 
-/* A declared param or input. */
+/* A declared param, input or optimizer state. */
 typedef struct gslrt_tensor {
   const char *name;                             /* the GSL name (owned by the program) */
-  int32_t kind;                                 /* GSLRT_PARAM or GSLRT_INPUT */
+  int32_t kind;                                 /* GSLRT_PARAM, GSLRT_INPUT or GSLRT_STATE */
   int32_t dtype;                                /* GSLRT_F32 or GSLRT_I32 */
   int32_t rank;                                 /* number of dimensions */
   int64_t global_shape[GSLRT_MAX_RANK];         /* the whole tensor's shape */
@@ -108,7 +109,7 @@ struct gslrt_ctx {
   int64_t axis_size[GSLRT_MAX_AXES];      /* their sizes */
   int64_t coord[GSLRT_MAX_AXES];          /* this rank's coordinate on each axis */
   int mesh_checked;                       /* the mesh was compared with nranks */
-  gslrt_tensor *tensors;                  /* declared params and inputs */
+  gslrt_tensor *tensors;                  /* declared params, inputs and states */
   int ntensors;                           /* entries in tensors */
   gslrt_output *outputs;                  /* declared outputs */
   int noutputs;                           /* entries in outputs */
@@ -122,6 +123,8 @@ struct gslrt_ctx {
   size_t scratch_bytes;                   /* its size */
   int have_loss;                          /* gslrt_report_loss was called this step */
   float loss;                             /* the value it reported */
+  FILE *metrics;                          /* the open --metrics file (rank 0), or NULL */
+  uint64_t metrics_dev, metrics_ino;      /* its device and inode (rank 0) */
 };
 
 /* ---- options.c ----------------------------------------------------------- */
@@ -174,13 +177,13 @@ int64_t gslrt_block_index(const gslrt_ctx *ctx, const int64_t *coord, int n, con
 /* Matches --input and --output with the declarations (usage errors). */
 void gslrt_check_bindings(gslrt_ctx *ctx);
 /* Checks every --output target on rank 0 before step 1: two names of one
- * file (the same path, or paths of one existing file) are a usage error; a
- * target that is not a regular file, or whose directory takes no new file,
- * a run-time error. */
+ * file (the same path, or paths of one existing file), or a name of the
+ * --metrics file (opened before), are a usage error; a target that is not
+ * a regular file, or whose directory takes no new file, a run-time error. */
 void gslrt_check_outputs(gslrt_ctx *ctx);
 /* Reads and checks every --input file's header on rank 0, shares them. */
 void gslrt_open_inputs(gslrt_ctx *ctx);
-/* Initializes every param (draws with step -1). */
+/* Initializes every param and state (draws with step -1). */
 void gslrt_init_params(gslrt_ctx *ctx);
 /* Fills every input for step: its tile of the file's batch step % B, or
  * its initializer drawn for step. */

@@ -4,9 +4,10 @@
  *   parse the options (usage errors: exit 2); --help / --version;
  *   gsl_setup (declarations; the mesh is checked against the ranks);
  *   build the communicators of the declared groups of mesh axes;
- *   match --input/--output with the declarations; check the output
- *   targets and the input files;
- *   initialize params; for each step: bind inputs, gsl_step, log;
+ *   match --input/--output with the declarations; create the --metrics
+ *   file; check the output targets and the input files;
+ *   initialize params and states; for each step: bind inputs, gsl_step,
+ *   stop on a non-finite loss, log;
  *   write the outputs; free everything; MPI_Finalize.
  *
  * Errors. A usage error is found by every rank alike: rank 0 prints
@@ -19,17 +20,34 @@
  * process manager: nothing waits forever on a dead peer. With one rank it finalizes and exits 1 instead.
  *
  * Log (rank 0, stdout), every --log-every steps and at the last step:
- *   step 10/100  loss 0.123456  tokens/s 12345  (3.2 ms/step)
+ *   step 10/100  loss 0.123456  tokens/s 12345  (3.2 ms/step, 0.03 s elapsed)
  * loss only if gslrt_report_loss was called during that step (%.6g);
- * tokens/s and ms/step are averaged over the steps since the previous line.
- * On a terminal, stderr also shows a progress line rewritten with '\r' and
- * erased before each log line and at the end. --quiet prints only errors. */
+ * tokens/s and ms/step are averaged over the steps since the previous line;
+ * elapsed is the wall time since step 1 began. On a terminal, stderr also
+ * shows a progress line rewritten with '\r' and erased before each log line
+ * and at the end. --quiet prints only errors.
+ *
+ * Metrics (rank 0, --metrics FILE, also with --quiet): the same steps as
+ * the log, one JSON object a line, flushed at once so that the lines
+ * written stay whatever happens later:
+ *   {"step": 10, "loss": 0.123456789, "tokens_per_s": 12345.6, "elapsed_s": 0.031, "ms_per_step": 3.2}
+ * loss (%.9g: the f32 exactly) only as for the log line. Rank 0 checks and
+ * creates (truncates) FILE before step 1, like the --output targets; a
+ * failed write later is a run-time error of rank 0.
+ *
+ * A NaN or infinite loss ends the run right after its step: the loss is the
+ * same on every rank, so all decide alike, rank 0 says so once and all exit
+ * 1; nothing is logged for that step and no --output is written. */
 #include "internal.h"
+#include "seterr.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The context of the running gslrt_main, for errors raised without one. */
@@ -186,15 +204,36 @@ static void print_version(const gslrt_ctx *ctx) {
          ctx->info->compiler_version ? ctx->info->compiler_version : "?");
 }
 
-static void log_line(gslrt_ctx *ctx, int64_t step, int64_t nsteps, double seconds, int64_t tokens) {
-  double per = seconds / (double)nsteps, ms = 1000.0 * per;
-  erase_progress();
-  printf("step %lld/%lld", (long long)step + 1, (long long)ctx->opts.steps);
+/* Writes the metrics record of logged step (0-based) on rank 0. */
+static void write_metrics(gslrt_ctx *ctx, int64_t step, double per, double elapsed, double tps) {
+  FILE *f = ctx->metrics;
+  fprintf(f, "{\"step\": %lld", (long long)step + 1);
   if (ctx->have_loss)
-    printf("  loss %.6g", (double)ctx->loss);
-  printf("  tokens/s %.0f  (%.*f ms/step)\n", (double)tokens / (per > 0 ? per : 1e-9),
-         ms >= 100 ? 0 : ms >= 1 ? 1 : 3, ms);
-  fflush(stdout);
+    fprintf(f, ", \"loss\": %.9g", (double)ctx->loss);
+  fprintf(f, ", \"tokens_per_s\": %.1f, \"elapsed_s\": %.6f, \"ms_per_step\": %.6g}\n", tps, elapsed,
+          1000.0 * per);
+  if (fflush(f) != 0 || ferror(f))
+    gslrt_fatal(ctx, "--metrics %s: cannot write: %s", ctx->opts.metrics, strerror(errno));
+}
+
+/* Logs step (0-based), the last of nsteps steps that took seconds, elapsed
+ * seconds since step 1 began: the log line unless --quiet, and the metrics
+ * record. Rank 0 only. */
+static void log_step(gslrt_ctx *ctx, int64_t step, int64_t nsteps, double seconds, double elapsed,
+                     int64_t tokens) {
+  double per = seconds / (double)nsteps, ms = 1000.0 * per;
+  double tps = (double)tokens / (per > 0 ? per : 1e-9);
+  if (!ctx->opts.quiet) {
+    erase_progress();
+    printf("step %lld/%lld", (long long)step + 1, (long long)ctx->opts.steps);
+    if (ctx->have_loss)
+      printf("  loss %.6g", (double)ctx->loss);
+    printf("  tokens/s %.0f  (%.*f ms/step, %.*f s elapsed)\n", tps, ms >= 100 ? 0 : ms >= 1 ? 1 : 3,
+           ms, elapsed >= 1000 ? 0 : elapsed >= 10 ? 1 : 2, elapsed);
+    fflush(stdout);
+  }
+  if (ctx->metrics)
+    write_metrics(ctx, step, per, elapsed, tps);
 }
 
 static void show_progress(gslrt_ctx *ctx, int64_t step, double per) {
@@ -204,19 +243,99 @@ static void show_progress(gslrt_ctx *ctx, int64_t step, double per) {
   progress_shown = 1;
 }
 
+/* Whether path and the --input or --output FILE other are one file: the
+ * same name, or names of one existing file (st, if path exists). */
+static int same_file(const char *path, const struct stat *st, const char *other) {
+  struct stat o;
+  if (!strcmp(path, other))
+    return 1;
+  return st && stat(other, &o) == 0 && o.st_dev == st->st_dev && o.st_ino == st->st_ino;
+}
+
+/* Checks and creates (truncates) the --metrics file on rank 0; the verdict
+ * on it: 0, or 2 (a usage error) or 1 (a run-time error) with the cause in
+ * err. O_NONBLOCK: a FIFO without a reader fails at once instead of
+ * blocking the open. */
+static int create_metrics(gslrt_ctx *ctx, char *err, int errlen) {
+  const gslrt_options *op = &ctx->opts;
+  const char *path = op->metrics;
+  struct stat st;
+  int exists = stat(path, &st) == 0, fd;
+  for (int i = 0; i < op->ninputs; i++)
+    if (same_file(path, exists ? &st : NULL, op->inputs[i].file)) {
+      gslrt_seterr(err, errlen, "--metrics %s and --input %s=%s name the same file", path,
+                   op->inputs[i].name, op->inputs[i].file);
+      return 2;
+    }
+  for (int i = 0; i < op->noutputs; i++)
+    if (same_file(path, exists ? &st : NULL, op->outputs[i].file)) {
+      gslrt_seterr(err, errlen, "--metrics %s and --output %s=%s name the same file", path,
+                   op->outputs[i].name, op->outputs[i].file);
+      return 2;
+    }
+  if (exists && S_ISDIR(st.st_mode)) {
+    gslrt_seterr(err, errlen, "--metrics %s: %s is a directory", path, path);
+    return 1;
+  }
+  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, 0666);
+  if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 && fstat(fd, &st) == 0)
+    ctx->metrics = fdopen(fd, "w");
+  if (!ctx->metrics) {
+    gslrt_seterr(err, errlen, "--metrics %s: cannot open %s for writing: %s", path, path,
+                 strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return 1;
+  }
+  ctx->metrics_dev = (uint64_t)st.st_dev, ctx->metrics_ino = (uint64_t)st.st_ino;
+  return 0;
+}
+
+/* Creates the --metrics file before step 1 (rank 0) and shares the verdict. */
+static void open_metrics(gslrt_ctx *ctx) {
+  char err[GSLRT_ERRLEN] = "";
+  int status = 0;
+  if (!ctx->opts.metrics)
+    return;
+  if (ctx->rank == 0)
+    status = create_metrics(ctx, err, sizeof err);
+  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+  if (status == 2)
+    gslrt_usage_error(ctx, "%s", err);
+  if (status != 0)
+    gslrt_fail_all(ctx, "%s", err);
+}
+
+/* Closes the --metrics file after the last step; a failed close is an error. */
+static void close_metrics(gslrt_ctx *ctx) {
+  FILE *f = ctx->metrics;
+  ctx->metrics = NULL;
+  if (f && fclose(f) != 0)
+    gslrt_fatal(ctx, "--metrics %s: cannot write: %s", ctx->opts.metrics, strerror(errno));
+}
+
+/* Ends the run, on every rank alike, if the step's loss is NaN or infinite. */
+static void check_loss(gslrt_ctx *ctx, int64_t step) {
+  float l = ctx->loss;
+  if (ctx->have_loss && !isfinite(l))
+    gslrt_fail_all(ctx, "the loss is %s at step %lld; stopping",
+                   isnan(l) ? "nan" : l > 0 ? "inf" : "-inf", (long long)step + 1);
+}
+
 static void run_steps(gslrt_ctx *ctx) {
   int64_t every = gslrt_log_every(&ctx->opts), tokens = gslrt_tokens_per_step(ctx);
-  int talk = ctx->rank == 0 && !ctx->opts.quiet;
-  int tty = talk && isatty(fileno(stderr));
-  double since = MPI_Wtime(), shown = since;
+  int tty = ctx->rank == 0 && !ctx->opts.quiet && isatty(fileno(stderr));
+  double start = MPI_Wtime(), since = start, shown = start;
   int64_t last_logged = -1;
   for (int64_t s = 0; s < ctx->opts.steps; s++) {
     gslrt_bind_inputs(ctx, s);
     ctx->have_loss = 0;
     ctx->info->step(ctx, s);
+    check_loss(ctx, s);
     double now = MPI_Wtime();
-    if (talk && ((s + 1) % every == 0 || s + 1 == ctx->opts.steps)) {
-      log_line(ctx, s, s - last_logged, now - since, tokens);
+    if ((s + 1) % every == 0 || s + 1 == ctx->opts.steps) {
+      if (ctx->rank == 0)
+        log_step(ctx, s, s - last_logged, now - since, now - start, tokens);
       last_logged = s;
       since = now;
     } else if (tty && now - shown > 0.1) {
@@ -275,10 +394,12 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   gslrt_check_mesh(&ctx);
   gslrt_build_groups(&ctx);
   gslrt_check_bindings(&ctx);
+  open_metrics(&ctx);
   gslrt_check_outputs(&ctx);
   gslrt_open_inputs(&ctx);
   gslrt_init_params(&ctx);
   run_steps(&ctx);
+  close_metrics(&ctx);
   gslrt_write_outputs(&ctx);
   free_ctx(&ctx);
   gslrt_mpi_check(&ctx, MPI_Comm_free(&ctx.comm), "MPI_Comm_free");

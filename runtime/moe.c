@@ -1,6 +1,7 @@
 /* moe.c — the routing of a moe block on one device's tiles: dispatch
  * copies each kept choice's token row into its expert's slot, combine adds
- * the gate-weighted expert rows back into each token's row. These are the
+ * the gate-weighted expert rows back into each token's row; a weighted
+ * dispatch (autodiff's transpose of combine) scales each row it copies. These are the
  * index form of GShard's one-hot einsums "gsec,gsm->egcm" and
  * "gsec,egcm->gsm": the same numbers without the [G, S, E, C] masks and
  * without their E*C-fold multiply-adds.
@@ -31,16 +32,23 @@ static int64_t route(gslrt_ctx *ctx, const int32_t *expert, const int32_t *slot,
 }
 
 void gslrt_dispatch(gslrt_ctx *ctx, float *out, const float *x, const int32_t *expert, const int32_t *slot,
-                    int64_t E, int64_t G, int64_t C, int64_t M, int64_t S, int64_t K) {
+                    const float *weight, int64_t E, int64_t G, int64_t C, int64_t M, int64_t S, int64_t K) {
   memset(out, 0, sizeof *out * (size_t)(E * G * C * M));
   for (int64_t g = 0; g < G; g++)
     for (int64_t s = 0; s < S; s++)
       for (int64_t k = 0; k < K; k++) {
-        int64_t at = route(ctx, expert, slot, (g * S + s) * K + k, g, E, G, C, M);
+        int64_t r = (g * S + s) * K + k, at = route(ctx, expert, slot, r, g, E, G, C, M);
         if (at == -2)
           return;
-        if (at >= 0)
+        if (at < 0)
+          continue;
+        if (!weight) {
           memcpy(out + at, x + (g * S + s) * M, sizeof *out * (size_t)M);
+          continue;
+        }
+        const float w = weight[r], *row = x + (g * S + s) * M;
+        for (int64_t m = 0; m < M; m++)
+          out[at + m] = w * row[m];
       }
 }
 

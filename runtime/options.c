@@ -35,6 +35,7 @@ static const opt opts_table[] = {
     {"--checkpoint-every", OPT_COUNT, 1, OFF(checkpoint_every)},
     {"--resume", OPT_FLAG, 0, OFF(resume)},
     {"--log-every", OPT_COUNT, 1, OFF(log_every)},
+    {"--metrics", OPT_PATH, 0, OFF(metrics)},
     {"--quiet", OPT_FLAG, 0, OFF(quiet)},
     {"--help", OPT_FLAG, 0, OFF(help)},
     {"--version", OPT_FLAG, 0, OFF(version)},
@@ -219,14 +220,20 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "  --log-every K          log every K steps and the last (default: every step\n"
           "                         up to 100 steps, otherwise the smallest of 2, 5, 10,\n"
           "                         20, 50, 100, ... that gives at most 100 lines)\n"
+          "  --metrics FILE         write one JSON object a line to FILE for every logged\n"
+          "                         step, also with --quiet (FILE is created or\n"
+          "                         truncated before step 1)\n"
           "  --quiet                print nothing but errors\n"
           "  --help                 print this help and exit\n"
           "  --version              print the version and exit\n"
           "Options also take the form --opt=value.\n"
           "\n"
           "Rank 0 logs lines like\n"
-          "  step 10/100  loss 0.123456  tokens/s 12345  (3.2 ms/step)\n"
-          "(loss only for programs that train). Exit status: 0 on success, 2 on a\n"
-          "usage error, 1 on a run-time error.\n",
+          "  step 10/100  loss 0.123456  tokens/s 12345  (3.2 ms/step, 0.03 s elapsed)\n"
+          "and with --metrics writes lines like\n"
+          "  {\"step\": 10, \"loss\": 0.123456789, \"tokens_per_s\": 12345.6, \"elapsed_s\": 0.031, \"ms_per_step\": 3.2}\n"
+          "(loss only for programs that train; elapsed since step 1 began). A loss\n"
+          "that is NaN or infinite stops the run after its step, writing no output.\n"
+          "Exit status: 0 on success, 2 on a usage error, 1 on a run-time error.\n",
           prog, prog);
 }

@@ -17,18 +17,20 @@
  * the declaration (the global shape exactly, or [B, ...shape]) and shared;
  * then before every step each rank reads only its own tile (of batch
  * step % B). Without a file an input is drawn from its initializer for the
- * step; params are drawn once with step -1. i32 tensors take the floor of
- * the drawn value (uniform(0, V) gives ids 0..V-1).
+ * step; params and optimizer states (kept like params, never bound by
+ * --input) are drawn once with step -1. i32 tensors take the floor of the
+ * drawn value (uniform(0, V) gives ids 0..V-1).
  *
  * Outputs: before step 1 rank 0 checks every --output target (two names
- * of one file are a usage error; a target that exists and is not a regular
- * file, or a directory that takes no new file, a run-time error) and shares
- * the verdict. After the last step every rank sends its tile to rank 0
- * (MPI_Gatherv), which places each tile in the global array and writes it
- * to a temporary beside its file; only when every temporary is complete
- * are they all renamed over their files, and on any failure every
- * temporary is removed, so the outputs are written all or none. The result
- * is shared so every rank exits the same way. */
+ * of one file, or a name of the --metrics file, are a usage error; a
+ * target that exists and is not a regular file, or a directory that takes
+ * no new file, a run-time error) and shares the verdict. After the last
+ * step every rank sends its tile to rank 0 (MPI_Gatherv), which places
+ * each tile in the global array and writes it to a temporary beside its
+ * file; only when every temporary is complete are they all renamed over
+ * their files, and on any failure every temporary is removed, so the
+ * outputs are written all or none. The result is shared so every rank
+ * exits the same way. */
 #include "internal.h"
 #include "seterr.h"
 
@@ -151,7 +153,7 @@ void gslrt_declare_tensor(gslrt_ctx *ctx, const char *name, int32_t kind, int32_
                           int32_t frozen) {
   gslrt_check_mesh(ctx);
   check_decl(ctx, "gslrt_declare_tensor", name, dtype, rank, slot);
-  if ((kind != GSLRT_PARAM && kind != GSLRT_INPUT) || init < GSLRT_INIT_NONE ||
+  if ((kind != GSLRT_PARAM && kind != GSLRT_INPUT && kind != GSLRT_STATE) || init < GSLRT_INIT_NONE ||
       init > GSLRT_INIT_UNIFORM)
     gslrt_fail_all(ctx, "gslrt_declare_tensor: %s has a bad kind %d or initializer %d", name,
                    (int)kind, (int)init);
@@ -198,8 +200,9 @@ void gslrt_check_bindings(gslrt_ctx *ctx) {
       gslrt_usage_error(ctx, "--input %s=%s: the program has no input named %s", op->inputs[i].name,
                         op->inputs[i].file, op->inputs[i].name);
     if (t->kind != GSLRT_INPUT)
-      gslrt_usage_error(ctx, "--input %s=%s: %s is a param, not an input", op->inputs[i].name,
-                        op->inputs[i].file, op->inputs[i].name);
+      gslrt_usage_error(ctx, "--input %s=%s: %s is %s, not an input", op->inputs[i].name,
+                        op->inputs[i].file, op->inputs[i].name,
+                        t->kind == GSLRT_STATE ? "optimizer state" : "a param");
     t->file = op->inputs[i].file;
   }
   for (int i = 0; i < op->noutputs; i++) {
@@ -303,7 +306,7 @@ static void fill_init(gslrt_ctx *ctx, gslrt_tensor *t, int64_t step) {
 
 void gslrt_init_params(gslrt_ctx *ctx) {
   for (int k = 0; k < ctx->ntensors; k++)
-    if (ctx->tensors[k].kind == GSLRT_PARAM)
+    if (ctx->tensors[k].kind == GSLRT_PARAM || ctx->tensors[k].kind == GSLRT_STATE)
       fill_init(ctx, &ctx->tensors[k], -1);
 }
 
@@ -353,9 +356,10 @@ static void place_tile(char *global, int32_t rank, const int64_t *gshape, const 
 
 /* The verdict on the --output targets, on rank 0: 0, or 2 (a usage
  * error) or 1 (a run-time error) with the cause in err. */
-static int check_targets(const gslrt_options *op, char *err, int errlen) {
+static int check_targets(const gslrt_ctx *ctx, char *err, int errlen) {
   int rc = 0;
   char msg[GSLRT_ERRLEN];
+  const gslrt_options *op = &ctx->opts;
   uint64_t *dev = calloc((size_t)op->noutputs + 1, sizeof *dev);
   uint64_t *ino = calloc((size_t)op->noutputs + 1, sizeof *ino);
   if (!dev || !ino) {
@@ -384,6 +388,12 @@ static int check_targets(const gslrt_options *op, char *err, int errlen) {
         rc = 2;
         goto fn_exit;
       }
+    if (ctx->metrics && ino[i] && dev[i] == ctx->metrics_dev && ino[i] == ctx->metrics_ino) {
+      gslrt_seterr(err, errlen, "--metrics %s and --output %s=%s name the same file", op->metrics,
+                   b->name, b->file);
+      rc = 2;
+      goto fn_exit;
+    }
   }
 fn_exit:
   free(dev);
@@ -395,7 +405,7 @@ void gslrt_check_outputs(gslrt_ctx *ctx) {
   char err[GSLRT_ERRLEN] = "";
   int status = 0;
   if (ctx->rank == 0)
-    status = check_targets(&ctx->opts, err, sizeof err);
+    status = check_targets(ctx, err, sizeof err);
   gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
   if (status == 2)
     gslrt_usage_error(ctx, "%s", err);

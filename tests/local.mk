@@ -31,10 +31,16 @@ SPMD_GOLDEN += tests/spmd/megatron.explain tests/spmd/reduce_scatter.explain \
 # golden global IR after sema and propagation: NAME.ir (--emit-ir)
 IR_TESTS += tests/ir/expand.gsl tests/ir/inline.gsl tests/ir/propagate.gsl
 
+# compiled gradients against finite differences (tests/gradcheck.c)
+GRAD_TESTS += tests/grad/unary.gsl
+check_PROGRAMS += tests/gradcheck
+tests_gradcheck_SOURCES = tests/gradcheck.c
+tests_gradcheck_LDADD = -lm
+
 # programs that must not compile, beside their expected diagnostics
 ERROR_TESTS += \
 	tests/errors/syntax_several.gsl tests/errors/lexical.gsl tests/errors/unknown_names.gsl \
-	tests/errors/shapes.gsl tests/errors/inlined.gsl tests/errors/sharding.gsl tests/errors/not_yet.gsl \
+	tests/errors/shapes.gsl tests/errors/inlined.gsl tests/errors/sharding.gsl tests/errors/train.gsl \
 	tests/errors/overflow.gsl tests/errors/elem_limits.gsl tests/errors/uniform_bounds.gsl \
 	tests/errors/inline_bound.gsl \
 	tests/errors/flood.gsl tests/errors/moe.gsl
@@ -49,3 +55,9 @@ check_PROGRAMS += tests/collectives_test
 tests_collectives_test_SOURCES = tests/collectives_test.c
 tests_collectives_test_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(BLAS_LIBS) -lm
 SCRIPT_TESTS += tests/collectives.sh
+
+# the log line, --metrics, a non-finite loss and optimizer states, through a hand-written program
+check_PROGRAMS += tests/train_log_prog
+tests_train_log_prog_SOURCES = tests/train_log_prog.c
+tests_train_log_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(BLAS_LIBS) -lm
+SCRIPT_TESTS += tests/train_log.sh

@@ -7,6 +7,9 @@
 # tests/ir/NAME.gsl: gslc --emit-ir must print NAME.ir (the global IR after
 # sema and propagation): golden tests of those passes.
 #
+# tests/grad/NAME.gsl: compiled gradients against finite differences
+# (tests/gradcheck.c says how).
+#
 # tests/errors/NAME.gsl: must fail to compile; gslc's stderr must equal
 # NAME.err (a golden file, paths relative to the test's directory).
 #
@@ -48,6 +51,10 @@ case $dir in
 */ir)
   (cd "$dir" && "$GSLC" --emit-ir "$name.gsl") >"$work/ir" 2>&1 || fail "gslc --emit-ir failed"
   diff -u "$dir/$name.ir" "$work/ir" || fail "--emit-ir differs from $name.ir"
+  echo "PASS: $name"
+  exit 0 ;;
+*/grad)
+  "$GRADCHECK" "$test" || fail "gradients differ from finite differences"
   echo "PASS: $name"
   exit 0 ;;
 */errors)

@@ -509,6 +509,7 @@ static void test_options(void) {
   CU_ASSERT_EQUAL(o.seed, 0);
   CU_ASSERT_EQUAL(o.log_every, 0);
   CU_ASSERT(!o.quiet && !o.help && !o.version && !o.resume && !o.checkpoint && !o.ninputs);
+  CU_ASSERT_PTR_NULL(o.metrics);
   gslrt_free_options(&o);
   char l1[] = "--steps 10 --seed=18446744073709551615 --input x=a.npy --input=y=dir/b=c.npy "
               "--output z=o.npy --log-every=3 --quiet --checkpoint ck --checkpoint-every 5 --resume";
@@ -536,6 +537,16 @@ static void test_options(void) {
   CU_ASSERT_EQUAL(parse(l3, &o, err), 0); /* the same name as input and output is fine */
   CU_ASSERT_EQUAL(o.steps, 1);
   gslrt_free_options(&o);
+  char l4[] = "--metrics run/m.jsonl --quiet";
+  CU_ASSERT_EQUAL_FATAL(parse(l4, &o, err), 0);
+  CU_ASSERT_STRING_EQUAL(o.metrics, "run/m.jsonl");
+  CU_ASSERT(o.quiet);
+  gslrt_free_options(&o);
+  char l5[] = "--metrics=a=b.jsonl --steps 2";
+  CU_ASSERT_EQUAL_FATAL(parse(l5, &o, err), 0);
+  CU_ASSERT_STRING_EQUAL(o.metrics, "a=b.jsonl");
+  CU_ASSERT_EQUAL(o.steps, 2);
+  gslrt_free_options(&o);
   static const struct {
     const char *line, *want;
   } bad[] = {
@@ -560,6 +571,9 @@ static void test_options(void) {
       {"--quiet=yes", "option '--quiet' takes no value"},
       {"stray", "unexpected argument 'stray'"},
       {"--steps=3=4", "invalid value '3=4'"},
+      {"--metrics", "option '--metrics' requires a value"},
+      {"--metrics=", "option '--metrics' requires a non-empty value"},
+      {"--metric m.jsonl", "unknown option '--metric'"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char line[128];

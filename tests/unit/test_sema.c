@@ -286,9 +286,62 @@ static void test_imports(void) {
                TEST_SRCDIR "/stdlib)");
 }
 
-static void test_not_yet(void) {
-  expect_error("param w: f32[2]\nlet l = sum(w)\ntrain l with sgd(lr = 0.1)\n",
-               "t.gsl:3:1: error: train is not supported yet (training arrives with the autodiff issue)");
+static const Output *root_of(const Program *p, OutputKind k, const char *name) {
+  for (int i = 0; i < p->noutputs; i++)
+    if (p->outputs[i].kind == k && (!name || strcmp(p->outputs[i].name, name) == 0))
+      return &p->outputs[i];
+  return NULL;
+}
+
+/* train: the loss root, one update per trained param (p - lr * g for
+ * sgd, g of sum(w * x) being x), adam's states made with the param's
+ * shape, frozen params left alone, and the located errors and warnings */
+static void test_train(void) {
+  Program *p = elaborate("param w: f32[2]\ninput x: f32[2]\nparam f: f32[2] frozen\n"
+                         "train sum(w * x) + sum(f) with sgd(lr = 0.5)\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  const Output *loss = root_of(p, OUT_LOSS, NULL), *up = root_of(p, OUT_UPDATE, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(loss);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(up);
+  CU_ASSERT_PTR_NULL(root_of(p, OUT_UPDATE, "f"));
+  expect_shape(loss->value, DT_F32, 0, NULL);
+  /* sgd's p - lr * g (its numbers: tests/grad, tests/e2e/train_steps) */
+  const Value *u = up->value;
+  CU_ASSERT_EQUAL(u->op, OP_BINARY);
+  CU_ASSERT_EQUAL(u->fn, BF_SUB);
+  CU_ASSERT_EQUAL(u->args[0]->op, OP_PARAM);
+  CU_ASSERT_EQUAL(u->args[1]->op, OP_BINARY);
+  ir_free(p);
+
+  p = elaborate("param w: f32[3, 2]\ninput x: f32[3, 2]\ntrain mean(w * x) with adam(lr = 0.01)\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  int states = 0;
+  for (int i = 0; i < p->ntensors; i++)
+    if (p->tensors[i].kind == TK_STATE) {
+      states++;
+      const char *n = p->tensors[i].name;
+      CU_ASSERT(strcmp(n, "adam.m.w") == 0 || strcmp(n, "adam.v.w") == 0 || strcmp(n, "adam.t") == 0);
+      CU_ASSERT_EQUAL(p->tensors[i].init, INIT_ZEROS);
+      CU_ASSERT_EQUAL(p->tensors[i].shape.rank, strcmp(n, "adam.t") == 0 ? 0 : 2);
+      CU_ASSERT_PTR_NOT_NULL(root_of(p, OUT_UPDATE, n));
+    }
+  CU_ASSERT_EQUAL(states, 3);
+  ir_free(p);
+
+  expect_error("param w: f32[2]\nlet l = w * 2\ntrain l with sgd(lr = 0.1)\n",
+               "t.gsl:3:7: error: the loss must be an f32 scalar, not f32[2]");
+  expect_error("param w: f32[2]\ntrain sum(w) with rmsprop()\n",
+               "t.gsl:2:19: error: unknown optimizer 'rmsprop' (sgd, momentum, adam or adamw)");
+  p = elaborate("param w: f32[2]\nparam u: f32[2]\ninput x: f32[2]\n"
+                "train sum(x * cast(cast(w, i32), f32)) with sgd()\n");
+  CU_ASSERT_PTR_NOT_NULL(p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(diag_text, "t.gsl:1:1: warning: param 'w' reaches the loss only through"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(diag_text, "t.gsl:2:1: warning: param 'u' does not reach the loss"));
+  if (p) {
+    CU_ASSERT_PTR_NULL(root_of(p, OUT_UPDATE, "w"));
+    CU_ASSERT_PTR_NULL(root_of(p, OUT_UPDATE, "u"));
+    ir_free(p);
+  }
 }
 
 /* a moe block: gating inlined from stdlib/moe.gsl, dispatch, the body
@@ -403,7 +456,7 @@ void add_sema_tests(void) {
   tests_add(s, "functions", test_functions);
   tests_add(s, "consts and -D", test_consts_and_defines);
   tests_add(s, "imports", test_imports);
-  tests_add(s, "train not yet", test_not_yet);
+  tests_add(s, "train", test_train);
   tests_add(s, "moe blocks", test_moe);
   tests_add(s, "annotations", test_annotations);
   tests_add(s, "initializers", test_initializers);

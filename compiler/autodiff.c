@@ -1,0 +1,541 @@
+/* autodiff.c — reverse-mode automatic differentiation over the global IR,
+ * and the optimizer step of `train LOSS with OPT(...)`.
+ *
+ * Method. The pass runs after sema, before sharding propagation, so the
+ * backward values are propagated and partitioned like the forward ones: a
+ * data-parallel gradient comes out of its einsum as a partial sum that the
+ * partitioner resolves, with no gradient all-reduce of its own.
+ *   1. Which values matter: those the loss reaches through operands that
+ *      get a cotangent (ops.def's slots column; i32 values, comparisons,
+ *      argmax and casts to or from i32 get none), and that depend on a
+ *      trained param through such operands. A param the loss reaches only
+ *      through other operands, or not at all, is warned about and left as
+ *      it is.
+ *   2. The sweep: the loss's cotangent is 1; values are visited in reverse
+ *      program order, and each op's rule (ops.def's rule column, d_RULE
+ *      below; the elementwise formulas are unary.def's and binary.def's)
+ *      adds its operands' cotangents, built with ir.c's builder on the
+ *      forward value's span and call site (so --explain names the line
+ *      whose backward needed a collective).
+ *   3. The optimizer: per trained param, its state tensors (optim.def)
+ *      are made, zeros with the param's shape and annotation, and the
+ *      stdlib/optim.gsl function is inlined (sema_call) on the param, its
+ *      gradient, the states, the step count and the hyperparameters. The
+ *      new param and states become OUT_UPDATE roots (stored at the step's
+ *      end), the loss the OUT_LOSS root (reported every step). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gslc.h"
+
+#define AD_MAX_ARGS 16 /* most arguments an optimizer's function takes (as sema's calls) */
+
+/* ---- optim.def ----------------------------------------------------------------- */
+
+static const OptimInfo optim_table[] = {
+#define X(id, name, fn, states, step, kw) {name, fn, states, step, kw},
+#include "optim.def"
+#undef X
+};
+
+const OptimInfo *ad_optim(int id) {
+  if (id < 0 || id >= OPT__COUNT)
+    die("optimizer %d is not in optim.def", id);
+  return &optim_table[id];
+}
+
+int ad_optim_lookup(const char *name) {
+  for (int i = 0; i < OPT__COUNT; i++)
+    if (strcmp(optim_table[i].name, name) == 0)
+      return i;
+  return -1;
+}
+
+/* word k (from 0) of a space-separated list into buf; false past the last */
+static bool word(const char *list, int k, char *buf, size_t cap) {
+  const char *q = list;
+  for (;;) {
+    while (*q == ' ')
+      q++;
+    if (!*q)
+      return false;
+    size_t n = strcspn(q, " ");
+    if (k-- == 0) {
+      if (n >= cap)
+        die("optim.def word '%.*s' too long", (int)n, q);
+      memcpy(buf, q, n);
+      buf[n] = '\0';
+      return true;
+    }
+    q += n;
+  }
+}
+
+bool ad_optim_keyword(int id, int k, char *name, size_t cap, double *dflt) {
+  char w[96];
+  if (!word(ad_optim(id)->keywords, k, w, sizeof w))
+    return false;
+  char *eq = strchr(w, '=');
+  if (!eq || (size_t)(eq - w) >= cap)
+    die("optim.def keyword '%s' is not NAME=DEFAULT", w);
+  memcpy(name, w, (size_t)(eq - w));
+  name[eq - w] = '\0';
+  *dflt = strtod(eq + 1, NULL);
+  return true;
+}
+
+/* ---- the sweep's state ---------------------------------------------------------- */
+
+typedef struct AD {
+  Program *p;    /* the program, growing at its end */
+  Value **ct;    /* per forward value id: its cotangent so far, NULL: none yet */
+  bool *active;  /* per forward value id: gets a cotangent */
+  Span sp;       /* the forward value being differentiated: the backward values' span */
+} AD;
+
+/* Operand k of v gets a cotangent from v's: its slot is differentiable
+ * (ops.def) and both are f32; comparisons and argmax give none. */
+static bool diff_slot(const Value *v, int k) {
+  const OpInfo *info = ir_op(v->op);
+  if (!(info->dslots & (1u << (k < 31 ? k : 31))) || v->dtype != DT_F32 || v->args[k]->dtype != DT_F32)
+    return false;
+  if (v->op == OP_BINARY && binary_is_compare(v->fn))
+    return false;
+  if (v->op == OP_REDUCE && v->fn == RF_ARGMAX)
+    return false;
+  return true;
+}
+
+static void accum(AD *a, const Value *x, Value *d) {
+  if (!d || !a->active[x->id])
+    return;
+  if (!shape_eq(&d->shape, &x->shape) || d->dtype != DT_F32)
+    die("the cotangent of %%%d has the shape %s, the value %s", x->id, shape_str(a->p->arena, &d->shape),
+        shape_str(a->p->arena, &x->shape));
+  a->ct[x->id] = a->ct[x->id] ? ir_binary(a->p, BF_ADD, a->ct[x->id], d, a->sp) : d;
+}
+
+static Value *zeros(AD *a, Shape s) { return ir_broadcast(a->p, ir_const(a->p, DT_F32, 0, a->sp), s, a->sp); }
+
+/* ---- the elementwise formulas of unary.def and binary.def ------------------------- */
+
+#define K(c) ir_const(a->p, DT_F32, (c), a->sp)
+#define NEG(u) ir_unary(a->p, UF_NEG, (u), a->sp)
+#define LOG(u) ir_unary(a->p, UF_LOG, (u), a->sp)
+#define ADD(u, w) ir_binary(a->p, BF_ADD, (u), (w), a->sp)
+#define SUB(u, w) ir_binary(a->p, BF_SUB, (u), (w), a->sp)
+#define MUL(u, w) ir_binary(a->p, BF_MUL, (u), (w), a->sp)
+#define DIV(u, w) ir_binary(a->p, BF_DIV, (u), (w), a->sp)
+#define POW(u, w) ir_binary(a->p, BF_POW, (u), (w), a->sp)
+#define GT(u, w) ir_binary(a->p, BF_GT, (u), (w), a->sp)
+#define LT(u, w) ir_binary(a->p, BF_LT, (u), (w), a->sp)
+#define GE(u, w) ir_binary(a->p, BF_GE, (u), (w), a->sp)
+#define LE(u, w) ir_binary(a->p, BF_LE, (u), (w), a->sp)
+#define GELU_D(u) gelu_slope(a, (u))
+#define NONE NULL
+
+/* d/dx of 0.5 x (1 + tanh(c (x + 0.044715 x^3))), c = sqrt(2/pi):
+ * 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 * 0.044715 x^2) */
+static Value *gelu_slope(AD *a, Value *x) {
+  const double c = 0.79788456080286535588;
+  Value *x2 = MUL(x, x);
+  Value *t = ir_unary(a->p, UF_TANH, MUL(K(c), ADD(x, MUL(K(0.044715), MUL(x2, x)))), a->sp);
+  Value *half = MUL(K(0.5), ADD(K(1), t));
+  Value *inner = MUL(K(c), ADD(K(1), MUL(K(3 * 0.044715), x2)));
+  return ADD(half, MUL(MUL(K(0.5), x), MUL(SUB(K(1), MUL(t, t)), inner)));
+}
+
+static void d_unary(AD *a, const Value *v, Value *g) {
+  Value *x = v->args[0], *r = (Value *)v;
+  Value *d = NULL;
+  switch ((UnaryFn)v->fn) {
+#define X(id, name, fold, int_ok, deriv) \
+  case UF_##id:                          \
+    d = deriv;                           \
+    break;
+#include "unary.def"
+#undef X
+  case UF__COUNT:
+    die("unary %d", v->fn);
+  }
+  (void)r;
+  accum(a, x, d);
+}
+
+static void d_binary(AD *a, const Value *v, Value *g) {
+  Value *x = v->args[0], *y = v->args[1], *r = (Value *)v;
+  bool dx = diff_slot(v, 0) && a->active[x->id], dy = diff_slot(v, 1) && a->active[y->id];
+  switch ((BinaryFn)v->fn) {
+#define X(id, name, sym, fold, cmp, ddx, ddy) \
+  case BF_##id:                               \
+    if (dx)                                   \
+      accum(a, x, ddx);                       \
+    if (dy)                                   \
+      accum(a, y, ddy);                       \
+    break;
+#include "binary.def"
+#undef X
+  case BF__COUNT:
+    die("binary %d", v->fn);
+  }
+  (void)r;
+}
+
+#undef K
+#undef NEG
+#undef LOG
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef POW
+#undef GT
+#undef LT
+#undef GE
+#undef LE
+#undef GELU_D
+#undef NONE
+
+/* ---- the rules of ops.def ----------------------------------------------------------- */
+
+typedef void DerivFn(AD *a, const Value *v, Value *g);
+
+static void d_none(AD *a, const Value *v, Value *g) { (void)a, (void)v, (void)g; }
+
+static void d_spmd(AD *a, const Value *v, Value *g) {
+  (void)a, (void)g;
+  die("%s %%%d in the global program", op_name(v->op), v->id);
+}
+
+static void d_select(AD *a, const Value *v, Value *g) {
+  Value *z = ir_const(a->p, DT_F32, 0, a->sp);
+  if (diff_slot(v, 1))
+    accum(a, v->args[1], ir_select(a->p, v->args[0], g, z, a->sp));
+  if (diff_slot(v, 2))
+    accum(a, v->args[2], ir_select(a->p, v->args[0], z, g, a->sp));
+}
+
+static void d_cast(AD *a, const Value *v, Value *g) { accum(a, v->args[0], g); }
+
+static void d_annotate(AD *a, const Value *v, Value *g) {
+  accum(a, v->args[0], ir_annotate(a->p, g, &v->sh, a->sp)); /* the cotangent laid out as the value */
+}
+
+static void d_reshape(AD *a, const Value *v, Value *g) {
+  accum(a, v->args[0], ir_reshape(a->p, g, v->args[0]->shape, a->sp));
+}
+
+static void d_transpose(AD *a, const Value *v, Value *g) {
+  int inv[GSL_MAX_RANK];
+  for (int i = 0; i < v->shape.rank; i++)
+    inv[v->perm[i]] = i;
+  accum(a, v->args[0], ir_transpose(a->p, g, inv, a->sp));
+}
+
+/* g summed over the new and the stretched dims, back to the operand's shape */
+static void d_broadcast(AD *a, const Value *v, Value *g) {
+  const Value *x = v->args[0];
+  uint32_t mask = 0;
+  int kept[GSL_MAX_RANK], nk = 0;
+  for (int i = 0; i < v->shape.rank; i++)
+    if (v->perm[i] < 0 || x->shape.d[v->perm[i]] != v->shape.d[i])
+      mask |= 1u << i;
+    else
+      kept[nk++] = v->perm[i];
+  Value *s = mask ? ir_reduce(a->p, RF_SUM, g, mask, a->sp) : g;
+  int order[GSL_MAX_RANK]; /* the kept dims in the operand's order */
+  bool sorted = true;
+  for (int i = 0; i < nk; i++) {
+    order[i] = i;
+    for (int j = 0; j < i; j++)
+      sorted &= kept[j] < kept[i];
+  }
+  if (!sorted) {
+    for (int i = 0; i < nk; i++)
+      for (int j = i + 1; j < nk; j++)
+        if (kept[order[j]] < kept[order[i]]) {
+          int t = order[i];
+          order[i] = order[j];
+          order[j] = t;
+        }
+    s = ir_transpose(a->p, s, order, a->sp);
+  }
+  accum(a, x, ir_reshape(a->p, s, x->shape, a->sp));
+}
+
+/* g between zeros along the axis */
+static void d_slice(AD *a, const Value *v, Value *g) {
+  const Value *x = v->args[0];
+  Value *parts[3];
+  int n = 0;
+  int64_t before = v->start, after = x->shape.d[v->axis] - v->start - v->shape.d[v->axis];
+  Shape s = x->shape;
+  if (before) {
+    s.d[v->axis] = before;
+    parts[n++] = zeros(a, s);
+  }
+  parts[n++] = g;
+  if (after) {
+    s.d[v->axis] = after;
+    parts[n++] = zeros(a, s);
+  }
+  accum(a, x, n == 1 ? g : ir_concat(a->p, parts, n, v->axis, a->sp));
+}
+
+static void d_concat(AD *a, const Value *v, Value *g) {
+  int64_t off = 0;
+  for (int k = 0; k < v->nargs; k++) {
+    int64_t len = v->args[k]->shape.d[v->axis];
+    if (diff_slot(v, k))
+      accum(a, v->args[k], ir_slice(a->p, g, v->axis, off, len, a->sp));
+    off += len;
+  }
+}
+
+/* operand k's cotangent: einsum(out, other -> in[k]) of g and the other
+ * operand; every letter of in[k] is in the result or the other operand */
+static void d_einsum(AD *a, const Value *v, Value *g) {
+  const EinsumSpec *e = &v->ein;
+  if (e->nin != 2)
+    die("one-operand einsum %%%d reached autodiff (ir_einsum makes it a transpose)", v->id);
+  for (int k = 0; k < 2; k++) {
+    if (!diff_slot(v, k) || !a->active[v->args[k]->id])
+      continue;
+    EinsumSpec z = {2, {{0}}, {0}};
+    strcpy(z.in[0], e->out);
+    strcpy(z.in[1], e->in[1 - k]);
+    strcpy(z.out, e->in[k]);
+    Value *ops[2] = {g, v->args[1 - k]};
+    accum(a, v->args[k], ir_einsum(a->p, &z, ops, a->sp));
+  }
+}
+
+/* g with the reduced dims put back as size 1 */
+static Value *unreduce(AD *a, Value *g, const Value *x, uint32_t rmask) {
+  Shape s = x->shape;
+  for (int i = 0; i < s.rank; i++)
+    if (rmask & (1u << i))
+      s.d[i] = 1;
+  return ir_reshape(a->p, g, s, a->sp);
+}
+
+/* sum: g broadcast back; max: g shared equally by the elements equal to
+ * the maximum (PyTorch's amax) */
+static void d_reduce(AD *a, const Value *v, Value *g) {
+  Value *x = v->args[0];
+  Value *gb = ir_broadcast(a->p, unreduce(a, g, x, v->rmask), x->shape, a->sp);
+  if (v->fn == RF_SUM) {
+    accum(a, x, gb);
+    return;
+  }
+  Value *m = ir_broadcast(a->p, unreduce(a, (Value *)v, x, v->rmask), x->shape, a->sp);
+  Value *hit = ir_binary(a->p, BF_EQ, x, m, a->sp);
+  Value *count = ir_reduce(a->p, RF_SUM, hit, v->rmask, a->sp);
+  Value *cb = ir_broadcast(a->p, unreduce(a, count, x, v->rmask), x->shape, a->sp);
+  accum(a, x, ir_binary(a->p, BF_DIV, ir_binary(a->p, BF_MUL, gb, hit, a->sp), cb, a->sp));
+}
+
+/* inclusive: x_j reaches y_i for i >= j, so dx = total - exclusive
+ * cumsum of g; exclusive: i > j, so dx = total - inclusive cumsum */
+static void d_cumsum(AD *a, const Value *v, Value *g) {
+  Value *x = v->args[0];
+  Value *tot = ir_reduce(a->p, RF_SUM, g, 1u << v->axis, a->sp);
+  Value *tb = ir_broadcast(a->p, unreduce(a, tot, x, 1u << v->axis), x->shape, a->sp);
+  accum(a, x, ir_binary(a->p, BF_SUB, tb, ir_cumsum(a->p, g, v->axis, !v->exclusive, a->sp), a->sp));
+}
+
+static void d_gather(AD *a, const Value *v, Value *g) {
+  accum(a, v->args[0], ir_scatter_add(a->p, g, v->args[1], v->args[0]->shape.d[0], a->sp));
+}
+
+static void d_scatter_add(AD *a, const Value *v, Value *g) {
+  accum(a, v->args[0], ir_gather(a->p, g, v->args[1], a->sp));
+}
+
+/* [G, S, K]: per choice k, the dot product over M of u's row [G, S, M]
+ * with the expert-side row of big [E, G, C, M] it is routed to (0 where
+ * dropped): a combine whose weights select choice k, times u, summed */
+static Value *route_dot(AD *a, Value *u, Value *big, Value *expert, Value *slot) {
+  int64_t G = expert->shape.d[0], S = expert->shape.d[1], K = expert->shape.d[2];
+  Value **parts = xmalloc(sizeof *parts * (size_t)K);
+  Shape gs = {2, {G, S}}, col = {3, {G, S, 1}};
+  for (int64_t k = 0; k < K; k++) {
+    Value *ck = ir_broadcast(a->p, ir_const(a->p, DT_I32, (double)k, a->sp), gs, a->sp);
+    Value *row = ir_combine(a->p, big, expert, slot, ir_one_hot(a->p, ck, K, a->sp), a->sp);
+    Value *dot = ir_reduce(a->p, RF_SUM, ir_binary(a->p, BF_MUL, u, row, a->sp), 1u << 2, a->sp);
+    parts[k] = ir_reshape(a->p, dot, col, a->sp);
+  }
+  Value *r = K == 1 ? parts[0] : ir_concat(a->p, parts, (int)K, 2, a->sp);
+  free(parts);
+  return r;
+}
+
+/* dispatch (x [G, S, M] -> [E, G, C, M], rows scaled by an optional
+ * weight): x gets the rows of g its choices were routed to, weighted, as
+ * combine does; the weight gets x's row dotted with that row */
+static void d_dispatch(AD *a, const Value *v, Value *g) {
+  Value *ex = v->args[1], *sl = v->args[2];
+  Value *w = v->nargs == 4 ? v->args[3] : ir_broadcast(a->p, ir_const(a->p, DT_F32, 1, a->sp), ex->shape, a->sp);
+  if (diff_slot(v, 0))
+    accum(a, v->args[0], ir_combine(a->p, g, ex, sl, w, a->sp));
+  if (v->nargs == 4 && diff_slot(v, 3) && a->active[w->id])
+    accum(a, w, route_dot(a, v->args[0], g, ex, sl));
+}
+
+/* combine (y [E, G, C, M] -> [G, S, M], sum of weight * routed row): y
+ * gets g's rows dispatched back, weighted; the weights get the routed
+ * row of y dotted with g's */
+static void d_combine(AD *a, const Value *v, Value *g) {
+  Value *y = v->args[0], *ex = v->args[1], *sl = v->args[2], *w = v->args[3];
+  if (diff_slot(v, 0) && a->active[y->id])
+    accum(a, y, ir_dispatch_weighted(a->p, g, ex, sl, w, y->shape.d[0], y->shape.d[2], a->sp));
+  if (diff_slot(v, 3) && a->active[w->id])
+    accum(a, w, route_dot(a, g, y, ex, sl));
+}
+
+static DerivFn *const rules[] = {
+#define X(op, s, n, cls, lvl, fl, d, ds) d_##d,
+#include "ops.def"
+#undef X
+};
+
+/* ---- the pass ------------------------------------------------------------------------ */
+
+static bool trained(const Program *p, const Value *v) {
+  return v->op == OP_PARAM && p->tensors[v->tensor].kind == TK_PARAM && !p->tensors[v->tensor].frozen;
+}
+
+/* The optimizer-wide step count t (a state tensor counting from 0) and
+ * its next value, t + 1, the step number the optimizer sees. */
+static Value *step_count(Program *p, const Train *t) {
+  Tensor st = {0};
+  st.name = arena_printf(p->arena, "%s.t", ad_optim(t->opt)->name);
+  st.kind = TK_STATE;
+  st.dtype = DT_F32;
+  st.shape.rank = 0;
+  st.span = t->span;
+  st.init = INIT_ZEROS;
+  st.state_of = -1;
+  int idx = p->ntensors;
+  Value *tv = ir_tensor(p, &st);
+  Value *next = ir_binary(p, BF_ADD, tv, ir_const(p, DT_F32, 1, t->span), t->span);
+  ir_root(p, OUT_UPDATE, st.name, next, idx, t->span);
+  return next;
+}
+
+/* The optimizer step of param ti with gradient grad; false after errors. */
+static bool optimize(Program *p, Sema *s, int ti, Value *grad, Value *step) {
+  const Train *t = &p->train;
+  const OptimInfo *o = ad_optim(t->opt);
+  Value *args[AD_MAX_ARGS], *res[AD_MAX_ARGS];
+  int sidx[AD_MAX_ARGS], n = 0, ns = 0;
+  args[n++] = p->tensors[ti].value;
+  args[n++] = grad;
+  char w[64];
+  for (; word(o->states, ns, w, sizeof w); ns++) {
+    const Tensor *pt = &p->tensors[ti];
+    Tensor st = {0};
+    st.name = arena_printf(p->arena, "%s.%s.%s", o->name, w, pt->name);
+    st.kind = TK_STATE;
+    st.dtype = DT_F32;
+    st.shape = pt->shape;
+    st.span = pt->span;
+    st.init = INIT_ZEROS;
+    st.state_of = ti;
+    st.annotated = pt->annotated;
+    st.sh = pt->sh;
+    sidx[ns] = p->ntensors;
+    args[n++] = ir_tensor(p, &st);
+  }
+  if (o->step)
+    args[n++] = step;
+  double dflt;
+  for (int k = 0; ad_optim_keyword(t->opt, k, w, sizeof w, &dflt); k++)
+    args[n++] = ir_const(p, DT_F32, t->args[k], t->opt_span);
+  int got = sema_call(s, "optim", o->fn, args, n, res, AD_MAX_ARGS, t->opt_span);
+  if (got < 0)
+    return false;
+  if (got != 1 + ns)
+    die("optim.gsl's %s gives %d values, optim.def names %d states", o->fn, got, ns);
+  for (int k = 0; k < got; k++)
+    if (res[k]->dtype != DT_F32 || !shape_eq(&res[k]->shape, &p->tensors[ti].shape))
+      die("optim.gsl's %s gives a value of another shape than its param", o->fn);
+  Span at = p->tensors[ti].span;
+  ir_root(p, OUT_UPDATE, p->tensors[ti].name, res[0], ti, at);
+  for (int k = 0; k < ns; k++)
+    ir_root(p, OUT_UPDATE, p->tensors[sidx[k]].name, res[1 + k], sidx[k], at);
+  return true;
+}
+
+bool ad_train(Program *p, Sema *s) {
+  Train *t = &p->train;
+  if (!t->loss)
+    return true;
+  int n = p->nvalues, L = t->loss->id;
+  bool *reach = xcalloc((size_t)n, 1), *dreach = xcalloc((size_t)n, 1), *dep = xcalloc((size_t)n, 1);
+  reach[L] = dreach[L] = true;
+  for (int i = L; i >= 0; i--) {
+    const Value *v = p->values[i];
+    for (int k = 0; k < v->nargs && reach[i]; k++) {
+      reach[v->args[k]->id] = true;
+      if (dreach[i] && diff_slot(v, k))
+        dreach[v->args[k]->id] = true;
+    }
+  }
+  for (int i = 0; i <= L; i++) {
+    const Value *v = p->values[i];
+    dep[i] = trained(p, v);
+    for (int k = 0; k < v->nargs && !dep[i]; k++)
+      dep[i] = diff_slot(v, k) && dep[v->args[k]->id];
+  }
+  AD a = {p, xcalloc((size_t)n, sizeof(Value *)), xcalloc((size_t)n, 1), t->span};
+  for (int i = 0; i <= L; i++)
+    a.active[i] = dep[i] && dreach[i];
+  if (a.active[L]) {
+    Span site = p->site;
+    a.ct[L] = ir_const(p, DT_F32, 1, t->span);
+    for (int i = L; i >= 0; i--) {
+      const Value *v = p->values[i];
+      if (!a.active[i] || !a.ct[i] || v->op == OP_PARAM)
+        continue;
+      a.sp = v->span;
+      p->site = v->site;
+      rules[v->op](&a, v, a.ct[i]);
+    }
+    p->site = site;
+  }
+  bool ok = true;
+  Value *step = NULL;
+  int ntensors = p->ntensors; /* the optimizer adds its states after */
+  for (int i = 0; i < ntensors && ok; i++) {
+    const Tensor *pt = &p->tensors[i];
+    if (pt->kind != TK_PARAM || pt->frozen)
+      continue;
+    int id = pt->value->id;
+    if (!reach[id]) {
+      diag_warning(pt->span, "param '%s' does not reach the loss; it is left as it is", pt->name);
+      diag_note(t->span, "the loss trained here");
+      continue;
+    }
+    if (!a.active[id] || !a.ct[id]) {
+      diag_warning(pt->span,
+                   "param '%s' reaches the loss only through operations without a derivative (comparisons, "
+                   "argmax, one_hot, indices, casts to i32); it is left as it is",
+                   pt->name);
+      diag_note(t->span, "the loss trained here");
+      continue;
+    }
+    if (!step && ad_optim(t->opt)->step)
+      step = step_count(p, t);
+    ok = optimize(p, s, i, a.ct[id], step);
+  }
+  if (ok)
+    ir_root(p, OUT_LOSS, "loss", t->loss, -1, t->span);
+  free(reach);
+  free(dreach);
+  free(dep);
+  free(a.ct);
+  free(a.active);
+  return ok;
+}

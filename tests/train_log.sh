@@ -1,0 +1,160 @@
+#!/bin/sh
+# tests/train_log.sh — what libgslrt does with a training program's loss
+# and optimizer state (runtime/main.c, runtime/tensors.c), through the
+# hand-written program tests/train_log_prog.c on 1 and 2 ranks: the log
+# line with its elapsed time, the --metrics JSON Lines file (also with
+# --quiet, and without a loss), a NaN or infinite loss stopping the run
+# with one error line, the metrics of the steps before it and no --output,
+# a --metrics target that cannot be written refused before step 1, and
+# --input naming a state refused.
+#
+# Expected losses are 1 / step (step from 1) rounded to f32, printed %.9g,
+# worked out by hand: 1, 0.5, 0.333333343 (f32 0x3eaaaaab), 0.25,
+# 0.200000003 (f32 0x3e4ccccd); in the log line (%.6g) 1, 0.5, 0.333333,
+# 0.25, 0.2.
+set -u
+status=0
+bin=${TRAIN_LOG_PROG:-tests/train_log_prog}
+case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
+[ -x "$bin" ] || { echo "FAIL: no $bin (make check builds it)"; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/gsltrain.XXXXXX")
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+cd "$work" || exit 1
+
+fail() { echo "FAIL: $*"; status=1; }
+pass() { echo "PASS: $*"; }
+
+# run NP ARGS...: the program under $MPIEXEC, stdout in out, stderr in err,
+# the exit status in rc
+run() {
+  np=$1; shift
+  timeout 120 $MPIEXEC -n "$np" "$bin" "$@" >out 2>err
+  rc=$?
+}
+
+# steps_losses FILE: "STEP LOSS" per metrics line ("STEP -" without a loss)
+steps_losses() {
+  sed -e 's/^{"step": \([0-9]*\), "loss": \([^,]*\), .*/\1 \2/' \
+      -e 's/^{"step": \([0-9]*\), "tokens_per_s".*/\1 -/' "$1"
+}
+
+# well_formed FILE: every line holds the five (or, without a loss, four)
+# fields in order, the numbers plain decimals
+well_formed() {
+  num='[0-9][0-9.e+-]*'
+  ! grep -v "^{\"step\": [0-9]*\(, \"loss\": $num\)\{0,1\}, \"tokens_per_s\": $num, \"elapsed_s\": $num, \"ms_per_step\": $num}\$" "$1" >/dev/null
+}
+
+for n in 1 2; do
+  # 5 steps of at least 20 ms, logged at steps 2, 4 and 5
+  rm -f m.jsonl w.npy
+  TRAIN_LOG_SLEEP_MS=20 run "$n" --steps 5 --log-every 2 --metrics m.jsonl --output w=w.npy
+  printf '2 0.5\n4 0.25\n5 0.200000003\n' >want
+  if [ $rc -ne 0 ]; then
+    fail "$n rank(s): exit status $rc"; cat err
+  elif ! steps_losses m.jsonl | cmp -s - want || ! well_formed m.jsonl; then
+    fail "$n rank(s): metrics file, expected steps and losses:"; cat want; echo "got:"; cat m.jsonl
+  else
+    pass "$n rank(s): metrics steps and losses"
+  fi
+  # elapsed_s grows and is at least 20 ms per step done; ms_per_step >= 20
+  if awk 'function field(k) { return substr($0, index($0, "\"" k "\": ") + length(k) + 4) + 0 }
+           { s = field("step"); e = field("elapsed_s"); ms = field("ms_per_step")
+             if (e < 0.020 * s || e <= prev || ms < 20) bad = 1; prev = e }
+           END { exit bad || NR != 3 }' m.jsonl; then
+    pass "$n rank(s): metrics timings"
+  else
+    fail "$n rank(s): metrics timings:"; cat m.jsonl
+  fi
+  if [ "$(grep -c '^step [245]/5  loss [0-9.]*  tokens/s [0-9]*  ([0-9.]* ms/step, [0-9.]* s elapsed)$' out)" = 3 ] &&
+     [ "$(wc -l <out)" -eq 3 ] &&
+     grep -q '^step 2/5  loss 0\.5 ' out && grep -q '^step 4/5  loss 0\.25 ' out &&
+     grep -q '^step 5/5  loss 0\.2 ' out; then
+    pass "$n rank(s): log lines with elapsed time"
+  else
+    fail "$n rank(s): log lines:"; cat out
+  fi
+  # w = 1 + 5 / 2 after five steps
+  if [ -n "${NPYTOOL:-}" ] && ! "$NPYTOOL" compare w.npy f32 2 3.5 3.5; then
+    fail "$n rank(s): output w"
+  fi
+
+  # --quiet: no log, the same metrics; every step logged with --log-every 1
+  rm -f m.jsonl
+  run "$n" --steps 3 --log-every 1 --quiet --metrics=m.jsonl
+  printf '1 1\n2 0.5\n3 0.333333343\n' >want
+  if [ $rc -eq 0 ] && [ ! -s out ] && [ ! -s err ] && steps_losses m.jsonl | cmp -s - want &&
+     well_formed m.jsonl; then
+    pass "$n rank(s): --quiet still writes the metrics"
+  else
+    fail "$n rank(s): --quiet: exit status $rc, stdout/stderr/metrics:"; cat out err m.jsonl
+  fi
+
+  # no loss reported: no "loss" in the log or the metrics
+  TRAIN_LOG_NO_LOSS=1 run "$n" --steps 2 --metrics m.jsonl
+  printf '1 -\n2 -\n' >want
+  if [ $rc -eq 0 ] && ! grep -q loss out m.jsonl && [ "$(grep -c 'elapsed)$' out)" = 2 ] &&
+     steps_losses m.jsonl | cmp -s - want && well_formed m.jsonl; then
+    pass "$n rank(s): no loss, no loss field"
+  else
+    fail "$n rank(s): no loss: exit status $rc, output and metrics:"; cat out err m.jsonl
+  fi
+
+  # a non-finite loss at step 3 of 5: exit 1 after step 3, one error line,
+  # the metrics of steps 1 and 2, no output, no temporary left
+  for bad in nan inf -inf; do
+    rm -f m.jsonl w.npy
+    TRAIN_LOG_BAD_STEP=3 TRAIN_LOG_BAD=$bad run "$n" --steps 5 --log-every 1 --metrics m.jsonl \
+      --output w=w.npy
+    printf '1 1\n2 0.5\n' >want
+    if [ $rc -eq 1 ] && [ "$(wc -l <err)" -eq 1 ] &&
+       grep -qx "train_log_prog: rank 0: error: the loss is $bad at step 3; stopping" err &&
+       steps_losses m.jsonl | cmp -s - want && [ ! -e w.npy ] &&
+       [ -z "$(ls | grep '\.tmp$')" ] && ! grep -q '^step [345]/' out; then
+      pass "$n rank(s): $bad loss at step 3 stops the run"
+    else
+      fail "$n rank(s): $bad loss at step 3: exit status $rc, stderr:"; cat err
+      echo "metrics:"; cat m.jsonl; echo "files:"; ls
+    fi
+  done
+
+  # --metrics targets that cannot be written: exit 1 before step 1, naming the file
+  mkdir -p adir
+  for target in adir "$work/missing/m.jsonl"; do
+    run "$n" --steps 2 --metrics "$target"
+    if [ $rc -eq 1 ] && [ "$(wc -l <err)" -eq 1 ] && grep -qF "error: --metrics $target:" err &&
+       [ ! -s out ]; then
+      pass "$n rank(s): --metrics $target refused"
+    else
+      fail "$n rank(s): --metrics $target: exit status $rc, stdout and stderr:"; cat out err
+    fi
+  done
+  if [ "$(id -u)" -ne 0 ]; then
+    mkdir -p ro && chmod a-w ro
+    run "$n" --steps 2 --metrics ro/m.jsonl
+    if [ $rc -eq 1 ] && grep -q 'error: --metrics ro/m.jsonl: .*Permission denied' err && [ ! -s out ]; then
+      pass "$n rank(s): --metrics in a read-only directory refused"
+    else
+      fail "$n rank(s): --metrics ro/m.jsonl: exit status $rc, stdout and stderr:"; cat out err
+    fi
+  fi
+
+  # --metrics and --output naming one file: a usage error, the file untouched
+  echo keep >same.npy
+  run "$n" --metrics same.npy --output w=same.npy
+  if [ $rc -eq 2 ] && grep -q 'name the same file' err && [ "$(cat same.npy)" = keep ]; then
+    pass "$n rank(s): --metrics and --output naming one file"
+  else
+    fail "$n rank(s): --metrics same.npy --output w=same.npy: exit status $rc, stderr:"; cat err
+  fi
+
+  # a state is not an input
+  run "$n" --input adam.m.w=m.npy
+  if [ $rc -eq 2 ] && grep -q '^train_log_prog: error: --input adam.m.w=m.npy: adam.m.w is optimizer state, not an input$' err &&
+     [ ! -s out ]; then
+    pass "$n rank(s): --input naming a state refused"
+  else
+    fail "$n rank(s): --input adam.m.w=m.npy: exit status $rc, stderr:"; cat err
+  fi
+done
+exit $status
