@@ -1,7 +1,7 @@
 #!/bin/sh
 # scripts/quickstart.sh — set up a Debian 12 machine for GSL and build it.
 #
-#   sh scripts/quickstart.sh run     install, build, run examples/mlp.gsl under mpirun
+#   sh scripts/quickstart.sh run     install, build, train examples/moe.gsl under mpirun
 #   sh scripts/quickstart.sh check   install, build, run the whole test suite
 #
 # Installs only the Debian packages that are missing (as root, or through
@@ -45,7 +45,9 @@ if [ "$mode" = check ]; then
   echo "${pass:-0} passed, $(( ${fail:-0} + ${error:-0} )) failed"
   exit $status
 else
-  ./gslc examples/mlp.gsl -o examples/mlp
-  mpirun -np 1 ./examples/mlp --steps 3 --output y=examples/y.npy
-  echo "quickstart: examples/mlp ran; its output y is in examples/y.npy"
+  # SPEC section 1: one GShard MoE layer on its mesh of 4 devices, trained
+  # with adam for 200 steps; the loss falls from about 0.40 to about 0.05
+  ./gslc examples/moe.gsl -o examples/moe
+  mpirun -np 4 ./examples/moe --steps 200 --log-every 20 --metrics examples/moe.metrics.jsonl
+  echo "quickstart: examples/moe trained; its loss per logged step is in examples/moe.metrics.jsonl"
 fi

@@ -4,7 +4,8 @@
 # written for, its outputs agree with the one-device run to 1e-5 relative
 # (its inputs default to random draws keyed by global element index, so
 # every mesh sees the same batch). examples/moe.gsl, SPEC section 1 as
-# written, trains on its mesh of 4 devices and its loss falls.
+# written, trains on its mesh of 4 devices and its loss falls. Examples
+# that train are compared after two steps, so one update is in y.
 set -u
 status=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslex.XXXXXX")
@@ -48,6 +49,12 @@ for ex in "$top_srcdir"/examples/*.gsl; do
     echo "FAIL: $name started directly"; status=1; continue
   fi
   head=$("$NPYTOOL" print "$work/$name.y.npy" | sed 1q)
+  # a program that trains: y of step 2 follows one adam step, whose first
+  # update is lr * sign(g), so a gradient within float rounding of zero may
+  # move its weight either way on another mesh: 1e-4, the training
+  # invariance tolerance (tests/train_invariance.sh); 1e-5 otherwise
+  tol=1e-5
+  grep -q '^train ' "$ex" && tol=1e-4
   for m in $(meshes_of "$name"); do
     defs=; ranks=1
     for kv in $(echo "$m" | tr ',' ' '); do defs="$defs -D $kv"; ranks=$((ranks * ${kv#*=})); done
@@ -56,7 +63,7 @@ for ex in "$top_srcdir"/examples/*.gsl; do
     timeout 300 $MPIEXEC -n $ranks "$work/$name.m" --steps 2 --quiet --output y="$work/$name.m.npy" ||
       { echo "FAIL: $name on mesh $m"; status=1; continue; }
     "$NPYTOOL" print "$work/$name.y.npy" | sed 1d |
-      "$NPYTOOL" compare "$work/$name.m.npy" ${head%% *} "$(echo "${head#* }" | tr -d '[] ')" --rtol 1e-5 --atol 1e-5 - ||
+      "$NPYTOOL" compare "$work/$name.m.npy" ${head%% *} "$(echo "${head#* }" | tr -d '[] ')" --rtol $tol --atol $tol - ||
       { echo "FAIL: $name on mesh $m ($ranks ranks) differs from one device"; status=1; continue; }
     echo "$name on mesh $m ($ranks ranks): the same y"
   done

@@ -11,7 +11,8 @@ E2E_TESTS += \
 	tests/e2e/moe_top2_drop.gsl tests/e2e/moe_top2_random.gsl tests/e2e/moe_top1.gsl \
 	tests/e2e/moe_idle_expert.gsl tests/e2e/moe_bias.gsl tests/e2e/moe_mesh2d.gsl \
 	tests/e2e/moe_mesh2d_a2a.gsl tests/e2e/moe_dense.gsl tests/e2e/moe_vmap.gsl tests/e2e/partial_sums.gsl \
-	tests/e2e/optim.gsl
+	tests/e2e/optim.gsl tests/e2e/train_sgd.gsl tests/e2e/train_momentum.gsl tests/e2e/train_nesterov.gsl \
+	tests/e2e/train_adam.gsl tests/e2e/train_adamw.gsl tests/e2e/train_nan.gsl
 EXTRA_DIST += tests/e2e/mlp_check.c \
 	tests/e2e/npy_load.h tests/e2e/moe_ref.h tests/e2e/moe_top2_drop_check.c tests/e2e/moe_top2_random_check.c \
 	tests/e2e/moe_top1_check.c tests/e2e/moe_idle_expert_check.c tests/e2e/moe_bias_check.c \
@@ -48,7 +49,7 @@ ERROR_TESTS += \
 # scripts
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/gslc_output.sh tests/sema_limits.sh tests/stats.sh tests/memory.sh \
-	tests/long_axis_name.sh tests/empty_program.sh
+	tests/long_axis_name.sh tests/empty_program.sh tests/train_invariance.sh
 
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
 check_PROGRAMS += tests/collectives_test
