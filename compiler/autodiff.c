@@ -494,6 +494,7 @@ bool ad_train(Program *p, Sema *s) {
     a.active[i] = dep[i] && dreach[i];
   if (a.active[L]) {
     Span site = p->site;
+    p->pass = PASS_BACKWARD;
     a.ct[L] = ir_const(p, DT_F32, 1, t->span);
     for (int i = L; i >= 0; i--) {
       const Value *v = p->values[i];
@@ -505,6 +506,7 @@ bool ad_train(Program *p, Sema *s) {
     }
     p->site = site;
   }
+  p->pass = PASS_UPDATE;
   bool ok = true;
   Value *step = NULL;
   int ntensors = p->ntensors; /* the optimizer adds its states after */
@@ -526,10 +528,12 @@ bool ad_train(Program *p, Sema *s) {
       diag_note(t->span, "the loss trained here");
       continue;
     }
+    p->tensors[i].grad = a.ct[id];
     if (!step && ad_optim(t->opt)->step)
       step = step_count(p, t);
     ok = optimize(p, s, i, a.ct[id], step);
   }
+  p->pass = PASS_FORWARD;
   if (ok)
     ir_root(p, OUT_LOSS, "loss", t->loss, -1, t->span);
   free(reach);

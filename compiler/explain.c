@@ -24,11 +24,14 @@ static const char *where(Arena *a, Span sp) {
   return arena_printf(a, "%s:%u", base ? base + 1 : sp.src->path, sp.line);
 }
 
-/* where(span), and the call it was inlined from when that is elsewhere */
+/* where(span), the call it was inlined from when that is elsewhere, and
+ * the part of a training step it belongs to when not the forward pass */
 static const char *where_site(Arena *a, const Value *v) {
   const char *w = where(a, v->span);
   if (v->site.src && (v->site.src != v->span.src || v->site.off != v->span.off))
-    return arena_printf(a, "%s (inlined at %s)", w, where(a, v->site));
+    w = arena_printf(a, "%s (inlined at %s)", w, where(a, v->site));
+  if (v->pass != PASS_FORWARD)
+    w = arena_printf(a, "%s, %s", w, v->pass == PASS_BACKWARD ? "backward" : "update");
   return w;
 }
 
@@ -53,6 +56,8 @@ static const char *origin(Arena *a, const Program *g, const Value *v) {
       return arena_printf(a, "from operand %s through this %s", label(a, f), op_name(v->op));
     return arena_printf(a, "from its user %s, back through that %s", label(a, f), op_name(f->op));
   }
+  case SO_UPDATE:
+    return arena_printf(a, "the sharded update of %s", label(a, v->sh_from));
   case SO_NONE:
     return g->mesh.naxes ? "replicated: no sharding reached it" : "one device";
   }
@@ -79,8 +84,17 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
     fprintf(f, "%-14s %s%-16s %-14s %-10s %s   ; %s\n", label(a, v), dtype_name(v->dtype),
             shape_str(a, &v->shape), sharding_str(a, g, v), op_name(v->op), origin(a, g, v), where_site(a, v));
   }
+  bool updates = false;
+  for (int i = 0; i < g->ntensors; i++)
+    if (g->tensors[i].update_note) {
+      if (!updates)
+        fputs("\n## optimizer updates: whole on every device, or sharded over the data axes (ZeRO-1)\n", f);
+      updates = true;
+      fprintf(f, "%-14s %s%-16s %s\n", g->tensors[i].name, dtype_name(g->tensors[i].dtype),
+              shape_str(a, &g->tensors[i].shape), g->tensors[i].update_note);
+    }
   fputs("\n## collectives (bytes: received per device per step)\n", f);
-  int counts[OP__COUNT] = {0};
+  int counts[OP__COUNT] = {0}, per_pass[3] = {0};
   int64_t total = 0;
   int n = 0;
   for (int i = 0; i < s->nvalues; i++) {
@@ -99,6 +113,7 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
             dtype_name(v->dtype), shape_str(a, &v->args[0]->shape), shape_str(a, &v->shape), b,
             where_site(a, v), v->why ? v->why : "");
     counts[v->op]++;
+    per_pass[v->pass]++;
     total += b;
     n++;
   }
@@ -109,6 +124,9 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
                              OP_LOCAL_SLICE};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
     fprintf(f, "%-15s %d\n", op_name(kinds[i]), counts[kinds[i]]);
+  if (per_pass[PASS_BACKWARD] || per_pass[PASS_UPDATE])
+    fprintf(f, "forward %d, backward %d, update %d (the training step's parts)\n", per_pass[PASS_FORWARD],
+            per_pass[PASS_BACKWARD], per_pass[PASS_UPDATE]);
   fprintf(f, "bytes received per device per step: %" PRId64 "\n", total);
   int64_t local = 0;
   for (int i = 0; i < s->ntensors; i++)

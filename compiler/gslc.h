@@ -215,7 +215,8 @@ typedef struct Sharding {
 typedef enum ShardOrigin {
   SO_NONE,       /* not yet decided */
   SO_ANNOTATED,  /* fixed by the user */
-  SO_PROPAGATED  /* found by propagation (sh_from says from which value) */
+  SO_PROPAGATED, /* found by propagation (sh_from says from which value) */
+  SO_UPDATE      /* part of a sharded optimizer update (update.c; sh_from: the param) */
 } ShardOrigin;
 
 /* An einsum's spec, taken apart once: the index letters of each operand and
@@ -257,6 +258,13 @@ typedef struct Attr {
   GSL_ATTR_FIELDS
 } Attr;
 
+/* Which part of a training step built a value (--explain and --emit-ir say so). */
+typedef enum Pass {
+  PASS_FORWARD,  /* the program as written */
+  PASS_BACKWARD, /* autodiff's gradients */
+  PASS_UPDATE    /* the optimizer's update of params and states */
+} Pass;
+
 typedef struct Value Value;
 struct Value {
   int id;            /* SSA number: index in Program.values, in program order */
@@ -265,6 +273,7 @@ struct Value {
   Shape shape;       /* global shape (local shape in the SPMD program) */
   Span span;         /* source construct that produced it */
   Span site;         /* for code inlined from a call: the outermost call (else span) */
+  Pass pass;         /* the part of the step that built it */
   const char *name;  /* the user's name for it (let, param, input), or NULL */
   Value **args;      /* operands */
   int nargs;         /* number of operands */
@@ -303,6 +312,8 @@ typedef struct Tensor {
   Value *value;     /* the OP_PARAM/OP_INPUT value */
   bool annotated;   /* declaration carried a sharding */
   Sharding sh;      /* that sharding */
+  Value *grad;      /* a trained param: its gradient (autodiff.c), else NULL */
+  const char *update_note; /* a trained param on a mesh: how its update runs and why (update.c) */
 } Tensor;
 
 /* What roots the program: a value each step computes for a reason. */
@@ -344,6 +355,7 @@ typedef struct Program {
   uint32_t nstreams; /* RNG streams handed out */
   bool spmd;         /* values carry local shapes (partition.c's output) */
   Span site;         /* builder state: the outermost call being inlined, stamped on new values (src NULL: none) */
+  Pass pass;         /* builder state: stamped on new values */
 } Program;
 
 Program *ir_new(const char *path);
@@ -563,6 +575,14 @@ int64_t shard_collective_bytes(const Program *spmd, const Value *v);
  * fixed, others found by propagation to a fixed point, replicated where
  * nothing reaches. */
 void shard_propagate(Program *p);
+
+/* ---- update.c: where each optimizer update runs (ZeRO-1) --------------- */
+
+/* After propagation: each trained param whose gradient is a partial sum
+ * over axes it is whole on gets its update sharded over them where that
+ * moves no more bytes (update.c's header says how); Tensor.update_note
+ * says what was chosen. */
+void shard_updates(Program *p);
 
 /* ---- partition.c: the SPMD partitioner ----------------------------------- */
 

@@ -187,6 +187,7 @@ Value *ir_add(Program *p, Op op, DType dt, Shape shape, Span sp, int nargs, Valu
   v->gshape = shape;
   v->span = sp;
   v->site = p->site.src ? p->site : sp;
+  v->pass = p->pass;
   v->nargs = nargs;
   if (nargs) {
     v->args = arena_alloc(p->arena, (size_t)nargs * sizeof *v->args);
@@ -712,6 +713,7 @@ void ir_output(Program *p, const char *name, Value *v, Span sp) { ir_root(p, OUT
 Value *ir_copy(Program *dst, const Value *v, Value **args) {
   Value *c = ir_add(dst, v->op, v->dtype, v->shape, v->span, v->nargs, args);
   c->site = v->site;
+  c->pass = v->pass;
   c->name = v->name;
   c->attr = v->attr;
   c->sh = v->sh;
@@ -747,8 +749,10 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
     }
     map[i] = r;
   }
-  for (int i = 0; i < dst->ntensors; i++)
+  for (int i = 0; i < dst->ntensors; i++) {
     dst->tensors[i].value = map[src->tensors[i].value->id];
+    dst->tensors[i].grad = src->tensors[i].grad ? map[src->tensors[i].grad->id] : NULL;
+  }
   for (int i = 0; i < src->noutputs; i++) {
     const Output *o = &src->outputs[i];
     ir_root(dst, o->kind, o->name, map[o->value->id], o->tensor, o->span);
@@ -922,6 +926,8 @@ void ir_print(FILE *f, const Program *p) {
       const char *base = strrchr(v->span.src->path, '/');
       fprintf(f, "   ; %s:%u", base ? base + 1 : v->span.src->path, v->span.line);
     }
+    if (v->pass != PASS_FORWARD)
+      fputs(v->pass == PASS_BACKWARD ? " (backward)" : " (update)", f);
     fputc('\n', f);
   }
   static const char *const kinds[] = {"output", "loss", "update"};

@@ -107,6 +107,7 @@ static Value *emit(Part *P, const Value *orig, Op op, DType dt, Shape gshape, co
   v->orig = orig;
   if (orig) {
     v->site = orig->site;
+    v->pass = orig->pass;
     v->name = orig->name;
     v->attr = orig->attr;
     v->sh_origin = orig->sh_origin;
@@ -135,6 +136,7 @@ static Value *reshard(Part *P, Value *x, const Sharding *t, Span sp, const char 
       continue;
     }
     r->site = P->at ? P->at->site : sp;
+    r->pass = P->at ? P->at->pass : PASS_UPDATE;
     r->axis = steps[i].axis;
     r->axis2 = steps[i].axis2;
     r->fn = RF_SUM;

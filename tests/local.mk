@@ -24,8 +24,8 @@ SPMD_TESTS += \
 	tests/spmd/all_to_all.gsl tests/spmd/gather.gsl tests/spmd/local_slice.gsl \
 	tests/spmd/reduce_scatter.gsl tests/spmd/megatron.gsl tests/spmd/propagate_chain.gsl \
 	tests/spmd/permute.gsl tests/spmd/moe_experts.gsl tests/spmd/moe_mesh2d.gsl \
-	tests/spmd/partial_pending.gsl
-SPMD_GOLDEN += tests/spmd/megatron.explain tests/spmd/reduce_scatter.explain \
+	tests/spmd/partial_pending.gsl tests/spmd/moe_train.gsl
+SPMD_GOLDEN += tests/spmd/moe_train.explain tests/spmd/megatron.explain tests/spmd/reduce_scatter.explain \
 	tests/spmd/propagate_chain.explain tests/spmd/moe_experts.explain tests/spmd/moe_mesh2d.explain \
 	tests/spmd/partial_pending.explain
 
@@ -49,7 +49,7 @@ ERROR_TESTS += \
 # scripts
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/gslc_output.sh tests/sema_limits.sh tests/stats.sh tests/memory.sh \
-	tests/long_axis_name.sh tests/empty_program.sh tests/train_invariance.sh
+	tests/long_axis_name.sh tests/empty_program.sh tests/train_invariance.sh tests/zero_update.sh
 
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
 check_PROGRAMS += tests/collectives_test
