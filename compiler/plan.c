@@ -77,7 +77,11 @@ static void decide_buffers(Plan *pl, const Program *p) {
     const Value *a = v->nargs ? v->args[0] : NULL;
     unsigned fl = ir_op(v->op)->flags;
     pl->cheap[i] = !output[i] && (v->op == OP_CONST || ((fl & OF_INDEX_MAP) && (pl->mat[a->id] || pl->cheap[a->id])));
-    pl->mat[i] = (fl & OF_BUFFER) || output[i] || (pl->uses[i] > 1 && !pl->cheap[i]);
+    /* a computed scalar gets its 4 bytes: fused into the loop of a tensor it
+     * is broadcast over, it would be computed again for every element (an
+     * optimizer's pow(b1, t), say) */
+    bool scalar = v->nargs && v->op != OP_CONST && !pl->cheap[i] && shape_elems(&v->shape) == 1;
+    pl->mat[i] = (fl & OF_BUFFER) || output[i] || (pl->uses[i] > 1 && !pl->cheap[i]) || scalar;
     if (pl->mat[i])
       continue;
     for (int j = 0; j < v->nargs; j++)
