@@ -1,11 +1,12 @@
 /* cg_ops.c — values that fill a whole buffer in a loop nest of their own:
- * reductions (sum, max, argmax), cumsum, gather, concat and random draws.
+ * reductions (sum, max, argmax), cumsum, gather and its transpose
+ * scatter_add, the moe routing calls, concat and random draws.
  *
  * Reductions and concatenations compute their operand's expression inside
  * their own loops (fusion, cg_loops.c). A reduction's trailing reduced
  * dimensions accumulate in a register (vectorized as a reduction), earlier
  * ones into the result buffer. Gather checks every index before copying a
- * row. A random draw passes its tile's offset in the global tensor, so
+ * row, scatter_add before adding one. A random draw passes its tile's offset in the global tensor, so
  * draws are keyed by global element index, never by rank. */
 #include <math.h>
 
@@ -176,30 +177,32 @@ static void check_indices(CG *g, const Value *ix, int64_t V, const char *msg) {
   LLVMPositionBuilderAtEnd(b, ok);
 }
 
+/* In a loop nest over [I..., D...] at idx: the linear index, in a buffer
+ * of table shape ts [V, D...], of row ix[i...] at columns idx[I...:]. */
+static LLVMValueRef table_index(CG *g, const Value *ix, const Shape *ts, const Aff *idx) {
+  LLVMBuilderRef b = g->b;
+  int ni = ix->shape.rank;
+  Aff il = cg_linear_of(&ix->shape, idx);
+  LLVMValueRef row = LLVMBuildSExt(b, cg_load_lin(g, cg_buffer_of(g, ix), DT_I32, cg_aff_value(g, &il)), g->t_i64, "");
+  Aff ti[GSL_MAX_RANK];
+  ti[0] = cg_aff_const(0);
+  for (int d = 1; d < ts->rank; d++)
+    ti[d] = idx[ni + d - 1];
+  Aff tl = cg_linear_of(ts, ti);
+  int64_t st[GSL_MAX_RANK];
+  cg_strides_of(ts, st);
+  return LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, row, cg_ci64(g, st[0]), ""), cg_aff_value(g, &tl), "");
+}
+
 /* table[V, D...] rows by idx[I...]: every index is checked first, then
  * rows are copied. */
 void cg_emit_gather(CG *g, const Value *v) {
   const Value *t = v->args[0], *ix = v->args[1];
-  LLVMBuilderRef b = g->b;
-  int64_t V = t->shape.d[0];
-  LLVMValueRef ip = cg_buffer_of(g, ix);
-  check_indices(g, ix, V, "gather index out of range");
-
+  check_indices(g, ix, t->shape.d[0], "gather index out of range");
   Loop l[GSL_MAX_RANK];
   Aff idx[GSL_MAX_RANK];
-  int ni = ix->shape.rank;
   cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
-  Aff il = cg_linear_of(&ix->shape, idx);
-  LLVMValueRef row = LLVMBuildSExt(b, cg_load_lin(g, ip, DT_I32, cg_aff_value(g, &il)), g->t_i64, "");
-  Aff ti[GSL_MAX_RANK];
-  ti[0] = cg_aff_const(0);
-  for (int d = 1; d < t->shape.rank; d++)
-    ti[d] = idx[ni + d - 1];
-  Aff tl = cg_linear_of(&t->shape, ti);
-  int64_t st[GSL_MAX_RANK];
-  cg_strides_of(&t->shape, st);
-  LLVMValueRef tli = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, row, cg_ci64(g, st[0]), ""), cg_aff_value(g, &tl), "");
-  LLVMValueRef x = cg_load_lin(g, cg_buffer_of(g, t), t->dtype, tli);
+  LLVMValueRef x = cg_load_lin(g, cg_buffer_of(g, t), t->dtype, table_index(g, ix, &t->shape, idx));
   Aff ol = cg_linear_of(&v->shape, idx);
   cg_store_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &ol), cg_convert(g, x, t->dtype, v->dtype));
   cg_nest_close(g, l, v->shape.rank);
@@ -211,23 +214,13 @@ void cg_emit_scatter_add(CG *g, const Value *v) {
   const Value *src = v->args[0], *ix = v->args[1];
   LLVMBuilderRef b = g->b;
   check_indices(g, ix, v->shape.d[0], "scatter_add index out of range");
-  LLVMValueRef out = cg_buffer_of(g, v), ip = cg_buffer_of(g, ix);
+  LLVMValueRef out = cg_buffer_of(g, v);
   LLVMBuildMemSet(b, out, LLVMConstInt(LLVMInt8TypeInContext(g->ctx), 0, 0),
                   cg_ci64(g, 4 * shape_elems(&v->shape)), 4);
   Loop l[GSL_MAX_RANK];
   Aff idx[GSL_MAX_RANK];
-  int ni = ix->shape.rank;
   cg_nest_open(g, l, src->shape.rank, src->shape.d, idx);
-  Aff il = cg_linear_of(&ix->shape, idx);
-  LLVMValueRef row = LLVMBuildSExt(b, cg_load_lin(g, ip, DT_I32, cg_aff_value(g, &il)), g->t_i64, "");
-  Aff ri[GSL_MAX_RANK];
-  ri[0] = cg_aff_const(0);
-  for (int d = 1; d < v->shape.rank; d++)
-    ri[d] = idx[ni + d - 1];
-  Aff rl = cg_linear_of(&v->shape, ri);
-  int64_t st[GSL_MAX_RANK];
-  cg_strides_of(&v->shape, st);
-  LLVMValueRef at = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, row, cg_ci64(g, st[0]), ""), cg_aff_value(g, &rl), "");
+  LLVMValueRef at = table_index(g, ix, &v->shape, idx);
   Aff sl = cg_linear_of(&src->shape, idx);
   LLVMValueRef x = cg_load_lin(g, cg_buffer_of(g, src), DT_F32, cg_aff_value(g, &sl));
   LLVMValueRef old = cg_load_lin(g, out, DT_F32, at);
