@@ -239,6 +239,8 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx);
 LLVMValueRef cg_elem_at(CG *g, const Value *v, const Aff *idx) {
   if (!g->pl->mat[v->id])
     return def_elem(g, v, idx);
+  if (g->pre[v->id])
+    return g->pre[v->id];
   Aff lin = cg_linear_of(&v->shape, idx);
   return cg_load_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &lin));
 }
@@ -305,14 +307,34 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
   }
 }
 
+/* Loads, ahead of a loop nest, the one-element buffers (computed scalars:
+ * an optimizer's bias corrections, say) that v's fused expression reads:
+ * read in the loop, LLVM would reload them at every element, unable to
+ * prove the loop's stores miss them, and leave the loop scalar. */
+static void preload_scalars(CG *g, const Value *v) {
+  for (int k = 0; k < v->nargs; k++) {
+    const Value *a = v->args[k];
+    if (!g->pl->mat[a->id]) {
+      preload_scalars(g, a);
+    } else if (shape_elems(&a->shape) == 1 && !g->pre[a->id]) {
+      g->pre[a->id] = cg_load_lin(g, cg_buffer_of(g, a), a->dtype, cg_ci64(g, 0));
+      g->pre_ids[g->npre++] = a->id;
+    }
+  }
+}
+
 /* v's buffer = v's elements, one loop nest over its shape. */
 void cg_emit_map(CG *g, const Value *v) {
   Loop l[GSL_MAX_RANK];
   Aff idx[GSL_MAX_RANK];
+  if (shape_elems(&v->shape) > 1)
+    preload_scalars(g, v);
   cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
   LLVMValueRef x = def_elem(g, v, idx);
   Aff lin = cg_linear_of(&v->shape, idx);
   cg_store_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &lin), x);
   cg_nest_close(g, l, v->shape.rank);
+  while (g->npre)
+    g->pre[g->pre_ids[--g->npre]] = NULL;
 }
 

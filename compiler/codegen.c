@@ -437,6 +437,8 @@ bool cg_emit_planned(const Program *p, const Plan *pl, const CodegenOptions *opt
   g.ptr = xcalloc(n, sizeof *g.ptr);
   g.vgroup = xcalloc(n, sizeof *g.vgroup);
   g.vgroup2 = xcalloc(n, sizeof *g.vgroup2);
+  g.pre = xcalloc(n, sizeof *g.pre);
+  g.pre_ids = xcalloc(n, sizeof *g.pre_ids);
 
   char *triple = LLVMGetTargetMachineTriple(tm);
   LLVMSetTarget(g.mod, triple);
@@ -466,6 +468,8 @@ bool cg_emit_planned(const Program *p, const Plan *pl, const CodegenOptions *opt
   free(g.groups);
   free(g.vgroup);
   free(g.vgroup2);
+  free(g.pre);
+  free(g.pre_ids);
   return ok;
 }
 

@@ -65,6 +65,9 @@ typedef struct CG {
   int *vgroup2;           /* per value: COLLECTIVE_PERMUTE's target-order group, else -1 */
   LLVMValueRef gidx[CG_MAXG]; /* in gsl_step, the device's (i64) index in the group of each slot */
   int nslots;             /* slots in use */
+  LLVMValueRef *pre;      /* per value: a one-element buffer's element, loaded before the loop nest
+                             being emitted (cg_emit_map), or NULL */
+  int *pre_ids, npre;     /* the values with pre set, to clear after the nest */
 } CG;
 
 /* ---- cg_loops.c: types, constants, loops, indices, buffers, fusion ---- */
