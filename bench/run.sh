@@ -1,13 +1,16 @@
 #!/bin/sh
-# bench/run.sh — examples/mlp.gsl's forward pass, compiled by gslc, against
+# bench/run.sh — examples/mlp.gsl's forward pass (its train line dropped), compiled by gslc, against
 # the same computation in numpy and PyTorch (CPU), all on one core; then a
 # check that the three compute the same numbers; then libgslrt's collectives
 # against the raw MPI calls at mpiexec -n 2 (bench/collectives.c); then the
 # sharded forward pass at mpiexec -n 1 and -n 2 (data and model parallel);
 # then bench/moe.gsl's forward moe layer against PyTorch and its two
-# all-to-alls at mpiexec -n 2 against raw MPI (bench/moe_a2a.c). `make
-# bench` runs it from the build directory after building gslc and the
-# runtime. See bench/README.md.
+# all-to-alls at mpiexec -n 2 against raw MPI (bench/moe_a2a.c); then
+# bench/moe_train.gsl's training step (forward, backward, Adam) against
+# PyTorch's (bench/moe_train_torch.py) and its weak scaling at mpiexec -n 1
+# and 2. `make bench` runs it from the build directory after building gslc
+# and the runtime. See bench/README.md. PyTorch and numpy are needed only
+# here, from Debian: apt-get install python3-torch python3-numpy.
 #
 # Settings (environment): B D H O (sizes, default 256 1024 4096 1024),
 # STEPS (timed steps, default 20), WARMUP (default 3), REPS (default 5),
@@ -23,7 +26,10 @@
 # "8 1024 256 1024 16"), STEPS WARMUP REPS for the SPEC size and
 # MOE_LARGE_STEPS MOE_LARGE_WARMUP MOE_LARGE_REPS (default 3 3 3) for the
 # large one, MOE_TORCH (PyTorch's ways, default "default kept"), and MPICC
-# MPIEXEC LIBGSLRT BENCH_REPS BENCH_WARMUP as for the collectives).
+# MPIEXEC LIBGSLRT BENCH_REPS BENCH_WARMUP as for the collectives);
+# ONLY=moe_train runs the training part alone (the same MOE_* settings,
+# STEPS WARMUP REPS and MPIEXEC, and MOE_CHECK_STEPS, the Adam steps of its
+# agreement check, default 5).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -73,7 +79,9 @@ mlp() {
   echo "GSL mlp benchmark: examples/mlp.gsl forward pass, B=$B D=$D H=$H O=$O, float32"
   echo "  $STEPS timed steps after $WARMUP warm-up steps, median of $REPS runs, one core" \
        "(OPENBLAS_NUM_THREADS=1)"
-  $GSLC $sizes "$top/examples/mlp.gsl" -o "$tmp/mlp" || die "gslc failed"
+  # the forward pass: the example less its train statement
+  sed '/^train /d' "$top/examples/mlp.gsl" >"$tmp/mlp_forward.gsl"
+  $GSLC $sizes "$tmp/mlp_forward.gsl" -o "$tmp/mlp" || die "gslc failed"
 
   blas_core "$tmp/mlp" "all three"
 
@@ -149,7 +157,7 @@ if [ $have_numpy = no ]; then
   echo "agreement check: skipped (needs numpy)"
   return 0
 fi
-sed 's/= zeros()/= normal(0.5)/' "$top/examples/mlp.gsl" >"$tmp/mlpcheck.gsl"
+sed -e 's/= zeros()/= normal(0.5)/' -e '/^train /d' "$top/examples/mlp.gsl" >"$tmp/mlpcheck.gsl"
 $GSLC $sizes "$tmp/mlpcheck.gsl" -o "$tmp/mlpcheck" || die "gslc failed (check)"
 "$tmp/mlpcheck" --quiet --steps 1 --input x="$tmp/x.npy" --output y="$tmp/y.npy" \
   --output w1="$tmp/w1.npy" --output b1="$tmp/b1.npy" --output w2="$tmp/w2.npy" \
@@ -208,7 +216,7 @@ scaling() {
 
   # A copy of mlp.gsl whose biases are normal(0.5) instead of zeros(): the same
   # work per step, but the bias adds (b1 is split over `model`) count in the check.
-  sed 's/= zeros()/= normal(0.5)/' "$top/examples/mlp.gsl" >"$tmp/mlpscale.gsl"
+  sed -e 's/= zeros()/= normal(0.5)/' -e '/^train /d' "$top/examples/mlp.gsl" >"$tmp/mlpscale.gsl"
   configs="1x1 2x1 1x2"  # DPxMP
   for c in $configs; do
     $GSLC $sizes -D DP=${c%x*} -D MP=${c#*x} "$tmp/mlpscale.gsl" -o "$tmp/scale_$c" ||
@@ -465,12 +473,234 @@ moe_a2a() {
   MOE_A2A_SHAPES=$shapes $MPIEXEC -n 2 "$tmp/moe_a2a" --quiet || die "the moe all-to-all benchmark failed"
 }
 
+# ---- moe_train: bench/moe_train.gsl's training step against PyTorch ----------
+# The same moe layer trained (SPEC section 1: loss mse(y, tanh(x @ teacher)) +
+# 0.01 * aux, teacher frozen, Adam): forward, backward and the update, GSL
+# against PyTorch's autograd and torch.optim.Adam (bench/moe_train_torch.py),
+# one core each, at both sizes of the moe part, timed like it (GSL from rank
+# 0's --metrics, the same fixed x, interleaved runs, medians; PyTorch as it
+# comes and with malloc keeping memory). Every run's loss must fall over its
+# timed steps. Then the weak scaling of the GSL step: mesh [d = 1] with G
+# groups under $MPIEXEC -n 1 against [d = 2] with 2G groups under -n 2 (the
+# same work per rank; efficiency = t1 / t2). Then GSL and PyTorch must agree
+# from the same initial weights: the losses of the first Adam steps, the
+# gradients of the first step (through one SGD step), the weights after the
+# Adam steps.
+moe_train() {
+  [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
+  MPIEXEC=${MPIEXEC:-mpiexec}
+  MOE_SPEC=${MOE_SPEC:-4 256 64 256 8} MOE_LARGE=${MOE_LARGE:-8 1024 256 1024 16}
+  MOE_LARGE_STEPS=${MOE_LARGE_STEPS:-3} MOE_LARGE_WARMUP=${MOE_LARGE_WARMUP:-3}
+  MOE_LARGE_REPS=${MOE_LARGE_REPS:-3} MOE_TORCH=${MOE_TORCH:-default kept}
+  MOE_CHECK_STEPS=${MOE_CHECK_STEPS:-5}
+  echo "GSL moe_train benchmark: bench/moe_train.gsl's training step (forward, backward, Adam) against" \
+       "PyTorch (autograd, torch.optim.Adam), float32, one core (OPENBLAS_NUM_THREADS=1)"
+  if ! $PYTHON -c 'import numpy' 2>/dev/null; then
+    echo "moe_train: skipped ($PYTHON cannot import numpy, needed for the fixed batch and the check;" \
+         "apt-get install python3-numpy)"
+    return 0
+  fi
+  have_torch=yes
+  $PYTHON -c 'import torch' 2>/dev/null || have_torch=no
+  [ $have_torch = yes ] ||
+    echo "  PyTorch: skipped ($PYTHON cannot import torch; apt-get install python3-torch): GSL alone"
+  kept_env="MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736"
+
+  # One GSL run: "ms/step first-loss last-loss" over the steps after the
+  # warm-up, from rank 0's --metrics (ms/step to 6 digits, the loss exactly).
+  mt_gsl_once() {  # NP PROG X
+    $MPIEXEC -n $1 "$2" --quiet --steps $((wu + st)) --log-every 1 --input x="$3" \
+      --metrics "$tmp/mt.jsonl" >"$tmp/mt.log" 2>&1 || { cat "$tmp/mt.log" >&2; return 1; }
+    awk -v w=$wu '{ k = $0; sub(/.*"step": /, "", k); k += 0
+        l = $0; sub(/.*"loss": /, "", l); l += 0
+        m = $0; sub(/.*"ms_per_step": /, "", m); m += 0
+        if (k > w) { t += m; n++; if (n == 1) first = l; last = l } }
+      END { if (n) printf "%.3f %.9g %.9g\n", t / n, first, last; else exit 1 }' "$tmp/mt.jsonl"
+  }
+  mt_torch_once() {  # [VAR=VALUE ...]
+    env "$@" $PYTHON "$here/moe_train_torch.py" --G $G --S $S --M $M --H $Hd --E $E \
+      --steps $st --warmup $wu --x "$tmp/mtx_$size.npy" >"$tmp/mt.out" || return 1
+    awk '$1 == "ms_per_step" { t = $2 } $1 == "loss" { f = $2; l = $3 }
+      END { if (t != "") print t, f, l; else exit 1 }' "$tmp/mt.out"
+  }
+
+  : >"$tmp/mttimes"
+  for size in spec large; do
+    if [ $size = spec ]; then dims=$MOE_SPEC st=$STEPS wu=$WARMUP rp=$REPS
+    else dims=$MOE_LARGE st=$MOE_LARGE_STEPS wu=$MOE_LARGE_WARMUP rp=$MOE_LARGE_REPS; fi
+    set -- $dims
+    [ $# = 5 ] || die "MOE_SPEC / MOE_LARGE: expected five numbers G S M H E, got '$dims'"
+    G=$1 S=$2 M=$3 Hd=$4 E=$5
+    C=$(awk -v s=$S -v e=$E 'BEGIN { c = 2.0 * 2 * s / e; print (c == int(c) ? c : int(c) + 1) }')
+    eval "mt_dims_$size='$G $S $M $Hd $E $C'"
+    echo "  $size: G=$G S=$S M=$M H=$Hd E=$E (C=$C), $st timed steps after $wu warm-up steps," \
+         "median of $rp runs; 2 ranks: G=$((2 * G))"
+    $GSLC -D G=$G -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe_train.gsl" -o "$tmp/mt1_$size" ||
+      die "gslc failed (bench/moe_train.gsl, $size size)"
+    $GSLC -D D=2 -D G=$((2 * G)) -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe_train.gsl" \
+      -o "$tmp/mt2_$size" || die "gslc failed (bench/moe_train.gsl, $size size, D=2)"
+    [ $size = spec ] && blas_core "$tmp/mt1_$size" "GSL and PyTorch"
+    # what the compiler puts between the 2 devices (gslc --explain)
+    $GSLC -D D=2 -D G=$((2 * G)) -D S=$S -D M=$M -D H=$Hd -D E=$E --explain "$top/bench/moe_train.gsl" \
+      >"$tmp/mt_explain" || die "gslc --explain failed (bench/moe_train.gsl, D=2)"
+    echo "    collectives at D=2: $(awk '/^## collectives/ { on = 1; next } on && /^$/ { on = 0 }
+        on && NF { sub(/ *;.*/, ""); sub(/ over \(d\)/, ""); sub(/:.*, /, " "); n++
+                   printf "%s%s", (n > 1 ? "; " : ""), $0 }' "$tmp/mt_explain" | tr -s ' ')"
+    $PYTHON -c "import numpy as np, sys
+for f, g in ((sys.argv[1], $G), (sys.argv[2], 2 * $G)):
+    np.save(f, np.random.default_rng(1).standard_normal((g, $S, $M)).astype(np.float32))" \
+      "$tmp/mtx_$size.npy" "$tmp/mtx2_$size.npy" || die "could not write mtx_$size.npy"
+
+    r=1
+    while [ $r -le $rp ]; do  # interleaved, so that load on the machine hits all alike
+      t=$(mt_gsl_once 1 "$tmp/mt1_$size" "$tmp/mtx_$size.npy") || die "the GSL train program failed ($size size)"
+      echo "$size gsl $t" >>"$tmp/mttimes"
+      t=$(mt_gsl_once 2 "$tmp/mt2_$size" "$tmp/mtx2_$size.npy") ||
+        die "the GSL train program failed under $MPIEXEC -n 2 ($size size)"
+      echo "$size gsl2 $t" >>"$tmp/mttimes"
+      if [ $have_torch = yes ]; then
+        for way in $MOE_TORCH; do
+          case $way in
+            default) t=$(mt_torch_once) ;;
+            kept) t=$(mt_torch_once $kept_env) ;;
+            *) die "MOE_TORCH: expected default and/or kept, got '$way'" ;;
+          esac || die "moe_train_torch.py failed ($size size)"
+          echo "$size torch_$way $t" >>"$tmp/mttimes"
+        done
+      fi
+      r=$((r + 1))
+    done
+  done
+
+  # the median ms/step of KEY at SIZE
+  mt_median() {  # SIZE KEY
+    awk -v s=$1 -v k=$2 '$1 == s && $2 == k { print $3 }' "$tmp/mttimes" | sort -n |
+      awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+  }
+  echo
+  printf '%-6s %-36s %10s %11s %9s  %-21s  %s\n' size implementation ms/step tokens/s GSL/torch \
+    "loss (first→last)" "runs (ms/step)"
+  tv=$($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)
+  for size in spec large; do
+    eval "set -- \$mt_dims_$size"
+    tok=$(($1 * $2))
+    g=$(mt_median $size gsl)
+    for k in gsl torch_default torch_kept; do
+      case $k in
+        gsl) name="GSL (gslc -O2)" ;;
+        torch_default) name="PyTorch $tv" ;;
+        torch_kept) name="PyTorch $tv, malloc keeps memory" ;;
+      esac
+      awk -v s=$size -v k=$k -v n="$name" -v g="$g" -v m="$(mt_median $size $k)" -v tok=$tok '
+        $1 == s && $2 == k { c++; runs = runs sep sprintf("%.1f", $3); sep = " "
+          if (c == 1) loss = sprintf("%.4f→%.4f", $4, $5) }
+        END { if (!c) exit
+          printf "%-6s %-36s %10.1f %11.0f %9s  %-21s  %s\n", s, n, m, 1000 * tok / m,
+            k == "gsl" ? "1.00" : sprintf("%.2f", m / g), loss, runs }' "$tmp/mttimes"
+    done
+  done
+  echo "(spec: G S M H E = $MOE_SPEC; large: $MOE_LARGE; GSL/torch = GSL's tokens/s over PyTorch's" \
+       "(PyTorch's ms/step over GSL's): above 1 means GSL is faster; loss: the first and last timed" \
+       "step of the first run; \"malloc keeps memory\": $kept_env)"
+  if [ $have_torch = yes ]; then
+    for size in spec large; do
+      case $size in spec) goal=1.5 ;; large) goal=2 ;; esac
+      awk -v s=$size -v goal=$goal -v g="$(mt_median $size gsl)" -v a="$(mt_median $size torch_default)" \
+        -v b="$(mt_median $size torch_kept)" 'BEGIN { best = a; if (b != "" && (best == "" || b + 0 < best + 0)) best = b
+          if (best == "") exit
+          r = best / g; printf "goal at the %s size: GSL >= %gx the better PyTorch: %.2fx, %s\n", s, goal, r,
+            (r >= goal ? "met" : "NOT MET") }'
+    done
+  fi
+  # every run's loss must have fallen over its timed steps
+  awk '!($5 < $4) { printf "bench: FAILED: the loss did not fall (%s %s: %s -> %s)\n", $1, $2, $4, $5; bad = 1 }
+    END { exit bad }' "$tmp/mttimes" >&2 || exit 1
+  echo "the loss fell over the timed steps in every run"
+
+  echo
+  echo "weak scaling of the GSL train step (the same work per rank; efficiency = t1 / t2):"
+  printf '%-6s %5s %4s %10s %11s %10s   %s\n' size ranks G ms/step tokens/s efficiency "runs (ms/step)"
+  for size in spec large; do
+    eval "set -- \$mt_dims_$size"
+    t1=$(mt_median $size gsl)
+    for k in gsl gsl2; do
+      case $k in gsl) n=1 ;; gsl2) n=2 ;; esac
+      awk -v s=$size -v k=$k -v n=$n -v g=$(($1 * n)) -v tok=$(($1 * n * $2)) -v m="$(mt_median $size $k)" \
+        -v t1="$t1" '$1 == s && $2 == k { runs = runs sep sprintf("%.1f", $3); sep = " " }
+        END { printf "%-6s %5d %4d %10.1f %11.0f %10.2f   %s\n", s, n, g, m, 1000 * tok / m, t1 / m, runs }' \
+        "$tmp/mttimes"
+    done
+  done
+  echo "(1 rank: mesh [d = 1] under $MPIEXEC -n 1; 2 ranks: [d = 2] under -n 2, G doubled; ms/step: rank 0's)"
+
+  # Agreement from the same initial weights: GSL's (a copy with lr 0 writes
+  # them after one step) are loaded into PyTorch; both make MOE_CHECK_STEPS
+  # Adam steps on the same x; an SGD copy (lr 1000, so that p0 - p1 keeps the
+  # gradient's digits) gives GSL's gradients of step 1. At both sizes, and at
+  # the spec size with a sharp gate and capacity 1.0 (choices dropped).
+  echo
+  if [ $have_torch = no ]; then
+    echo "agreement check: skipped (needs PyTorch)"
+    return 0
+  fi
+  sed 's/adam(lr = LR)/sgd(lr = 1000.0)/' "$top/bench/moe_train.gsl" >"$tmp/mtsgd.gsl"
+  sed -e 's/^\(param wg:.*\)normal(0\.02)/\1normal(1.0)/' -e 's/capacity = 2\.0/capacity = 1.0/' \
+    "$top/bench/moe_train.gsl" >"$tmp/mtdrop.gsl"
+  sed 's/adam(lr = LR)/sgd(lr = 1000.0)/' "$tmp/mtdrop.gsl" >"$tmp/mtdropsgd.gsl"
+  grep -q 'sgd(lr = 1000.0)' "$tmp/mtsgd.gsl" && grep -q 'normal(1.0)' "$tmp/mtdrop.gsl" &&
+    grep -q 'capacity = 1.0' "$tmp/mtdrop.gsl" || die "could not make the variants of bench/moe_train.gsl"
+  echo "agreement of PyTorch with GSL from the same initial weights (max |a - b| / max |ref|, ref = GSL):"
+  : >"$tmp/mtcheck"
+  for c in spec large drop; do
+    case $c in
+      drop) eval "set -- \$mt_dims_spec"; src="$tmp/mtdrop.gsl" sgd="$tmp/mtdropsgd.gsl" cf=1.0
+            what="spec size, wg normal(1.0), capacity 1.0" ;;
+      *) eval "set -- \$mt_dims_$c"; src="$top/bench/moe_train.gsl" sgd="$tmp/mtsgd.gsl" cf=2.0 what="$c size" ;;
+    esac
+    d="$tmp/mtcheck_$c"
+    mkdir -p "$d"
+    dims="-D G=$1 -D S=$2 -D M=$3 -D H=$4 -D E=$5"
+    $GSLC $dims -D LR=0 "$src" -o "$d/lr0" && $GSLC $dims "$src" -o "$d/adam" && $GSLC $dims "$sgd" -o "$d/sgd" ||
+      die "gslc failed (check $c)"
+    $PYTHON -c "import numpy as np, sys
+np.save(sys.argv[1], np.random.default_rng(2).standard_normal(($1, $2, $3)).astype(np.float32))" \
+      "$d/x.npy" || die "could not write x.npy"
+    "$d/lr0" --quiet --steps 1 --input x="$d/x.npy" --metrics "$d/lr0.jsonl" --output wg="$d/wg.npy" \
+      --output wi="$d/wi.npy" --output wo="$d/wo.npy" --output teacher="$d/teacher.npy" &&
+    "$d/adam" --quiet --steps $MOE_CHECK_STEPS --input x="$d/x.npy" --metrics "$d/adam.jsonl" \
+      --output wg="$d/gsl_wg.npy" --output wi="$d/gsl_wi.npy" --output wo="$d/gsl_wo.npy" &&
+    "$d/sgd" --quiet --steps 1 --input x="$d/x.npy" --metrics "$d/sgd.jsonl" --output wg="$d/sgd_wg.npy" \
+      --output wi="$d/sgd_wi.npy" --output wo="$d/sgd_wo.npy" || die "a GSL check program failed ($c)"
+    sed 's/.*"loss": \([^,]*\),.*/\1/' "$d/adam.jsonl" >"$d/gsl_loss.txt"
+    # the three programs start from the same weights: the same first loss, to the bit
+    l0=$(sed 's/.*"loss": \([^,]*\),.*/\1/' "$d/lr0.jsonl") l1=$(sed -n 1p "$d/gsl_loss.txt")
+    ls=$(sed 's/.*"loss": \([^,]*\),.*/\1/' "$d/sgd.jsonl")
+    [ "$l0" = "$l1" ] && [ "$l0" = "$ls" ] ||
+      die "the lr 0, Adam and SGD programs do not start alike ($c: loss $l0, $l1, $ls)"
+    env $kept_env $PYTHON "$here/moe_train_torch.py" --check "$d" --steps $MOE_CHECK_STEPS --capacity $cf \
+      --sgd-lr 1000 >"$d/out" || die "moe_train_torch.py --check failed ($c)"
+    echo "  $what: $(sed -n 's/^routing //p' "$d/out")"
+    awk '$1 == "loss" { printf "%s%s %s", (n++ ? ", " : "    loss GSL/PyTorch by step: "), $3, $4 }
+      END { if (n) print "" }' "$d/out"
+    awk '$1 == "check" || $1 == "info" { printf "%s%s %s", (n++ ? ", " : "    "), $2, $3 }
+      END { if (n) print "" }' "$d/out"
+    sed -n 's/^check /check /p' "$d/out" >>"$tmp/mtcheck"
+  done
+  echo "  (loss: the $MOE_CHECK_STEPS Adam steps' losses and grad_*: the first step's gradients, max |a - b| /" \
+       "max |ref|; upd_*: the $MOE_CHECK_STEPS steps' updates p_N - p_0, ||a - b|| / ||ref||; maxupd_*: their" \
+       "largest difference in one element, in units of lr, not checked: see bench/moe_train_torch.py)"
+  awk '$1 == "check" && !($3 < ($2 ~ /^upd_/ ? 1e-3 : 1e-4)) { bad = 1 } END { exit bad }' "$tmp/mtcheck" ||
+    die "FAILED: some error is not below its bound (1e-4; 1e-3 for upd_*)"
+  echo "  all below 1e-4 (upd_*: 1e-3): agree"
+}
+
 case $ONLY in
-  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a ;;
+  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train ;;
   mlp) mlp ;;
   collectives) collectives ;;
   scaling) scaling ;;
   moe) moe; echo; moe_a2a ;;
   moe_a2a) moe_a2a ;;
-  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe or moe_a2a" ;;
+  moe_train) moe_train ;;
+  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a or moe_train" ;;
 esac
