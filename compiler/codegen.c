@@ -102,7 +102,7 @@ static LLVMValueRef dim_axes_array(CG *g, int rank, const Sharding *sh) {
 static void emit_value(CG *g, const Value *v) {
   if (g->pl->mat[v->id] && v->op == OP_ALL_REDUCE)
     cg_emit_all_reduce(g, v);
-  if (!g->pl->mat[v->id] || g->pl->root[v->id] != v->id)
+  if (!g->pl->mat[v->id] || (g->pl->root[v->id] != v->id && !g->pl->inplace[v->id]))
     return;
   switch (v->op) {
   case OP_PARAM:

@@ -630,6 +630,9 @@ typedef struct Plan {
   bool *mat;              /* per value: has a buffer (its own or its root's) */
   bool *cheap;            /* per value: inlined into each of its users even when read twice */
   int *root;              /* per value: the value owning its buffer (itself unless an alias or in place) */
+  bool *inplace;          /* per value: an update computed straight into its param's or state's
+                             storage (root names that tensor's value) */
+  int *at;                /* per value: the step (value id) its code runs at, -1: never */
   int64_t *offset;        /* per root value: its buffer's byte offset in the arena, -1: not in it */
   int64_t *bytes;         /* per root value in the arena: its buffer's size, 64-byte multiple */
   int *first, *last;      /* per root value in the arena: the steps (value ids) it is live over */

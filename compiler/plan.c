@@ -289,7 +289,7 @@ static void plan_einsum(Plan *pl, const Value *v) {
 
 static void plan_lifetimes(Plan *pl, const Program *p) {
   int n = p->nvalues;
-  int *at = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *at); /* step where a value's code runs, -1: never */
+  int *at = pl->at;
   for (int i = 0; i < n; i++) {
     at[i] = pl->mat[i] ? i : -1;
     pl->first[i] = pl->last[i] = i;
@@ -311,7 +311,69 @@ static void plan_lifetimes(Plan *pl, const Program *p) {
   }
   for (int i = 0; i < p->noutputs; i++)
     pl->last[pl->root[p->outputs[i].value->id]] = n;
-  free(at);
+}
+
+/* ---- updates in place ------------------------------------------------------ */
+
+/* Whether t is read anywhere in v's fused expression. */
+static bool reads_any(const Plan *pl, const Value *v, const Value *t) {
+  for (int k = 0; k < v->nargs; k++)
+    if (v->args[k] == t || (!pl->mat[v->args[k]->id] && reads_any(pl, v->args[k], t)))
+      return true;
+  return false;
+}
+
+static bool same_index_op(const Value *v) {
+  return v->op == OP_UNARY || v->op == OP_BINARY || v->op == OP_SELECT || v->op == OP_CAST || v->op == OP_ANNOTATE;
+}
+
+/* Whether v's fused expression reads t only element for element: through
+ * elementwise ops alone, never through a broadcast, transpose or slice. */
+static bool reads_in_step(const Plan *pl, const Value *v, const Value *t) {
+  for (int k = 0; k < v->nargs; k++) {
+    const Value *a = v->args[k];
+    if (a == t) {
+      if (!same_index_op(v))
+        return false;
+    } else if (!pl->mat[a->id] && (same_index_op(a) ? !reads_in_step(pl, a, t) : reads_any(pl, a, t))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* An update (OUT_UPDATE) of an elementwise op is computed straight into
+ * its tensor's storage instead of a buffer of its own copied in at the
+ * step's end, when no step after it reads the tensor and it reads the
+ * tensor only element for element: the step then holds no second copy of
+ * the params and optimizer states. (An output of a param is written from
+ * its storage after the last step: the updated value either way.) */
+static void plan_inplace(Plan *pl, const Program *p) {
+  int n = p->nvalues;
+  int *lastread = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *lastread); /* per value: the last step reading it */
+  for (int i = 0; i < n; i++)
+    lastread[i] = -1;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < p->values[i]->nargs; k++) {
+      int a = p->values[i]->args[k]->id;
+      if (pl->at[i] > lastread[a])
+        lastread[a] = pl->at[i];
+    }
+  for (int i = 0; i < p->noutputs; i++) {
+    const Output *o = &p->outputs[i];
+    if (o->kind != OUT_UPDATE)
+      continue;
+    const Value *u = o->value, *t = p->tensors[o->tensor].value;
+    if (!pl->mat[u->id] || pl->root[u->id] != u->id || !same_index_op(u) || u->op == OP_ANNOTATE ||
+        t->op != OP_PARAM || !shape_eq(&u->shape, &t->shape) || u->dtype != t->dtype ||
+        lastread[t->id] > u->id || !reads_in_step(pl, u, t))
+      continue;
+    for (int j = 0; j < n; j++)
+      if (pl->root[j] == u->id)
+        pl->root[j] = t->id;
+    pl->inplace[u->id] = true;
+  }
+  free(lastread);
 }
 
 /* ---- placement ------------------------------------------------------------ */
@@ -518,11 +580,14 @@ Plan *plan_buffers(const Program *p) {
   pl->first = xcalloc(m, sizeof *pl->first);
   pl->last = xcalloc(m, sizeof *pl->last);
   pl->gemm = xcalloc(m, sizeof *pl->gemm);
+  pl->inplace = xcalloc(m, sizeof *pl->inplace);
+  pl->at = xcalloc(m, sizeof *pl->at);
   decide_buffers(pl, p);
   for (int i = 0; i < n; i++)
     if (p->values[i]->op == OP_EINSUM && pl->mat[i])
       plan_einsum(pl, p->values[i]);
   plan_lifetimes(pl, p);
+  plan_inplace(pl, p);
   Item *it = xmalloc((m + (size_t)pl->ntemps) * sizeof *it);
   int nit = 0;
   for (int i = 0; i < n; i++) {
@@ -556,6 +621,8 @@ void plan_free(Plan *pl) {
   free(pl->first);
   free(pl->last);
   free(pl->gemm);
+  free(pl->inplace);
+  free(pl->at);
   free(pl->temps);
   free(pl);
 }
