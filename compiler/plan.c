@@ -30,7 +30,9 @@
  * readers of an alias or of an in-place all_reduce read the root's buffer.
  * Outputs live to the end (they are written out after the last step); an
  * einsum's temporaries live only at its own step. Params and inputs keep
- * the runtime's storage and are not planned.
+ * the runtime's storage and are not planned; so does an optimizer's update
+ * written straight into its param or state (see plan_inplace), else copied
+ * in at the step's end (codegen).
  *
  * Placement. Buffers, largest first, each go to the best-fitting gap (the
  * smallest that holds it) between the buffers already placed whose
