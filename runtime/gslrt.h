@@ -5,16 +5,22 @@
  *   void gsl_step(gslrt_ctx *ctx, int64_t step); computes one step
  * and a main() that returns gslrt_main(argc, argv, &info). gslrt_main parses
  * the options of SPEC section 7, starts MPI, calls gsl_setup, checks the mesh
- * against the number of ranks, initializes params and optimizer states, and
- * for every step binds the inputs (from --input files or their
- * initializers), calls gsl_step and logs; after the last step it writes
- * --output files.
+ * against the number of ranks, initializes params and optimizer states (or,
+ * with --resume, restores them, the seed and the step counter K from a
+ * checkpoint), and for every step binds the inputs (from --input files or
+ * their initializers), calls gsl_step and logs, and writes the checkpoints
+ * that fall due; after the last step it writes --output files. gsl_step's
+ * step is 0-based and global: after a resume at K the first call is
+ * gsl_step(ctx, K), so its random draws are those of an uninterrupted run.
+ * Everything a checkpoint must hold is a param or a state declared with
+ * gslrt_declare_tensor: the runtime saves exactly those.
  *
  * Every public symbol is gslrt_. Errors are fatal: one message naming the
  * rank and the cause on stderr, then every rank ends (MPI_Abort). */
 #ifndef GSLRT_H
 #define GSLRT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -177,6 +183,10 @@ int gslrt_npy_read_header(const char *path, gslrt_npy *h, char *err, int errlen)
  * elements are 4 bytes. */
 int gslrt_npy_read_tile(const char *path, const gslrt_npy *h, const int64_t *offset,
                         const int64_t *count, void *out, char *err, int errlen);
+/* The header numpy.save writes for an array (version 1.0, or 2.0 if it
+ * needs more room), padded so that the data starts at a multiple of 64
+ * bytes: its length in bytes, written to buf, or -1 if cap is too small. */
+int gslrt_npy_header(int32_t dtype, int32_t rank, const int64_t *shape, char *buf, size_t cap);
 /* Writes a whole array; to a new temporary beside path first, renamed over
  * path when complete. */
 int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,

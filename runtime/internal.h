@@ -58,7 +58,9 @@ typedef struct gslrt_options {
   int noutputs;             /* entries in outputs */
   const char *checkpoint;   /* --checkpoint DIR, or NULL */
   int64_t checkpoint_every; /* --checkpoint-every K, 0 if not given */
+  int64_t keep;             /* --keep N: complete checkpoints kept, default 2 */
   int resume;               /* --resume */
+  int seed_given;           /* --seed was on the command line */
   const char *metrics;      /* --metrics FILE, or NULL */
 } gslrt_options;
 
@@ -72,6 +74,7 @@ typedef struct gslrt_tensor {
   int64_t local_shape[GSLRT_MAX_RANK];          /* this rank's tile */
   int64_t local_offset[GSLRT_MAX_RANK];         /* where the tile starts in the whole */
   int64_t local_count;                          /* elements in the tile */
+  int32_t dim_axes[GSLRT_MAX_RANK * GSLRT_MAX_AXES]; /* the sharding, as declared */
   void **slot;                                  /* where the program keeps the buffer's address */
   int32_t init;                                 /* enum gslrt_init */
   double a, b;                                  /* initializer arguments */
@@ -193,6 +196,22 @@ void gslrt_write_outputs(gslrt_ctx *ctx);
 /* Tokens per step: the product of all dims but the last of the first
  * declared input (1 if none). */
 int64_t gslrt_tokens_per_step(const gslrt_ctx *ctx);
+
+/* ---- checkpoint.c ------------------------------------------------------- */
+
+/* Checks the checkpoint options against each other (usage errors) and,
+ * on rank 0, that DIR is or can be made a directory; every rank together. */
+void gslrt_checkpoint_open(gslrt_ctx *ctx);
+/* With --resume: restores every param and state from the newest complete
+ * checkpoint in DIR and returns its step (the steps done); 0 without
+ * --resume or when DIR holds no checkpoint. Every rank together, after
+ * gslrt_init_params. */
+int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx);
+/* Whether a checkpoint is due after done steps (of --steps). */
+int gslrt_checkpoint_due(const gslrt_ctx *ctx, int64_t done);
+/* Writes the checkpoint of done steps into DIR, atomically, then prunes
+ * the older ones beyond --keep. Every rank together. */
+void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done);
 
 /* ---- collectives.c ------------------------------------------------------- */
 

@@ -6,9 +6,14 @@
  *   build the communicators of the declared groups of mesh axes;
  *   match --input/--output with the declarations; create the --metrics
  *   file; check the output targets and the input files;
- *   initialize params and states; for each step: bind inputs, gsl_step,
- *   stop on a non-finite loss, log;
- *   write the outputs; free everything; MPI_Finalize.
+ *   check the --checkpoint directory (checkpoint.c);
+ *   initialize params and states; with --resume, restore them, the seed
+ *   and the step counter k from the newest checkpoint (checkpoint.c);
+ *   for each step k..--steps: bind inputs, gsl_step, stop on a non-finite
+ *   loss, log, write a checkpoint when one is due (every
+ *   --checkpoint-every steps and after the last);
+ *   write the outputs; free everything; MPI_Finalize. A run resumed at or
+ *   beyond --steps runs nothing, says so, and writes no output.
  *
  * Errors. A usage error is found by every rank alike: rank 0 prints
  * "PROG: error: CAUSE" and "Try 'PROG --help'.", every rank exits 2. A run-
@@ -322,12 +327,14 @@ static void check_loss(gslrt_ctx *ctx, int64_t step) {
                    isnan(l) ? "nan" : l > 0 ? "inf" : "-inf", (long long)step + 1);
 }
 
-static void run_steps(gslrt_ctx *ctx) {
+/* Runs steps first..steps-1 (0-based; first > 0 after --resume), writing
+ * the checkpoints that fall due; checkpoint time is left out of ms/step. */
+static void run_steps(gslrt_ctx *ctx, int64_t first) {
   int64_t every = gslrt_log_every(&ctx->opts), tokens = gslrt_tokens_per_step(ctx);
   int tty = ctx->rank == 0 && !ctx->opts.quiet && isatty(fileno(stderr));
   double start = MPI_Wtime(), since = start, shown = start;
-  int64_t last_logged = -1;
-  for (int64_t s = 0; s < ctx->opts.steps; s++) {
+  int64_t last_logged = first - 1;
+  for (int64_t s = first; s < ctx->opts.steps; s++) {
     gslrt_bind_inputs(ctx, s);
     ctx->have_loss = 0;
     ctx->info->step(ctx, s);
@@ -341,6 +348,11 @@ static void run_steps(gslrt_ctx *ctx) {
     } else if (tty && now - shown > 0.1) {
       show_progress(ctx, s, (now - since) / (double)(s - last_logged));
       shown = now;
+    }
+    if (gslrt_checkpoint_due(ctx, s + 1)) {
+      erase_progress();
+      gslrt_checkpoint_write(ctx, s + 1);
+      since += MPI_Wtime() - now;
     }
   }
   erase_progress();
@@ -385,10 +397,6 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
     free_ctx(&ctx);
     finalize_and_exit(&ctx, 0);
   }
-  if (ctx.opts.checkpoint || ctx.opts.checkpoint_every || ctx.opts.resume)
-    gslrt_usage_error(&ctx, "%s is not supported yet",
-                      ctx.opts.checkpoint ? "--checkpoint"
-                      : ctx.opts.checkpoint_every ? "--checkpoint-every" : "--resume");
   ctx.seed = ctx.opts.seed;
   info->setup(&ctx);
   gslrt_check_mesh(&ctx);
@@ -396,11 +404,20 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   gslrt_check_bindings(&ctx);
   open_metrics(&ctx);
   gslrt_check_outputs(&ctx);
+  gslrt_checkpoint_open(&ctx);
   gslrt_open_inputs(&ctx);
   gslrt_init_params(&ctx);
-  run_steps(&ctx);
-  close_metrics(&ctx);
-  gslrt_write_outputs(&ctx);
+  int64_t first = gslrt_checkpoint_resume(&ctx);
+  if (first >= ctx.opts.steps) {
+    if (ctx.rank == 0 && !ctx.opts.quiet)
+      printf("the checkpoint is at step %lld, --steps %lld: nothing to run (no output written)\n",
+             (long long)first, (long long)ctx.opts.steps);
+    close_metrics(&ctx);
+  } else {
+    run_steps(&ctx, first);
+    close_metrics(&ctx);
+    gslrt_write_outputs(&ctx);
+  }
   free_ctx(&ctx);
   gslrt_mpi_check(&ctx, MPI_Comm_free(&ctx.comm), "MPI_Comm_free");
   MPI_Finalize();

@@ -428,37 +428,49 @@ fn_exit:
   return rc;
 }
 
+int gslrt_npy_header(int32_t dtype, int32_t rank, const int64_t *shape, char *buf, size_t cap) {
+  char dict[512];
+  size_t npre = 10;
+  if (rank < 0 || rank > NPY_MAX_DIMS)
+    return -1;
+  int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                     dtype == GSLRT_I32 ? "<i4" : "<f4");
+  for (int32_t i = 0; i < rank; i++)
+    len += snprintf(dict + len, sizeof dict - (size_t)len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  len += snprintf(dict + len, sizeof dict - (size_t)len, "%s), }", rank == 1 ? "," : "");
+  /* Pad with spaces and a final '\n' so the data starts on a 64-byte boundary. */
+  size_t total = 10 + (size_t)len + 1;
+  if ((total + 63) / 64 * 64 - 10 > 65535)
+    npre = 12, total += 2;
+  size_t all = (total + 63) / 64 * 64, hlen = all - npre;
+  if (all > cap)
+    return -1;
+  memcpy(buf, "\x93NUMPY", 6);
+  buf[6] = npre == 10 ? 1 : 2;
+  buf[7] = 0;
+  buf[8] = (char)(hlen & 0xff), buf[9] = (char)((hlen >> 8) & 0xff);
+  if (npre == 12)
+    buf[10] = (char)((hlen >> 16) & 0xff), buf[11] = (char)((hlen >> 24) & 0xff);
+  memcpy(buf + npre, dict, (size_t)len);
+  memset(buf + npre + len, ' ', all - npre - (size_t)len - 1);
+  buf[all - 1] = '\n';
+  return (int)all;
+}
+
 int gslrt_npy_write_temp(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
                          const void *data, char **tmp_out, char *err, int errlen) {
   int rc = -1, fd = -1;
   FILE *f = NULL;
-  char *tmp = NULL, dict[512];
-  unsigned char pre[12];
-  size_t npre;
+  char *tmp = NULL, head[1024];
   int64_t n = 1;
   *tmp_out = NULL;
-  if (rank < 0 || rank > NPY_MAX_DIMS) {
+  int hlen = gslrt_npy_header(dtype, rank, shape, head, sizeof head);
+  if (hlen < 0) {
     gslrt_seterr(err, errlen, "%s: cannot write an array of rank %d", path, (int)rank);
     goto fn_exit;
   }
-  int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     dtype == GSLRT_I32 ? "<i4" : "<f4");
-  for (int32_t i = 0; i < rank; i++) {
-    len += snprintf(dict + len, sizeof dict - (size_t)len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  for (int32_t i = 0; i < rank; i++)
     n *= shape[i];
-  }
-  len += snprintf(dict + len, sizeof dict - (size_t)len, "%s), }", rank == 1 ? "," : "");
-  /* Pad with spaces and a final '\n' so the data starts on a 64-byte boundary. */
-  size_t total = 10 + (size_t)len + 1;
-  npre = 10;
-  if ((total + 63) / 64 * 64 - 10 > 65535)
-    npre = 12, total += 2;
-  size_t hlen = (total + 63) / 64 * 64 - npre;
-  memcpy(pre, "\x93NUMPY", 6);
-  pre[6] = npre == 10 ? 1 : 2;
-  pre[7] = 0;
-  pre[8] = (unsigned char)hlen, pre[9] = (unsigned char)(hlen >> 8);
-  pre[10] = (unsigned char)(hlen >> 16), pre[11] = (unsigned char)(hlen >> 24);
   fd = create_temp(path, &tmp);
   if (fd < 0) {
     gslrt_seterr(err, errlen, "cannot create %s: %s", tmp ? tmp : path, strerror(errno));
@@ -472,10 +484,7 @@ int gslrt_npy_write_temp(const char *path, int32_t dtype, int32_t rank, const in
     goto fn_exit;
   }
   fd = -1;
-  int ok = fwrite(pre, 1, npre, f) == npre && fwrite(dict, 1, (size_t)len, f) == (size_t)len;
-  for (size_t i = (size_t)len; ok && i + 1 < hlen; i++)
-    ok = fputc(' ', f) != EOF;
-  ok = ok && fputc('\n', f) != EOF;
+  int ok = fwrite(head, 1, (size_t)hlen, f) == (size_t)hlen;
   ok = ok && (n == 0 || fwrite(data, 4, (size_t)n, f) == (size_t)n);
   if (!ok) {
     gslrt_seterr(err, errlen, "cannot write %s: %s", tmp, strerror(errno));

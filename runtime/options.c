@@ -33,6 +33,7 @@ static const opt opts_table[] = {
     {"--output", OPT_BIND, 0, OFF(outputs)},
     {"--checkpoint", OPT_PATH, 0, OFF(checkpoint)},
     {"--checkpoint-every", OPT_COUNT, 1, OFF(checkpoint_every)},
+    {"--keep", OPT_COUNT, 1, OFF(keep)},
     {"--resume", OPT_FLAG, 0, OFF(resume)},
     {"--log-every", OPT_COUNT, 1, OFF(log_every)},
     {"--metrics", OPT_PATH, 0, OFF(metrics)},
@@ -88,6 +89,7 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
   int rc = -1;
   memset(o, 0, sizeof *o);
   o->steps = 1;
+  o->keep = 2;
   o->inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->inputs);
   o->outputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->outputs);
   if (!o->inputs || !o->outputs) {
@@ -145,6 +147,7 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
         goto fn_exit;
       }
       *(uint64_t *)dst = v;
+      o->seed_given = 1;
       break;
     case OPT_PATH:
       if (!*val) {
@@ -214,9 +217,14 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "                         an input without one is drawn from its initializer\n"
           "  --output NAME=FILE     write output NAME as .npy of its global shape after\n"
           "                         the last step\n"
-          "  --checkpoint DIR       save checkpoints in DIR (not supported yet)\n"
-          "  --checkpoint-every K   checkpoint every K steps (not supported yet)\n"
-          "  --resume               continue from the newest checkpoint (not supported yet)\n"
+          "  --checkpoint DIR       save a checkpoint in DIR/step-NNNNNNNN after the last\n"
+          "                         step (params and optimizer states as .npy files of\n"
+          "                         their global shapes, and manifest.json)\n"
+          "  --checkpoint-every K   also save one every K steps (needs --checkpoint)\n"
+          "  --keep N               keep the newest N checkpoints in DIR (default 2)\n"
+          "  --resume               continue from the newest complete checkpoint in DIR,\n"
+          "                         on any mesh (needs --checkpoint); --steps is the\n"
+          "                         total, so steps K+1..N run after one of step K\n"
           "  --log-every K          log every K steps and the last (default: every step\n"
           "                         up to 100 steps, otherwise the smallest of 2, 5, 10,\n"
           "                         20, 50, 100, ... that gives at most 100 lines)\n"

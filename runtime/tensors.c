@@ -166,6 +166,8 @@ void gslrt_declare_tensor(gslrt_ctx *ctx, const char *name, int32_t kind, int32_
   t->name = name, t->kind = kind, t->dtype = dtype, t->rank = rank;
   memcpy(t->global_shape, global_shape, (size_t)rank * sizeof *global_shape);
   t->slot = slot, t->init = init, t->a = a, t->b = b, t->stream = stream, t->frozen = frozen;
+  for (int i = 0; i < rank * GSLRT_MAX_AXES; i++)
+    t->dim_axes[i] = dim_axes ? dim_axes[i] : -1;
   gslrt_tile(ctx, ctx->rank, name, rank, global_shape, dim_axes, t->local_shape, t->local_offset);
   t->local_count = count_of(rank, t->local_shape);
   *slot = gslrt_alloc(ctx, t->local_count * 4);

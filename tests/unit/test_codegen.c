@@ -230,7 +230,7 @@ static bool build(Program *p, const char *exe, int opt_level) {
     CU_FAIL("cg_emit failed");
     return false;
   }
-  snprintf(cmd, sizeof cmd, "mpicc %s -o %s %s/runtime/libgslrt.a -lopenblas -lm", obj, exe, TEST_BUILDDIR);
+  snprintf(cmd, sizeof cmd, "mpicc %s -o %s %s/runtime/libgslrt.a -lopenblas -lz -lm", obj, exe, TEST_BUILDDIR);
   int rc = system(cmd);
   CU_ASSERT_EQUAL(rc, 0);
   return rc == 0;
