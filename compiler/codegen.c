@@ -238,6 +238,20 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
                           cg_ci32(g, t->frozen)};
     cg_call(g, "gslrt_declare_tensor", g->t_void, 13, a);
   }
+  if (p->train.loss) {
+    /* the optimizer and its hyperparameters, for the checkpoints' manifest:
+     * "adam(lr=0.001, beta1=0.9, ...)", keywords in optim.def's order */
+    char desc[512], kw[96];
+    double dflt;
+    size_t n = (size_t)snprintf(desc, sizeof desc, "%s(", ad_optim(p->train.opt)->name);
+    for (int k = 0; n < sizeof desc && ad_optim_keyword(p->train.opt, k, kw, sizeof kw, &dflt); k++)
+      n += (size_t)snprintf(desc + n, sizeof desc - n, "%s%s=%.9g", k ? ", " : "", kw, p->train.args[k]);
+    if (n + 1 >= sizeof desc)
+      die("the description of optimizer %s is too long", ad_optim(p->train.opt)->name);
+    strcat(desc, ")");
+    LLVMValueRef a[2] = {ctx, cg_cstr(g, desc)};
+    cg_call(g, "gslrt_declare_optimizer", g->t_void, 2, a);
+  }
   if (g->pl->arena_bytes > 0) {
     LLVMValueRef a[2] = {ctx, cg_ci64(g, g->pl->arena_bytes)};
     LLVMValueRef arena = cg_call(g, "gslrt_alloc", g->t_ptr, 2, a);

@@ -5,8 +5,9 @@
  * .npy file per param and per state, NAME.npy, of the tensor's global shape
  * in C order, exactly as numpy.save writes it (header padded so that the
  * data starts at a multiple of 64 bytes), and manifest.json: the format
- * version, the step, the seed, the program's source and compiler, the mesh
- * it was saved on, every cycling --input's batch count and position, and
+ * version, the step, the seed, the program's source and compiler, its
+ * optimizer with every hyperparameter (gslrt_declare_optimizer; "none"
+ * for a program that does not train), the mesh it was saved on, every cycling --input's batch count and position, and
  * per tensor its name, kind, dtype, global shape, file, size and zlib crc32
  * (of the whole file). A directory is a complete checkpoint when it has a
  * manifest.json; anything else in DIR is not one.
@@ -30,7 +31,8 @@
  * Resuming. Rank 0 finds the newest complete checkpoint and reads its
  * manifest, which every rank then parses and checks alike against the
  * program (every param and state, the same kind, dtype and global shape,
- * and nothing else), so all decide together. Each file's size and crc32 is
+ * and nothing else; then the same optimizer description, character for
+ * character), so all decide together. Each file's size and crc32 is
  * checked by rank i mod nranks as above, its header read; then every rank
  * reads its own tile through a file view (MPI_File_read_all). The seed
  * comes from the manifest; a different --seed is an error. The step
@@ -85,13 +87,20 @@ static int agree(gslrt_ctx *ctx, int key, char *err) {
   return 1;
 }
 
-/* A failed MPI-IO call's message, into err. */
+/* A failed MPI-IO call's message, into err, on one line: of an error
+ * stack ("class, error stack:\nFUNC(LINE): cause ..."), the innermost
+ * cause alone (e.g. "Other I/O error File too large"). */
 static void mpi_err(int rc, const char *call, const char *path, char *err) {
   char msg[MPI_MAX_ERROR_STRING];
+  const char *cause = msg, *nl;
   int len = 0;
   if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
     snprintf(msg, sizeof msg, "MPI error %d", rc);
-  gslrt_seterr(err, GSLRT_ERRLEN, "%s %s failed: %s", call, path, msg);
+  if ((nl = strrchr(msg, '\n')) && nl[1]) {
+    const char *func = strstr(nl + 1, "): ");
+    cause = func ? func + 3 : nl + 1;
+  }
+  gslrt_seterr(err, GSLRT_ERRLEN, "%s %s failed: %s", call, path, cause);
 }
 
 static int join(char *buf, const char *dir, const char *name) {
@@ -240,16 +249,24 @@ static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, cons
   if (agree(ctx, fail ? ctx->rank : INT_MAX, err))
     goto fn_fail;
   /* every collective call is made by every rank; the first error is kept */
-  if (save && ctx->rank == 0 && (rc = MPI_File_write_at(fh, 0, head, (int)disp, MPI_BYTE, &st)) != MPI_SUCCESS)
-    mpi_err(rc, "MPI_File_write_at", path, err), fail = 1;
+  if (save && ctx->rank == 0) {
+    int got = 0;
+    if ((rc = MPI_File_write_at(fh, 0, head, (int)disp, MPI_BYTE, &st)) != MPI_SUCCESS)
+      mpi_err(rc, "MPI_File_write_at", path, err), fail = 1;
+    else if (MPI_Get_count(&st, MPI_BYTE, &got) != MPI_SUCCESS || got != (int)disp)
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s: short write", path), fail = 1;
+  }
   rc = MPI_File_set_view(fh, disp, etype, type, "native", MPI_INFO_NULL);
   if (rc != MPI_SUCCESS && !fail)
     mpi_err(rc, "MPI_File_set_view", path, err), fail = 1;
   if (save) {
     int n = writes_tile(ctx, t) ? (int)t->local_count : 0;
+    int got = 0;
     rc = MPI_File_write_all(fh, *t->slot, n, etype, &st);
     if (rc != MPI_SUCCESS && !fail)
       mpi_err(rc, "MPI_File_write_all", path, err), fail = 1;
+    else if (!fail && (MPI_Get_count(&st, etype, &got) != MPI_SUCCESS || got != n))
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s: short write", path), fail = 1;
     rc = MPI_File_sync(fh);
     if (rc != MPI_SUCCESS && !fail)
       mpi_err(rc, "MPI_File_sync", path, err), fail = 1;
@@ -272,6 +289,12 @@ fn_fail:
   if (type != MPI_DATATYPE_NULL)
     MPI_Type_free(&type);
   return -1;
+}
+
+void gslrt_declare_optimizer(gslrt_ctx *ctx, const char *desc) {
+  if (ctx->optimizer)
+    gslrt_fatal(ctx, "gslrt_declare_optimizer: called twice (%s, then %s)", ctx->optimizer, desc);
+  ctx->optimizer = desc;
 }
 
 void gslrt_checkpoint_open(gslrt_ctx *ctx) {
@@ -347,6 +370,8 @@ static int write_manifest(gslrt_ctx *ctx, const char *dir, int64_t done, const u
   json_str(f, ctx->info->source ? ctx->info->source : "");
   fputs(",\n  \"compiler\": ", f);
   json_str(f, ctx->info->compiler_version ? ctx->info->compiler_version : "");
+  fputs(",\n  \"optimizer\": ", f);
+  json_str(f, ctx->optimizer ? ctx->optimizer : "none");
   fputs(",\n  \"mesh\": [", f);
   for (int a = 0; a < ctx->naxes; a++) {
     fprintf(f, "%s{\"axis\": ", a ? ", " : "");
@@ -606,7 +631,7 @@ static int json_uint(const char *p, uint64_t *v) {
 /* Parses a manifest's tensors into *out (malloc'd), its step and seed;
  * 0, or -1 with the cause in err. */
 static int parse_manifest(const char *text, ckpt_entry **out, int *nout, int64_t *step, uint64_t *seed,
-                          char *err) {
+                          char *optimizer, size_t optlen, char *err) {
   const char *end = text + strlen(text), *tensors = json_key(text, end, "tensors");
   uint64_t v;
   int n = 0, cap = 0;
@@ -627,6 +652,10 @@ static int parse_manifest(const char *text, ckpt_entry **out, int *nout, int64_t
     return -1;
   }
   *step = (int64_t)v;
+  if (!json_string(json_key(text, tensors, "optimizer"), optimizer, optlen)) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json has no optimizer");
+    return -1;
+  }
   for (const char *p = tensors + 1;;) {
     while (*p == ' ' || *p == '\n' || *p == ',')
       p++;
@@ -766,7 +795,7 @@ static int find_newest(gslrt_ctx *ctx, char *found, char **text, char *err) {
 int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   const char *dir = ctx->opts.checkpoint;
   char err[GSLRT_ERRLEN] = "", found[256] = "", where[CKPT_PATH], path[CKPT_PATH];
-  char *text = NULL;
+  char *text = NULL, optimizer[GSLRT_ERRLEN / 2] = "";
   ckpt_entry *list = NULL;
   int status = 0, n = 0, len = 0, fail = 0;
   int64_t step = 0;
@@ -795,11 +824,17 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   if (snprintf(where, sizeof where, "%s/%s", dir, found) >= (int)sizeof where)
     gslrt_fail_all(ctx, "--resume: the path of %s is too long", found);
   /* every rank parses and checks the same text, and decides alike */
-  if (parse_manifest(text, &list, &n, &step, &seed, err) != 0 || match(ctx, list, n, err) != 0) {
-    free(text);
+  if (parse_manifest(text, &list, &n, &step, &seed, optimizer, sizeof optimizer, err) != 0 ||
+      match(ctx, list, n, err) != 0) {
+    free(text), free(list);
     gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
   }
   free(text);
+  if (strcmp(optimizer, ctx->optimizer ? ctx->optimizer : "none")) {
+    free(list);
+    gslrt_fail_all(ctx, "checkpoint %s: the optimizer is %s there, %s in this program", where, optimizer,
+                   ctx->optimizer ? ctx->optimizer : "none");
+  }
   if (ctx->opts.seed_given && ctx->opts.seed != seed)
     gslrt_fail_all(ctx, "checkpoint %s: it was saved with --seed %llu, not %llu (resume without --seed, "
                    "or with the same)", where, (unsigned long long)seed,

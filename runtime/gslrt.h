@@ -15,6 +15,9 @@
  * Everything a checkpoint must hold is a param or a state declared with
  * gslrt_declare_tensor: the runtime saves exactly those.
  *
+ * SIGTERM or SIGINT stops the run after the current step, with a checkpoint
+ * of it, and exit status 3.
+ *
  * Every public symbol is gslrt_. Errors are fatal: one message naming the
  * rank and the cause on stderr, then every rank ends (MPI_Abort). */
 #ifndef GSLRT_H
@@ -66,6 +69,13 @@ void gslrt_declare_tensor(gslrt_ctx *ctx, const char *name, int32_t kind, int32_
                           int32_t rank, const int64_t *global_shape, const int32_t *dim_axes,
                           void **slot, int32_t init, double a, double b, uint32_t stream,
                           int32_t frozen);
+
+/* The optimizer a training program updates its params with, and its
+ * hyperparameters, e.g. "adam(lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08,
+ * weight_decay=0)"; at most once, from gsl_setup. A checkpoint's manifest
+ * records it, and --resume refuses a checkpoint saved with another. desc
+ * must live as long as the program (a constant string). */
+void gslrt_declare_optimizer(gslrt_ctx *ctx, const char *desc);
 
 /* A value --output may name: *slot holds its buffer's address once
  * gsl_setup has returned (it may be a tensor's slot). */

@@ -28,6 +28,7 @@
 #endif
 
 #define GSLRT_ERRLEN 512 /* room for one error message */
+#define GSLRT_EXIT_STOPPED 3 /* exit status of a run stopped by SIGTERM or SIGINT */
 
 /* A group of mesh axes that collectives act over (gslrt_declare_group). */
 typedef struct gslrt_group {
@@ -126,6 +127,7 @@ struct gslrt_ctx {
   size_t scratch_bytes;                   /* its size */
   int have_loss;                          /* gslrt_report_loss was called this step */
   float loss;                             /* the value it reported */
+  const char *optimizer;                  /* gslrt_declare_optimizer's description, or NULL */
   FILE *metrics;                          /* the open --metrics file (rank 0), or NULL */
   uint64_t metrics_dev, metrics_ino;      /* its device and inode (rank 0) */
 };

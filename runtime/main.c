@@ -10,8 +10,9 @@
  *   initialize params and states; with --resume, restore them, the seed
  *   and the step counter k from the newest checkpoint (checkpoint.c);
  *   for each step k..--steps: bind inputs, gsl_step, stop on a non-finite
- *   loss, log, write a checkpoint when one is due (every
- *   --checkpoint-every steps and after the last);
+ *   loss, log, agree whether a rank was signalled, write a checkpoint when
+ *   one is due (every --checkpoint-every steps, after the last, and after a
+ *   signalled step), stop after a signalled step;
  *   write the outputs; free everything; MPI_Finalize. A run resumed at or
  *   beyond --steps runs nothing, says so, and writes no output.
  *
@@ -42,13 +43,23 @@
  *
  * A NaN or infinite loss ends the run right after its step: the loss is the
  * same on every rank, so all decide alike, rank 0 says so once and all exit
- * 1; nothing is logged for that step and no --output is written. */
+ * 1; nothing is logged for that step and no --output is written.
+ *
+ * Signals. SIGTERM or SIGINT only sets a flag (sig_atomic_t). After every
+ * step but the last the ranks take its maximum (one MPI_Allreduce of an
+ * int), so a signal to one rank or to all stops every rank after the same
+ * step: its checkpoint is written (with --checkpoint), rank 0 prints one
+ * line, every rank exits GSLRT_EXIT_STOPPED (3), no --output. SIGXFSZ is
+ * ignored: a write beyond the file-size limit fails with EFBIG and is
+ * reported like any write error. A rank killed outright is the process
+ * manager's to see: hydra ends the other ranks at once. */
 #include "internal.h"
 #include "seterr.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +70,34 @@
 static gslrt_ctx *current;
 /* A progress line is on the terminal and must be erased before printing. */
 static int progress_shown;
+/* The SIGTERM or SIGINT received (0: none), set by on_stop_signal. */
+static volatile sig_atomic_t stop_signal;
+
+/* Asks the run to stop after the current step. A second signal while the
+ * first is pending acts as if there were no handler (Ctrl-C twice ends
+ * the process at once). Async-signal-safe. */
+static void on_stop_signal(int sig) {
+  if (stop_signal) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  stop_signal = sig;
+}
+
+/* SIGTERM and SIGINT stop the run after a step (run_steps); SIGXFSZ is
+ * ignored, so that a write beyond the file-size limit fails with EFBIG,
+ * reported like any failed write, instead of killing the process. */
+static void install_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGXFSZ, SIG_IGN);
+}
 
 static void erase_progress(void) {
   if (progress_shown) {
@@ -105,6 +144,14 @@ static void say(const char *prefix, const char *tail, const char *fmt, va_list a
       break;
     done += (size_t)k;
   }
+}
+
+/* say, with the arguments given here. */
+static void notice(const char *prefix, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  say(prefix, NULL, fmt, ap);
+  va_end(ap);
 }
 
 void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
@@ -327,8 +374,57 @@ static void check_loss(gslrt_ctx *ctx, int64_t step) {
                    isnan(l) ? "nan" : l > 0 ? "inf" : "-inf", (long long)step + 1);
 }
 
+static void free_ctx(gslrt_ctx *ctx) {
+  for (int i = 0; i < ctx->nallocs; i++)
+    free(ctx->allocs[i]);
+  free(ctx->allocs);
+  free(ctx->tensors);
+  free(ctx->outputs);
+  gslrt_free_groups(ctx);
+  gslrt_free_options(&ctx->opts);
+  ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL;
+  ctx->nallocs = ctx->ntensors = ctx->noutputs = 0;
+}
+
+/* Whether any rank was asked to stop (SIGTERM or SIGINT): the signal's
+ * number (the greatest, if several), or 0; every rank together, after each
+ * step but the last. */
+static int stop_requested(gslrt_ctx *ctx) {
+  int mine = stop_signal, any = 0;
+  gslrt_mpi_check(ctx, MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, ctx->comm), "MPI_Allreduce");
+  return any;
+}
+
+/* Ends a run stopped by signal sig after done steps, on every rank: rank 0
+ * says so in one line, every rank exits GSLRT_EXIT_STOPPED. The checkpoint
+ * of step done, if --checkpoint was given, is already written. */
+static void stop_run(gslrt_ctx *ctx, int sig, int64_t done) __attribute__((noreturn));
+static void stop_run(gslrt_ctx *ctx, int sig, int64_t done) {
+  const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+  close_metrics(ctx);
+  if (ctx->rank == 0) {
+    char prefix[256];
+    erase_progress();
+    fflush(stdout);
+    snprintf(prefix, sizeof prefix, "%s: ", ctx->prog);
+    if (ctx->opts.checkpoint)
+      notice(prefix, "stopped by %s after step %lld/%lld; checkpoint %s/step-%08lld written (continue "
+             "with --resume)", name, (long long)done, (long long)ctx->opts.steps, ctx->opts.checkpoint,
+             (long long)done);
+    else
+      notice(prefix, "stopped by %s after step %lld/%lld; no checkpoint was asked for (--checkpoint "
+             "DIR), nothing was saved", name, (long long)done, (long long)ctx->opts.steps);
+  }
+  free_ctx(ctx);
+  finalize_and_exit(ctx, GSLRT_EXIT_STOPPED);
+}
+
 /* Runs steps first..steps-1 (0-based; first > 0 after --resume), writing
- * the checkpoints that fall due; checkpoint time is left out of ms/step. */
+ * the checkpoints that fall due; checkpoint time is left out of ms/step.
+ * After every step but the last, the ranks agree on whether one of them
+ * was signalled (one MPI_Allreduce of an int); if so, the checkpoint of
+ * that step is written (if --checkpoint was given and it was not just
+ * written as due) and the run stops (stop_run). */
 static void run_steps(gslrt_ctx *ctx, int64_t first) {
   int64_t every = gslrt_log_every(&ctx->opts), tokens = gslrt_tokens_per_step(ctx);
   int tty = ctx->rank == 0 && !ctx->opts.quiet && isatty(fileno(stderr));
@@ -349,25 +445,16 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
       show_progress(ctx, s, (now - since) / (double)(s - last_logged));
       shown = now;
     }
-    if (gslrt_checkpoint_due(ctx, s + 1)) {
+    int sig = s + 1 < ctx->opts.steps ? stop_requested(ctx) : 0;
+    if (gslrt_checkpoint_due(ctx, s + 1) || (sig && ctx->opts.checkpoint)) {
       erase_progress();
       gslrt_checkpoint_write(ctx, s + 1);
       since += MPI_Wtime() - now;
     }
+    if (sig)
+      stop_run(ctx, sig, s + 1);
   }
   erase_progress();
-}
-
-static void free_ctx(gslrt_ctx *ctx) {
-  for (int i = 0; i < ctx->nallocs; i++)
-    free(ctx->allocs[i]);
-  free(ctx->allocs);
-  free(ctx->tensors);
-  free(ctx->outputs);
-  gslrt_free_groups(ctx);
-  gslrt_free_options(&ctx->opts);
-  ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL;
-  ctx->nallocs = ctx->ntensors = ctx->noutputs = 0;
 }
 
 int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
@@ -398,6 +485,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
     finalize_and_exit(&ctx, 0);
   }
   ctx.seed = ctx.opts.seed;
+  install_signals();
   info->setup(&ctx);
   gslrt_check_mesh(&ctx);
   gslrt_build_groups(&ctx);

@@ -9,13 +9,14 @@
 #   - 6 steps on 4 ranks with --checkpoint-every 3: checkpoints at 3 and 6;
 #     every param file of step 6, read by a plain .npy reader compiled here
 #     (not the runtime's), equals that run's --output exactly;
-#   - resumed from step 6 on 4, 2 and 1 ranks to step 10: the losses of
+#   - resumed from step 6 on 4, 2 and 1 ranks, and on a 2 x 2 mesh [data =
+#     2, expert = 2] (the variant tests/train_invariance.sh makes), to step 10: the losses of
 #     steps 7-10 and the final params equal the reference's to 1e-5 (on 4
 #     ranks exactly), and so do the params and adam states of the step-10
 #     checkpoint; a leftover .tmp. directory is ignored, then removed, and
 #     the default --keep 2 leaves step 9 and step 10 only;
 #   - a corrupted byte, a truncated file, a missing file, another program's
-#     checkpoint, a different --seed: exit 1 on every rank, one message
+#     checkpoint, another optimizer's learning rate, a different --seed: exit 1 on every rank, one message
 #     naming the file or param, no step run; an empty DIR starts fresh; a
 #     checkpoint at --steps runs nothing; --resume without --checkpoint is
 #     a usage error.
@@ -37,6 +38,18 @@ for d in 1 2 4; do
 done
 # shellcheck disable=SC2086
 "$GSLC" $sizes -D D=1 -D H=32 moe_d.gsl -o other || { echo "FAIL: gslc -D H=32"; exit 1; }
+# the same program trained with another learning rate
+sed 's/with adam(lr = 0.001)/with adam(lr = 0.01)/' moe_d.gsl >moe_lr.gsl
+grep -q 'adam(lr = 0.01)' moe_lr.gsl || { echo "FAIL: examples/moe.gsl does not train with adam(lr = 0.001)"; exit 1; }
+# shellcheck disable=SC2086
+"$GSLC" $sizes -D D=2 moe_lr.gsl -o lr2 || { echo "FAIL: gslc moe_lr.gsl"; exit 1; }
+# the 2 x 2 mesh [data = 2, expert = 2], as tests/train_invariance.sh makes it
+sed -e 's/^mesh \[d = D\]/mesh [data = 2, expert = 2]/' \
+    -e 's/split(0) *= normal(0.02)/split(0, expert) = normal(0.02)/' \
+    -e 's/split(0) = normal(1.0)/shard([(data, expert), _, _]) = normal(1.0)/' moe_d.gsl >moe_2x2.gsl
+[ "$(grep -c 'expert)' moe_2x2.gsl)" -eq 3 ] || { echo "FAIL: the 2 x 2 variant was not made"; exit 1; }
+# shellcheck disable=SC2086
+"$GSLC" $sizes moe_2x2.gsl -o m2x2 || { echo "FAIL: gslc moe_2x2.gsl"; exit 1; }
 
 # a plain .npy reader: "ckread A B RTOL ATOL" compares two version-1 '<f4'
 # or '<i4' C-order files of one shape, whose data starts at a multiple of 64
@@ -127,8 +140,9 @@ if [ "$(ls ck)" = "$(printf 'step-00000003\nstep-00000006')" ] && [ -f ck/step-0
    grep -q '"step": 6,' ck/step-00000006/manifest.json &&
    grep -q '{"name": "x", "batches": 3, "position": 0}' ck/step-00000006/manifest.json &&
    grep -q '"mesh": \[{"axis": "d", "size": 4}\]' ck/step-00000006/manifest.json &&
+   grep -q '"optimizer": "adam(lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0)",' ck/step-00000006/manifest.json &&
    grep -q '^checkpoint ck/step-00000006 written' save.out; then
-  pass "checkpoints at steps 3 and 6, with the step, the input's position and the mesh"
+  pass "checkpoints at steps 3 and 6, with the step, the input's position, the mesh and the optimizer"
 else
   fail "checkpoints of the 6-step run:"; ls -R ck; cat ck/step-00000006/manifest.json save.out
 fi
@@ -137,32 +151,34 @@ for t in wg wi wo; do
 done
 [ $status -eq 0 ] && pass "step 6's wg, wi, wo, read by a plain reader, equal the --output of the 6-step run"
 
-# resumed on 4, 2 and 1 ranks
+# resumed on 4, 2 and 1 ranks, and on the 2 x 2 mesh (./m2x2, 4 ranks)
 losses full.jsonl | sed -n '7,10p' >want.loss
-for d in 4 2 1; do
+for d in 4 2 1 2x2; do
   cp -R ck c$d
-  rtol=1e-5 atol=1e-6
-  [ $d -eq 4 ] && rtol=0 atol=0
-  [ $d -eq 2 ] && { mkdir c2/step-00000008.tmp.999 && cp ck/step-00000006/* c2/step-00000008.tmp.999/; }
+  rtol=1e-5 atol=1e-6 np=$d
+  [ $d = 4 ] && rtol=0 atol=0
+  what="$d rank(s)"
+  [ $d = 2x2 ] && np=4 what="the 2 x 2 mesh"
+  [ $d = 2 ] && { mkdir c2/step-00000008.tmp.999 && cp ck/step-00000006/* c2/step-00000008.tmp.999/; }
   # shellcheck disable=SC2046
-  run r$d $d ./m$d --steps 10 --input x=xb.npy --checkpoint c$d --checkpoint-every 3 --resume \
+  run r$d $np ./m$d --steps 10 --input x=xb.npy --checkpoint c$d --checkpoint-every 3 --resume \
     --metrics r$d.jsonl $(outs r$d)
   if [ $rc -ne 0 ]; then
-    fail "resume on $d rank(s): status $rc"; cat r$d.err; continue
+    fail "resume on $what: status $rc"; cat r$d.err; continue
   fi
-  grep -qx "resumed from c$d/step-00000006 at step 6" r$d.out || { fail "resume on $d rank(s): no 'resumed from' line"; cat r$d.out; }
+  grep -qx "resumed from c$d/step-00000006 at step 6" r$d.out || { fail "resume on $what: no 'resumed from' line"; cat r$d.out; }
   losses r$d.jsonl >got.loss
   paste want.loss got.loss | awk -v r=$rtol '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > r * $2) bad = 1 } END { exit bad || NR != 4 }' ||
-    { fail "resume on $d rank(s): the losses of steps 7-10 differ:"; paste want.loss got.loss; }
+    { fail "resume on $what: the losses of steps 7-10 differ:"; paste want.loss got.loss; }
   for t in wg wi wo; do
-    ./ckread r$d.$t.npy full.$t.npy $rtol $atol || fail "resume on $d rank(s): the final $t differs"
+    ./ckread r$d.$t.npy full.$t.npy $rtol $atol || fail "resume on $what: the final $t differs"
   done
   for f in full/step-00000010/*.npy; do
-    ./ckread "c$d/step-00000010/${f##*/}" "$f" $rtol $atol || fail "resume on $d rank(s): ${f##*/} of step 10 differs"
+    ./ckread "c$d/step-00000010/${f##*/}" "$f" $rtol $atol || fail "resume on $what: ${f##*/} of step 10 differs"
   done
   [ "$(ls c$d)" = "$(printf 'step-00000009\nstep-00000010')" ] ||
-    { fail "resume on $d rank(s), --keep 2: DIR holds"; ls c$d; }
-  [ $status -eq 0 ] && pass "resumed on $d rank(s): steps 7-10 and every tensor of step 10 as uninterrupted (rtol $rtol)"
+    { fail "resume on $what, --keep 2: DIR holds"; ls c$d; }
+  [ $status -eq 0 ] && pass "resumed on $what: steps 7-10 and every tensor of step 10 as uninterrupted (rtol $rtol)"
 done
 [ $status -eq 0 ] && pass "a leftover .tmp. directory was ignored on resume and removed by the next checkpoint"
 
@@ -198,6 +214,9 @@ fresh
 expect "another program's checkpoint" 1 1 \
   "checkpoint bad/step-00000006: param wi is f32[4, 8, 16] there, f32[4, 8, 32] in this program" \
   ./other --steps 10 --input x=xb.npy --checkpoint bad --resume
+expect "another optimizer's hyperparameters" 2 1 \
+  "checkpoint bad/step-00000006: the optimizer is adam(lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0) there, adam(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0) in this program" \
+  ./lr2 --steps 10 --input x=xb.npy --checkpoint bad --resume
 expect "another --seed" 2 1 "checkpoint bad/step-00000006: it was saved with --seed 0, not 5" \
   ./m2 --steps 10 --input x=xb.npy --checkpoint bad --resume --seed 5
 expect "a checkpoint at --steps" 2 0 "the checkpoint is at step 6, --steps 6: nothing to run" \
