@@ -123,7 +123,9 @@ def check(d, factor):
     print("check aux %.3g" % relerr(aux.numpy(), ld("aux")))
 
 
-def bench(a):
+def inputs(a):
+    """The batch (a.x's file, else a normal draw) and the layer's weights,
+    drawn as bench/moe.gsl declares them; also the generator, for more."""
     g = torch.Generator().manual_seed(0)
     f = lambda shape, sd: sd * torch.randn(shape, generator=g, dtype=torch.float32)
     if a.x:
@@ -133,6 +135,11 @@ def bench(a):
     else:
         x = f((a.G, a.S, a.M), 1.0)
     wg, wi, wo = f((a.M, a.E), 0.02), f((a.E, a.M, a.H), 0.02), f((a.E, a.H, a.M), 0.02)
+    return x, wg, wi, wo, f
+
+
+def bench(a):
+    x, wg, wi, wo, _ = inputs(a)
     C = capacity_of(a.S, a.E, a.capacity)
     with torch.inference_mode():
         for _ in range(a.warmup):

@@ -62,7 +62,7 @@ except ImportError as e:
     print("torch unavailable: %s" % e, file=sys.stderr)
     sys.exit(3)
 
-from moe_torch import capacity_of, moe  # noqa: E402  (the forward layer)
+from moe_torch import capacity_of, inputs, moe  # noqa: E402  (the forward layer, its inputs)
 
 
 def loss_fn(x, wg, wi, wo, teacher, C):
@@ -86,15 +86,7 @@ def step(opt, x, wg, wi, wo, teacher, C):
 
 
 def bench(a):
-    g = torch.Generator().manual_seed(0)
-    f = lambda shape, sd: sd * torch.randn(shape, generator=g, dtype=torch.float32)
-    if a.x:
-        import numpy as np
-        x = torch.from_numpy(np.load(a.x))
-        assert tuple(x.shape) == (a.G, a.S, a.M) and x.dtype == torch.float32, x.shape
-    else:
-        x = f((a.G, a.S, a.M), 1.0)
-    wg, wi, wo = f((a.M, a.E), 0.02), f((a.E, a.M, a.H), 0.02), f((a.E, a.H, a.M), 0.02)
+    x, wg, wi, wo, f = inputs(a)
     teacher = f((a.M, a.M), 0.125)            # frozen: no requires_grad
     for w in (wg, wi, wo):
         w.requires_grad_(True)

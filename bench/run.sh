@@ -181,7 +181,7 @@ collectives() {
   BENCH_REPS=${BENCH_REPS:-25} BENCH_WARMUP=${BENCH_WARMUP:-3}
   export BENCH_REPS BENCH_WARMUP
   [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
-  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/collectives.c" "$LIBGSLRT" -lm \
+  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/collectives.c" "$LIBGSLRT" -lz -lm \
     -o "$tmp/collectives" || die "could not compile bench/collectives.c"
   $MPIEXEC -n 2 "$tmp/collectives" --quiet || die "the collectives benchmark failed"
 }
@@ -307,6 +307,17 @@ for c in sys.argv[2:]:
 # step, and on a VM that reports free pages to its host every step then
 # faults them in afresh (see bench/README.md). Then y and aux of GSL and
 # PyTorch must agree on the same x and weights, also with choices dropped.
+
+# The moe parts' size $1 (spec or large): dims, timed steps st, warm-up wu,
+# repetitions rp, and G S M Hd E with the capacity C of top-2 at factor 2.
+moe_size() {
+  if [ "$1" = spec ]; then dims=$MOE_SPEC st=$STEPS wu=$WARMUP rp=$REPS
+  else dims=$MOE_LARGE st=$MOE_LARGE_STEPS wu=$MOE_LARGE_WARMUP rp=$MOE_LARGE_REPS; fi
+  set -- $dims
+  [ $# = 5 ] || die "MOE_SPEC / MOE_LARGE: expected five numbers G S M H E, got '$dims'"
+  G=$1 S=$2 M=$3 Hd=$4 E=$5
+  C=$(awk -v s=$S -v e=$E 'BEGIN { c = 2.0 * 2 * s / e; print (c == int(c) ? c : int(c) + 1) }')
+}
 moe() {
   [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
   MOE_SPEC=${MOE_SPEC:-4 256 64 256 8} MOE_LARGE=${MOE_LARGE:-8 1024 256 1024 16}
@@ -328,12 +339,7 @@ moe() {
 
   : >"$tmp/moetimes"
   for size in spec large; do
-    if [ $size = spec ]; then dims=$MOE_SPEC st=$STEPS wu=$WARMUP rp=$REPS
-    else dims=$MOE_LARGE st=$MOE_LARGE_STEPS wu=$MOE_LARGE_WARMUP rp=$MOE_LARGE_REPS; fi
-    set -- $dims
-    [ $# = 5 ] || die "MOE_SPEC / MOE_LARGE: expected five numbers G S M H E, got '$dims'"
-    G=$1 S=$2 M=$3 Hd=$4 E=$5
-    C=$(awk -v s=$S -v e=$E 'BEGIN { c = 2.0 * 2 * s / e; print (c == int(c) ? c : int(c) + 1) }')
+    moe_size $size
     eval "moe_dims_$size='$G $S $M $Hd $E $C'"
     echo "  $size: G=$G S=$S M=$M H=$Hd E=$E (C=$C), $st timed steps after $wu warm-up steps," \
          "median of $rp runs"
@@ -468,7 +474,7 @@ moe_a2a() {
       "$tmp/moe_explain" | tr -s ' '
   done
   echo
-  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/moe_a2a.c" "$LIBGSLRT" -lm \
+  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/moe_a2a.c" "$LIBGSLRT" -lz -lm \
     -o "$tmp/moe_a2a" || die "could not compile bench/moe_a2a.c"
   MOE_A2A_SHAPES=$shapes $MPIEXEC -n 2 "$tmp/moe_a2a" --quiet || die "the moe all-to-all benchmark failed"
 }
@@ -526,12 +532,7 @@ moe_train() {
 
   : >"$tmp/mttimes"
   for size in spec large; do
-    if [ $size = spec ]; then dims=$MOE_SPEC st=$STEPS wu=$WARMUP rp=$REPS
-    else dims=$MOE_LARGE st=$MOE_LARGE_STEPS wu=$MOE_LARGE_WARMUP rp=$MOE_LARGE_REPS; fi
-    set -- $dims
-    [ $# = 5 ] || die "MOE_SPEC / MOE_LARGE: expected five numbers G S M H E, got '$dims'"
-    G=$1 S=$2 M=$3 Hd=$4 E=$5
-    C=$(awk -v s=$S -v e=$E 'BEGIN { c = 2.0 * 2 * s / e; print (c == int(c) ? c : int(c) + 1) }')
+    moe_size $size
     eval "mt_dims_$size='$G $S $M $Hd $E $C'"
     echo "  $size: G=$G S=$S M=$M H=$Hd E=$E (C=$C), $st timed steps after $wu warm-up steps," \
          "median of $rp runs; 2 ranks: G=$((2 * G))"
