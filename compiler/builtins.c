@@ -449,6 +449,79 @@ static R bi_one_hot(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   return rval(ir_one_hot(s->p, x, n, sp));
 }
 
+/* iota's and arange's extent along the counted dimension: its indices
+ * 0..n-1 must fit i32 */
+#define IOTA_MAX ((int64_t)INT32_MAX + 1)
+
+/* arange(n): i32[n] = [0, 1, ..., n-1] */
+static R bi_arange(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
+  bool ok = true;
+  int64_t n = sema_eval_int(s, sc, a->pos[0], "arange's length", &ok);
+  if (!ok)
+    return none;
+  if (n <= 0 || n > IOTA_MAX) {
+    sema_error(s, a->pos[0]->span,
+               n <= 0 ? "arange: the length %" PRId64 " is not positive"
+                      : "arange: the length %" PRId64 " is past 2^31: its indices do not fit i32",
+               n);
+    return none;
+  }
+  Shape o = {1, {n}};
+  return rval(ir_iota(s->p, o, 0, a->call->span));
+}
+
+/* iota([d0, d1, ...], dim): i32 of that shape, each element its index
+ * along dim (JAX's broadcasted_iota) */
+static R bi_iota(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
+  Span sp = a->call->span;
+  const Node *l = a->pos[0];
+  if (l->kind != AST_LIST) {
+    sema_error(s, l->span, "iota: expected the shape as a list, like [4, 4]");
+    return none;
+  }
+  if (l->list.len == 0 || l->list.len > GSL_MAX_RANK) {
+    sema_error(s, l->span, l->list.len ? "iota: more than %d dimensions" : "iota: the shape has no dimensions",
+               GSL_MAX_RANK);
+    return none;
+  }
+  Shape o = {0};
+  int64_t known = 1;
+  bool huge = false; /* the dims multiply past GSL_MAX_ELEMS */
+  for (int i = 0; i < l->list.len; i++) {
+    bool ok = true;
+    int64_t d = sema_eval_int(s, sc, l->list.items[i], "a dimension", &ok);
+    if (!ok)
+      return none;
+    if (d <= 0) {
+      sema_error(s, l->list.items[i]->span, "iota: dimension %" PRId64 " is not positive", d);
+      return none;
+    }
+    if (d > GSL_MAX_ELEMS / known)
+      huge = true;
+    else
+      known *= d;
+    o.d[o.rank++] = d;
+  }
+  if (huge) {
+    sema_error(s, sp, "iota: the shape %s has more than 2^40 elements", sema_span_text(s, l->span));
+    return none;
+  }
+  const Node *dn = dim_node(a, 1);
+  int d;
+  if (!dn) {
+    sema_error(s, sp, "iota needs the dimension to count along: iota(shape, dim)");
+    return none;
+  }
+  if (!dim_arg(s, sc, dn, o.rank, b->name, &d))
+    return none;
+  if (o.d[d] > IOTA_MAX) {
+    sema_error(s, l->list.items[d]->span, "iota: dimension %d has %" PRId64 " indices, past 2^31: they do not fit i32",
+               d, o.d[d]);
+    return none;
+  }
+  return rval(ir_iota(s->p, o, d, sp));
+}
+
 static R bi_gather(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   Span sp = a->call->span;
   Value *t = sema_eval_value(s, sc, a->pos[0]), *ix = sema_eval_value(s, sc, a->pos[1]);

@@ -5,7 +5,7 @@
  * Fusion. Which values have a buffer is the plan's (plan.c). Every other
  * value is inlined into the loop of its user: its elements are computed
  * from its operands at affine indices, so a chain of elementwise ops,
- * broadcasts, transposes, slices, local slices and one_hots becomes one loop
+ * broadcasts, transposes, slices, local slices, one_hots and iotas becomes one loop
  * nest whose leaves are loads from buffers at sum_k i_k * stride_k + offset.
  * Index maps compose symbolically (struct Aff: coefficients over the loop
  * counters and the device's indices in groups of mesh axes), so a broadcast
@@ -254,6 +254,15 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
   switch (v->op) {
   case OP_CONST:
     return v->dtype == DT_I32 ? cg_ci32(g, v->ival) : cg_cf32(g, v->fval);
+  case OP_IOTA: { /* the global index: a tile cut along axis starts at its block's offset */
+    LLVMValueRef k = cg_aff_value(g, &idx[v->axis]);
+    if (cg_rng_split(g->p, v, v->axis))
+      k = LLVMBuildNSWAdd(b, k,
+                          LLVMBuildNSWMul(b, cg_group_index(g, v->sh.naxes[v->axis], v->sh.axes[v->axis]),
+                                          cg_ci64(g, v->shape.d[v->axis]), ""),
+                          "");
+    return LLVMBuildTrunc(b, k, g->t_i32, "");
+  }
   case OP_UNARY:
     return cg_unary(g, v->fn, cg_convert(g, cg_elem_at(g, a, idx), a->dtype, v->dtype), v->dtype);
   case OP_BINARY:

@@ -79,6 +79,8 @@ static bool collect_groups(CG *g) {
       for (int d = 0; d < v->shape.rank; d++)
         if (cg_rng_split(p, v, d))
           find_group(g, v->sh.naxes[d], v->sh.axes[d], true, &ok);
+    if (v->op == OP_IOTA && cg_rng_split(p, v, v->axis))
+      find_group(g, v->sh.naxes[v->axis], v->sh.axes[v->axis], true, &ok);
   }
   return ok;
 }
@@ -123,6 +125,7 @@ static void emit_value(CG *g, const Value *v) {
   case OP_ALL_TO_ALL: cg_emit_collective(g, v); break;
   case OP_COLLECTIVE_PERMUTE: cg_emit_permute(g, v); break;
   case OP_CONST:
+  case OP_IOTA:
   case OP_UNARY:
   case OP_BINARY:
   case OP_SELECT:

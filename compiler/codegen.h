@@ -119,7 +119,7 @@ void cg_emit_scatter_add(CG *g, const Value *v);
 void cg_emit_route(CG *g, const Value *v); /* dispatch, combine */
 void cg_emit_concat(CG *g, const Value *v);
 void cg_emit_rng(CG *g, const Value *v);
-bool cg_rng_split(const Program *p, const Value *v, int d); /* draw v's dim d is split over the mesh */
+bool cg_rng_split(const Program *p, const Value *v, int d); /* v's dim d (a draw's, an iota's) is split over the mesh */
 
 /* ---- cg_collectives.c ---------------------------------------------------- */
 

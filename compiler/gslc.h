@@ -130,7 +130,7 @@ typedef enum Op {
 
 /* What kind of computation an op is (ops.def's class column). */
 typedef enum OpClass {
-  OC_SOURCE,      /* param, input, const, rng: no operands */
+  OC_SOURCE,      /* param, input, const, rng, iota: no operands */
   OC_ELEMENTWISE, /* result element i from operand elements i */
   OC_LAYOUT,      /* elements moved or repeated, none computed */
   OC_CONTRACTION, /* einsum */
@@ -239,7 +239,7 @@ const char *ein_str(Arena *a, const EinsumSpec *e); /* "ab,bc->ac" */
  * fields are reachable directly (v->fn) through an anonymous twin. */
 #define GSL_ATTR_FIELDS                                                                        \
   int fn;                          /* UnaryFn, BinaryFn, ReduceFn or RngDist */                \
-  int axis;                        /* SLICE, CONCAT, CUMSUM; collectives: the dim they act on */ \
+  int axis;                        /* SLICE, CONCAT, CUMSUM, IOTA; collectives: the dim they act on */ \
   int axis2;                       /* ALL_TO_ALL: the dim received blocks are joined along */   \
   uint8_t group[GSL_MAX_AXES];     /* collectives: mesh axes, major first */                    \
   int ngroup;                      /* collectives: entries of group */                          \
@@ -408,6 +408,7 @@ Value *ir_dispatch_weighted(Program *p, Value *x, Value *expert, Value *slot, Va
                             Span sp);
 Value *ir_combine(Program *p, Value *y, Value *expert, Value *slot, Value *weight, Span sp);
 Value *ir_rng(Program *p, int dist, double a, double b, Shape shape, Span sp); /* a new stream */
+Value *ir_iota(Program *p, Shape shape, int axis, Span sp); /* i32 of shape: each element its index along axis */
 Value *ir_annotate(Program *p, Value *x, const Sharding *sh, Span sp);
 /* a param or input: t copied into p->tensors, its value made and returned */
 Value *ir_tensor(Program *p, const Tensor *t);

@@ -674,6 +674,13 @@ Value *ir_rng(Program *p, int dist, double a, double b, Shape shape, Span sp) {
   return v;
 }
 
+Value *ir_iota(Program *p, Shape shape, int axis, Span sp) {
+  need(axis >= 0 && axis < shape.rank && shape.d[axis] <= (int64_t)INT32_MAX + 1, "iota with a bad axis");
+  Value *v = ir_add(p, OP_IOTA, DT_I32, shape, sp, 0, NULL);
+  v->axis = axis;
+  return v;
+}
+
 Value *ir_annotate(Program *p, Value *x, const Sharding *sh, Span sp) {
   Value *v = add1(p, OP_ANNOTATE, x->dtype, x->shape, sp, x);
   v->sh = *sh;
@@ -836,6 +843,7 @@ static void print_attrs(FILE *f, Arena *tmp, const Program *p, const Value *v) {
     fprintf(f, " axis %d start %" PRId64, v->axis, v->start);
     break;
   case OP_CONCAT:
+  case OP_IOTA:
     fprintf(f, " axis %d", v->axis);
     break;
   case OP_CUMSUM:

@@ -447,6 +447,7 @@ static Value *part_value(Part *P, const Value *v) {
   case OP_PARAM:
   case OP_INPUT:
   case OP_CONST:
+  case OP_IOTA:
   case OP_RNG:
     return emit_like(P, v, &v->sh, NULL);
   case OP_UNARY:

@@ -10,7 +10,7 @@
  * annotate are aliases (OF_ALIAS): their operand's buffer under a new shape.
  * An all_reduce runs in place on its operand's buffer when nothing else
  * reads that buffer. Every other value is inlined into its one user's loop;
- * constants, and index maps (OF_INDEX_MAP) of buffers, are cheap enough to
+ * constants, iotas, and index maps (OF_INDEX_MAP) of buffers, are cheap enough to
  * inline into each of several users. A chain of more than PLAN_MAX_FUSED
  * inlined ops gets a buffer every PLAN_MAX_FUSED ops, so that codegen's
  * recursion over a fused expression stays shallow on any program (a chain
@@ -78,7 +78,7 @@ static void decide_buffers(Plan *pl, const Program *p) {
     const Value *v = p->values[i];
     const Value *a = v->nargs ? v->args[0] : NULL;
     unsigned fl = ir_op(v->op)->flags;
-    pl->cheap[i] = !output[i] && (v->op == OP_CONST || ((fl & OF_INDEX_MAP) && (pl->mat[a->id] || pl->cheap[a->id])));
+    pl->cheap[i] = !output[i] && (v->op == OP_CONST || v->op == OP_IOTA || ((fl & OF_INDEX_MAP) && (pl->mat[a->id] || pl->cheap[a->id])));
     /* a computed scalar gets its 4 bytes: fused into the loop of a tensor it
      * is broadcast over, it would be computed again for every element (an
      * optimizer's pow(b1, t), say) */

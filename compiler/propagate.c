@@ -256,6 +256,7 @@ static void forward(Prop *P, Value *v) {
   case OP_PARAM:
   case OP_INPUT:
   case OP_CONST:
+  case OP_IOTA:
   case OP_RNG:
   case OP_ALL_REDUCE:
   case OP_ALL_GATHER:
@@ -386,6 +387,7 @@ static void backward(Prop *P, Value *v) {
   case OP_PARAM:
   case OP_INPUT:
   case OP_CONST:
+  case OP_IOTA:
   case OP_RNG:
   case OP_ALL_REDUCE:
   case OP_ALL_GATHER:

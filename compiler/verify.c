@@ -192,6 +192,12 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
     break;
   case OP_CONST:
     break;
+  case OP_IOTA:
+    if (v->dtype != DT_I32 || v->axis < 0 || v->axis >= v->shape.rank)
+      fail(c, v, "iota is i32 with its axis one of its dims");
+    else if (v->gshape.d[v->axis] > (int64_t)INT32_MAX + 1)
+      fail(c, v, "iota's indices do not fit i32");
+    break;
   case OP_RNG:
     if (v->dtype != DT_F32 || (v->fn != RNG_UNIFORM && v->fn != RNG_NORMAL))
       fail(c, v, "random draws are f32 uniform or normal");

@@ -161,6 +161,7 @@ static Value *batch_value(Vmap *V, const Value *v) {
   case OP_PARAM:
   case OP_INPUT:
   case OP_CONST:
+  case OP_IOTA:
   case OP_RNG:
   case OP_ALL_REDUCE:
   case OP_ALL_GATHER:
