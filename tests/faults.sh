@@ -6,7 +6,7 @@
 # hold what the steps before it left, so a resumed run fails unless the
 # checkpoint restored them.
 #
-#   - SIGTERM to mpiexec (which forwards it to every rank), SIGTERM to
+#   - SIGTERM to every rank (as a scheduler sends it), SIGTERM to
 #     rank 1 alone, SIGINT without --checkpoint: every rank finishes its
 #     step, the checkpoint of that step is written (or, without
 #     --checkpoint, nothing), one line says so, the status is 3, no
@@ -82,13 +82,16 @@ resumes() {
 # one_line TEXT: err is one line, holding TEXT
 one_line() { [ "$(wc -l <err)" -eq 1 ] && grep -qF -- "$1" err; }
 
-# SIGTERM to mpiexec (through timeout, which passes it on), and to rank 1 alone
-for who in mpiexec rank1; do
+# SIGTERM to every rank (as a batch scheduler sends it), and to rank 1
+# alone. (Not through mpiexec: hydra's own exit status after it forwards a
+# signal depends on timing, 0 or the ranks'; the ranks' behaviour is what
+# is tested.)
+for who in all rank1; do
   rm -rf ck
   start --steps 100 --checkpoint ck --output w=w.npy
   step_done 3
   t0=$(now)
-  if [ $who = mpiexec ]; then kill -TERM "$tpid"; else kill -TERM "$(rank_pid 1)"; fi
+  if [ $who = all ]; then kill -TERM $(ranks); else kill -TERM "$(rank_pid 1)"; fi
   finish
   k=$(sed -n 's/.*stopped by SIGTERM after step \([0-9]*\)\/100.*/\1/p' err)
   if [ $rc -eq 3 ] && [ -n "$k" ] &&
@@ -101,11 +104,11 @@ for who in mpiexec rank1; do
   fi
 done
 
-# SIGINT to mpiexec, without --checkpoint
+# SIGINT to every rank (a ^C reaches the whole process group), without --checkpoint
 start --steps 100 --output w=w.npy
 step_done 3
 t0=$(now)
-kill -INT "$(pgrep -P "$tpid")"
+kill -INT $(ranks)
 finish
 if [ $rc -eq 3 ] && one_line "after step" && one_line "no checkpoint was asked for (--checkpoint DIR), nothing was saved" &&
    grep -q "stopped by SIGINT" err && ! ls | grep -q '^w\.npy'; then

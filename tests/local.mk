@@ -12,7 +12,8 @@ E2E_TESTS += \
 	tests/e2e/moe_idle_expert.gsl tests/e2e/moe_bias.gsl tests/e2e/moe_mesh2d.gsl \
 	tests/e2e/moe_mesh2d_a2a.gsl tests/e2e/moe_dense.gsl tests/e2e/moe_vmap.gsl tests/e2e/partial_sums.gsl \
 	tests/e2e/optim.gsl tests/e2e/train_sgd.gsl tests/e2e/train_momentum.gsl tests/e2e/train_nesterov.gsl \
-	tests/e2e/train_adam.gsl tests/e2e/train_adamw.gsl tests/e2e/train_nan.gsl tests/e2e/amax_tie3.gsl
+	tests/e2e/train_adam.gsl tests/e2e/train_adamw.gsl tests/e2e/train_nan.gsl tests/e2e/amax_tie3.gsl \
+	tests/e2e/iota.gsl
 EXTRA_DIST += tests/e2e/mlp_check.c \
 	tests/e2e/npy_load.h tests/e2e/moe_ref.h tests/e2e/moe_top2_drop_check.c tests/e2e/moe_top2_random_check.c \
 	tests/e2e/moe_top1_check.c tests/e2e/moe_idle_expert_check.c tests/e2e/moe_bias_check.c \
@@ -35,7 +36,7 @@ IR_TESTS += tests/ir/expand.gsl tests/ir/inline.gsl tests/ir/propagate.gsl
 # compiled gradients against finite differences (tests/gradcheck.c)
 GRAD_TESTS += tests/grad/unary.gsl tests/grad/binary.gsl tests/grad/select.gsl tests/grad/matmul.gsl \
 	tests/grad/einsum.gsl tests/grad/reduce.gsl tests/grad/amax_tie.gsl tests/grad/indices.gsl \
-	tests/grad/layout.gsl tests/grad/nn.gsl \
+	tests/grad/layout.gsl tests/grad/nn.gsl tests/grad/attention_mask.gsl \
 	tests/grad/sharded_dp.gsl tests/grad/sharded_ops.gsl tests/grad/sharded_2d.gsl \
 	tests/grad/moe.gsl tests/grad/moe_drop.gsl tests/grad/moe_top1.gsl tests/grad/moe_sharded.gsl
 check_PROGRAMS += tests/gradcheck
@@ -48,13 +49,13 @@ ERROR_TESTS += \
 	tests/errors/shapes.gsl tests/errors/inlined.gsl tests/errors/sharding.gsl tests/errors/train.gsl \
 	tests/errors/overflow.gsl tests/errors/elem_limits.gsl tests/errors/uniform_bounds.gsl \
 	tests/errors/inline_bound.gsl \
-	tests/errors/flood.gsl tests/errors/moe.gsl
+	tests/errors/flood.gsl tests/errors/moe.gsl tests/errors/iota.gsl
 
 # scripts
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/gslc_output.sh tests/sema_limits.sh tests/stats.sh tests/memory.sh \
 	tests/long_axis_name.sh tests/empty_program.sh tests/train_invariance.sh tests/zero_update.sh \
-	tests/checkpoint.sh tests/faults.sh
+	tests/checkpoint.sh tests/faults.sh tests/lm_data.sh
 
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
 check_PROGRAMS += tests/collectives_test
