@@ -152,12 +152,18 @@ def bench(a):
     print("ms_per_step %.3f" % (1000.0 * t / a.steps))
 
 
-def main():
-    torch.set_num_threads(1)
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(doc):
+    """The options both peers take: sizes, steps, the capacity factor."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
     for n, v in (("G", 4), ("S", 256), ("M", 64), ("H", 256), ("E", 8), ("steps", 8), ("warmup", 2)):
         p.add_argument("--" + n, type=int, default=v)
     p.add_argument("--capacity", type=float, default=2.0, help="capacity factor F (default 2.0)")
+    return p
+
+
+def main():
+    torch.set_num_threads(1)
+    p = arguments(__doc__)
     p.add_argument("--x", metavar="FILE", help="x as .npy [G, S, M] float32")
     p.add_argument("--check", metavar="DIR")
     a = p.parse_args()

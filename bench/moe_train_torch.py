@@ -46,7 +46,6 @@ Exits 3 if torch cannot be imported. Run with OPENBLAS_NUM_THREADS=1 (set
 here if unset, before torch loads OpenBLAS: two BLAS threads on a 2-core
 machine fight torch's own thread pool).
 """
-import argparse
 import os
 import sys
 import time
@@ -62,7 +61,7 @@ except ImportError as e:
     print("torch unavailable: %s" % e, file=sys.stderr)
     sys.exit(3)
 
-from moe_torch import capacity_of, inputs, moe  # noqa: E402  (the forward layer, its inputs)
+from moe_torch import arguments, capacity_of, inputs, moe  # noqa: E402  (the forward layer, its inputs, options)
 
 
 def loss_fn(x, wg, wi, wo, teacher, C):
@@ -153,10 +152,7 @@ def check(a):
 
 def main():
     torch.set_num_threads(1)
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    for n, v in (("G", 4), ("S", 256), ("M", 64), ("H", 256), ("E", 8), ("steps", 8), ("warmup", 2)):
-        p.add_argument("--" + n, type=int, default=v)
-    p.add_argument("--capacity", type=float, default=2.0, help="capacity factor F (default 2.0)")
+    p = arguments(__doc__)
     p.add_argument("--lr", type=float, default=0.001, help="learning rate (default 0.001)")
     p.add_argument("--opt", choices=("adam", "sgd"), default="adam")
     p.add_argument("--sgd-lr", type=float, default=1000.0,

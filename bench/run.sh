@@ -318,24 +318,31 @@ moe_size() {
   G=$1 S=$2 M=$3 Hd=$4 E=$5
   C=$(awk -v s=$S -v e=$E 'BEGIN { c = 2.0 * 2 * s / e; print (c == int(c) ? c : int(c) + 1) }')
 }
-moe() {
+# The moe parts' settings and peers: the sizes' defaults, whether numpy
+# (needed: false when it is missing, the part then skipped) and torch are
+# there, and kept_env, glibc malloc without mmap and without trimming
+# (freed memory stays in the heap). $1: the part's name, for messages.
+moe_setup() {
   [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
   MOE_SPEC=${MOE_SPEC:-4 256 64 256 8} MOE_LARGE=${MOE_LARGE:-8 1024 256 1024 16}
   MOE_LARGE_STEPS=${MOE_LARGE_STEPS:-3} MOE_LARGE_WARMUP=${MOE_LARGE_WARMUP:-3}
   MOE_LARGE_REPS=${MOE_LARGE_REPS:-3} MOE_TORCH=${MOE_TORCH:-default kept}
-  echo "GSL moe benchmark: bench/moe.gsl's forward moe layer (top-2, capacity 2.0, no random routing)" \
-       "against PyTorch, float32, one core (OPENBLAS_NUM_THREADS=1)"
   if ! $PYTHON -c 'import numpy' 2>/dev/null; then
-    echo "moe: skipped ($PYTHON cannot import numpy, needed for the fixed batch and the check;" \
+    echo "$1: skipped ($PYTHON cannot import numpy, needed for the fixed batch and the check;" \
          "apt-get install python3-numpy)"
-    return 0
+    return 1
   fi
   have_torch=yes
   $PYTHON -c 'import torch' 2>/dev/null || have_torch=no
   [ $have_torch = yes ] ||
     echo "  PyTorch: skipped ($PYTHON cannot import torch; apt-get install python3-torch): GSL alone"
-  # glibc malloc without mmap and without trimming: freed memory stays in the heap
   kept_env="MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736"
+}
+
+moe() {
+  echo "GSL moe benchmark: bench/moe.gsl's forward moe layer (top-2, capacity 2.0, no random routing)" \
+       "against PyTorch, float32, one core (OPENBLAS_NUM_THREADS=1)"
+  moe_setup moe || return 0
 
   : >"$tmp/moetimes"
   for size in spec large; do
@@ -493,24 +500,11 @@ moe_a2a() {
 # gradients of the first step (through one SGD step), the weights after the
 # Adam steps.
 moe_train() {
-  [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
   MPIEXEC=${MPIEXEC:-mpiexec}
-  MOE_SPEC=${MOE_SPEC:-4 256 64 256 8} MOE_LARGE=${MOE_LARGE:-8 1024 256 1024 16}
-  MOE_LARGE_STEPS=${MOE_LARGE_STEPS:-3} MOE_LARGE_WARMUP=${MOE_LARGE_WARMUP:-3}
-  MOE_LARGE_REPS=${MOE_LARGE_REPS:-3} MOE_TORCH=${MOE_TORCH:-default kept}
   MOE_CHECK_STEPS=${MOE_CHECK_STEPS:-5}
   echo "GSL moe_train benchmark: bench/moe_train.gsl's training step (forward, backward, Adam) against" \
        "PyTorch (autograd, torch.optim.Adam), float32, one core (OPENBLAS_NUM_THREADS=1)"
-  if ! $PYTHON -c 'import numpy' 2>/dev/null; then
-    echo "moe_train: skipped ($PYTHON cannot import numpy, needed for the fixed batch and the check;" \
-         "apt-get install python3-numpy)"
-    return 0
-  fi
-  have_torch=yes
-  $PYTHON -c 'import torch' 2>/dev/null || have_torch=no
-  [ $have_torch = yes ] ||
-    echo "  PyTorch: skipped ($PYTHON cannot import torch; apt-get install python3-torch): GSL alone"
-  kept_env="MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736"
+  moe_setup moe_train || return 0
 
   # One GSL run: "ms/step first-loss last-loss" over the steps after the
   # warm-up, from rank 0's --metrics (ms/step to 6 digits, the loss exactly).

@@ -533,8 +533,10 @@ Program *spmd_partition(const Program *g) {
   P.at = NULL;
   for (int i = 0; i < s->noutputs; i++) {
     Output *o = &s->outputs[i];
-    const Tensor *t = &s->tensors[o->tensor < 0 ? 0 : o->tensor];
-    if (o->kind != OUT_UPDATE || shard_eq(&o->value->sh, &t->sh, t->shape.rank))
+    if (o->kind != OUT_UPDATE)
+      continue;
+    const Tensor *t = &s->tensors[o->tensor];
+    if (shard_eq(&o->value->sh, &t->sh, t->shape.rank))
       continue;
     o->value = reshard(&P, o->value, &t->sh, o->value->span,
                        arena_printf(s->arena, "the update of %s goes back to its sharding", t->name));

@@ -60,6 +60,7 @@
 #define CKPT_CHUNK (1 << 20)       /* bytes read at a time for a crc32 */
 #define CKPT_MAX_MANIFEST (64 << 20) /* longest manifest accepted */
 #define CKPT_PATH 4096             /* room for a path */
+#define CKPT_KEEP 2                /* complete checkpoints kept without --keep */
 
 static int is_saved(const gslrt_tensor *t) { return t->kind == GSLRT_PARAM || t->kind == GSLRT_STATE; }
 static const char *kind_name(int32_t kind) { return kind == GSLRT_STATE ? "state" : "param"; }
@@ -306,6 +307,8 @@ void gslrt_checkpoint_open(gslrt_ctx *ctx) {
     gslrt_usage_error(ctx, "--checkpoint-every needs --checkpoint DIR");
   if (op->resume && !op->checkpoint)
     gslrt_usage_error(ctx, "--resume needs --checkpoint DIR");
+  if (op->keep && !op->checkpoint)
+    gslrt_usage_error(ctx, "--keep needs --checkpoint DIR");
   if (!op->checkpoint)
     return;
   if (strlen(op->checkpoint) > CKPT_PATH - 256)
@@ -323,9 +326,7 @@ void gslrt_checkpoint_open(gslrt_ctx *ctx) {
                    op->checkpoint, strerror(errno)), status = 1;
     }
   }
-  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
-  if (status != 0)
-    gslrt_fail_all(ctx, "%s", err);
+  gslrt_rank0_verdict(ctx, status ? 1 : 0, err);
 }
 
 int gslrt_checkpoint_due(const gslrt_ctx *ctx, int64_t done) {
@@ -453,7 +454,7 @@ static void prune(gslrt_ctx *ctx, const char *mine) {
     int newer = 0;
     for (int j = 0; j < n; j++)
       newer += steps[j] > steps[i];
-    if (newer >= ctx->opts.keep) {
+    if (newer >= (ctx->opts.keep ? ctx->opts.keep : CKPT_KEEP)) {
       snprintf(path, sizeof path, "%s/step-%08lld", dir, (long long)steps[i]);
       if (remove_dir(path) != 0)
         fprintf(stderr, "%s: warning: cannot remove the old checkpoint %s: %s\n", ctx->prog, path,

@@ -59,7 +59,7 @@ typedef struct gslrt_options {
   int noutputs;             /* entries in outputs */
   const char *checkpoint;   /* --checkpoint DIR, or NULL */
   int64_t checkpoint_every; /* --checkpoint-every K, 0 if not given */
-  int64_t keep;             /* --keep N: complete checkpoints kept, default 2 */
+  int64_t keep;             /* --keep N: complete checkpoints kept; 0: not given (2) */
   int resume;               /* --resume */
   int seed_given;           /* --seed was on the command line */
   const char *metrics;      /* --metrics FILE, or NULL */
@@ -158,6 +158,10 @@ void gslrt_fail_all(gslrt_ctx *ctx, const char *fmt, ...)
  * error: cause" and "Try 'PROG --help'."; all exit 2. */
 void gslrt_usage_error(gslrt_ctx *ctx, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 2, 3)));
+/* A decision rank 0 made alone (status 0: fine; 2: a usage error; any
+ * other: a run-time error, with its cause in rank 0's err), shared with
+ * every rank, which then go on together or end together as it says. */
+void gslrt_rank0_verdict(gslrt_ctx *ctx, int status, const char *err);
 /* Dies through gslrt_fatal naming call if rc is not MPI_SUCCESS. */
 void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call);
 

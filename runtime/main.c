@@ -206,6 +206,14 @@ void gslrt_usage_error(gslrt_ctx *ctx, const char *fmt, ...) {
   finalize_and_exit(ctx, 2);
 }
 
+void gslrt_rank0_verdict(gslrt_ctx *ctx, int status, const char *err) {
+  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+  if (status == 2)
+    gslrt_usage_error(ctx, "%s", err);
+  if (status != 0)
+    gslrt_fail_all(ctx, "%s", err);
+}
+
 void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call) {
   if (rc != MPI_SUCCESS) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -351,11 +359,7 @@ static void open_metrics(gslrt_ctx *ctx) {
     return;
   if (ctx->rank == 0)
     status = create_metrics(ctx, err, sizeof err);
-  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
-  if (status == 2)
-    gslrt_usage_error(ctx, "%s", err);
-  if (status != 0)
-    gslrt_fail_all(ctx, "%s", err);
+  gslrt_rank0_verdict(ctx, status, err);
 }
 
 /* Closes the --metrics file after the last step; a failed close is an error. */

@@ -89,7 +89,6 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
   int rc = -1;
   memset(o, 0, sizeof *o);
   o->steps = 1;
-  o->keep = 2;
   o->inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->inputs);
   o->outputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->outputs);
   if (!o->inputs || !o->outputs) {
@@ -221,7 +220,7 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "                         step (params and optimizer states as .npy files of\n"
           "                         their global shapes, and manifest.json)\n"
           "  --checkpoint-every K   also save one every K steps (needs --checkpoint)\n"
-          "  --keep N               keep the newest N checkpoints in DIR (default 2)\n"
+          "  --keep N               keep the newest N checkpoints in DIR (default 2; needs --checkpoint)\n"
           "  --resume               continue from the newest complete checkpoint in DIR,\n"
           "                         on any mesh (needs --checkpoint); --steps is the\n"
           "                         total, so steps K+1..N run after one of step K\n"

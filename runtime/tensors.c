@@ -270,9 +270,7 @@ void gslrt_open_inputs(gslrt_ctx *ctx) {
       continue;
     if (ctx->rank == 0 && status == 0)
       status = check_input_file(t, err, sizeof err);
-    gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
-    if (status != 0)
-      gslrt_fail_all(ctx, "%s", err);
+    gslrt_rank0_verdict(ctx, status ? 1 : 0, err);
     gslrt_mpi_check(ctx, MPI_Bcast(&t->npy, (int)sizeof t->npy, MPI_BYTE, 0, ctx->comm), "MPI_Bcast");
     gslrt_mpi_check(ctx, MPI_Bcast(&t->batches, 1, MPI_INT64_T, 0, ctx->comm), "MPI_Bcast");
   }
@@ -408,11 +406,7 @@ void gslrt_check_outputs(gslrt_ctx *ctx) {
   int status = 0;
   if (ctx->rank == 0)
     status = check_targets(ctx, err, sizeof err);
-  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
-  if (status == 2)
-    gslrt_usage_error(ctx, "%s", err);
-  if (status != 0)
-    gslrt_fail_all(ctx, "%s", err);
+  gslrt_rank0_verdict(ctx, status, err);
 }
 
 /* Gathers output o on rank 0 and writes it to a temporary beside its file,
@@ -516,9 +510,7 @@ void gslrt_write_outputs(gslrt_ctx *ctx) {
   }
   remove_temps(tmp, ctx->noutputs);
   free(tmp);
-  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
-  if (status != 0)
-    gslrt_fail_all(ctx, "%s", err);
+  gslrt_rank0_verdict(ctx, status ? 1 : 0, err);
 }
 
 int64_t gslrt_tokens_per_step(const gslrt_ctx *ctx) {

@@ -235,4 +235,10 @@ if [ $rc -eq 2 ] && grep -qx -- "m1: error: --resume needs --checkpoint DIR" e.e
 else
   fail "--resume without --checkpoint (status $rc):"; cat e.err
 fi
+run e 1 ./m1 --keep 3
+if [ $rc -eq 2 ] && grep -qx -- "m1: error: --keep needs --checkpoint DIR" e.err; then
+  pass "--keep without --checkpoint: a usage error"
+else
+  fail "--keep without --checkpoint (status $rc):"; cat e.err
+fi
 exit $status
