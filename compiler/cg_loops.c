@@ -217,10 +217,15 @@ void cg_store_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin, LLVMValu
 }
 
 LLVMValueRef cg_buffer_of(CG *g, const Value *v) {
-  LLVMValueRef p = g->ptr[g->pl->root[v->id]];
-  if (!p)
+  int r = g->pl->root[v->id];
+  if (!g->pl->mat[v->id] || !g->glob[r])
     die("value %%%d has no buffer", v->id);
-  return p;
+  if (!g->ptr[r]) { /* first use in this function: load it in the entry block */
+    LLVMValueRef raw = LLVMBuildLoad2(g->ab, g->t_ptr, g->glob[r], "");
+    g->ptr[r] = LLVMBuildBitCast(g->ab, raw, LLVMPointerType(cg_elem_type(g, g->p->values[r]->dtype), 0), "buf");
+    g->loaded[g->nloaded++] = r;
+  }
+  return g->ptr[r];
 }
 
 /* A temporary of n elements of type dt: a private global pointer that
@@ -228,6 +233,8 @@ LLVMValueRef cg_buffer_of(CG *g, const Value *v) {
 
 LLVMValueRef cg_temp(CG *g, int t, DType dt) {
   LLVMValueRef off = cg_ci64(g, g->pl->temps[t].offset);
+  if (!g->arena)
+    g->arena = LLVMBuildLoad2(g->ab, g->t_ptr, g->arena_glob, "arena");
   LLVMValueRef raw = LLVMBuildInBoundsGEP2(g->b, LLVMInt8TypeInContext(g->ctx), g->arena, &off, 1, "tmp");
   return LLVMBuildBitCast(g->b, raw, LLVMPointerType(cg_elem_type(g, dt), 0), "");
 }

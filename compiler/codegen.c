@@ -7,10 +7,15 @@
  * The module defines gsl_setup (declares the mesh, the groups of mesh axes
  * the code uses, the params and inputs, the outputs, and allocates the one
  * arena of the buffer plan through libgslrt), gsl_step (one step of the
- * program: each value's code in program order) and main (gslrt_main with a
- * constant program info). Params and inputs live behind module-private
- * global pointers the runtime fills; every other buffer is the arena plus
- * its planned offset (plan.c decides who has a buffer, and where).
+ * program: each value's code in program order), for a program that trains
+ * gsl_eval (the same code cut down to what the loss and the f32 scalar
+ * outputs need: the forward pass), and main (gslrt_main with a constant
+ * program info). Each value's code is a private function of its own
+ * (k.ID), which gsl_step and gsl_eval call: LLVM optimizes small functions,
+ * and the forward pass is shared, not copied. Params and inputs live behind
+ * module-private global pointers the runtime fills; every other buffer is
+ * the arena plus its planned offset (plan.c decides who has a buffer, and
+ * where), kept in a private global that a function loads on first use.
  *
  * SPMD. The program is normally partition.c's per-device program
  * (Program.spmd): every value holds its local tile, so the code simply
@@ -18,8 +23,9 @@
  * shapes and shardings, and the runtime allocates and fills the local tiles.
  * Each distinct list of mesh axes that a collective, a local slice or a
  * split random draw names becomes one group, declared in gsl_setup (its id
- * kept in a private global); gsl_step asks once on entry for the device's
- * index in each group whose index the code reads. A program with spmd false
+ * kept in a private global); gsl_step and gsl_eval ask once on entry for
+ * the device's index in each group whose index the code reads, and keep it
+ * in a private global for the kernels. A program with spmd false
  * (the global IR) is compiled as one device holding whole tensors. */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -149,6 +155,85 @@ static LLVMValueRef add_function(CG *g, const char *name, LLVMTypeRef ft) {
   return f;
 }
 
+/* Whether v has code: emit_value writes some for it. */
+static bool has_code(const CG *g, const Value *v) {
+  if (!g->pl->mat[v->id] || v->op == OP_PARAM || v->op == OP_INPUT)
+    return false;
+  return v->op == OP_ALL_REDUCE || g->pl->root[v->id] == v->id || g->pl->inplace[v->id];
+}
+
+/* Opens the function fn (ctx, step): an entry block for allocas and the
+ * loads of buffers, groups' indices and the arena on first use (g->ab), and
+ * the body (g->b). */
+static void open_function(CG *g, LLVMValueRef fn) {
+  g->fn = fn;
+  g->ctx_arg = LLVMGetParam(fn, 0);
+  g->step_arg = LLVMGetParam(fn, 1);
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
+  LLVMPositionBuilderAtEnd(g->ab, entry);
+  LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "body"));
+  for (int i = 0; i < g->nloaded; i++)
+    g->ptr[g->loaded[i]] = NULL;
+  g->nloaded = 0;
+  g->arena = NULL;
+  for (int k = 0; k < g->ngroups; k++)
+    if (g->groups[k].slot >= 0)
+      g->gidx[g->groups[k].slot] = LLVMBuildLoad2(g->ab, g->t_i64, g->gidx_glob[g->groups[k].slot], "gidx");
+}
+
+static void close_function(CG *g) {
+  LLVMBuildRetVoid(g->b);
+  LLVMBuildBr(g->ab, LLVMGetNextBasicBlock(LLVMGetEntryBasicBlock(g->fn)));
+}
+
+/* Every value with code gets its own private function k.ID(ctx, step),
+ * never inlined: gsl_step and gsl_eval are lists of calls, and LLVM
+ * optimizes one small function at a time (one function of every loop
+ * nest of a Transformer's step took it a minute at -O2). */
+static void emit_kernels(CG *g) {
+  const Program *p = g->p;
+  LLVMTypeRef sp[2] = {g->t_ptr, g->t_i64};
+  LLVMTypeRef ft = LLVMFunctionType(g->t_void, sp, 2, 0);
+  unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+  for (int i = 0; i < p->nvalues; i++) {
+    const Value *v = p->values[i];
+    if (!has_code(g, v))
+      continue;
+    char name[64];
+    snprintf(name, sizeof name, "k%d.%s", v->id, op_name(v->op));
+    g->kernel[i] = add_function(g, name, ft);
+    LLVMSetLinkage(g->kernel[i], LLVMInternalLinkage); /* named in profiles */
+    LLVMAddAttributeAtIndex(g->kernel[i], LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(g->ctx, noinline, 0));
+    open_function(g, g->kernel[i]);
+    emit_value(g, v);
+    close_function(g);
+  }
+}
+
+/* The device's index in every group whose index the code reads, into the
+ * private globals the kernels load it from: once per call of gsl_step or
+ * gsl_eval (the groups' communicators exist only after gsl_setup). */
+static void store_group_indices(CG *g) {
+  for (int k = 0; k < g->ngroups; k++)
+    if (g->groups[k].slot >= 0) {
+      LLVMValueRef a[2] = {g->ctx_arg, LLVMBuildLoad2(g->b, g->t_i32, g->groups[k].id, "group")};
+      LLVMBuildStore(g->b, cg_call(g, "gslrt_group_index", g->t_i64, 2, a), g->gidx_glob[g->groups[k].slot]);
+    }
+}
+
+/* Calls the kernels of the values need marks (every one when need is
+ * NULL), in program order. */
+static void call_kernels(CG *g, const bool *need) {
+  LLVMTypeRef sp[2] = {g->t_ptr, g->t_i64};
+  LLVMTypeRef ft = LLVMFunctionType(g->t_void, sp, 2, 0);
+  for (int i = 0; i < g->p->nvalues; i++)
+    if (g->kernel[i] && (!need || need[i])) {
+      LLVMValueRef a[2] = {g->ctx_arg, g->step_arg};
+      LLVMBuildCall2(g->b, ft, g->kernel[i], a, 2, "");
+    }
+}
+
 /* The step's end, for a program that trains: the loss reported to the
  * log, then every update copied into its param's or state's buffer (after
  * all the step's reads of the old contents). */
@@ -156,55 +241,77 @@ static void emit_roots(CG *g) {
   const Program *p = g->p;
   for (int i = 0; i < p->noutputs; i++) {
     const Output *o = &p->outputs[i];
-    int r = g->pl->root[o->value->id];
     if (o->kind == OUT_LOSS) {
       if (p->spmd && o->value->sh.partial)
         die("the loss is a partial sum");
-      LLVMValueRef a[2] = {g->ctx_arg, cg_load_lin(g, g->ptr[r], DT_F32, cg_ci64(g, 0))};
+      LLVMValueRef a[2] = {g->ctx_arg, cg_load_lin(g, cg_buffer_of(g, o->value), DT_F32, cg_ci64(g, 0))};
       cg_call(g, "gslrt_report_loss", g->t_void, 2, a);
     } else if (o->kind == OUT_UPDATE) {
       const Value *t = p->tensors[o->tensor].value;
-      int tr = g->pl->root[t->id];
-      if (tr == r)
+      if (g->pl->root[t->id] == g->pl->root[o->value->id])
         continue;
       if (!shape_eq(&t->shape, &o->value->shape) || (p->spmd && !shard_eq(&t->sh, &o->value->sh, t->shape.rank)))
         die("the update of %s is not laid out as it", p->tensors[o->tensor].name);
-      LLVMBuildMemCpy(g->b, g->ptr[tr], 64, g->ptr[r], 4, cg_ci64(g, 4 * shape_elems(&t->shape)));
+      LLVMBuildMemCpy(g->b, cg_buffer_of(g, t), 64, cg_buffer_of(g, o->value), 4,
+                      cg_ci64(g, 4 * shape_elems(&t->shape)));
     }
   }
 }
 
-static void emit_step(CG *g) {
-  const Program *p = g->p;
-  g->fn = g->step_fn;
-  g->ctx_arg = LLVMGetParam(g->fn, 0);
-  g->step_arg = LLVMGetParam(g->fn, 1);
-  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "entry");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "body");
-  LLVMPositionBuilderAtEnd(g->ab, entry);
-  LLVMPositionBuilderAtEnd(g->b, body);
-  g->arena = LLVMBuildLoad2(g->b, g->t_ptr, g->arena_glob, "arena");
-  for (int i = 0; i < p->nvalues; i++)
-    if (g->pl->mat[i] && g->pl->root[i] == i) {
-      LLVMValueRef raw;
-      if (g->pl->offset[i] >= 0) {
-        LLVMValueRef off = cg_ci64(g, g->pl->offset[i]);
-        raw = LLVMBuildInBoundsGEP2(g->b, LLVMInt8TypeInContext(g->ctx), g->arena, &off, 1, "");
-      } else {
-        raw = LLVMBuildLoad2(g->b, g->t_ptr, g->glob[i], "");
-      }
-      g->ptr[i] = LLVMBuildBitCast(g->b, raw, LLVMPointerType(cg_elem_type(g, p->values[i]->dtype), 0), "buf");
-    }
-  for (int k = 0; k < g->ngroups; k++)
-    if (g->groups[k].slot >= 0) {
-      LLVMValueRef a[2] = {g->ctx_arg, LLVMBuildLoad2(g->b, g->t_i32, g->groups[k].id, "group")};
-      g->gidx[g->groups[k].slot] = cg_call(g, "gslrt_group_index", g->t_i64, 2, a);
-    }
-  for (int i = 0; i < p->nvalues; i++)
-    emit_value(g, p->values[i]);
+/* gsl_step: every kernel, then the roots. */
+static void emit_step(CG *g, LLVMValueRef fn) {
+  open_function(g, fn);
+  store_group_indices(g);
+  call_kernels(g, NULL);
   emit_roots(g);
-  LLVMBuildRetVoid(g->b);
-  LLVMBuildBr(g->ab, body);
+  close_function(g);
+}
+
+/* Whether output o is one gsl_eval reports beside the loss: an f32 scalar
+ * `output`, unless it is named loss (the runtime's eval_loss is the
+ * training loss's). */
+static bool is_eval_value(const Output *o) {
+  return o->kind == OUT_VALUE && o->value->dtype == DT_F32 && o->value->shape.rank == 0 &&
+         strcmp(o->name, "loss") != 0;
+}
+
+/* gsl_eval(ctx, key, values): the kernels the loss and the eval values
+ * depend on (the forward pass; no update is among them), then the loss
+ * into values[0] and the eval values after it. The buffers are the step's
+ * own: a subset of a step's code, run in the step's order, reads nothing
+ * that the step would not have kept live. */
+static void emit_eval(CG *g, LLVMValueRef fn) {
+  const Program *p = g->p;
+  bool *need = xcalloc((size_t)(p->nvalues > 0 ? p->nvalues : 1), sizeof *need);
+  for (int i = 0; i < p->noutputs; i++)
+    if (p->outputs[i].kind == OUT_LOSS || is_eval_value(&p->outputs[i]))
+      need[p->outputs[i].value->id] = true;
+  for (int i = p->nvalues - 1; i >= 0; i--)
+    if (need[i]) {
+      const Value *v = p->values[i];
+      for (int k = 0; k < v->nargs; k++)
+        need[v->args[k]->id] = true;
+      need[g->pl->root[i]] = true;
+    }
+  for (int i = 0; i < p->nvalues; i++)
+    if (need[i] && p->values[i]->pass == PASS_UPDATE)
+      die("the evaluation of the loss needs %%%d of the update", i);
+  open_function(g, fn);
+  LLVMValueRef values = LLVMGetParam(fn, 2);
+  store_group_indices(g);
+  call_kernels(g, need);
+  int n = 1;
+  for (int i = 0; i < p->noutputs; i++) {
+    const Output *o = &p->outputs[i];
+    if (o->kind != OUT_LOSS && !is_eval_value(o))
+      continue;
+    if (p->spmd && o->value->sh.partial)
+      die("%s is a partial sum", o->name);
+    LLVMValueRef x = cg_load_lin(g, cg_buffer_of(g, o->value), DT_F32, cg_ci64(g, 0));
+    cg_store_lin(g, values, DT_F32, cg_ci64(g, o->kind == OUT_LOSS ? 0 : n++), x);
+  }
+  close_function(g);
+  free(need);
 }
 
 static void emit_setup(CG *g, LLVMValueRef fn) {
@@ -258,6 +365,7 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
   if (g->pl->arena_bytes > 0) {
     LLVMValueRef a[2] = {ctx, cg_ci64(g, g->pl->arena_bytes)};
     LLVMValueRef arena = cg_call(g, "gslrt_alloc", g->t_ptr, 2, a);
+    LLVMSetValueName2(arena, "arena", 5);
     LLVMBuildStore(b, arena, g->arena_glob);
     for (int i = 0; i < p->nvalues; i++)
       if (g->pl->mat[i] && g->pl->root[i] == i && g->pl->offset[i] >= 0) {
@@ -280,17 +388,25 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
                          g->glob[g->pl->root[v->id]]};
     cg_call(g, "gslrt_declare_output", g->t_void, 7, a);
   }
+  for (int i = 0; p->train.loss && i < p->noutputs; i++)
+    if (is_eval_value(&p->outputs[i])) {
+      LLVMValueRef a[2] = {ctx, cg_cstr(g, p->outputs[i].name)};
+      cg_call(g, "gslrt_declare_eval", g->t_void, 2, a);
+    }
   LLVMBuildRetVoid(b);
 }
 
-static void emit_main(CG *g, LLVMValueRef setup, LLVMValueRef step) {
+/* main: gslrt_main with the program's info (gslrt_program_info; eval NULL
+ * for a program that does not train). */
+static void emit_main(CG *g, LLVMValueRef setup, LLVMValueRef step, LLVMValueRef eval) {
 #ifdef PACKAGE_VERSION
   const char *version = PACKAGE_VERSION;
 #else
   const char *version = "0.1.0";
 #endif
-  LLVMValueRef fields[4] = {cg_cstr(g, g->p->path), cg_cstr(g, version), setup, step};
-  LLVMValueRef init = LLVMConstStructInContext(g->ctx, fields, 4, 0);
+  LLVMValueRef fields[5] = {cg_cstr(g, g->p->path), cg_cstr(g, version), setup, step,
+                            eval ? eval : LLVMConstNull(g->t_ptr)};
+  LLVMValueRef init = LLVMConstStructInContext(g->ctx, fields, 5, 0);
   LLVMValueRef info = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "gsl_program_info");
   LLVMSetInitializer(info, init);
   LLVMSetGlobalConstant(info, 1);
@@ -394,12 +510,21 @@ static void build_module(CG *g) {
     LLVMSetInitializer(g->groups[k].id, cg_ci32(g, -1));
     LLVMSetLinkage(g->groups[k].id, LLVMPrivateLinkage);
   }
-  LLVMTypeRef sp[2] = {g->t_ptr, g->t_i64};
+  for (int k = 0; k < g->nslots; k++) {
+    g->gidx_glob[k] = LLVMAddGlobal(g->mod, g->t_i64, "gidx");
+    LLVMSetInitializer(g->gidx_glob[k], cg_ci64(g, 0));
+    LLVMSetLinkage(g->gidx_glob[k], LLVMPrivateLinkage);
+  }
+  LLVMTypeRef sp[3] = {g->t_ptr, g->t_i64, LLVMPointerType(g->t_f32, 0)};
   LLVMValueRef setup = add_function(g, "gsl_setup", LLVMFunctionType(g->t_void, sp, 1, 0));
-  g->step_fn = add_function(g, "gsl_step", LLVMFunctionType(g->t_void, sp, 2, 0));
-  emit_step(g);
+  LLVMValueRef step = add_function(g, "gsl_step", LLVMFunctionType(g->t_void, sp, 2, 0));
+  LLVMValueRef eval = p->train.loss ? add_function(g, "gsl_eval", LLVMFunctionType(g->t_void, sp, 3, 0)) : NULL;
+  emit_kernels(g);
+  emit_step(g, step);
+  if (eval)
+    emit_eval(g, eval);
   emit_setup(g, setup);
-  emit_main(g, setup, g->step_fn);
+  emit_main(g, setup, step, eval);
 }
 
 /* What the code relies on and the verifier already checks: a broken one is
@@ -456,6 +581,8 @@ bool cg_emit_planned(const Program *p, const Plan *pl, const CodegenOptions *opt
   g.vgroup2 = xcalloc(n, sizeof *g.vgroup2);
   g.pre = xcalloc(n, sizeof *g.pre);
   g.pre_ids = xcalloc(n, sizeof *g.pre_ids);
+  g.kernel = xcalloc(n, sizeof *g.kernel);
+  g.loaded = xcalloc(n, sizeof *g.loaded);
 
   char *triple = LLVMGetTargetMachineTriple(tm);
   LLVMSetTarget(g.mod, triple);
@@ -487,6 +614,8 @@ bool cg_emit_planned(const Program *p, const Plan *pl, const CodegenOptions *opt
   free(g.vgroup2);
   free(g.pre);
   free(g.pre_ids);
+  free(g.kernel);
+  free(g.loaded);
   return ok;
 }
 

@@ -50,20 +50,23 @@ typedef struct CG {
   LLVMTypeRef t_ptr;      /* i8*: buffers, ctx, strings */
   unsigned md_loop;       /* kind id of !llvm.loop */
   LLVMValueRef arena_glob; /* private global: the arena gsl_setup allocates */
-  LLVMValueRef arena;     /* in gsl_step, the arena (i8*) */
+  LLVMValueRef arena;     /* in the function being emitted, the arena (i8*), loaded on first use */
   LLVMValueRef *glob;     /* per root value: the private global holding its buffer */
-  LLVMValueRef *ptr;      /* per root value: in gsl_step, its buffer as a typed pointer */
-  LLVMValueRef fn;        /* the function being emitted (gsl_step) */
-  LLVMValueRef step_fn;   /* gsl_step */
-  LLVMValueRef ctx_arg;   /* gsl_step's ctx */
-  LLVMValueRef step_arg;  /* gsl_step's step */
+  LLVMValueRef *ptr;      /* per root value: in the function being emitted, its buffer as a typed
+                             pointer, loaded on first use (cg_buffer_of), else NULL */
+  int *loaded, nloaded;   /* the values with ptr set, to clear for the next function */
+  LLVMValueRef fn;        /* the function being emitted (a kernel, gsl_step or gsl_eval) */
+  LLVMValueRef ctx_arg;   /* its ctx */
+  LLVMValueRef step_arg;  /* its step (gsl_eval's key) */
+  LLVMValueRef *kernel;   /* per value: the private function computing it, or NULL */
+  LLVMValueRef gidx_glob[CG_MAXG]; /* private i64 globals: the device's index in each slot's group */
   LLVMValueRef iv[CG_MAXL]; /* counters of the open loops, outermost first */
   int niv;                /* open loops */
   Group *groups;          /* the groups of mesh axes the code names */
   int ngroups, capgroups; /* in use, allocated */
   int *vgroup;            /* per value: its group (collectives, local slices), else -1 */
   int *vgroup2;           /* per value: COLLECTIVE_PERMUTE's target-order group, else -1 */
-  LLVMValueRef gidx[CG_MAXG]; /* in gsl_step, the device's (i64) index in the group of each slot */
+  LLVMValueRef gidx[CG_MAXG]; /* in a kernel, the device's (i64) index in the group of each slot */
   int nslots;             /* slots in use */
   LLVMValueRef *pre;      /* per value: a one-element buffer's element, loaded before the loop nest
                              being emitted (cg_emit_map), or NULL */
@@ -89,7 +92,7 @@ LLVMValueRef cg_loop_open(CG *g, Loop *l, int64_t n);
 void cg_loop_close(CG *g, Loop *l, bool reorder);
 void cg_nest_open(CG *g, Loop *l, int n, const int64_t *dims, Aff *idx);
 void cg_nest_close(CG *g, Loop *l, int n);
-LLVMValueRef cg_new_acc(CG *g, LLVMTypeRef t); /* an alloca in gsl_step's entry */
+LLVMValueRef cg_new_acc(CG *g, LLVMTypeRef t); /* an alloca in the function's entry */
 Aff cg_aff_const(int64_t k);
 Aff cg_aff_unit(int loop);
 LLVMValueRef cg_aff_value(CG *g, const Aff *a);

@@ -8,9 +8,10 @@
  * against the number of ranks, initializes params and optimizer states (or,
  * with --resume, restores them, the seed and the step counter K from a
  * checkpoint), and for every step binds the inputs (from --input files or
- * their initializers), calls gsl_step and logs, and writes the checkpoints
- * that fall due; after the last step it writes --output files. gsl_step's
- * step is 0-based and global: after a resume at K the first call is
+ * their initializers), calls gsl_step, evaluates with gsl_eval on the
+ * --eval-input batches when an evaluation is due, logs, and writes the
+ * checkpoints that fall due; after the last step it writes --output files.
+ * gsl_step's step is 0-based and global: after a resume at K the first call is
  * gsl_step(ctx, K), so its random draws are those of an uninterrupted run.
  * Everything a checkpoint must hold is a param or a state declared with
  * gslrt_declare_tensor: the runtime saves exactly those.
@@ -46,7 +47,18 @@ typedef struct gslrt_program_info {
   const char *compiler_version;             /* gslc's version */
   void (*setup)(gslrt_ctx *ctx);            /* gsl_setup */
   void (*step)(gslrt_ctx *ctx, int64_t step); /* gsl_step */
+  /* gsl_eval, or NULL for a program that does not train: the forward pass
+   * only, on the inputs as bound, with the params as they stand (nothing is
+   * updated). values[0] gets the loss, values[1 + i] the i-th value
+   * declared with gslrt_declare_eval. key stands for gsl_step's step in the
+   * random draws (random routing, inputs drawn by their initializers): the
+   * runtime passes GSLRT_EVAL_KEY + j for held-out batch j, so an
+   * evaluation gives the same numbers whenever it runs. */
+  void (*eval)(gslrt_ctx *ctx, int64_t key, float *values);
 } gslrt_program_info;
+
+/* gsl_eval's key for held-out batch 0: far past any training step. */
+#define GSLRT_EVAL_KEY ((int64_t)1 << 62)
 
 int gslrt_main(int argc, char **argv, const gslrt_program_info *info);
 
@@ -81,6 +93,12 @@ void gslrt_declare_optimizer(gslrt_ctx *ctx, const char *desc);
  * gsl_setup has returned (it may be a tensor's slot). */
 void gslrt_declare_output(gslrt_ctx *ctx, const char *name, int32_t dtype, int32_t rank,
                           const int64_t *global_shape, const int32_t *dim_axes, void **slot);
+
+/* A value gsl_eval reports beside the loss: an f32 scalar the program
+ * outputs (`output ce`), logged as eval_NAME. Called from gsl_setup, in
+ * the order of gsl_eval's values[1..]. name must live as long as the
+ * program (a constant string). */
+void gslrt_declare_eval(gslrt_ctx *ctx, const char *name);
 
 /* A buffer for an intermediate: zeroed, 64-byte aligned, freed at exit. */
 void *gslrt_alloc(gslrt_ctx *ctx, int64_t bytes);

@@ -39,7 +39,7 @@ typedef struct gslrt_group {
   MPI_Comm comm;                /* members ranked by index; MPI_COMM_NULL if size is 1 */
 } gslrt_group;
 
-/* One --input or --output NAME=FILE. */
+/* One --input, --output or --eval-input NAME=FILE. */
 typedef struct gslrt_binding {
   char *name;       /* NAME, a copy freed by gslrt_free_options */
   const char *file; /* FILE, pointing into argv */
@@ -57,6 +57,9 @@ typedef struct gslrt_options {
   int ninputs;              /* entries in inputs */
   gslrt_binding *outputs;   /* --output bindings, in command-line order */
   int noutputs;             /* entries in outputs */
+  gslrt_binding *eval_inputs; /* --eval-input bindings, in command-line order */
+  int neval_inputs;         /* entries in eval_inputs */
+  int64_t eval_every;       /* --eval-every K, 0 if not given */
   const char *checkpoint;   /* --checkpoint DIR, or NULL */
   int64_t checkpoint_every; /* --checkpoint-every K, 0 if not given */
   int64_t keep;             /* --keep N: complete checkpoints kept; 0: not given (2) */
@@ -84,6 +87,9 @@ typedef struct gslrt_tensor {
   const char *file;                             /* --input FILE, or NULL */
   gslrt_npy npy;                                /* that file's header */
   int64_t batches;                              /* B of a [B, ...] file; 0 if the shape is exact */
+  const char *eval_file;                        /* --eval-input FILE, or NULL */
+  gslrt_npy eval_npy;                           /* that file's header */
+  int64_t eval_batches;                         /* B of a [B, ...] eval file; 0 if the shape is exact */
 } gslrt_tensor;
 
 /* A value --output may name. */
@@ -128,6 +134,12 @@ struct gslrt_ctx {
   int have_loss;                          /* gslrt_report_loss was called this step */
   float loss;                             /* the value it reported */
   const char *optimizer;                  /* gslrt_declare_optimizer's description, or NULL */
+  const char **eval_names;                /* gslrt_declare_eval's names, in order */
+  int neval;                              /* entries in eval_names */
+  int64_t eval_batches;                   /* held-out batches B; 0: no --eval-input, no evaluation */
+  int have_eval;                          /* the step being logged was evaluated */
+  double *eval_values;                    /* then its results: [0] eval_loss, [1 + i] eval_NAME */
+  double eval_seconds;                    /* and the wall time the evaluation took */
   FILE *metrics;                          /* the open --metrics file (rank 0), or NULL */
   uint64_t metrics_dev, metrics_ino;      /* its device and inode (rank 0) */
 };
@@ -183,24 +195,35 @@ void gslrt_mesh_coords(const gslrt_ctx *ctx, int64_t r, int64_t *coord);
  * Tiles and groups both number their blocks this way. */
 int64_t gslrt_block_index(const gslrt_ctx *ctx, const int64_t *coord, int n, const int32_t *axes,
                           int64_t *blocks);
-/* Matches --input and --output with the declarations (usage errors). */
+/* Matches --input and --output with the declarations (usage errors); an
+ * input without an initializer must have an --input, or, with --resume,
+ * an --eval-input (then gslrt_check_training_inputs decides). */
 void gslrt_check_bindings(gslrt_ctx *ctx);
+/* After --resume at step first < --steps: every input without an
+ * initializer must have an --input (a usage error). */
+void gslrt_check_training_inputs(gslrt_ctx *ctx, int64_t first);
 /* Checks every --output target on rank 0 before step 1: two names of one
  * file (the same path, or paths of one existing file), or a name of the
  * --metrics file (opened before), are a usage error; a target that is not
  * a regular file, or whose directory takes no new file, a run-time error. */
 void gslrt_check_outputs(gslrt_ctx *ctx);
-/* Reads and checks every --input file's header on rank 0, shares them. */
+/* Reads and checks every --input and --eval-input file's header on rank 0,
+ * shares them, and sets ctx->eval_batches (all --eval-input files must
+ * hold the same number of batches). */
 void gslrt_open_inputs(gslrt_ctx *ctx);
 /* Initializes every param and state (draws with step -1). */
 void gslrt_init_params(gslrt_ctx *ctx);
 /* Fills every input for step: its tile of the file's batch step % B, or
  * its initializer drawn for step. */
 void gslrt_bind_inputs(gslrt_ctx *ctx, int64_t step);
+/* Fills every input for held-out batch j: its tile of batch j of its
+ * --eval-input file, or its initializer drawn with key GSLRT_EVAL_KEY + j. */
+void gslrt_bind_eval_inputs(gslrt_ctx *ctx, int64_t j);
 /* Gathers each --output to rank 0 and writes them all or none. */
 void gslrt_write_outputs(gslrt_ctx *ctx);
-/* Tokens per step: the product of all dims but the last of the first
- * declared input (1 if none). */
+/* Tokens per step, of the first declared input (1 if none): the product
+ * of all its dims but the last if it is f32 (rows of features), of all
+ * its dims if it is i32 (token ids). */
 int64_t gslrt_tokens_per_step(const gslrt_ctx *ctx);
 
 /* ---- checkpoint.c ------------------------------------------------------- */
@@ -218,6 +241,19 @@ int gslrt_checkpoint_due(const gslrt_ctx *ctx, int64_t done);
 /* Writes the checkpoint of done steps into DIR, atomically, then prunes
  * the older ones beyond --keep. Every rank together. */
 void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done);
+
+/* ---- eval.c ------------------------------------------------------------- */
+
+/* Matches --eval-input with the declarations and checks --eval-every
+ * (usage errors), after gslrt_check_bindings. */
+void gslrt_check_eval(gslrt_ctx *ctx);
+/* Whether an evaluation is due after done steps (of --steps). */
+int gslrt_eval_due(const gslrt_ctx *ctx, int64_t done);
+/* Evaluates the params as they stand on every held-out batch and puts the
+ * means in ctx->eval_values (ctx->have_eval, ctx->eval_seconds); the
+ * step's loss is kept, and with keep_outputs every --output's buffer too.
+ * Every rank together. */
+void gslrt_evaluate(gslrt_ctx *ctx, int keep_outputs);
 
 /* ---- collectives.c ------------------------------------------------------- */
 

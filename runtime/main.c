@@ -4,17 +4,22 @@
  *   parse the options (usage errors: exit 2); --help / --version;
  *   gsl_setup (declarations; the mesh is checked against the ranks);
  *   build the communicators of the declared groups of mesh axes;
- *   match --input/--output with the declarations; create the --metrics
- *   file; check the output targets and the input files;
+ *   match --input/--output/--eval-input with the declarations (eval.c);
+ *   create the --metrics file; check the output targets and the input
+ *   and held-out files;
  *   check the --checkpoint directory (checkpoint.c);
  *   initialize params and states; with --resume, restore them, the seed
  *   and the step counter k from the newest checkpoint (checkpoint.c);
  *   for each step k..--steps: bind inputs, gsl_step, stop on a non-finite
- *   loss, log, agree whether a rank was signalled, write a checkpoint when
- *   one is due (every --checkpoint-every steps, after the last, and after a
- *   signalled step), stop after a signalled step;
+ *   loss, evaluate when due (every --eval-every steps and after the last,
+ *   with --eval-input; eval.c), log, agree whether a rank was signalled,
+ *   write a checkpoint when one is due (every --checkpoint-every steps,
+ *   after the last, and after a signalled step), stop after a signalled
+ *   step;
  *   write the outputs; free everything; MPI_Finalize. A run resumed at or
- *   beyond --steps runs nothing, says so, and writes no output.
+ *   beyond --steps runs nothing, says so, and writes no output; resumed at
+ *   exactly --steps with --eval-input, it evaluates the checkpoint and
+ *   logs that.
  *
  * Errors. A usage error is found by every rank alike: rank 0 prints
  * "PROG: error: CAUSE" and "Try 'PROG --help'.", every rank exits 2. A run-
@@ -25,11 +30,16 @@
  * calls MPI_Abort(MPI_COMM_WORLD), which ends every rank through the
  * process manager: nothing waits forever on a dead peer. With one rank it finalizes and exits 1 instead.
  *
- * Log (rank 0, stdout), every --log-every steps and at the last step:
+ * Log (rank 0, stdout), every --log-every steps, at the last step and at
+ * every step evaluated:
  *   step 10/100  loss 0.123456  tokens/s 12345  (3.2 ms/step, 0.03 s elapsed)
+ *   step 20/100  loss 0.1  eval_loss 0.12  eval_ce 0.11  tokens/s 12345  (3.2 ms/step, 0.06 s elapsed; eval 0.012 s)
  * loss only if gslrt_report_loss was called during that step (%.6g);
- * tokens/s and ms/step are averaged over the steps since the previous line;
- * elapsed is the wall time since step 1 began. On a terminal, stderr also
+ * eval_loss and eval_NAME (%.6g; nan, inf or -inf if not finite) only
+ * after an evaluation; tokens/s and ms/step are averaged over the steps
+ * since the previous line, leaving out the time of evaluations and
+ * checkpoints; elapsed is the wall time since step 1 began, up to the end
+ * of the step (eval: the evaluation after it). On a terminal, stderr also
  * shows a progress line rewritten with '\r' and erased before each log line
  * and at the end. --quiet prints only errors.
  *
@@ -37,7 +47,13 @@
  * the log, one JSON object a line, flushed at once so that the lines
  * written stay whatever happens later:
  *   {"step": 10, "loss": 0.123456789, "tokens_per_s": 12345.6, "elapsed_s": 0.031, "ms_per_step": 3.2}
- * loss (%.9g: the f32 exactly) only as for the log line. Rank 0 checks and
+ * loss (%.9g: the f32 exactly) only as for the log line; after an
+ * evaluation "eval_loss" and "eval_NAME" (%.9g of the double mean, null if
+ * not finite: JSON has no NaN) follow the loss, and "eval_s" ends the
+ * line. A checkpoint evaluated without training logs
+ *   step 6/6  eval_loss 0.12  (eval 0.012 s)
+ *   {"step": 6, "eval_loss": 0.123456789, "eval_s": 0.012}
+ * Rank 0 checks and
  * creates (truncates) FILE before step 1, like the --output targets; a
  * failed write later is a run-time error of rank 0.
  *
@@ -264,16 +280,61 @@ static void print_version(const gslrt_ctx *ctx) {
          ctx->info->compiler_version ? ctx->info->compiler_version : "?");
 }
 
+/* The digits after the point a log line gives a time of seconds: elapsed
+ * (%.2f up to 10 s), or an evaluation's (%.3f below 1 s, as a checkpoint's). */
+static int secs_digits(double seconds) { return seconds >= 1000 ? 0 : seconds >= 10 ? 1 : 2; }
+static int eval_digits(double seconds) { return seconds < 1 ? 3 : secs_digits(seconds); }
+
+/* Prints v with %.6g, a non-finite one as nan, inf or -inf (glibc would
+ * print a NaN with its sign bit set as -nan). */
+static void print_value(FILE *f, const char *key, double v) {
+  if (isfinite(v))
+    fprintf(f, "  %s %.6g", key, v);
+  else
+    fprintf(f, "  %s %s", key, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+/* Writes v to the metrics as ", "key": %.9g", a non-finite one as null. */
+static void write_value(FILE *f, const char *key, double v) {
+  if (isfinite(v))
+    fprintf(f, ", \"%s\": %.9g", key, v);
+  else
+    fprintf(f, ", \"%s\": null", key);
+}
+
+/* The eval_loss and eval_NAME of the evaluation just done, in the log
+ * line (json 0) or in the metrics record (json 1). */
+static void put_evals(gslrt_ctx *ctx, FILE *f, int json) {
+  for (int i = 0; i <= ctx->neval; i++) {
+    char key[256];
+    snprintf(key, sizeof key, "eval_%s", i ? ctx->eval_names[i - 1] : "loss");
+    if (json)
+      write_value(f, key, ctx->eval_values[i]);
+    else
+      print_value(f, key, ctx->eval_values[i]);
+  }
+}
+
+/* Ends a metrics record written to f, flushed at once. */
+static void end_metrics(gslrt_ctx *ctx, FILE *f) {
+  fputs("}\n", f);
+  if (fflush(f) != 0 || ferror(f))
+    gslrt_fatal(ctx, "--metrics %s: cannot write: %s", ctx->opts.metrics, strerror(errno));
+}
+
 /* Writes the metrics record of logged step (0-based) on rank 0. */
 static void write_metrics(gslrt_ctx *ctx, int64_t step, double per, double elapsed, double tps) {
   FILE *f = ctx->metrics;
   fprintf(f, "{\"step\": %lld", (long long)step + 1);
   if (ctx->have_loss)
     fprintf(f, ", \"loss\": %.9g", (double)ctx->loss);
-  fprintf(f, ", \"tokens_per_s\": %.1f, \"elapsed_s\": %.6f, \"ms_per_step\": %.6g}\n", tps, elapsed,
+  if (ctx->have_eval)
+    put_evals(ctx, f, 1);
+  fprintf(f, ", \"tokens_per_s\": %.1f, \"elapsed_s\": %.6f, \"ms_per_step\": %.6g", tps, elapsed,
           1000.0 * per);
-  if (fflush(f) != 0 || ferror(f))
-    gslrt_fatal(ctx, "--metrics %s: cannot write: %s", ctx->opts.metrics, strerror(errno));
+  if (ctx->have_eval)
+    fprintf(f, ", \"eval_s\": %.6f", ctx->eval_seconds);
+  end_metrics(ctx, f);
 }
 
 /* Logs step (0-based), the last of nsteps steps that took seconds, elapsed
@@ -288,12 +349,34 @@ static void log_step(gslrt_ctx *ctx, int64_t step, int64_t nsteps, double second
     printf("step %lld/%lld", (long long)step + 1, (long long)ctx->opts.steps);
     if (ctx->have_loss)
       printf("  loss %.6g", (double)ctx->loss);
-    printf("  tokens/s %.0f  (%.*f ms/step, %.*f s elapsed)\n", tps, ms >= 100 ? 0 : ms >= 1 ? 1 : 3,
-           ms, elapsed >= 1000 ? 0 : elapsed >= 10 ? 1 : 2, elapsed);
+    if (ctx->have_eval)
+      put_evals(ctx, stdout, 0);
+    printf("  tokens/s %.0f  (%.*f ms/step, %.*f s elapsed", tps, ms >= 100 ? 0 : ms >= 1 ? 1 : 3, ms,
+           secs_digits(elapsed), elapsed);
+    if (ctx->have_eval)
+      printf("; eval %.*f s", eval_digits(ctx->eval_seconds), ctx->eval_seconds);
+    printf(")\n");
     fflush(stdout);
   }
   if (ctx->metrics)
     write_metrics(ctx, step, per, elapsed, tps);
+}
+
+/* Logs the evaluation of a checkpoint at step done, with no step run:
+ * the log line unless --quiet, and the metrics record. Rank 0 only. */
+static void log_eval_only(gslrt_ctx *ctx, int64_t done) {
+  if (!ctx->opts.quiet) {
+    printf("step %lld/%lld", (long long)done, (long long)ctx->opts.steps);
+    put_evals(ctx, stdout, 0);
+    printf("  (eval %.*f s)\n", eval_digits(ctx->eval_seconds), ctx->eval_seconds);
+    fflush(stdout);
+  }
+  if (ctx->metrics) {
+    fprintf(ctx->metrics, "{\"step\": %lld", (long long)done);
+    put_evals(ctx, ctx->metrics, 1);
+    fprintf(ctx->metrics, ", \"eval_s\": %.6f", ctx->eval_seconds);
+    end_metrics(ctx, ctx->metrics);
+  }
 }
 
 static void show_progress(gslrt_ctx *ctx, int64_t step, double per) {
@@ -325,6 +408,12 @@ static int create_metrics(gslrt_ctx *ctx, char *err, int errlen) {
     if (same_file(path, exists ? &st : NULL, op->inputs[i].file)) {
       gslrt_seterr(err, errlen, "--metrics %s and --input %s=%s name the same file", path,
                    op->inputs[i].name, op->inputs[i].file);
+      return 2;
+    }
+  for (int i = 0; i < op->neval_inputs; i++)
+    if (same_file(path, exists ? &st : NULL, op->eval_inputs[i].file)) {
+      gslrt_seterr(err, errlen, "--metrics %s and --eval-input %s=%s name the same file", path,
+                   op->eval_inputs[i].name, op->eval_inputs[i].file);
       return 2;
     }
   for (int i = 0; i < op->noutputs; i++)
@@ -384,10 +473,11 @@ static void free_ctx(gslrt_ctx *ctx) {
   free(ctx->allocs);
   free(ctx->tensors);
   free(ctx->outputs);
+  free(ctx->eval_names);
   gslrt_free_groups(ctx);
   gslrt_free_options(&ctx->opts);
-  ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL;
-  ctx->nallocs = ctx->ntensors = ctx->noutputs = 0;
+  ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL, ctx->eval_names = NULL;
+  ctx->nallocs = ctx->ntensors = ctx->noutputs = ctx->neval = 0;
 }
 
 /* Whether any rank was asked to stop (SIGTERM or SIGINT): the signal's
@@ -424,7 +514,8 @@ static void stop_run(gslrt_ctx *ctx, int sig, int64_t done) {
 }
 
 /* Runs steps first..steps-1 (0-based; first > 0 after --resume), writing
- * the checkpoints that fall due; checkpoint time is left out of ms/step.
+ * the checkpoints and evaluations that fall due; their time is left out of
+ * ms/step. A step evaluated is always logged.
  * After every step but the last, the ranks agree on whether one of them
  * was signalled (one MPI_Allreduce of an int); if so, the checkpoint of
  * that step is written (if --checkpoint was given and it was not just
@@ -440,7 +531,14 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
     ctx->info->step(ctx, s);
     check_loss(ctx, s);
     double now = MPI_Wtime();
-    if ((s + 1) % every == 0 || s + 1 == ctx->opts.steps) {
+    int last = s + 1 == ctx->opts.steps, evaluated = gslrt_eval_due(ctx, s + 1);
+    ctx->have_eval = 0;
+    if (evaluated) {
+      erase_progress();
+      /* after the last step the --output buffers are kept as it left them */
+      gslrt_evaluate(ctx, last && ctx->opts.noutputs > 0);
+    }
+    if ((s + 1) % every == 0 || last || evaluated) {
       if (ctx->rank == 0)
         log_step(ctx, s, s - last_logged, now - since, now - start, tokens);
       last_logged = s;
@@ -449,11 +547,14 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
       show_progress(ctx, s, (now - since) / (double)(s - last_logged));
       shown = now;
     }
-    int sig = s + 1 < ctx->opts.steps ? stop_requested(ctx) : 0;
+    if (evaluated)
+      since += ctx->eval_seconds;
+    int sig = !last ? stop_requested(ctx) : 0;
     if (gslrt_checkpoint_due(ctx, s + 1) || (sig && ctx->opts.checkpoint)) {
+      double begun = MPI_Wtime();
       erase_progress();
       gslrt_checkpoint_write(ctx, s + 1);
-      since += MPI_Wtime() - now;
+      since += MPI_Wtime() - begun;
     }
     if (sig)
       stop_run(ctx, sig, s + 1);
@@ -494,18 +595,27 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   gslrt_check_mesh(&ctx);
   gslrt_build_groups(&ctx);
   gslrt_check_bindings(&ctx);
+  gslrt_check_eval(&ctx);
   open_metrics(&ctx);
   gslrt_check_outputs(&ctx);
   gslrt_checkpoint_open(&ctx);
   gslrt_open_inputs(&ctx);
   gslrt_init_params(&ctx);
   int64_t first = gslrt_checkpoint_resume(&ctx);
-  if (first >= ctx.opts.steps) {
+  if (first == ctx.opts.steps && ctx.eval_batches) {
+    /* nothing left to train: evaluate the checkpoint */
+    gslrt_evaluate(&ctx, 0);
+    if (ctx.rank == 0)
+      log_eval_only(&ctx, first);
+    close_metrics(&ctx);
+  } else if (first >= ctx.opts.steps) {
     if (ctx.rank == 0 && !ctx.opts.quiet)
-      printf("the checkpoint is at step %lld, --steps %lld: nothing to run (no output written)\n",
-             (long long)first, (long long)ctx.opts.steps);
+      printf("the checkpoint is at step %lld, --steps %lld: nothing to run (no output written%s)\n",
+             (long long)first, (long long)ctx.opts.steps,
+             ctx.eval_batches ? "; --steps equal to the checkpoint's step evaluates it" : "");
     close_metrics(&ctx);
   } else {
+    gslrt_check_training_inputs(&ctx, first);
     run_steps(&ctx, first);
     close_metrics(&ctx);
     gslrt_write_outputs(&ctx);

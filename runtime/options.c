@@ -31,6 +31,8 @@ static const opt opts_table[] = {
     {"--seed", OPT_SEED, 0, OFF(seed)},
     {"--input", OPT_BIND, 0, OFF(inputs)},
     {"--output", OPT_BIND, 0, OFF(outputs)},
+    {"--eval-input", OPT_BIND, 0, OFF(eval_inputs)},
+    {"--eval-every", OPT_COUNT, 1, OFF(eval_every)},
     {"--checkpoint", OPT_PATH, 0, OFF(checkpoint)},
     {"--checkpoint-every", OPT_COUNT, 1, OFF(checkpoint_every)},
     {"--keep", OPT_COUNT, 1, OFF(keep)},
@@ -55,11 +57,15 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *v) {
   return 1;
 }
 
+/* Adds NAME=FILE val to the list of op (--input, --output or --eval-input). */
 static int add_binding(gslrt_options *o, const opt *op, const char *val, char *err, int errlen) {
   int rc = -1;
-  int is_in = op->field == OFF(inputs);
-  gslrt_binding *list = is_in ? o->inputs : o->outputs;
-  int *n = is_in ? &o->ninputs : &o->noutputs;
+  gslrt_binding *list = o->inputs;
+  int *n = &o->ninputs;
+  if (op->field == OFF(outputs))
+    list = o->outputs, n = &o->noutputs;
+  else if (op->field == OFF(eval_inputs))
+    list = o->eval_inputs, n = &o->neval_inputs;
   const char *eq = strchr(val, '=');
   if (!eq || eq == val || !eq[1]) {
     gslrt_seterr(err, errlen, "%s %s: expected NAME=FILE", op->name, val);
@@ -91,7 +97,8 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
   o->steps = 1;
   o->inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->inputs);
   o->outputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->outputs);
-  if (!o->inputs || !o->outputs) {
+  o->eval_inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->eval_inputs);
+  if (!o->inputs || !o->outputs || !o->eval_inputs) {
     gslrt_seterr(err, errlen, "out of memory");
     goto fn_exit;
   }
@@ -173,10 +180,13 @@ void gslrt_free_options(gslrt_options *o) {
     free(o->inputs[i].name);
   for (int i = 0; i < o->noutputs; i++)
     free(o->outputs[i].name);
+  for (int i = 0; i < o->neval_inputs; i++)
+    free(o->eval_inputs[i].name);
   free(o->inputs);
   free(o->outputs);
-  o->inputs = o->outputs = NULL;
-  o->ninputs = o->noutputs = 0;
+  free(o->eval_inputs);
+  o->inputs = o->outputs = o->eval_inputs = NULL;
+  o->ninputs = o->noutputs = o->neval_inputs = 0;
 }
 
 /* Every step up to 100 steps; beyond, the smallest of 2, 5, 10, 20, 50,
@@ -216,7 +226,13 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "                         an input without one is drawn from its initializer\n"
           "  --output NAME=FILE     write output NAME as .npy of its global shape after\n"
           "                         the last step\n"
-          "  --checkpoint DIR       save a checkpoint in DIR/step-NNNNNNNN after the last\n"
+          "  --eval-input NAME=FILE held-out batches for input NAME: .npy of shape [B, ...]\n"
+          "                         or of its global shape (B = 1), one B for all; after\n"
+          "                         the last step the loss and the program's f32 scalar\n"
+          "                         outputs are averaged over them and logged as\n"
+          "                         eval_loss and eval_NAME; needed for every input with\n"
+          "                         --input (the others are drawn from their initializers)\n"
+          "  --eval-every K         also evaluate every K steps (needs --eval-input)\n"          "  --checkpoint DIR       save a checkpoint in DIR/step-NNNNNNNN after the last\n"
           "                         step (params and optimizer states as .npy files of\n"
           "                         their global shapes, and manifest.json)\n"
           "  --checkpoint-every K   also save one every K steps (needs --checkpoint)\n"
@@ -239,8 +255,15 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "  step 10/100  loss 0.123456  tokens/s 12345  (3.2 ms/step, 0.03 s elapsed)\n"
           "and with --metrics writes lines like\n"
           "  {\"step\": 10, \"loss\": 0.123456789, \"tokens_per_s\": 12345.6, \"elapsed_s\": 0.031, \"ms_per_step\": 3.2}\n"
-          "(loss only for programs that train; elapsed since step 1 began). A loss\n"
-          "that is NaN or infinite stops the run after its step, writing no output.\n"
+          "(loss only for programs that train; elapsed since step 1 began; tokens are\n"
+          "the rows of the first input, or all its elements if it is i32). A step that\n"
+          "is evaluated is always logged, with eval_loss and eval_NAME after the loss\n"
+          "and the time of the evaluation, left out of ms/step:\n"
+          "  step 10/100  loss 0.123456  eval_loss 0.13  tokens/s 12345  (3.2 ms/step, 0.03 s elapsed; eval 0.012 s)\n"
+          "A loss that is NaN or infinite stops the run after its step, writing no\n"
+          "output; an eval_loss that is not a number is logged (null in --metrics).\n"
+          "--resume with --steps at the checkpoint's step and --eval-input evaluates\n"
+          "the checkpoint without training.\n"
           "Exit status: 0 on success, 2 on a usage error, 1 on a run-time error.\n",
           prog, prog);
 }

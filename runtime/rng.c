@@ -14,9 +14,12 @@
  * Draws: element i of a tensor (its row-major index in the GLOBAL shape,
  * so the numbers do not depend on the mesh or the tile) at step s of
  * stream t with seed S takes
- *   counter = {lo32(i), hi32(i), (uint32_t)s, t},  key = {lo32(S), hi32(S)}
+ *   counter = {lo32(i), hi32(i), lo32(s), t ^ hi32(s)},  key = {lo32(S), hi32(S)}
  * and out = Philox-4x32-10(counter, key). Params are drawn once with
- * s = -1 (counter word 2 = 0xFFFFFFFF); inputs anew at every step s >= 0.
+ * s = -1, whose counter words 2 and 3 are 0xFFFFFFFF and t (hi32(s) is not
+ * folded in for s < 0); inputs anew at every step s >= 0. Below 2^32 steps
+ * hi32(s) is 0; it is what sets gsl_eval's keys GSLRT_EVAL_KEY + j (2^62 +
+ * j: word 3 is t ^ 2^30) apart from step j's.
  *   uniform(a, b): u = (out[0] >> 8) * 2^-24 in [0, 1); a + (b - a) * u.
  *   normal(std a): Box-Muller on u1 = ((out[0] >> 8) + 1) * 2^-24 in (0, 1]
  *                  and u2 = (out[1] >> 8) * 2^-24;
@@ -55,7 +58,8 @@ void gslrt_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
 }
 
 static void draw(uint64_t seed, uint32_t stream, int64_t step, uint64_t i, uint32_t out[4]) {
-  uint32_t ctr[4] = {(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)step, stream};
+  uint32_t hi = step < 0 ? 0 : (uint32_t)((uint64_t)step >> 32);
+  uint32_t ctr[4] = {(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)step, stream ^ hi};
   uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
   gslrt_philox(ctr, key, out);
 }

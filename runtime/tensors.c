@@ -19,7 +19,11 @@
  * step % B). Without a file an input is drawn from its initializer for the
  * step; params and optimizer states (kept like params, never bound by
  * --input) are drawn once with step -1. i32 tensors take the floor of the
- * drawn value (uniform(0, V) gives ids 0..V-1).
+ * drawn value (uniform(0, V) gives ids 0..V-1). Held-out data (--eval-input,
+ * eval.c) is the same: a header read and checked once on rank 0 (every
+ * --eval-input file of one batch count), then, for held-out batch j, each
+ * rank's tile of batch j, or the initializer drawn with key
+ * GSLRT_EVAL_KEY + j in place of the step.
  *
  * Outputs: before step 1 rank 0 checks every --output target (two names
  * of one file, or a name of the --metrics file, are a usage error; a
@@ -226,19 +230,37 @@ void gslrt_check_bindings(gslrt_ctx *ctx) {
   }
   for (int k = 0; k < ctx->ntensors; k++) {
     gslrt_tensor *t = &ctx->tensors[k];
-    if (t->kind == GSLRT_INPUT && !t->file && t->init == GSLRT_INIT_NONE)
+    int held_out = 0;
+    for (int i = 0; i < op->neval_inputs; i++)
+      held_out = held_out || !strcmp(op->eval_inputs[i].name, t->name);
+    /* with --resume, held-out data may be all it needs: the checkpoint
+     * may be at --steps (gslrt_check_training_inputs decides after it) */
+    if (t->kind == GSLRT_INPUT && !t->file && t->init == GSLRT_INIT_NONE && !(held_out && op->resume))
       gslrt_usage_error(ctx, "input %s has no initializer; bind it with --input %s=FILE", t->name,
                         t->name);
   }
 }
 
-/* Checks t's file header against its declaration, on rank 0; 0 or -1 with err. */
-static int check_input_file(gslrt_tensor *t, char *err, int errlen) {
+void gslrt_check_training_inputs(gslrt_ctx *ctx, int64_t first) {
+  for (int k = 0; k < ctx->ntensors; k++) {
+    const gslrt_tensor *t = &ctx->tensors[k];
+    if (t->kind == GSLRT_INPUT && !t->file && t->init == GSLRT_INIT_NONE)
+      gslrt_usage_error(ctx, "input %s has no initializer; bind it with --input %s=FILE (--eval-input "
+                        "alone only evaluates a checkpoint at --steps; %lld step%s left to run)",
+                        t->name, t->name, (long long)(ctx->opts.steps - first),
+                        ctx->opts.steps - first == 1 ? " is" : "s are");
+  }
+}
+
+/* Checks the header of file, bound to t by the option what ("input x" or
+ * "--eval-input x"), against t's declaration, on rank 0, keeping it in *h
+ * and its batch count (0: the exact shape) in *batches; 0 or -1 with err. */
+static int check_input_file(const gslrt_tensor *t, const char *what, const char *file, gslrt_npy *h,
+                            int64_t *batches, char *err, int errlen) {
   int rc = -1;
   char msg[GSLRT_ERRLEN];
-  gslrt_npy *h = &t->npy;
-  if (gslrt_npy_read_header(t->file, h, msg, sizeof msg) != 0) {
-    gslrt_seterr(err, errlen, "input %s: %s", t->name, msg);
+  if (gslrt_npy_read_header(file, h, msg, sizeof msg) != 0) {
+    gslrt_seterr(err, errlen, "%s: %s", what, msg);
     goto fn_exit;
   }
   int exact = h->rank == t->rank, batched = h->rank == t->rank + 1 && h->shape[0] >= 1;
@@ -251,28 +273,54 @@ static int check_input_file(gslrt_tensor *t, char *err, int errlen) {
     shape_str(found, sizeof found, "", h->rank, h->shape);
     shape_str(want, sizeof want, "", t->rank, t->global_shape);
     shape_str(wantb, sizeof wantb, "B", t->rank, t->global_shape);
-    gslrt_seterr(err, errlen, "input %s: %s has shape %s (%s), expected %s (%s) or %s",
-             t->name, t->file, found, dtype_name(h->dtype), want, dtype_name(t->dtype), wantb);
+    gslrt_seterr(err, errlen, "%s: %s has shape %s (%s), expected %s (%s) or %s", what, file, found,
+                 dtype_name(h->dtype), want, dtype_name(t->dtype), wantb);
     goto fn_exit;
   }
-  t->batches = exact ? 0 : h->shape[0];
+  *batches = exact ? 0 : h->shape[0];
   rc = 0;
 fn_exit:
   return rc;
 }
 
-void gslrt_open_inputs(gslrt_ctx *ctx) {
+/* Checks file (what binds it to t) on rank 0 and shares its header and
+ * batch count, or the verdict on it. */
+static void open_input(gslrt_ctx *ctx, const gslrt_tensor *t, const char *what, const char *file,
+                       gslrt_npy *h, int64_t *batches) {
   char err[GSLRT_ERRLEN] = "";
   int status = 0;
+  if (ctx->rank == 0)
+    status = check_input_file(t, what, file, h, batches, err, sizeof err);
+  gslrt_rank0_verdict(ctx, status ? 1 : 0, err);
+  gslrt_mpi_check(ctx, MPI_Bcast(h, (int)sizeof *h, MPI_BYTE, 0, ctx->comm), "MPI_Bcast");
+  gslrt_mpi_check(ctx, MPI_Bcast(batches, 1, MPI_INT64_T, 0, ctx->comm), "MPI_Bcast");
+}
+
+void gslrt_open_inputs(gslrt_ctx *ctx) {
+  const gslrt_tensor *first = NULL;
+  char what[GSLRT_ERRLEN];
   for (int k = 0; k < ctx->ntensors; k++) {
     gslrt_tensor *t = &ctx->tensors[k];
-    if (!t->file)
+    if (t->file) {
+      snprintf(what, sizeof what, "input %s", t->name);
+      open_input(ctx, t, what, t->file, &t->npy, &t->batches);
+    }
+  }
+  /* the held-out files: B batches each (an exact shape is one), the same B */
+  for (int k = 0; k < ctx->ntensors; k++) {
+    gslrt_tensor *t = &ctx->tensors[k];
+    if (!t->eval_file)
       continue;
-    if (ctx->rank == 0 && status == 0)
-      status = check_input_file(t, err, sizeof err);
-    gslrt_rank0_verdict(ctx, status ? 1 : 0, err);
-    gslrt_mpi_check(ctx, MPI_Bcast(&t->npy, (int)sizeof t->npy, MPI_BYTE, 0, ctx->comm), "MPI_Bcast");
-    gslrt_mpi_check(ctx, MPI_Bcast(&t->batches, 1, MPI_INT64_T, 0, ctx->comm), "MPI_Bcast");
+    snprintf(what, sizeof what, "--eval-input %s", t->name);
+    open_input(ctx, t, what, t->eval_file, &t->eval_npy, &t->eval_batches);
+    int64_t b = t->eval_batches ? t->eval_batches : 1;
+    if (first && b != ctx->eval_batches)
+      gslrt_fail_all(ctx, "--eval-input %s=%s holds %lld batch%s but --eval-input %s=%s holds %lld "
+                     "(every --eval-input file must hold the same number of held-out batches)",
+                     t->name, t->eval_file, (long long)b, b == 1 ? "" : "es", first->name,
+                     first->eval_file, (long long)ctx->eval_batches);
+    if (!first)
+      first = t, ctx->eval_batches = b;
   }
 }
 
@@ -310,24 +358,42 @@ void gslrt_init_params(gslrt_ctx *ctx) {
       fill_init(ctx, &ctx->tensors[k], -1);
 }
 
-void gslrt_bind_inputs(gslrt_ctx *ctx, int64_t step) {
+/* Reads t's tile of batch b (of batches; 0: the file has t's exact shape)
+ * of file, whose header is h, into t's buffer; what names the binding. */
+static void read_input(gslrt_ctx *ctx, gslrt_tensor *t, const char *what, const char *file,
+                       const gslrt_npy *h, int64_t batches, int64_t b) {
   char err[GSLRT_ERRLEN];
+  int64_t off[GSLRT_MAX_RANK + 1], cnt[GSLRT_MAX_RANK + 1];
+  int lead = batches ? 1 : 0;
+  off[0] = batches ? b : 0;
+  cnt[0] = 1;
+  for (int32_t d = 0; d < t->rank; d++)
+    off[d + lead] = t->local_offset[d], cnt[d + lead] = t->local_shape[d];
+  if (gslrt_npy_read_tile(file, h, off, cnt, *t->slot, err, sizeof err) != 0)
+    gslrt_fatal(ctx, "%s %s: %s", what, t->name, err);
+}
+
+void gslrt_bind_inputs(gslrt_ctx *ctx, int64_t step) {
   for (int k = 0; k < ctx->ntensors; k++) {
     gslrt_tensor *t = &ctx->tensors[k];
     if (t->kind != GSLRT_INPUT)
       continue;
-    if (!t->file) {
+    if (!t->file)
       fill_init(ctx, t, step);
+    else
+      read_input(ctx, t, "input", t->file, &t->npy, t->batches, t->batches ? step % t->batches : 0);
+  }
+}
+
+void gslrt_bind_eval_inputs(gslrt_ctx *ctx, int64_t j) {
+  for (int k = 0; k < ctx->ntensors; k++) {
+    gslrt_tensor *t = &ctx->tensors[k];
+    if (t->kind != GSLRT_INPUT)
       continue;
-    }
-    int64_t off[GSLRT_MAX_RANK + 1], cnt[GSLRT_MAX_RANK + 1];
-    int lead = t->batches ? 1 : 0;
-    off[0] = t->batches ? step % t->batches : 0;
-    cnt[0] = 1;
-    for (int32_t d = 0; d < t->rank; d++)
-      off[d + lead] = t->local_offset[d], cnt[d + lead] = t->local_shape[d];
-    if (gslrt_npy_read_tile(t->file, &t->npy, off, cnt, *t->slot, err, sizeof err) != 0)
-      gslrt_fatal(ctx, "input %s: %s", t->name, err);
+    if (!t->eval_file)
+      fill_init(ctx, t, GSLRT_EVAL_KEY + j);
+    else
+      read_input(ctx, t, "--eval-input", t->eval_file, &t->eval_npy, t->eval_batches, j);
   }
 }
 
@@ -519,7 +585,7 @@ int64_t gslrt_tokens_per_step(const gslrt_ctx *ctx) {
     const gslrt_tensor *t = &ctx->tensors[k];
     if (t->kind != GSLRT_INPUT)
       continue;
-    for (int32_t d = 0; d + 1 < t->rank; d++)
+    for (int32_t d = 0; d + (t->dtype == GSLRT_I32 ? 0 : 1) < t->rank; d++)
       n *= t->global_shape[d];
     break;
   }

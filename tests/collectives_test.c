@@ -396,7 +396,7 @@ static void step(gslrt_ctx *ctx, int64_t s) {
 }
 
 int main(int argc, char **argv) {
-  static const gslrt_program_info info = {"tests/collectives_test.c", "none", setup, step};
+  static const gslrt_program_info info = {"tests/collectives_test.c", "none", setup, step, NULL};
   int rc = gslrt_main(argc, argv, &info);
   return rc ? rc : failures ? 1 : 0;
 }

@@ -36,7 +36,7 @@ IR_TESTS += tests/ir/expand.gsl tests/ir/inline.gsl tests/ir/propagate.gsl
 # compiled gradients against finite differences (tests/gradcheck.c)
 GRAD_TESTS += tests/grad/unary.gsl tests/grad/binary.gsl tests/grad/select.gsl tests/grad/matmul.gsl \
 	tests/grad/einsum.gsl tests/grad/reduce.gsl tests/grad/amax_tie.gsl tests/grad/indices.gsl \
-	tests/grad/layout.gsl tests/grad/nn.gsl tests/grad/attention_mask.gsl \
+	tests/grad/layout.gsl tests/grad/nn.gsl tests/grad/attention_mask.gsl tests/grad/transformer.gsl \
 	tests/grad/sharded_dp.gsl tests/grad/sharded_ops.gsl tests/grad/sharded_2d.gsl \
 	tests/grad/moe.gsl tests/grad/moe_drop.gsl tests/grad/moe_top1.gsl tests/grad/moe_sharded.gsl
 check_PROGRAMS += tests/gradcheck
@@ -55,7 +55,7 @@ ERROR_TESTS += \
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/gslc_output.sh tests/sema_limits.sh tests/stats.sh tests/memory.sh \
 	tests/long_axis_name.sh tests/empty_program.sh tests/train_invariance.sh tests/zero_update.sh \
-	tests/checkpoint.sh tests/faults.sh tests/lm_data.sh
+	tests/checkpoint.sh tests/faults.sh tests/lm_data.sh tests/lm.sh
 
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
 check_PROGRAMS += tests/collectives_test
@@ -68,3 +68,9 @@ check_PROGRAMS += tests/train_log_prog
 tests_train_log_prog_SOURCES = tests/train_log_prog.c
 tests_train_log_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
 SCRIPT_TESTS += tests/train_log.sh
+
+# evaluation while training (--eval-input, --eval-every), through a hand-written program with gsl_eval
+check_PROGRAMS += tests/eval_prog
+tests_eval_prog_SOURCES = tests/eval_prog.c
+tests_eval_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+SCRIPT_TESTS += tests/eval.sh

@@ -115,6 +115,22 @@ static void test_rng_recipe(void) {
   CU_ASSERT_EQUAL(f, (float)((out[0] >> 8) * TWO_M24));
 }
 
+/* gsl_eval's keys GSLRT_EVAL_KEY + j draw with counter word 3 = stream ^
+ * 2^30 (the key's high word folded in), not as step j; steps below 2^32
+ * and the params' -1 keep {lo32(i), hi32(i), (uint32_t)s, stream}. */
+static void test_rng_eval_key(void) {
+  uint32_t key[2] = {5, 0}, out[4];
+  uint32_t eval_ctr[4] = {3, 0, 2, 7u ^ 0x40000000u}, step_ctr[4] = {3, 0, 2, 7};
+  uint32_t param_ctr[4] = {3, 0, 0xffffffffu, 7};
+  gslrt_philox(eval_ctr, key, out);
+  CU_ASSERT_EQUAL(gslrt_rng_uniform01(5, 7, GSLRT_EVAL_KEY + 2, 3), (out[0] >> 8) * TWO_M24);
+  gslrt_philox(step_ctr, key, out);
+  CU_ASSERT_EQUAL(gslrt_rng_uniform01(5, 7, 2, 3), (out[0] >> 8) * TWO_M24);
+  CU_ASSERT_NOT_EQUAL(gslrt_rng_uniform01(5, 7, GSLRT_EVAL_KEY + 2, 3), gslrt_rng_uniform01(5, 7, 2, 3));
+  gslrt_philox(param_ctr, key, out);
+  CU_ASSERT_EQUAL(gslrt_rng_uniform01(5, 7, -1, 3), (out[0] >> 8) * TWO_M24);
+}
+
 static void test_rng_tiles(void) {
   gslrt_ctx ctx;
   memset(&ctx, 0, sizeof ctx);
@@ -546,6 +562,18 @@ static void test_options(void) {
   CU_ASSERT_EQUAL_FATAL(parse(l5, &o, err), 0);
   CU_ASSERT_STRING_EQUAL(o.metrics, "a=b.jsonl");
   CU_ASSERT_EQUAL(o.steps, 2);
+  CU_ASSERT(!o.neval_inputs && !o.eval_every);
+  gslrt_free_options(&o);
+  char l6[] = "--eval-input x=held.npy --input x=train.npy --eval-input=y=h=y.npy --eval-every=50";
+  CU_ASSERT_EQUAL_FATAL(parse(l6, &o, err), 0);
+  CU_ASSERT_EQUAL_FATAL(o.neval_inputs, 2);
+  CU_ASSERT_STRING_EQUAL(o.eval_inputs[0].name, "x");
+  CU_ASSERT_STRING_EQUAL(o.eval_inputs[0].file, "held.npy");
+  CU_ASSERT_STRING_EQUAL(o.eval_inputs[1].name, "y");
+  CU_ASSERT_STRING_EQUAL(o.eval_inputs[1].file, "h=y.npy");
+  CU_ASSERT_EQUAL(o.ninputs, 1); /* the same name in --input and --eval-input is the point */
+  CU_ASSERT_STRING_EQUAL(o.inputs[0].file, "train.npy");
+  CU_ASSERT_EQUAL(o.eval_every, 50);
   gslrt_free_options(&o);
   static const struct {
     const char *line, *want;
@@ -574,6 +602,15 @@ static void test_options(void) {
       {"--metrics", "option '--metrics' requires a value"},
       {"--metrics=", "option '--metrics' requires a non-empty value"},
       {"--metric m.jsonl", "unknown option '--metric'"},
+      {"--eval-every 0", "invalid value '0' for --eval-every (expected an integer >= 1)"},
+      {"--eval-every -5", "invalid value '-5' for --eval-every"},
+      {"--eval-every 2k", "invalid value '2k' for --eval-every"},
+      {"--eval-every", "option '--eval-every' requires a value"},
+      {"--eval-input", "option '--eval-input' requires a value"},
+      {"--eval-input held.npy", "--eval-input held.npy: expected NAME=FILE"},
+      {"--eval-input x=", "--eval-input x=: expected NAME=FILE"},
+      {"--eval-input x=a --eval-input=x=b", "--eval-input x given twice"},
+      {"--eval x=a", "unknown option '--eval'"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char line[128];
@@ -601,10 +638,36 @@ static void test_log_every(void) {
   CU_ASSERT_EQUAL(gslrt_log_every(&o), 7);
 }
 
+/* Tokens per step: of the first input, rows (all dims but the last) if it
+ * is f32, every element (token ids) if it is i32; params do not count. */
+static void test_tokens_per_step(void) {
+  gslrt_tensor t[3];
+  gslrt_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  memset(t, 0, sizeof t);
+  t[0].kind = GSLRT_PARAM, t[0].dtype = GSLRT_F32, t[0].rank = 2, t[0].global_shape[0] = 7;
+  t[0].global_shape[1] = 9;
+  t[1].kind = GSLRT_INPUT, t[1].dtype = GSLRT_I32, t[1].rank = 2, t[1].global_shape[0] = 4;
+  t[1].global_shape[1] = 65; /* a language model's [B, T + 1] */
+  t[2].kind = GSLRT_INPUT, t[2].dtype = GSLRT_F32, t[2].rank = 3, t[2].global_shape[0] = 2;
+  t[2].global_shape[1] = 3, t[2].global_shape[2] = 5;
+  ctx.tensors = t;
+  CU_ASSERT_EQUAL(gslrt_tokens_per_step(&ctx), 1); /* no tensor */
+  ctx.ntensors = 3;
+  CU_ASSERT_EQUAL(gslrt_tokens_per_step(&ctx), 4 * 65);
+  ctx.tensors = t + 2, ctx.ntensors = 1;
+  CU_ASSERT_EQUAL(gslrt_tokens_per_step(&ctx), 2 * 3);
+  t[2].rank = 0;
+  CU_ASSERT_EQUAL(gslrt_tokens_per_step(&ctx), 1); /* a scalar input */
+  t[1].rank = 0, ctx.tensors = t + 1;
+  CU_ASSERT_EQUAL(gslrt_tokens_per_step(&ctx), 1);
+}
+
 void add_runtime_tests(void) {
   CU_pSuite s = tests_suite("runtime");
   tests_add(s, "philox known answers", test_philox_kat);
   tests_add(s, "rng recipe", test_rng_recipe);
+  tests_add(s, "rng eval keys", test_rng_eval_key);
   tests_add(s, "rng tile invariance", test_rng_tiles);
   tests_add(s, "rng moments", test_rng_moments);
   tests_add(s, "npy round trip", test_npy_roundtrip);
@@ -617,4 +680,5 @@ void add_runtime_tests(void) {
   tests_add(s, "groups of one device", test_groups_of_one);
   tests_add(s, "options", test_options);
   tests_add(s, "log every", test_log_every);
+  tests_add(s, "tokens per step", test_tokens_per_step);
 }
