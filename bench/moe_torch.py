@@ -11,7 +11,8 @@ tensors [G, S, E, C] and einsums.
   w1, w2   = g1, g2 / (g1 + g2)            (renormalized before any dropping)
   slots    = exclusive cumsum of first choices in token order; second choices
              after all kept first choices of the group; a slot >= C drops the
-             choice.  C = ceil(F * K * S / E), K = 2, no random routing.
+             choice.  C = ceil(F * K * S / E), K = 2, no random routing (top2gating
+             routes randomly when given u: bench/lm_torch.py).
   t        = einsum("gsec,gsm->egcm", dispatch, x)
   out      = einsum("egch,ehm->egcm", relu(einsum("egcm,emh->egch", t, wi)), wo)
   y        = einsum("gsec,egcm->gsm", combine, out)
@@ -51,9 +52,11 @@ def capacity_of(S, E, factor, k=2):
     return int(math.ceil(factor * k * S / E))
 
 
-def top2gating(logits, C):
+def top2gating(logits, C, u=None):
     """logits [G, S, E] -> combine [G, S, E, C] (gate-weighted), dispatch
-    [G, S, E, C] (0/1), aux (scalar), number of choices kept (a tensor)."""
+    [G, S, E, C] (0/1), aux (scalar), number of choices kept (a tensor).
+    With u [G, S] (uniform in [0, 1)): random routing, a second choice is
+    routed only where 2 * w2 > u, and one not routed takes no slot."""
     G, S, E = logits.shape
     gates = F.softmax(logits, dim=-1)
     # first choice; torch.argmax returns the first of equal maxima
@@ -67,6 +70,8 @@ def top2gating(logits, C):
     g2 = (gates * mask2).sum(dim=-1)
     denom = g1 + g2
     w1, w2 = g1 / denom, g2 / denom
+    if u is not None:
+        mask2 = mask2 * (2 * w2 > u)[..., None].to(gates.dtype)
     # load-balancing loss from the first choices (before dropping)
     me = gates.mean(dim=1)                      # [G, E]
     ce = mask1.mean(dim=1)                      # [G, E]

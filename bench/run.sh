@@ -8,9 +8,11 @@
 # all-to-alls at mpiexec -n 2 against raw MPI (bench/moe_a2a.c); then
 # bench/moe_train.gsl's training step (forward, backward, Adam) against
 # PyTorch's (bench/moe_train_torch.py) and its weak scaling at mpiexec -n 1
-# and 2. `make bench` runs it from the build directory after building gslc
-# and the runtime. See bench/README.md. PyTorch and numpy are needed only
-# here, from Debian: apt-get install python3-torch python3-numpy.
+# and 2; then examples/lm.gsl's training step against PyTorch's
+# (bench/lm_torch.py) at mpiexec -n 1. `make bench` runs it from the build
+# directory after building gslc and the runtime. See bench/README.md.
+# PyTorch and numpy are needed only here, from Debian: apt-get install
+# python3-torch python3-numpy.
 #
 # Settings (environment): B D H O (sizes, default 256 1024 4096 1024),
 # STEPS (timed steps, default 20), WARMUP (default 3), REPS (default 5),
@@ -29,7 +31,11 @@
 # MPIEXEC LIBGSLRT BENCH_REPS BENCH_WARMUP as for the collectives);
 # ONLY=moe_train runs the training part alone (the same MOE_* settings,
 # STEPS WARMUP REPS and MPIEXEC, and MOE_CHECK_STEPS, the Adam steps of its
-# agreement check, default 5).
+# agreement check, default 5); ONLY=lm runs the language model's training
+# step against PyTorch (bench/lm_torch.py; STEPS WARMUP REPS MPIEXEC, LM_GSL
+# (default examples/lm.gsl), LM_DIMS ("B T M NH H E", default
+# "8 64 128 4 512 8"), LM_TORCH (as MOE_TORCH) and LM_CHECK_STEPS (default
+# 5); its data from scripts/lm_data.py, which needs Debian's fortunes).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -689,13 +695,185 @@ np.save(sys.argv[1], np.random.default_rng(2).standard_normal(($1, $2, $3)).asty
   echo "  all below 1e-4 (upd_*: 1e-3): agree"
 }
 
+# ---- lm: examples/lm.gsl's training step against PyTorch ---------------------
+# The decoder-only byte-level MoE Transformer of examples/lm.gsl (4 layers,
+# the FFN of layers 1 and 3 a top-2 moe block with random routing), trained on
+# scripts/lm_data.py's fortunes windows: GSL at -O2 on one rank (-D DATA=1
+# -D EXPERT=1 under $MPIEXEC -n 1) against the same model in PyTorch
+# (bench/lm_torch.py: autograd, torch.optim.Adam, the moe layer's dense
+# dispatch from bench/moe_torch.py), one core each, the same batches in the
+# same order; timed like moe_train (GSL from rank 0's --metrics, interleaved
+# runs, medians, PyTorch as it comes and with malloc keeping memory), the goal
+# GSL >= 1.5x the better PyTorch's tokens/s. Every run's loss must fall over
+# its timed steps. Then the two must agree from the same initial weights with
+# random routing off (the one difference left between them: GSL's draws
+# against torch.rand): the losses of LM_CHECK_STEPS Adam steps and the
+# updates of every param.
+lm() {
+  MPIEXEC=${MPIEXEC:-mpiexec}
+  LM_GSL=${LM_GSL:-$top/examples/lm.gsl} LM_DIMS=${LM_DIMS:-8 64 128 4 512 8}
+  LM_TORCH=${LM_TORCH:-default kept} LM_CHECK_STEPS=${LM_CHECK_STEPS:-5}
+  echo "GSL lm benchmark: examples/lm.gsl's training step (byte-level MoE Transformer: forward, backward," \
+       "Adam) against PyTorch (autograd, torch.optim.Adam), float32, one core (OPENBLAS_NUM_THREADS=1)"
+  [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
+  [ -f "$LM_GSL" ] || die "no $LM_GSL (set LM_GSL to the language model's source)"
+  if ! $PYTHON -c 'import numpy' 2>/dev/null; then
+    echo "lm: skipped ($PYTHON cannot import numpy, needed by the PyTorch peer and the check;" \
+         "apt-get install python3-numpy)"
+    return 0
+  fi
+  have_torch=yes
+  $PYTHON -c 'import torch' 2>/dev/null || have_torch=no
+  [ $have_torch = yes ] ||
+    echo "  PyTorch: skipped ($PYTHON cannot import torch; apt-get install python3-torch): GSL alone"
+  kept_env="MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736"
+  set -- $LM_DIMS
+  [ $# = 6 ] || die "LM_DIMS: expected six numbers B T M NH H E, got '$LM_DIMS'"
+  lB=$1 lT=$2 lM=$3 lNH=$4 lH=$5 lE=$6
+  tok=$((lB * (lT + 1)))  # tokens a step: every element of the i32 batch [B, T + 1], as GSL's log counts
+  # the moe blocks' capacity factor, from their one call (in the model or in
+  # stdlib/transformer.gsl), for the peer
+  lcf=$(sed -n 's/.*moe(.*capacity = \([0-9.]*\).*/\1/p' "$LM_GSL" "$top/stdlib/transformer.gsl" | sort -u)
+  case $lcf in
+    ''|*[!0-9.]*) die "cannot tell the capacity factor of the moe blocks of $LM_GSL (found '$lcf')" ;;
+  esac
+  C=$(awk -v f=$lcf -v s=$lT -v e=$lE 'BEGIN { c = f * 2 * s / e; print (c == int(c) ? c : int(c) + 1) }')
+  dims="-D DATA=1 -D EXPERT=1 -D B=$lB -D T=$lT -D M=$lM -D NH=$lNH -D H=$lH -D E=$lE"
+  pdims="--B $lB --T $lT --M $lM --NH $lNH --H $lH --E $lE --capacity $lcf"
+  echo "  B=$lB T=$lT M=$lM NH=$lNH H=$lH E=$lE, capacity factor $lcf (C=$C), $STEPS timed steps after" \
+       "$WARMUP warm-up steps, median of $REPS runs; $tok tokens a step (B * (T + 1))"
+  $PYTHON "$top/scripts/lm_data.py" --out "$tmp/lmdata" --batch $lB --seq $lT >"$tmp/lmdata.log" ||
+    die "scripts/lm_data.py failed (the corpus is Debian's fortunes: apt-get install fortunes)"
+  echo "  data: $(sed -n 's/^lm_data: train \([0-9]*\) batches.*/\1 training batches/p' "$tmp/lmdata.log")" \
+       "of scripts/lm_data.py --batch $lB --seq $lT, the same ones in the same order for both"
+  data="$tmp/lmdata/train.npy"
+  $GSLC $dims -O2 "$LM_GSL" -o "$tmp/lm" || die "gslc failed ($LM_GSL)"
+  blas_core "$tmp/lm" "GSL and PyTorch"
+
+  # One GSL run: "ms/step first-loss last-loss" over the steps after the
+  # warm-up, from rank 0's --metrics (ms/step to 6 digits, the loss exactly).
+  lm_gsl_once() {
+    $MPIEXEC -n 1 "$tmp/lm" --quiet --steps $((WARMUP + STEPS)) --log-every 1 --input tokens="$data" \
+      --metrics "$tmp/lm.jsonl" >"$tmp/lm.log" 2>&1 || { cat "$tmp/lm.log" >&2; return 1; }
+    awk -v w=$WARMUP '/"loss": / { k = $0; sub(/.*"step": /, "", k); k += 0
+        l = $0; sub(/.*"loss": /, "", l); l += 0
+        m = $0; sub(/.*"ms_per_step": /, "", m); m += 0
+        if (k > w) { t += m; n++; if (n == 1) first = l; last = l } }
+      END { if (n) printf "%.3f %.9g %.9g\n", t / n, first, last; else exit 1 }' "$tmp/lm.jsonl"
+  }
+  lm_torch_once() {  # [VAR=VALUE ...]
+    env "$@" $PYTHON "$here/lm_torch.py" $pdims --steps $STEPS --warmup $WARMUP --data "$data" \
+      >"$tmp/lm.out" || return 1
+    awk '$1 == "ms_per_step" { t = $2 } $1 == "loss" { f = $2; l = $3 }
+      END { if (t != "") print t, f, l; else exit 1 }' "$tmp/lm.out"
+  }
+  : >"$tmp/lmtimes"
+  r=1
+  while [ $r -le $REPS ]; do  # interleaved, so that load on the machine hits all alike
+    t=$(lm_gsl_once) || die "the GSL lm program failed"
+    echo "gsl $t" >>"$tmp/lmtimes"
+    if [ $have_torch = yes ]; then
+      for way in $LM_TORCH; do
+        case $way in
+          default) t=$(lm_torch_once) ;;
+          kept) t=$(lm_torch_once $kept_env) ;;
+          *) die "LM_TORCH: expected default and/or kept, got '$way'" ;;
+        esac || die "lm_torch.py failed"
+        echo "torch_$way $t" >>"$tmp/lmtimes"
+      done
+    fi
+    r=$((r + 1))
+  done
+
+  lm_median() {  # KEY
+    awk -v k=$1 '$1 == k { print $2 }' "$tmp/lmtimes" | sort -n |
+      awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+  }
+  echo
+  printf '%-36s %10s %11s %9s  %-21s  %s\n' implementation ms/step tokens/s GSL/torch "loss (first→last)" \
+    "runs (ms/step)"
+  tv=$($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)
+  g=$(lm_median gsl)
+  for k in gsl torch_default torch_kept; do
+    case $k in
+      gsl) name="GSL (gslc -O2)" ;;
+      torch_default) name="PyTorch $tv" ;;
+      torch_kept) name="PyTorch $tv, malloc keeps memory" ;;
+    esac
+    awk -v k=$k -v n="$name" -v g="$g" -v m="$(lm_median $k)" -v tok=$tok '
+      $1 == k { c++; runs = runs sep sprintf("%.1f", $2); sep = " "
+        if (c == 1) loss = sprintf("%.4f→%.4f", $3, $4) }
+      END { if (!c) exit
+        printf "%-36s %10.1f %11.0f %9s  %-21s  %s\n", n, m, 1000 * tok / m,
+          k == "gsl" ? "1.00" : sprintf("%.2f", m / g), loss, runs }' "$tmp/lmtimes"
+  done
+  echo "(GSL/torch = GSL's tokens/s over PyTorch's (PyTorch's ms/step over GSL's): above 1 means GSL is" \
+       "faster; loss: the first and last timed step of the first run, on different batches;" \
+       "\"malloc keeps memory\": $kept_env)"
+  if [ $have_torch = yes ]; then
+    awk -v g="$g" -v a="$(lm_median torch_default)" -v b="$(lm_median torch_kept)" '
+      BEGIN { best = a; if (b != "" && (best == "" || b + 0 < best + 0)) best = b
+        if (best == "") exit
+        r = best / g; printf "goal: GSL >= 1.5x the better PyTorch: %.2fx, %s\n", r, (r >= 1.5 ? "met" : "NOT MET") }'
+  fi
+  # every run's loss must have fallen over its timed steps
+  awk '!($4 < $3) { printf "bench: FAILED: the loss did not fall (lm %s: %s -> %s)\n", $1, $3, $4; bad = 1 }
+    END { exit bad }' "$tmp/lmtimes" >&2 || exit 1
+  echo "the loss fell over the timed steps in every run"
+
+  # Agreement from the same initial weights, random routing off in both: a
+  # copy of the model (and of stdlib/transformer.gsl, found first through -I)
+  # with random_routing = false in its moe blocks and every param an output;
+  # built with lr 0 it writes the initial weights after one step, built as
+  # it is it makes LM_CHECK_STEPS Adam steps on the first batches; PyTorch
+  # starts from the first and must follow the second.
+  echo
+  if [ $have_torch = no ]; then
+    echo "agreement check: skipped (needs PyTorch)"
+    return 0
+  fi
+  d="$tmp/lmcheck"
+  mkdir -p "$d"
+  norandom='s/capacity = \([0-9.]*\))/capacity = \1, random_routing = false)/'
+  sed "$norandom" "$top/stdlib/transformer.gsl" >"$d/transformer.gsl"
+  names=$(sed -n 's/^param \([A-Za-z_][A-Za-z_0-9]*\):.*/\1/p' "$LM_GSL")
+  { sed "$norandom" "$LM_GSL"; echo "output $(echo $names | sed 's/ /, /g')"; } >"$d/lm.gsl"
+  grep -q 'random_routing = false' "$d/transformer.gsl" "$d/lm.gsl" && [ -n "$names" ] &&
+    ! grep 'moe(' "$d/transformer.gsl" "$d/lm.gsl" | grep -qv 'random_routing = false' ||
+    die "could not make the check copy of $LM_GSL (random routing off, the params as outputs)"
+  $GSLC -I "$d" $dims -O2 -D LR=0 "$d/lm.gsl" -o "$d/lr0" && $GSLC -I "$d" $dims -O2 "$d/lm.gsl" -o "$d/adam" ||
+    die "gslc failed (the check copies of $LM_GSL)"
+  o0= o1=
+  for n in $names; do o0="$o0 --output $n=$d/$n.npy" o1="$o1 --output $n=$d/gsl_$n.npy"; done
+  $MPIEXEC -n 1 "$d/lr0" --quiet --steps 1 --input tokens="$data" --metrics "$d/lr0.jsonl" $o0 &&
+  $MPIEXEC -n 1 "$d/adam" --quiet --steps $LM_CHECK_STEPS --log-every 1 --input tokens="$data" \
+    --metrics "$d/adam.jsonl" $o1 || die "a GSL check program failed"
+  sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$d/adam.jsonl" >"$d/gsl_loss.txt"
+  # the two programs start from the same weights: the same first loss, to the bit
+  l0=$(sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$d/lr0.jsonl") l1=$(sed -n 1p "$d/gsl_loss.txt")
+  [ "$l0" = "$l1" ] || die "the lr 0 and Adam programs do not start alike (loss $l0, $l1)"
+  env $kept_env $PYTHON "$here/lm_torch.py" $pdims --check "$d" --steps $LM_CHECK_STEPS --data "$data" \
+    >"$d/out" || die "lm_torch.py --check failed"
+  echo "agreement of PyTorch with GSL from the same initial weights, random routing off:"
+  echo "  $(sed -n 's/^routing //p' "$d/out")"
+  awk '$1 == "loss" { printf "%s%s %s", (n++ ? ", " : "  loss GSL/PyTorch by step: "), $3, $4 }
+    END { if (n) print "" }' "$d/out"
+  awk '$1 == "check" { printf "%s%s %s", (n++ ? ", " : "  "), $2, $3 } END { if (n) print "" }' "$d/out"
+  echo "  (loss: max |a - b| / |ref| over the $LM_CHECK_STEPS Adam steps, ref = GSL; upd_*: the steps'" \
+       "updates p_N - p_0 of each param, ||a - b|| / ||ref||)"
+  awk '$1 == "check" && !($3 < ($2 ~ /^upd_/ ? 1e-3 : 1e-4)) { bad = 1 } END { exit bad }' "$d/out" ||
+    die "FAILED: some error is not below its bound (1e-4; 1e-3 for upd_*)"
+  echo "  all below 1e-4 (upd_*: 1e-3): agree"
+}
+
 case $ONLY in
-  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train ;;
+  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm ;;
   mlp) mlp ;;
   collectives) collectives ;;
   scaling) scaling ;;
   moe) moe; echo; moe_a2a ;;
   moe_a2a) moe_a2a ;;
   moe_train) moe_train ;;
-  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a or moe_train" ;;
+  lm) lm ;;
+  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train or lm" ;;
 esac

@@ -1,0 +1,301 @@
+#!/usr/bin/python3
+"""bench/lm_torch.py: examples/lm.gsl's training step in PyTorch (CPU, float32).
+
+The model is examples/lm.gsl's decoder-only byte-level Transformer with
+stdlib/transformer.gsl's blocks, layer for layer:
+
+  x, y     = tokens[:, :T], tokens[:, 1:]        tokens: int [B, T + 1]
+  h        = emb[x] + pos                        emb [V, M], pos [T, M]
+  layer l  = 0..3, pre-norm, with residuals:
+    h      = h + attention(LN(h))                causal, NH heads of DH = M / NH:
+             q, k, v = h @ wq, wk, wv [M, NH, DH]; s = q k^T / sqrt(DH) with
+             -1e9 added where the key is after the query; softmax(s) v @ wo
+             [NH, DH, M]; no biases
+    h      = h + gelu(LN(h) @ w1) @ w2           layers 0 and 2: dense, H wide
+    h      = h + moe(LN(h))                      layers 1 and 3: mixture of experts
+  ce       = cross_entropy(LN(h) @ wout, y)      wout [M, V], mean over B * T
+  loss     = ce + 0.01 * (aux_1 + aux_3)
+
+LN is layer norm over M with gain and bias, eps 1e-5; gelu the tanh form.
+The moe layer is bench/moe_torch.py's top2gating (imported: GShard's top-2
+gating with the dense one-hot dispatch and combine tensors [G, S, E, C] as
+PyTorch users write it), with every sequence a group (G = B, S = T),
+capacity factor F = 1.0 as in stdlib/transformer.gsl (C = ceil(F * 2 * T /
+E) = 2T/E; --capacity F for another; bench/run.sh passes the factor it
+reads in the model's source), random routing as GSL's
+moe block does by default (a second choice is routed only where 2 * w2 > u,
+u uniform per token: torch.rand here, GSL's counter-based draws there, so
+the two route alike in law, not token for token), and the expert FFN
+gelu(t @ wi[e]) @ we[e] as four einsums. The params are lm.gsl's, one
+tensor per layer: emb, pos, the 9 layer norms' gains (ones) and biases
+(zeros), per layer wq wk wv wo, per dense layer w1 w2, per moe layer wg
+[M, E], wi [E, M, H], we [E, H, M], and wout; every weight drawn
+normal(0.02). One step is what a PyTorch user writes:
+
+  opt.zero_grad(set_to_none=True); loss = f(batch); loss.backward(); opt.step()
+
+with torch.optim.Adam(params, lr=0.001) (betas (0.9, 0.999), eps 1e-8, as
+GSL's adam). Step k (from 1) trains on batch (k - 1) mod N of the data
+[N, B, T + 1] (scripts/lm_data.py's train.npy), as GSL cycles through an
+--input file. One intra-op thread (torch.set_num_threads(1)).
+
+Timing:  lm_torch.py --data train.npy [--B 8 --T 64 --M 128 --NH 4 --H 512
+         --E 8 --capacity 1.0] --steps 20 --warmup 3 [--log-every K]
+         [--metrics FILE]
+         prints "ms_per_step X" and "tokens_per_s Y" (over the --steps
+         steps after --warmup steps; tokens = B * (T + 1) a step, what the
+         batch holds) and "loss FIRST LAST" (the first and last timed
+         step's). --log-every K also prints "step K/N loss L" every K steps,
+         and --metrics FILE writes GSL's --metrics lines (one JSON object
+         per logged step: step, loss, tokens_per_s, elapsed_s, ms_per_step),
+         so a PyTorch run can be drawn beside GSL's (scripts/lm_plot.py).
+Check:   lm_torch.py --check DIR --steps N [--data FILE] [sizes as above]
+         compares PyTorch's training with GSL's from the same start, with
+         random routing off in both. DIR holds GSL's initial params
+         ({name}.npy, lm.gsl's stacked layout, from a run with lr 0), GSL's
+         N losses (gsl_loss.txt, one a line) and params after its N Adam
+         steps (gsl_{name}.npy). Prints a "routing" line, "loss K GSL TORCH"
+         for each step, "check loss ERR" (max |a - b| / max |ref|, ref =
+         GSL's) and "check upd_NAME ERR" (the relative L2 error ||a - b|| /
+         ||ref|| of the N steps' updates p_N - p_0 of each param).
+Exits 3 if torch cannot be imported. Run with OPENBLAS_NUM_THREADS=1 (set
+here if unset, before torch loads OpenBLAS: two BLAS threads on a 2-core
+machine fight torch's own thread pool).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # importing moe_torch leaves no __pycache__ in bench/
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:
+    print("torch unavailable: %s" % e, file=sys.stderr)
+    sys.exit(3)
+
+from moe_torch import capacity_of, top2gating  # noqa: E402  (the gating and its dense tensors)
+
+LAYERS = 4          # attention + FFN blocks; the FFN of odd layers is the moe
+LN_EPS = 1e-5
+
+
+def param_shapes(a):
+    """lm.gsl's params and their stacked shapes (dimension 0: the layer,
+    for those that have one)."""
+    M, DH = a.M, a.M // a.NH
+    return {
+        "emb": (a.V, M), "pos": (a.T, M),
+        "ln_g": (2 * LAYERS + 1, M), "ln_b": (2 * LAYERS + 1, M),
+        "wq": (LAYERS, M, a.NH, DH), "wk": (LAYERS, M, a.NH, DH), "wv": (LAYERS, M, a.NH, DH),
+        "wo": (LAYERS, a.NH, DH, M),
+        "w1": (LAYERS // 2, M, a.H), "w2": (LAYERS // 2, a.H, M),
+        "wg": (LAYERS // 2, M, a.E), "wi": (LAYERS // 2, a.E, M, a.H), "we": (LAYERS // 2, a.E, a.H, M),
+        "wout": (M, a.V),
+    }
+
+
+STACKED = ("ln_g", "ln_b", "wq", "wk", "wv", "wo", "w1", "w2", "wg", "wi", "we")
+
+
+def split_params(stacked):
+    """{name: stacked tensor} -> {name: tensor, or a list of one per layer},
+    every one a leaf that requires grad."""
+    p = {}
+    for n, t in stacked.items():
+        if n in STACKED:
+            p[n] = [t[i].clone().requires_grad_(True) for i in range(t.shape[0])]
+        else:
+            p[n] = t.clone().requires_grad_(True)
+    return p
+
+
+def leaves(p):
+    out = []
+    for n in sorted(p):
+        out.extend(p[n] if isinstance(p[n], list) else [p[n]])
+    return out
+
+
+def init_params(a):
+    """Drawn as lm.gsl declares them (other draws, the same laws)."""
+    g = torch.Generator().manual_seed(a.seed)
+    stacked = {}
+    for n, shape in param_shapes(a).items():
+        if n == "ln_g":
+            stacked[n] = torch.ones(shape)
+        elif n == "ln_b":
+            stacked[n] = torch.zeros(shape)
+        else:
+            stacked[n] = 0.02 * torch.randn(shape, generator=g, dtype=torch.float32)
+    return split_params(stacked)
+
+
+def layer_norm(x, p, i):
+    return F.layer_norm(x, x.shape[-1:], p["ln_g"][i], p["ln_b"][i], LN_EPS)
+
+
+def attention(x, wq, wk, wv, wo, maskadd):
+    """Causal multi-head self-attention, stdlib/transformer.gsl's."""
+    q = torch.einsum("btm,mhd->bhtd", x, wq)
+    k = torch.einsum("btm,mhd->bhtd", x, wk)
+    v = torch.einsum("btm,mhd->bhtd", x, wv)
+    s = torch.einsum("bhtd,bhud->bhtu", q, k) * (q.shape[-1] ** -0.5) + maskadd
+    o = torch.einsum("bhtu,bhud->bhtd", F.softmax(s, dim=-1), v)
+    return torch.einsum("bhtd,hdm->btm", o, wo)
+
+
+def moe_ffn(x, wg, wi, we, C, routing):
+    """The moe block on x [B, T, M], every sequence a group: y, aux, and
+    the number of choices kept (a tensor)."""
+    u = torch.rand(x.shape[:2]) if routing else None
+    combine, dispatch, aux, kept = top2gating(torch.einsum("gsm,me->gse", x, wg), C, u)
+    t = torch.einsum("gsec,gsm->egcm", dispatch, x)
+    h = F.gelu(torch.einsum("egcm,emh->egch", t, wi), approximate="tanh")
+    out = torch.einsum("egch,ehm->egcm", h, we)
+    return torch.einsum("gsec,egcm->gsm", combine, out), aux, kept
+
+
+def loss_fn(p, tokens, a, maskadd, C, routing, kept=None):
+    """The loss of one batch; appends each moe layer's kept choices to kept."""
+    T = tokens.shape[1] - 1
+    x, y = tokens[:, :T], tokens[:, 1:]
+    h = F.embedding(x, p["emb"]) + p["pos"]
+    aux = 0.0
+    for l in range(LAYERS):
+        h = h + attention(layer_norm(h, p, 2 * l), p["wq"][l], p["wk"][l], p["wv"][l], p["wo"][l], maskadd)
+        n = layer_norm(h, p, 2 * l + 1)
+        if l % 2 == 0:
+            h = h + F.gelu(n @ p["w1"][l // 2], approximate="tanh") @ p["w2"][l // 2]
+        else:
+            dh, la, k = moe_ffn(n, p["wg"][l // 2], p["wi"][l // 2], p["we"][l // 2], C, routing)
+            h, aux = h + dh, aux + la
+            if kept is not None:
+                kept.append(int(k.item()))
+    logits = layer_norm(h, p, 2 * LAYERS) @ p["wout"]
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    return ce + a.aux * aux
+
+
+class Trainer:
+    """The params, Adam, and the step on batch k of the data."""
+
+    def __init__(self, a, p, data, routing):
+        self.a, self.p, self.data, self.routing = a, p, data, routing
+        self.opt = torch.optim.Adam(leaves(p), lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
+        keep = torch.tril(torch.ones(a.T, a.T))
+        self.maskadd = (keep - 1) * 1e9          # 0 where the key is at or before the query
+        self.C = capacity_of(a.T, a.E, a.capacity)
+        self.k = 0
+
+    def step(self):
+        tokens = torch.from_numpy(self.data[self.k % len(self.data)]).long()
+        self.k += 1
+        self.opt.zero_grad(set_to_none=True)
+        loss = loss_fn(self.p, tokens, self.a, self.maskadd, self.C, self.routing)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
+
+
+def load_data(a):
+    import numpy as np
+    data = np.load(a.data)
+    want = (a.B, a.T + 1)
+    if data.dtype != np.int32 or data.ndim != 3 or data.shape[1:] != want:
+        sys.exit("lm_torch.py: %s: expected int32 [N, %d, %d], got %s %s"
+                 % (a.data, want[0], want[1], data.dtype, list(data.shape)))
+    return data
+
+
+def bench(a):
+    tr = Trainer(a, init_params(a), load_data(a), routing=True)
+    for _ in range(a.warmup):
+        tr.step()
+    tokens = a.B * (a.T + 1)
+    metrics = open(a.metrics, "w") if a.metrics else None
+    losses = []
+    last = 0
+    start = since = time.perf_counter()
+    for k in range(1, a.steps + 1):
+        losses.append(tr.step())
+        if a.log_every and (k % a.log_every == 0 or k == a.steps):
+            now = time.perf_counter()
+            per = (now - since) / (k - last)
+            loss = losses[-1].item()
+            print("step %d/%d loss %.6f (%.1f ms/step)" % (k, a.steps, loss, 1000 * per), flush=True)
+            if metrics:
+                metrics.write(json.dumps({"step": k, "loss": loss, "tokens_per_s": round(tokens / per, 1),
+                                          "elapsed_s": round(now - start, 6),
+                                          "ms_per_step": round(1000 * per, 3)}) + "\n")
+                metrics.flush()
+            since, last = now, k
+    t = time.perf_counter() - start
+    if metrics:
+        metrics.close()
+    assert tr.p["emb"].dtype == torch.float32
+    print("ms_per_step %.3f" % (1000.0 * t / a.steps))
+    print("tokens_per_s %.1f" % (tokens * a.steps / t))
+    print("loss %.9g %.9g" % (losses[0].item(), losses[-1].item()))
+
+
+def check(a):
+    import numpy as np
+    d = a.check
+    ld = lambda n: np.load(os.path.join(d, n + ".npy"))
+    p0 = {n: ld(n) for n in param_shapes(a)}
+    for n, shape in param_shapes(a).items():
+        if p0[n].shape != shape:
+            sys.exit("lm_torch.py: %s.npy: expected %s, got %s" % (n, list(shape), list(p0[n].shape)))
+    p = split_params({n: torch.from_numpy(v) for n, v in p0.items()})
+    tr = Trainer(a, p, load_data(a), routing=False)
+    kept = []
+    with torch.no_grad():                     # the routing of step 1
+        loss_fn(p, torch.from_numpy(tr.data[0]).long(), a, tr.maskadd, tr.C, False, kept)
+    print("routing B=%d T=%d E=%d C=%d, no random routing: %s of %d choices dropped at step 1 in the"
+          " moe layers" % (a.B, a.T, a.E, tr.C, " and ".join(str(2 * a.B * a.T - k) for k in kept),
+                           2 * a.B * a.T))
+    gsl_loss = [float(v) for v in open(os.path.join(d, "gsl_loss.txt")).read().split()]
+    assert len(gsl_loss) == a.steps, (len(gsl_loss), a.steps)
+    losses = [tr.step().item() for _ in range(a.steps)]
+    for k, (g, t) in enumerate(zip(gsl_loss, losses)):
+        print("loss %d %.9g %.9g" % (k + 1, g, t))
+    print("check loss %.3g" % max(abs(t - g) / abs(g) for g, t in zip(gsl_loss, losses)))
+    for n in sorted(p0):
+        pn = torch.stack(p[n]) if isinstance(p[n], list) else p[n]
+        start = p0[n].astype(np.float64)
+        upd, ref = pn.detach().numpy() - start, ld("gsl_" + n) - start
+        print("check upd_%s %.3g" % (n, np.linalg.norm(upd - ref) / max(np.linalg.norm(ref), 1e-30)))
+
+
+def main():
+    torch.set_num_threads(1)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    for n, v in (("B", 8), ("T", 64), ("V", 256), ("M", 128), ("NH", 4), ("H", 512), ("E", 8),
+                 ("steps", 20), ("warmup", 3), ("seed", 0)):
+        p.add_argument("--" + n, type=int, default=v)
+    p.add_argument("--lr", type=float, default=0.001, help="Adam's learning rate (default 0.001)")
+    p.add_argument("--aux", type=float, default=0.01, help="weight of the moe layers' aux loss (default 0.01)")
+    p.add_argument("--capacity", type=float, default=1.0,
+                   help="the moe layers' capacity factor (default 1.0, stdlib/transformer.gsl's)")
+    p.add_argument("--data", metavar="FILE", default="data/fortunes/train.npy",
+                   help="int32 batches [N, B, T + 1] (default data/fortunes/train.npy)")
+    p.add_argument("--log-every", metavar="K", type=int, default=0, help="print the loss every K timed steps")
+    p.add_argument("--metrics", metavar="FILE", help="with --log-every: JSON Lines as GSL's --metrics")
+    p.add_argument("--check", metavar="DIR")
+    a = p.parse_args()
+    if a.M % a.NH:
+        p.error("--M must be a multiple of --NH")
+    if a.metrics and not a.log_every:
+        p.error("--metrics needs --log-every")
+    check(a) if a.check else bench(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
