@@ -107,16 +107,103 @@ static bool diff_slot(const Value *v, int k) {
   return true;
 }
 
+static Value *zeros(AD *a, Shape s) { return ir_broadcast(a->p, ir_const(a->p, DT_F32, 0, a->sp), s, a->sp); }
+
+/* ---- accumulating cotangents ----------------------------------------------------- */
+
+/* A run of a cotangent along one axis: [start, start + len), holding v, or
+ * zeros where v is NULL. */
+typedef struct Seg {
+  int64_t start, len;
+  Value *v;
+} Seg;
+
+static bool is_zeros(const Value *v) {
+  while (v->op == OP_BROADCAST)
+    v = v->args[0];
+  return v->op == OP_CONST && v->dtype == DT_F32 && v->fval == 0;
+}
+
+/* v as runs along axis: a concat's operands (zeros where an operand is a
+ * broadcast 0), else v as one run; *n gets their number. */
+static void runs_of(Value *v, int axis, Seg *out, int *n) {
+  *n = 0;
+  if (v->op != OP_CONCAT || v->axis != axis) {
+    out[(*n)++] = (Seg){0, v->shape.d[axis], is_zeros(v) ? NULL : v};
+    return;
+  }
+  int64_t at = 0;
+  for (int k = 0; k < v->nargs; k++) {
+    Value *u = v->args[k];
+    out[(*n)++] = (Seg){at, u->shape.d[axis], is_zeros(u) ? NULL : u};
+    at += u->shape.d[axis];
+  }
+}
+
+/* old + d where both are concats along one axis whose non-zero runs never
+ * straddle a boundary of the other: the concat of the runs' sums, with
+ * zeros where both are zero, or NULL where the sum is not of that form.
+ * The gradient of a stacked param read a slice at a time (w[0], w[1], ...)
+ * is then one concat of the slices' gradients, not a sum of padded copies. */
+static Value *add_runs(AD *a, Value *old, Value *d) {
+  if (old->op != OP_CONCAT && d->op != OP_CONCAT)
+    return NULL;
+  int axis = old->op == OP_CONCAT ? old->axis : d->axis;
+  if ((old->op == OP_CONCAT && old->axis != axis) || (d->op == OP_CONCAT && d->axis != axis))
+    return NULL;
+  int na, nb, cap = (old->op == OP_CONCAT ? old->nargs : 1) + (d->op == OP_CONCAT ? d->nargs : 1);
+  Seg *ra = xmalloc((size_t)cap * sizeof *ra), *rb = xmalloc((size_t)cap * sizeof *rb);
+  Seg *out = xmalloc((size_t)cap * sizeof *out);
+  runs_of(old, axis, ra, &na);
+  runs_of(d, axis, rb, &nb);
+  /* walk both lists of runs by their boundaries */
+  int i = 0, j = 0, n = 0;
+  int64_t at = 0, end = old->shape.d[axis];
+  while (at < end) {
+    int64_t ea = ra[i].start + ra[i].len, eb = rb[j].start + rb[j].len, e = ea < eb ? ea : eb;
+    /* a non-zero run must be whole within [at, e) */
+    if ((ra[i].v && (ra[i].start != at || ea != e)) || (rb[j].v && (rb[j].start != at || eb != e)))
+      goto fail;
+    Value *v = ra[i].v && rb[j].v ? ir_binary(a->p, BF_ADD, ra[i].v, rb[j].v, a->sp) : ra[i].v ? ra[i].v : rb[j].v;
+    if (!v && n && !out[n - 1].v)
+      out[n - 1].len += e - at; /* zeros after zeros: one run */
+    else
+      out[n++] = (Seg){at, e - at, v};
+    at = e;
+    if (ea == e)
+      i++;
+    if (eb == e)
+      j++;
+  }
+  Value **parts = xmalloc((size_t)n * sizeof *parts);
+  for (int k = 0; k < n; k++) {
+    Shape s = old->shape;
+    s.d[axis] = out[k].len;
+    parts[k] = out[k].v ? out[k].v : zeros(a, s);
+  }
+  Value *r = ir_concat(a->p, parts, n, axis, a->sp);
+  free(parts);
+  free(ra);
+  free(rb);
+  free(out);
+  return r;
+fail:
+  free(ra);
+  free(rb);
+  free(out);
+  return NULL;
+}
+
 static void accum(AD *a, const Value *x, Value *d) {
   if (!d || !a->active[x->id])
     return;
   if (!shape_eq(&d->shape, &x->shape) || d->dtype != DT_F32)
     die("the cotangent of %%%d has the shape %s, the value %s", x->id, shape_str(a->p->arena, &d->shape),
         shape_str(a->p->arena, &x->shape));
-  a->ct[x->id] = a->ct[x->id] ? ir_binary(a->p, BF_ADD, a->ct[x->id], d, a->sp) : d;
+  Value *old = a->ct[x->id];
+  Value *sum = old ? add_runs(a, old, d) : d;
+  a->ct[x->id] = sum ? sum : ir_binary(a->p, BF_ADD, old, d, a->sp);
 }
-
-static Value *zeros(AD *a, Shape s) { return ir_broadcast(a->p, ir_const(a->p, DT_F32, 0, a->sp), s, a->sp); }
 
 /* ---- the elementwise formulas of unary.def and binary.def ------------------------- */
 

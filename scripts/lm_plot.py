@@ -13,7 +13,9 @@ logged step, as a compiled program's --metrics writes them):
 and, at evaluation steps, "eval_loss" too; a line may carry "loss",
 "eval_loss", both, or (when only the held-out batches were measured at
 that step) "eval_loss" alone. From each file it takes the train loss and
-the eval loss against the step and draws four curves: train loss as thin
+the eval loss (or, with --eval KEY, that value: eval_ce for an LM's
+cross-entropy without its load-balancing terms) against the step and
+draws four curves: train loss as thin
 light lines, eval loss as thick dark lines with points, blue for MoE and
 red for dense. The y axis is logarithmic (the loss falls fast, then slowly: a log
 axis keeps the slow part readable) unless --linear. A file without
@@ -51,8 +53,9 @@ def number(v):
     return v if math.isfinite(v) else None
 
 
-def read_metrics(path):
-    """(train, eval): lists of (step, loss) in file order, from a metrics file."""
+def read_metrics(path, eval_key):
+    """(train, eval): lists of (step, loss) in file order, from a metrics
+    file; eval from eval_key, or eval_loss in a line without it."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -73,7 +76,7 @@ def read_metrics(path):
         if step is None:
             print("%s: warning: %s:%d: no step, skipped" % (PROG, path, n), file=sys.stderr)
             continue
-        for key, out in (("loss", train), ("eval_loss", held)):
+        for key, out in (("loss", train), (eval_key if eval_key in obj else "eval_loss", held)):
             if key not in obj:
                 continue
             v = number(obj[key])
@@ -130,7 +133,7 @@ def script(curves, out, title, linear):
             lines.append("set ytics (%s)" % ", ".join("%g" % t for t in tics))
     plots = []
     for name, label, style, _ in curves:
-        plots.append("$%s using 1:2 with %s title %s" % (name, style, quote(label)))
+        plots.append("$%s using 1:2 with %s title %s noenhanced" % (name, style, quote(label)))
     lines.append("plot " + ", \\\n     ".join(plots))
     return "\n".join(lines) + "\n"
 
@@ -149,6 +152,9 @@ def main():
     ap.add_argument("--title", default="byte-level LM on the fortunes corpus: MoE against dense",
                     help="the picture's title")
     ap.add_argument("--linear", action="store_true", help="a linear y axis (default: logarithmic)")
+    ap.add_argument("--eval", metavar="KEY", default="eval_loss",
+                    help="the eval curve's metrics key, e.g. eval_ce for the held-out cross-entropy "
+                         "alone (default eval_loss; a line without KEY gives its eval_loss)")
     args = ap.parse_args()
 
     gnuplot = shutil.which("gnuplot")
@@ -158,12 +164,12 @@ def main():
     curves = []
     for run, path, dark, light in (("MoE", args.moe, "#1f4f9f", "#8fb2e6"),
                                    ("dense", args.dense, "#b03020", "#eba399")):
-        train, held = read_metrics(path)
+        train, held = read_metrics(path, args.eval)
         key = run.lower()
         if train:
             curves.append((key + "_train", "%s train" % run, "lines lw 1 lc rgb '%s'" % light, train))
         if held:
-            curves.append((key + "_eval", "%s eval (held out)" % run,
+            curves.append((key + "_eval", "%s held out (%s)" % (run, args.eval),
                            "linespoints lw 2.5 pt 7 ps 0.9 lc rgb '%s'" % dark, held))
 
     out = args.output

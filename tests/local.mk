@@ -36,7 +36,8 @@ IR_TESTS += tests/ir/expand.gsl tests/ir/inline.gsl tests/ir/propagate.gsl
 # compiled gradients against finite differences (tests/gradcheck.c)
 GRAD_TESTS += tests/grad/unary.gsl tests/grad/binary.gsl tests/grad/select.gsl tests/grad/matmul.gsl \
 	tests/grad/einsum.gsl tests/grad/reduce.gsl tests/grad/amax_tie.gsl tests/grad/indices.gsl \
-	tests/grad/layout.gsl tests/grad/nn.gsl tests/grad/attention_mask.gsl tests/grad/transformer.gsl \
+	tests/grad/layout.gsl tests/grad/stacked.gsl tests/grad/nn.gsl tests/grad/attention_mask.gsl \
+	tests/grad/transformer.gsl \
 	tests/grad/sharded_dp.gsl tests/grad/sharded_ops.gsl tests/grad/sharded_2d.gsl \
 	tests/grad/moe.gsl tests/grad/moe_drop.gsl tests/grad/moe_top1.gsl tests/grad/moe_sharded.gsl
 check_PROGRAMS += tests/gradcheck
