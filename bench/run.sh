@@ -345,6 +345,22 @@ moe_setup() {
   kept_env="MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736"
 }
 
+# One timed run of a PyTorch peer per way in WAYS: "default" as it comes,
+# "kept" with kept_env; a line "PREFIXtorch_WAY MS" each, appended to FILE.
+# ONCE is the peer's one-run function ([VAR=VALUE ...] -> ms/step); VAR
+# names the setting that lists the ways, WHAT the peer, for messages.
+torch_ways() {  # WAYS ONCE FILE PREFIX VAR WHAT
+  for way in $1; do
+    case $way in
+      default) t=$($2) ;;
+      kept) t=$($2 $kept_env) ;;
+      *) die "$5: expected default and/or kept, got '$way'" ;;
+    esac
+    [ -n "$t" ] || die "$6 failed"
+    echo "$4torch_$way $t" >>"$3"
+  done
+}
+
 moe() {
   echo "GSL moe benchmark: bench/moe.gsl's forward moe layer (top-2, capacity 2.0, no random routing)" \
        "against PyTorch, float32, one core (OPENBLAS_NUM_THREADS=1)"
@@ -381,17 +397,8 @@ np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($G, $S, $M)).asty
     while [ $r -le $rp ]; do  # interleaved, so that load on the machine hits all alike
       t=$(moe_gsl_once) && [ -n "$t" ] || die "the GSL moe program failed ($size size)"
       echo "$size gsl $t" >>"$tmp/moetimes"
-      if [ $have_torch = yes ]; then
-        for way in $MOE_TORCH; do
-          case $way in
-            default) t=$(moe_torch_once) ;;
-            kept) t=$(moe_torch_once $kept_env) ;;
-            *) die "MOE_TORCH: expected default and/or kept, got '$way'" ;;
-          esac
-          [ -n "$t" ] || die "moe_torch.py failed ($size size)"
-          echo "$size torch_$way $t" >>"$tmp/moetimes"
-        done
-      fi
+      [ $have_torch = no ] ||
+        torch_ways "$MOE_TORCH" moe_torch_once "$tmp/moetimes" "$size " MOE_TORCH "moe_torch.py ($size size)"
       r=$((r + 1))
     done
   done
@@ -559,16 +566,8 @@ for f, g in ((sys.argv[1], $G), (sys.argv[2], 2 * $G)):
       t=$(mt_gsl_once 2 "$tmp/mt2_$size" "$tmp/mtx2_$size.npy") ||
         die "the GSL train program failed under $MPIEXEC -n 2 ($size size)"
       echo "$size gsl2 $t" >>"$tmp/mttimes"
-      if [ $have_torch = yes ]; then
-        for way in $MOE_TORCH; do
-          case $way in
-            default) t=$(mt_torch_once) ;;
-            kept) t=$(mt_torch_once $kept_env) ;;
-            *) die "MOE_TORCH: expected default and/or kept, got '$way'" ;;
-          esac || die "moe_train_torch.py failed ($size size)"
-          echo "$size torch_$way $t" >>"$tmp/mttimes"
-        done
-      fi
+      [ $have_torch = no ] ||
+        torch_ways "$MOE_TORCH" mt_torch_once "$tmp/mttimes" "$size " MOE_TORCH "moe_train_torch.py ($size size)"
       r=$((r + 1))
     done
   done
@@ -772,16 +771,7 @@ lm() {
   while [ $r -le $REPS ]; do  # interleaved, so that load on the machine hits all alike
     t=$(lm_gsl_once) || die "the GSL lm program failed"
     echo "gsl $t" >>"$tmp/lmtimes"
-    if [ $have_torch = yes ]; then
-      for way in $LM_TORCH; do
-        case $way in
-          default) t=$(lm_torch_once) ;;
-          kept) t=$(lm_torch_once $kept_env) ;;
-          *) die "LM_TORCH: expected default and/or kept, got '$way'" ;;
-        esac || die "lm_torch.py failed"
-        echo "torch_$way $t" >>"$tmp/lmtimes"
-      done
-    fi
+    [ $have_torch = no ] || torch_ways "$LM_TORCH" lm_torch_once "$tmp/lmtimes" "" LM_TORCH lm_torch.py
     r=$((r + 1))
   done
 
