@@ -324,18 +324,14 @@ moe_size() {
   G=$1 S=$2 M=$3 Hd=$4 E=$5
   C=$(awk -v s=$S -v e=$E 'BEGIN { c = 2.0 * 2 * s / e; print (c == int(c) ? c : int(c) + 1) }')
 }
-# The moe parts' settings and peers: the sizes' defaults, whether numpy
-# (needed: false when it is missing, the part then skipped) and torch are
-# there, and kept_env, glibc malloc without mmap and without trimming
-# (freed memory stays in the heap). $1: the part's name, for messages.
-moe_setup() {
+# The PyTorch parts' peers: whether numpy (needed: false when it is
+# missing, the part then skipped; $2 says what for) and torch are there, and
+# kept_env, glibc malloc without mmap and without trimming (freed memory
+# stays in the heap). $1: the part's name, for messages.
+peers_setup() {  # PART NUMPY_FOR
   [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
-  MOE_SPEC=${MOE_SPEC:-4 256 64 256 8} MOE_LARGE=${MOE_LARGE:-8 1024 256 1024 16}
-  MOE_LARGE_STEPS=${MOE_LARGE_STEPS:-3} MOE_LARGE_WARMUP=${MOE_LARGE_WARMUP:-3}
-  MOE_LARGE_REPS=${MOE_LARGE_REPS:-3} MOE_TORCH=${MOE_TORCH:-default kept}
   if ! $PYTHON -c 'import numpy' 2>/dev/null; then
-    echo "$1: skipped ($PYTHON cannot import numpy, needed for the fixed batch and the check;" \
-         "apt-get install python3-numpy)"
+    echo "$1: skipped ($PYTHON cannot import numpy, needed $2; apt-get install python3-numpy)"
     return 1
   fi
   have_torch=yes
@@ -343,6 +339,14 @@ moe_setup() {
   [ $have_torch = yes ] ||
     echo "  PyTorch: skipped ($PYTHON cannot import torch; apt-get install python3-torch): GSL alone"
   kept_env="MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736"
+}
+
+# The moe parts' settings (the sizes' defaults) and peers. $1: the part's name.
+moe_setup() {
+  MOE_SPEC=${MOE_SPEC:-4 256 64 256 8} MOE_LARGE=${MOE_LARGE:-8 1024 256 1024 16}
+  MOE_LARGE_STEPS=${MOE_LARGE_STEPS:-3} MOE_LARGE_WARMUP=${MOE_LARGE_WARMUP:-3}
+  MOE_LARGE_REPS=${MOE_LARGE_REPS:-3} MOE_TORCH=${MOE_TORCH:-default kept}
+  peers_setup "$1" "for the fixed batch and the check"
 }
 
 # One timed run of a PyTorch peer per way in WAYS: "default" as it comes,
@@ -714,18 +718,8 @@ lm() {
   LM_TORCH=${LM_TORCH:-default kept} LM_CHECK_STEPS=${LM_CHECK_STEPS:-5}
   echo "GSL lm benchmark: examples/lm.gsl's training step (byte-level MoE Transformer: forward, backward," \
        "Adam) against PyTorch (autograd, torch.optim.Adam), float32, one core (OPENBLAS_NUM_THREADS=1)"
-  [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
   [ -f "$LM_GSL" ] || die "no $LM_GSL (set LM_GSL to the language model's source)"
-  if ! $PYTHON -c 'import numpy' 2>/dev/null; then
-    echo "lm: skipped ($PYTHON cannot import numpy, needed by the PyTorch peer and the check;" \
-         "apt-get install python3-numpy)"
-    return 0
-  fi
-  have_torch=yes
-  $PYTHON -c 'import torch' 2>/dev/null || have_torch=no
-  [ $have_torch = yes ] ||
-    echo "  PyTorch: skipped ($PYTHON cannot import torch; apt-get install python3-torch): GSL alone"
-  kept_env="MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736"
+  peers_setup lm "by the PyTorch peer and the check" || return 0
   set -- $LM_DIMS
   [ $# = 6 ] || die "LM_DIMS: expected six numbers B T M NH H E, got '$LM_DIMS'"
   lB=$1 lT=$2 lM=$3 lNH=$4 lH=$5 lE=$6

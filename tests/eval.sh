@@ -27,25 +27,9 @@
 # xe1.npy is the one batch 0..7 of x's exact shape: eval_loss 3.5 * w,
 # eval_xsum 28.
 set -u
-status=0
-bin=${EVAL_PROG:-tests/eval_prog}
-case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
-[ -x "$bin" ] || { echo "FAIL: no $bin (make check builds it)"; exit 1; }
 [ -n "${NPYTOOL:-}" ] || { echo "FAIL: NPYTOOL is not set (make check sets it)"; exit 1; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsleval.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
-
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
-
-# run NP ARGS...: the program under $MPIEXEC, stdout in out, stderr in err,
-# the exit status in rc
-run() {
-  np=$1; shift
-  timeout 120 $MPIEXEC -n "$np" "$bin" "$@" >out 2>err
-  rc=$?
-}
+. "$top_srcdir/tests/hand_prog.sh"
+hand_prog eval_prog "${EVAL_PROG:-tests/eval_prog}"
 
 # fields FILE KEY...: per metrics line, the step and the values of KEYs
 # ("-" for a key the line lacks)

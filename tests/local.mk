@@ -75,3 +75,4 @@ check_PROGRAMS += tests/eval_prog
 tests_eval_prog_SOURCES = tests/eval_prog.c
 tests_eval_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
 SCRIPT_TESTS += tests/eval.sh
+EXTRA_DIST += tests/hand_prog.sh

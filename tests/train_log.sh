@@ -13,24 +13,8 @@
 # 0.200000003 (f32 0x3e4ccccd); in the log line (%.6g) 1, 0.5, 0.333333,
 # 0.25, 0.2.
 set -u
-status=0
-bin=${TRAIN_LOG_PROG:-tests/train_log_prog}
-case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
-[ -x "$bin" ] || { echo "FAIL: no $bin (make check builds it)"; exit 1; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsltrain.XXXXXX")
-trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
-cd "$work" || exit 1
-
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
-
-# run NP ARGS...: the program under $MPIEXEC, stdout in out, stderr in err,
-# the exit status in rc
-run() {
-  np=$1; shift
-  timeout 120 $MPIEXEC -n "$np" "$bin" "$@" >out 2>err
-  rc=$?
-}
+. "$top_srcdir/tests/hand_prog.sh"
+hand_prog train_log_prog "${TRAIN_LOG_PROG:-tests/train_log_prog}"
 
 # steps_losses FILE: "STEP LOSS" per metrics line ("STEP -" without a loss)
 steps_losses() {
