@@ -125,6 +125,10 @@ static void emit_value(CG *g, const Value *v) {
   case OP_DISPATCH:
   case OP_COMBINE: cg_emit_route(g, v); break;
   case OP_CONCAT: cg_emit_concat(g, v); break;
+  case OP_RESHAPE: /* with a buffer of its own (an output of a param's, plan.c): a copy */
+    LLVMBuildMemCpy(g->b, cg_buffer_of(g, v), 4, cg_buffer_of(g, v->args[0]), 4,
+                    cg_ci64(g, 4 * shape_elems(&v->shape)));
+    break;
   case OP_ALL_REDUCE: break;
   case OP_ALL_GATHER:
   case OP_REDUCE_SCATTER:

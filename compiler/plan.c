@@ -7,7 +7,9 @@
  * buffer (ops.def's OF_BUFFER: einsum, reduce, cumsum, gather, concat, rng,
  * collectives); operands of einsum, gather, cumsum and of the collectives
  * other than all_reduce are materialized too. Reshape and a materialized
- * annotate are aliases (OF_ALIAS): their operand's buffer under a new shape.
+ * annotate are aliases (OF_ALIAS): their operand's buffer under a new shape
+ * (an output's own copy where that buffer is a param's, which the update
+ * overwrites).
  * An all_reduce runs in place on its operand's buffer when nothing else
  * reads that buffer. Every other value is inlined into its one user's loop;
  * constants, iotas, and index maps (OF_INDEX_MAP) of buffers, are cheap enough to
@@ -140,6 +142,11 @@ static void decide_buffers(Plan *pl, const Program *p) {
       alias = pl->mat[a->id] && pl->root[a->id] == a->id && pl->uses[a->id] == 1 && in_arena(a);
     }
     pl->root[i] = alias ? pl->root[v->args[0]->id] : i;
+    /* an output that would alias a param's or state's storage gets its own
+     * buffer: that storage holds the update by the time outputs are written,
+     * and an output other than a param is the value as the step computed it */
+    if (alias && output[i] && p->values[pl->root[i]]->op == OP_PARAM)
+      pl->root[i] = i;
   }
   free(output);
 }
@@ -357,9 +364,11 @@ static void plan_inplace(Plan *pl, const Program *p) {
     lastread[i] = -1;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < p->values[i]->nargs; k++) {
-      int a = p->values[i]->args[k]->id;
+      int a = p->values[i]->args[k]->id, r = pl->root[a]; /* reading an alias reads its root */
       if (pl->at[i] > lastread[a])
         lastread[a] = pl->at[i];
+      if (pl->at[i] > lastread[r])
+        lastread[r] = pl->at[i];
     }
   for (int i = 0; i < p->noutputs; i++) {
     const Output *o = &p->outputs[i];
