@@ -10,12 +10,13 @@
  * program: each value's code in program order), for a program that trains
  * gsl_eval (the same code cut down to what the loss and the f32 scalar
  * outputs need: the forward pass), and main (gslrt_main with a constant
- * program info). Each value's code is a private function of its own
- * (k.ID), which gsl_step and gsl_eval call: LLVM optimizes small functions,
- * and the forward pass is shared, not copied. Params and inputs live behind
- * module-private global pointers the runtime fills; every other buffer is
- * the arena plus its planned offset (plan.c decides who has a buffer, and
- * where), kept in a private global that a function loads on first use.
+ * program info). Each value's code is a function of its own (kID.OP,
+ * internal, so that profiles name it), which gsl_step and gsl_eval call:
+ * LLVM optimizes small functions, and the forward pass is shared, not
+ * copied. Params and inputs live behind module-private global pointers the
+ * runtime fills; every other buffer is the arena plus its planned offset
+ * (plan.c decides who has a buffer, and where), kept in a private global
+ * that a function loads on first use.
  *
  * SPMD. The program is normally partition.c's per-device program
  * (Program.spmd): every value holds its local tile, so the code simply
@@ -190,7 +191,7 @@ static void close_function(CG *g) {
   LLVMBuildBr(g->ab, LLVMGetNextBasicBlock(LLVMGetEntryBasicBlock(g->fn)));
 }
 
-/* Every value with code gets its own private function k.ID(ctx, step),
+/* Every value with code gets its own internal function kID.OP(ctx, step),
  * never inlined: gsl_step and gsl_eval are lists of calls, and LLVM
  * optimizes one small function at a time (one function of every loop
  * nest of a Transformer's step took it a minute at -O2). */
