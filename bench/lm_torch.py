@@ -68,19 +68,11 @@ import os
 import sys
 import time
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # importing moe_torch leaves no __pycache__ in bench/
-
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:
-    print("torch unavailable: %s" % e, file=sys.stderr)
-    sys.exit(3)
-
-from moe_torch import capacity_of, top2gating  # noqa: E402  (the gating and its dense tensors)
+# moe_torch sets OPENBLAS_NUM_THREADS and OMP_NUM_THREADS before it imports torch,
+# and exits 3 without torch
+from moe_torch import F, capacity_of, top2gating, torch  # noqa: E402  (the gating and its dense tensors)
 
 LAYERS = 4          # attention + FFN blocks; the FFN of odd layers is the moe
 LN_EPS = 1e-5

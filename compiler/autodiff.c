@@ -124,18 +124,17 @@ static bool is_zeros(const Value *v) {
   return v->op == OP_CONST && v->dtype == DT_F32 && v->fval == 0;
 }
 
-/* v as runs along axis: a concat's operands (zeros where an operand is a
- * broadcast 0), else v as one run; *n gets their number. */
-static void runs_of(Value *v, int axis, Seg *out, int *n) {
-  *n = 0;
+/* v as runs along axis, in order, into out: a concat's operands (zeros
+ * where an operand is a broadcast 0), else v as one run. */
+static void runs_of(Value *v, int axis, Seg *out) {
   if (v->op != OP_CONCAT || v->axis != axis) {
-    out[(*n)++] = (Seg){0, v->shape.d[axis], is_zeros(v) ? NULL : v};
+    out[0] = (Seg){0, v->shape.d[axis], is_zeros(v) ? NULL : v};
     return;
   }
   int64_t at = 0;
   for (int k = 0; k < v->nargs; k++) {
     Value *u = v->args[k];
-    out[(*n)++] = (Seg){at, u->shape.d[axis], is_zeros(u) ? NULL : u};
+    out[k] = (Seg){at, u->shape.d[axis], is_zeros(u) ? NULL : u};
     at += u->shape.d[axis];
   }
 }
@@ -151,11 +150,11 @@ static Value *add_runs(AD *a, Value *old, Value *d) {
   int axis = old->op == OP_CONCAT ? old->axis : d->axis;
   if ((old->op == OP_CONCAT && old->axis != axis) || (d->op == OP_CONCAT && d->axis != axis))
     return NULL;
-  int na, nb, cap = (old->op == OP_CONCAT ? old->nargs : 1) + (d->op == OP_CONCAT ? d->nargs : 1);
+  int cap = (old->op == OP_CONCAT ? old->nargs : 1) + (d->op == OP_CONCAT ? d->nargs : 1);
   Seg *ra = xmalloc((size_t)cap * sizeof *ra), *rb = xmalloc((size_t)cap * sizeof *rb);
   Seg *out = xmalloc((size_t)cap * sizeof *out);
-  runs_of(old, axis, ra, &na);
-  runs_of(d, axis, rb, &nb);
+  runs_of(old, axis, ra);
+  runs_of(d, axis, rb);
   /* walk both lists of runs by their boundaries */
   int i = 0, j = 0, n = 0;
   int64_t at = 0, end = old->shape.d[axis];

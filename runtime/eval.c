@@ -25,8 +25,9 @@
  * so after --resume at step 100 with K = 50 at 150), and after the last
  * step, once; main.c logs the step whatever --log-every says. Checked here
  * (usage errors, every rank alike): the program must train (eval not
- * NULL), --eval-every needs --eval-input, every --eval-input names an
- * input, and every input bound by --input has an --eval-input. */
+ * NULL), --eval-every needs --eval-input, and every input bound by --input
+ * has an --eval-input (gslrt_check_bindings matched each --eval-input
+ * with its input, as each --input). */
 #include "internal.h"
 
 #include <math.h>
@@ -43,14 +44,6 @@ void gslrt_declare_eval(gslrt_ctx *ctx, const char *name) {
   ctx->eval_names[ctx->neval++] = name;
 }
 
-/* The declared input, param or state named name, or NULL. */
-static gslrt_tensor *find_tensor(gslrt_ctx *ctx, const char *name) {
-  for (int k = 0; k < ctx->ntensors; k++)
-    if (!strcmp(ctx->tensors[k].name, name))
-      return &ctx->tensors[k];
-  return NULL;
-}
-
 void gslrt_check_eval(gslrt_ctx *ctx) {
   const gslrt_options *op = &ctx->opts;
   if (!op->neval_inputs && !op->eval_every)
@@ -62,17 +55,6 @@ void gslrt_check_eval(gslrt_ctx *ctx) {
                       op->neval_inputs ? "--eval-input" : "--eval-every");
   if (!op->neval_inputs)
     gslrt_usage_error(ctx, "--eval-every needs --eval-input NAME=FILE (the held-out data)");
-  for (int i = 0; i < op->neval_inputs; i++) {
-    const gslrt_binding *b = &op->eval_inputs[i];
-    gslrt_tensor *t = find_tensor(ctx, b->name);
-    if (!t)
-      gslrt_usage_error(ctx, "--eval-input %s=%s: the program has no input named %s", b->name, b->file,
-                        b->name);
-    if (t->kind != GSLRT_INPUT)
-      gslrt_usage_error(ctx, "--eval-input %s=%s: %s is %s, not an input", b->name, b->file, b->name,
-                        t->kind == GSLRT_STATE ? "optimizer state" : "a param");
-    t->eval_file = b->file;
-  }
   for (int k = 0; k < ctx->ntensors; k++) {
     const gslrt_tensor *t = &ctx->tensors[k];
     if (t->kind == GSLRT_INPUT && t->file && !t->eval_file)

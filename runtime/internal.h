@@ -195,9 +195,9 @@ void gslrt_mesh_coords(const gslrt_ctx *ctx, int64_t r, int64_t *coord);
  * Tiles and groups both number their blocks this way. */
 int64_t gslrt_block_index(const gslrt_ctx *ctx, const int64_t *coord, int n, const int32_t *axes,
                           int64_t *blocks);
-/* Matches --input and --output with the declarations (usage errors); an
- * input without an initializer must have an --input, or, with --resume,
- * an --eval-input (then gslrt_check_training_inputs decides). */
+/* Matches --input, --eval-input and --output with the declarations (usage
+ * errors); an input without an initializer must have an --input, or, with
+ * --resume, an --eval-input (then gslrt_check_training_inputs decides). */
 void gslrt_check_bindings(gslrt_ctx *ctx);
 /* After --resume at step first < --steps: every input without an
  * initializer must have an --input (a usage error). */
@@ -244,8 +244,8 @@ void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done);
 
 /* ---- eval.c ------------------------------------------------------------- */
 
-/* Matches --eval-input with the declarations and checks --eval-every
- * (usage errors), after gslrt_check_bindings. */
+/* Checks --eval-input and --eval-every against the program (usage
+ * errors), after gslrt_check_bindings has matched the names. */
 void gslrt_check_eval(gslrt_ctx *ctx);
 /* Whether an evaluation is due after done steps (of --steps). */
 int gslrt_eval_due(const gslrt_ctx *ctx, int64_t done);

@@ -195,22 +195,27 @@ void gslrt_declare_output(gslrt_ctx *ctx, const char *name, int32_t dtype, int32
   o->local_count = count_of(rank, o->local_shape);
 }
 
+/* The input that option (--input or --eval-input) binds with b; a usage
+ * error if the program has no input of that name. */
+static gslrt_tensor *bound_input(gslrt_ctx *ctx, const char *option, const gslrt_binding *b) {
+  gslrt_tensor *t = NULL;
+  for (int k = 0; k < ctx->ntensors; k++)
+    if (!strcmp(ctx->tensors[k].name, b->name))
+      t = &ctx->tensors[k];
+  if (!t)
+    gslrt_usage_error(ctx, "%s %s=%s: the program has no input named %s", option, b->name, b->file, b->name);
+  if (t->kind != GSLRT_INPUT)
+    gslrt_usage_error(ctx, "%s %s=%s: %s is %s, not an input", option, b->name, b->file, b->name,
+                      t->kind == GSLRT_STATE ? "optimizer state" : "a param");
+  return t;
+}
+
 void gslrt_check_bindings(gslrt_ctx *ctx) {
   const gslrt_options *op = &ctx->opts;
-  for (int i = 0; i < op->ninputs; i++) {
-    gslrt_tensor *t = NULL;
-    for (int k = 0; k < ctx->ntensors; k++)
-      if (!strcmp(ctx->tensors[k].name, op->inputs[i].name))
-        t = &ctx->tensors[k];
-    if (!t)
-      gslrt_usage_error(ctx, "--input %s=%s: the program has no input named %s", op->inputs[i].name,
-                        op->inputs[i].file, op->inputs[i].name);
-    if (t->kind != GSLRT_INPUT)
-      gslrt_usage_error(ctx, "--input %s=%s: %s is %s, not an input", op->inputs[i].name,
-                        op->inputs[i].file, op->inputs[i].name,
-                        t->kind == GSLRT_STATE ? "optimizer state" : "a param");
-    t->file = op->inputs[i].file;
-  }
+  for (int i = 0; i < op->ninputs; i++)
+    bound_input(ctx, "--input", &op->inputs[i])->file = op->inputs[i].file;
+  for (int i = 0; i < op->neval_inputs; i++)
+    bound_input(ctx, "--eval-input", &op->eval_inputs[i])->eval_file = op->eval_inputs[i].file;
   for (int i = 0; i < op->noutputs; i++) {
     gslrt_output *o = NULL;
     for (int k = 0; k < ctx->noutputs; k++)
@@ -230,12 +235,9 @@ void gslrt_check_bindings(gslrt_ctx *ctx) {
   }
   for (int k = 0; k < ctx->ntensors; k++) {
     gslrt_tensor *t = &ctx->tensors[k];
-    int held_out = 0;
-    for (int i = 0; i < op->neval_inputs; i++)
-      held_out = held_out || !strcmp(op->eval_inputs[i].name, t->name);
     /* with --resume, held-out data may be all it needs: the checkpoint
      * may be at --steps (gslrt_check_training_inputs decides after it) */
-    if (t->kind == GSLRT_INPUT && !t->file && t->init == GSLRT_INIT_NONE && !(held_out && op->resume))
+    if (t->kind == GSLRT_INPUT && !t->file && t->init == GSLRT_INIT_NONE && !(t->eval_file && op->resume))
       gslrt_usage_error(ctx, "input %s has no initializer; bind it with --input %s=FILE", t->name,
                         t->name);
   }

@@ -21,16 +21,8 @@
 #   - a NaN loss at step 7 with a checkpoint every 3 steps: status 1, one
 #     line, the checkpoint of step 6 kept, complete and resumable.
 set -u
-status=0
-bin=${TRAIN_LOG_PROG:-tests/train_log_prog}
-case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
-[ -x "$bin" ] || { echo "FAIL: no $bin (make check builds it)"; exit 1; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslfaults.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
-
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
+. "$top_srcdir/tests/hand_prog.sh"
+hand_prog train_log_prog "${TRAIN_LOG_PROG:-tests/train_log_prog}"
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 

@@ -1,5 +1,5 @@
 # tests/hand_prog.sh — sourced by the tests that drive libgslrt through a
-# hand-written program (tests/train_log.sh, tests/eval.sh):
+# hand-written program (tests/train_log.sh, tests/eval.sh, tests/faults.sh):
 #   hand_prog NAME PATH   bin: the program (PATH, made absolute; NAME for the
 #                         message when make check has not built it); work: a
 #                         temporary directory, removed at exit, made the
