@@ -19,71 +19,19 @@
  *      whose backward needed a collective).
  *   3. The optimizer: per trained param, its state tensors (optim.def)
  *      are made, zeros with the param's shape and annotation, and the
- *      stdlib/optim.gsl function is inlined (sema_call) on the param, its
- *      gradient, the states, the step count and the hyperparameters. The
- *      new param and states become OUT_UPDATE roots (stored at the step's
- *      end), the loss the OUT_LOSS root (reported every step). */
+ *      update is inlined (ir_inline) on the param, its gradient, the
+ *      states, the step count and the hyperparameters: sema compiled the
+ *      stdlib/optim.gsl function to an IR function per param shape
+ *      (p->train.updates), so this pass needs nothing of the front end.
+ *      The new param and states become OUT_UPDATE roots (stored at the
+ *      step's end), the loss the OUT_LOSS root (reported every step). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gslc.h"
 
-#define AD_MAX_ARGS 16 /* most arguments an optimizer's function takes (as sema's calls) */
-
-/* ---- optim.def ----------------------------------------------------------------- */
-
-static const OptimInfo optim_table[] = {
-#define X(id, name, fn, states, step, kw) {name, fn, states, step, kw},
-#include "optim.def"
-#undef X
-};
-
-const OptimInfo *ad_optim(int id) {
-  if (id < 0 || id >= OPT__COUNT)
-    die("optimizer %d is not in optim.def", id);
-  return &optim_table[id];
-}
-
-int ad_optim_lookup(const char *name) {
-  for (int i = 0; i < OPT__COUNT; i++)
-    if (strcmp(optim_table[i].name, name) == 0)
-      return i;
-  return -1;
-}
-
-/* word k (from 0) of a space-separated list into buf; false past the last */
-static bool word(const char *list, int k, char *buf, size_t cap) {
-  const char *q = list;
-  for (;;) {
-    while (*q == ' ')
-      q++;
-    if (!*q)
-      return false;
-    size_t n = strcspn(q, " ");
-    if (k-- == 0) {
-      if (n >= cap)
-        die("optim.def word '%.*s' too long", (int)n, q);
-      memcpy(buf, q, n);
-      buf[n] = '\0';
-      return true;
-    }
-    q += n;
-  }
-}
-
-bool ad_optim_keyword(int id, int k, char *name, size_t cap, double *dflt) {
-  char w[96];
-  if (!word(ad_optim(id)->keywords, k, w, sizeof w))
-    return false;
-  char *eq = strchr(w, '=');
-  if (!eq || (size_t)(eq - w) >= cap)
-    die("optim.def keyword '%s' is not NAME=DEFAULT", w);
-  memcpy(name, w, (size_t)(eq - w));
-  name[eq - w] = '\0';
-  *dflt = strtod(eq + 1, NULL);
-  return true;
-}
+#define AD_MAX_ARGS 16 /* most arguments an optimizer's update takes */
 
 /* ---- the sweep's state ---------------------------------------------------------- */
 
@@ -496,7 +444,7 @@ static bool trained(const Program *p, const Value *v) {
  * its next value, t + 1, the step number the optimizer sees. */
 static Value *step_count(Program *p, const Train *t) {
   Tensor st = {0};
-  st.name = arena_printf(p->arena, "%s.t", ad_optim(t->opt)->name);
+  st.name = arena_printf(p->arena, "%s.t", ir_optim(t->opt)->name);
   st.kind = TK_STATE;
   st.dtype = DT_F32;
   st.shape.rank = 0;
@@ -510,16 +458,24 @@ static Value *step_count(Program *p, const Train *t) {
   return next;
 }
 
-/* The optimizer step of param ti with gradient grad; false after errors. */
-static bool optimize(Program *p, Sema *s, int ti, Value *grad, Value *step) {
+/* The update (sema's IR function) of the param's shape. */
+static const Program *update_of(const Program *p, const Shape *sh) {
+  for (int k = 0; k < p->train.nupdates; k++)
+    if (shape_eq(&p->train.updates[k]->tensors[0].shape, sh))
+      return p->train.updates[k];
+  die("sema made no optimizer update of the shape %s", shape_str(p->arena, sh));
+}
+
+/* The optimizer step of param ti with gradient grad. */
+static void optimize(Program *p, int ti, Value *grad, Value *step) {
   const Train *t = &p->train;
-  const OptimInfo *o = ad_optim(t->opt);
+  const OptimInfo *o = ir_optim(t->opt);
   Value *args[AD_MAX_ARGS], *res[AD_MAX_ARGS];
   int sidx[AD_MAX_ARGS], n = 0, ns = 0;
   args[n++] = p->tensors[ti].value;
   args[n++] = grad;
   char w[64];
-  for (; word(o->states, ns, w, sizeof w); ns++) {
+  for (; ir_optim_state(t->opt, ns, w, sizeof w); ns++) {
     const Tensor *pt = &p->tensors[ti];
     Tensor st = {0};
     st.name = arena_printf(p->arena, "%s.%s.%s", o->name, w, pt->name);
@@ -537,11 +493,9 @@ static bool optimize(Program *p, Sema *s, int ti, Value *grad, Value *step) {
   if (o->step)
     args[n++] = step;
   double dflt;
-  for (int k = 0; ad_optim_keyword(t->opt, k, w, sizeof w, &dflt); k++)
+  for (int k = 0; ir_optim_keyword(t->opt, k, w, sizeof w, &dflt); k++)
     args[n++] = ir_const(p, DT_F32, t->args[k], t->opt_span);
-  int got = sema_call(s, "optim", o->fn, args, n, res, AD_MAX_ARGS, t->opt_span);
-  if (got < 0)
-    return false;
+  int got = ir_inline(p, update_of(p, &p->tensors[ti].shape), args, n, res, AD_MAX_ARGS);
   if (got != 1 + ns)
     die("optim.gsl's %s gives %d values, optim.def names %d states", o->fn, got, ns);
   for (int k = 0; k < got; k++)
@@ -551,13 +505,12 @@ static bool optimize(Program *p, Sema *s, int ti, Value *grad, Value *step) {
   ir_root(p, OUT_UPDATE, p->tensors[ti].name, res[0], ti, at);
   for (int k = 0; k < ns; k++)
     ir_root(p, OUT_UPDATE, p->tensors[sidx[k]].name, res[1 + k], sidx[k], at);
-  return true;
 }
 
-bool ad_train(Program *p, Sema *s) {
+void ad_train(Program *p) {
   Train *t = &p->train;
   if (!t->loss)
-    return true;
+    return;
   int n = p->nvalues, L = t->loss->id;
   bool *reach = xcalloc((size_t)n, 1), *dreach = xcalloc((size_t)n, 1), *dep = xcalloc((size_t)n, 1);
   reach[L] = dreach[L] = true;
@@ -593,10 +546,9 @@ bool ad_train(Program *p, Sema *s) {
     p->site = site;
   }
   p->pass = PASS_UPDATE;
-  bool ok = true;
   Value *step = NULL;
   int ntensors = p->ntensors; /* the optimizer adds its states after */
-  for (int i = 0; i < ntensors && ok; i++) {
+  for (int i = 0; i < ntensors; i++) {
     const Tensor *pt = &p->tensors[i];
     if (pt->kind != TK_PARAM || pt->frozen)
       continue;
@@ -615,17 +567,20 @@ bool ad_train(Program *p, Sema *s) {
       continue;
     }
     p->tensors[i].grad = a.ct[id];
-    if (!step && ad_optim(t->opt)->step)
+    if (!step && ir_optim(t->opt)->step)
       step = step_count(p, t);
-    ok = optimize(p, s, i, a.ct[id], step);
+    optimize(p, i, a.ct[id], step);
   }
   p->pass = PASS_FORWARD;
-  if (ok)
-    ir_root(p, OUT_LOSS, "loss", t->loss, -1, t->span);
+  ir_root(p, OUT_LOSS, "loss", t->loss, -1, t->span);
+  for (int k = 0; k < t->nupdates; k++)
+    ir_free(t->updates[k]);
+  free(t->updates);
+  t->updates = NULL;
+  t->nupdates = 0;
   free(reach);
   free(dreach);
   free(dep);
   free(a.ct);
   free(a.active);
-  return ok;
 }

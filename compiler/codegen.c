@@ -358,11 +358,11 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
      * "adam(lr=0.001, beta1=0.9, ...)", keywords in optim.def's order */
     char desc[512], kw[96];
     double dflt;
-    size_t n = (size_t)snprintf(desc, sizeof desc, "%s(", ad_optim(p->train.opt)->name);
-    for (int k = 0; n < sizeof desc && ad_optim_keyword(p->train.opt, k, kw, sizeof kw, &dflt); k++)
+    size_t n = (size_t)snprintf(desc, sizeof desc, "%s(", ir_optim(p->train.opt)->name);
+    for (int k = 0; n < sizeof desc && ir_optim_keyword(p->train.opt, k, kw, sizeof kw, &dflt); k++)
       n += (size_t)snprintf(desc + n, sizeof desc - n, "%s%s=%.9g", k ? ", " : "", kw, p->train.args[k]);
     if (n + 1 >= sizeof desc)
-      die("the description of optimizer %s is too long", ad_optim(p->train.opt)->name);
+      die("the description of optimizer %s is too long", ir_optim(p->train.opt)->name);
     strcat(desc, ")");
     LLVMValueRef a[2] = {ctx, cg_cstr(g, desc)};
     cg_call(g, "gslrt_declare_optimizer", g->t_void, 2, a);

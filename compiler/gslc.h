@@ -189,6 +189,31 @@ double ir_fold_binary(int fn, double x, double y); /* binary.def's fold */
 bool ir_fold_binary_int(int fn, int64_t x, int64_t y, int64_t *out);
 const char *reduce_fn_name(int fn);
 
+/* The optimizers `train LOSS with OPT(...)` takes (optim.def): sema checks
+ * the statement against them, sema and autodiff lay out the update's
+ * arguments by them, codegen describes them to the runtime. */
+typedef enum OptimId {
+#define X(id, name, fn, states, step, kw) OPT_##id,
+#include "optim.def"
+#undef X
+  OPT__COUNT
+} OptimId;
+
+typedef struct OptimInfo {
+  const char *name;      /* as written after `with` */
+  const char *fn;        /* its stdlib/optim.gsl function */
+  const char *states;    /* per-param state names, space-separated */
+  bool step;             /* takes the step number t */
+  const char *keywords;  /* NAME=DEFAULT ..., in the function's order */
+} OptimInfo;
+
+const OptimInfo *ir_optim(int id);       /* optim.def's row */
+int ir_optim_lookup(const char *name);   /* an OptimId, or -1 */
+/* state k (from 0) of optimizer id: its name; false past the last */
+bool ir_optim_state(int id, int k, char *name, size_t cap);
+/* keyword k (from 0) of optimizer id: its name and default; false past the last */
+bool ir_optim_keyword(int id, int k, char *name, size_t cap, double *dflt);
+
 typedef struct Shape {
   int rank;                 /* number of dimensions; 0 for a scalar */
   int64_t d[GSL_MAX_RANK];  /* extents */
@@ -339,6 +364,9 @@ typedef struct Train {
   Span opt_span;    /* the optimizer's call */
   int opt;          /* an OptimId (optim.def) */
   double args[GSL_MAX_OPT_ARGS]; /* its hyperparameters, in optim.def's order, defaults filled in */
+  struct Program **updates; /* the optimizer's update as IR functions (ir_inline), one per shape of
+                               a trained param: sema makes them, autodiff inlines and frees them */
+  int nupdates;             /* entries of updates */
 } Train;
 
 typedef struct Program {
@@ -356,10 +384,17 @@ typedef struct Program {
   bool spmd;         /* values carry local shapes (partition.c's output) */
   Span site;         /* builder state: the outermost call being inlined, stamped on new values (src NULL: none) */
   Pass pass;         /* builder state: stamped on new values */
+  struct Program *home; /* an IR function (ir_new_fn): the program it is inlined into, whose arena
+                           holds it; NULL for a program of its own */
 } Program;
 
 Program *ir_new(const char *path);
-void ir_free(Program *p);
+/* An IR function for home: a program of its own values whose parameters
+ * are its tensors (TK_INPUT, in order) and whose results are its outputs
+ * (in order), stored in home's arena (so its spans, names and sources live
+ * as long as home) and inlined into home by ir_inline. */
+Program *ir_new_fn(Program *home);
+void ir_free(Program *p); /* an IR function: its arrays (its values stay in home's arena) */
 /* appends a value; args copied into the arena; site from p->site */
 Value *ir_add(Program *p, Op op, DType dt, Shape shape, Span sp, int nargs, Value **args);
 Shape shape_of(int rank, const int64_t *d);
@@ -425,9 +460,15 @@ typedef Value *IrRewriteFn(void *ctx, Program *dst, const Value *v, Value **map)
 Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx);
 /* v into dst with operands args: same op, dtype, shape, spans, name, attributes */
 Value *ir_copy(Program *dst, const Value *v, Value **args);
+/* The inliner on IR: copies IR function fn (ir_new_fn(dst)) into dst with
+ * its parameters standing for args (each of its parameter's dtype and
+ * shape), stamping dst's pass and call site and new RNG streams, and
+ * stores its results in results. Returns how many (dies if more than
+ * maxresults). No front end needed: passes call it on functions sema made. */
+int ir_inline(Program *dst, const Program *fn, Value **args, int nargs, Value **results, int maxresults);
 
 void ir_count_uses(Program *p);
-void ir_dce(Program *p);                  /* drops values no output or tensor needs; renumbers */
+void ir_dce(Program *p);                  /* drops values no output, tensor or the loss needs; renumbers */
 void ir_print(FILE *f, const Program *p); /* --emit-ir, --emit-spmd */
 
 /* ---- vmap.c: batching a body built for one member ---------------------------- */
@@ -467,20 +508,23 @@ typedef struct SemaOptions {
   int ndefines;
 } SemaOptions;
 
-/* Elaborates a parsed program into global IR (dead values dropped); NULL
- * after reporting errors. The convenience wrapper of the calls below. */
+/* Elaborates a parsed program into global IR; NULL after reporting errors.
+ * The convenience wrapper of the calls below (sema only: a program that
+ * trains still needs ad_train, then ir_dce). */
 Program *sema_program(const Node *root, const Source *src, Arena *ast_arena, const SemaOptions *opt);
 
-/* A sema context kept alive, so that later passes can call GSL functions
- * (the stdlib's, or the program's own) on IR values they made themselves:
+/* A sema context kept alive, so that the compiler can call GSL functions
+ * (the stdlib's, or the program's own) on IR values it made itself:
  *   Sema *s = sema_new(p, ast_arena, &opt);  sema_run(s, root);
- *   ... sema_call(s, "optim", "sgd", args, 2, res, 1, at) ...
+ *   ... sema_call(s, "nn", "dense", args, 3, res, 1, at) ...
  *   sema_free(s);  ir_dce(p);
  * The program p (from ir_new) and ast_arena (where imported modules are
  * parsed) stay the caller's, and must outlive the context. */
 typedef struct Sema Sema;
 Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt);
-/* Elaborates root's statements into p; false after reporting errors. */
+/* Elaborates root's statements into p; false after reporting errors. A
+ * program that trains gets its optimizer's update as IR functions in
+ * p->train.updates (sema_function), for autodiff. */
 bool sema_run(Sema *s, const Node *root);
 /* Inlines function fn of module (a name found as by import, e.g. "nn",
  * loaded once into a scope of its own; NULL: the program's own functions)
@@ -491,40 +535,26 @@ bool sema_run(Sema *s, const Node *root);
  * results (dies if more than maxresults), or -1 after reporting errors. */
 int sema_call(Sema *s, const char *module, const char *fn, Value **args, int nargs, Value **results,
               int maxresults, Span at);
+/* Function fn of module (as sema_call) specialized to nargs parameters of
+ * dtypes dt and shapes sh: an IR function of p (ir_new_fn) whose results
+ * are fn's, for a later pass to ir_inline without the front end. Errors as
+ * sema_call's; NULL after reporting them. */
+Program *sema_function(Sema *s, const char *module, const char *fn, const DType *dt, const Shape *sh, int nargs,
+                       Span at);
 void sema_free(Sema *s); /* the context only; p is left as it is */
 
 /* ---- autodiff.c: reverse-mode differentiation and the optimizer step ------- */
 
-typedef enum OptimId {
-#define X(id, name, fn, states, step, kw) OPT_##id,
-#include "optim.def"
-#undef X
-  OPT__COUNT
-} OptimId;
-
-typedef struct OptimInfo {
-  const char *name;      /* as written after `with` */
-  const char *fn;        /* its stdlib/optim.gsl function */
-  const char *states;    /* per-param state names, space-separated */
-  bool step;             /* takes the step number t */
-  const char *keywords;  /* NAME=DEFAULT ..., in the function's order */
-} OptimInfo;
-
-const OptimInfo *ad_optim(int id);       /* optim.def's row */
-int ad_optim_lookup(const char *name);   /* an OptimId, or -1 */
-/* keyword k (from 0) of optimizer id: its name (arena-less static storage)
- * and default; false past the last */
-bool ad_optim_keyword(int id, int k, char *name, size_t cap, double *dflt);
-
 /* For p->train (sema found it): the gradient of the loss with respect to
  * every param that is not frozen, built as IR after the forward values
  * (each op's rule from ops.def's rule column); then, per trained param,
- * the optimizer's stdlib function called through s on the param, its
- * gradient and its state tensors (made here, TK_STATE); the new values
- * become OUT_UPDATE roots and the loss the OUT_LOSS root. Params that get
- * no gradient are warned about and left as they are. false after
- * reporting errors. */
-bool ad_train(Program *p, Sema *s);
+ * its state tensors (made here, TK_STATE) and the optimizer's update,
+ * p->train.updates' IR function of the param's shape inlined on the param,
+ * its gradient, the states, the step number and the hyperparameters; the
+ * new values become OUT_UPDATE roots and the loss the OUT_LOSS root.
+ * Params that get no gradient are warned about and left as they are. The
+ * IR functions are freed. Nothing here is an error: sema checked it all. */
+void ad_train(Program *p);
 
 /* ---- sharding.c: the sharding algebra, resharding plans, their cost ------- */
 

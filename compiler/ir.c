@@ -13,7 +13,12 @@
  * derives each result's dtype and shape from its operands, so sema,
  * autodiff and the moe vectorizer all build the same well-formed values.
  * The rewriter (ir_rewrite) copies a program through a value map, which
- * is how the partitioner makes the SPMD program.
+ * is how the partitioner makes the SPMD program; the inliner (ir_inline)
+ * copies an IR function (a program of its own, ir_new_fn, whose tensors
+ * are its parameters and whose outputs are its results) into the program
+ * it was made for, which is how autodiff applies the optimizer's update
+ * that sema compiled from stdlib/optim.gsl. optim.def's table lives here
+ * too, below sema, autodiff and codegen, which all read it.
  *
  * The text form (--emit-ir) is one line per value:
  *   %7 h: f32[8, 32] = einsum "bi,ij->bj" %3, %5   ; mlp.gsl:12
@@ -157,6 +162,65 @@ const char *reduce_fn_name(int fn) {
 
 const char *dtype_name(DType d) { return d == DT_I32 ? "i32" : "f32"; }
 
+/* ---- optim.def ----------------------------------------------------------------- */
+
+static const OptimInfo optim_table[] = {
+#define X(id, name, fn, states, step, kw) {name, fn, states, step, kw},
+#include "optim.def"
+#undef X
+};
+
+const OptimInfo *ir_optim(int id) {
+  if (id < 0 || id >= OPT__COUNT)
+    die("optimizer %d is not in optim.def", id);
+  return &optim_table[id];
+}
+
+int ir_optim_lookup(const char *name) {
+  for (int i = 0; i < OPT__COUNT; i++)
+    if (strcmp(optim_table[i].name, name) == 0)
+      return i;
+  return -1;
+}
+
+/* word k (from 0) of a space-separated list into buf; false past the last */
+static bool word(const char *list, int k, char *buf, size_t cap) {
+  const char *q = list;
+  for (;;) {
+    while (*q == ' ')
+      q++;
+    if (!*q)
+      return false;
+    size_t n = strcspn(q, " ");
+    if (k-- == 0) {
+      if (n >= cap)
+        die("optim.def word '%.*s' too long", (int)n, q);
+      memcpy(buf, q, n);
+      buf[n] = '\0';
+      return true;
+    }
+    q += n;
+  }
+}
+
+bool ir_optim_state(int id, int k, char *name, size_t cap) { return word(ir_optim(id)->states, k, name, cap); }
+
+bool ir_optim_keyword(int id, int k, char *name, size_t cap, double *dflt) {
+  char w[96];
+  if (!word(ir_optim(id)->keywords, k, w, sizeof w))
+    return false;
+  char *eq = strchr(w, '=');
+  if (!eq || (size_t)(eq - w) >= cap)
+    die("optim.def keyword '%s' is not NAME=DEFAULT", w);
+  memcpy(name, w, (size_t)(eq - w));
+  name[eq - w] = '\0';
+  *dflt = strtod(eq + 1, NULL);
+  return true;
+}
+
+/* ---- programs ---------------------------------------------------------------- */
+
+
 Program *ir_new(const char *path) {
   Arena *a = arena_new();
   Program *p = arena_alloc(a, sizeof *p);
@@ -165,13 +229,26 @@ Program *ir_new(const char *path) {
   return p;
 }
 
+Program *ir_new_fn(Program *home) {
+  Program *f = arena_alloc(home->arena, sizeof *f);
+  f->arena = home->arena;
+  f->home = home;
+  f->path = home->path;
+  f->mesh = home->mesh;
+  return f;
+}
+
 void ir_free(Program *p) {
   if (!p)
     return;
+  for (int i = 0; i < p->train.nupdates; i++)
+    ir_free(p->train.updates[i]);
+  free(p->train.updates);
   free(p->values);
   free(p->tensors);
   free(p->outputs);
-  arena_free(p->arena);
+  if (!p->home)
+    arena_free(p->arena);
 }
 
 Value *ir_add(Program *p, Op op, DType dt, Shape shape, Span sp, int nargs, Value **args) {
@@ -732,6 +809,46 @@ Value *ir_copy(Program *dst, const Value *v, Value **args) {
   return c;
 }
 
+int ir_inline(Program *dst, const Program *fn, Value **args, int nargs, Value **results, int maxresults) {
+  if (fn->home != dst)
+    die("ir_inline: an IR function inlined into a program it was not made for");
+  if (nargs != fn->ntensors)
+    die("ir_inline: %d arguments for an IR function of %d", nargs, fn->ntensors);
+  if (fn->noutputs > maxresults)
+    die("ir_inline: %d results, room for %d", fn->noutputs, maxresults);
+  Value **map = xcalloc((size_t)fn->nvalues + 1, sizeof *map);
+  for (int i = 0; i < nargs; i++) {
+    const Value *a = fn->tensors[i].value;
+    if (args[i]->dtype != a->dtype || !shape_eq(&args[i]->shape, &a->shape))
+      die("ir_inline: argument %d is not of its parameter's type", i);
+    map[a->id] = args[i];
+  }
+  Value *stack[16];
+  for (int i = 0; i < fn->nvalues; i++) {
+    const Value *v = fn->values[i];
+    if (map[i])
+      continue;
+    if (v->op == OP_PARAM || v->op == OP_INPUT)
+      die("ir_inline: an IR function reads a tensor that is not its parameter");
+    Value **ops = v->nargs <= 16 ? stack : xmalloc(sizeof(Value *) * (size_t)v->nargs);
+    for (int j = 0; j < v->nargs; j++)
+      ops[j] = map[v->args[j]->id];
+    Value *c = ir_copy(dst, v, ops);
+    if (ops != stack)
+      free(ops);
+    c->pass = dst->pass;
+    if (dst->site.src)
+      c->site = dst->site;
+    if (v->op == OP_RNG)
+      c->stream = dst->nstreams++;
+    map[i] = c;
+  }
+  for (int j = 0; j < fn->noutputs; j++)
+    results[j] = map[fn->outputs[j].value->id];
+  free(map);
+  return fn->noutputs;
+}
+
 Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
   Program *dst = ir_new(src->path);
   dst->mesh = src->mesh;
@@ -765,6 +882,8 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
     ir_root(dst, o->kind, o->name, map[o->value->id], o->tensor, o->span);
   }
   dst->train = src->train;
+  dst->train.updates = NULL; /* autodiff's, inlined before any rewrite */
+  dst->train.nupdates = 0;
   if (src->train.loss)
     dst->train.loss = map[src->train.loss->id];
   free(map);
@@ -788,6 +907,8 @@ void ir_dce(Program *p) {
     live[p->outputs[i].value->id] = true;
   for (int i = 0; i < p->ntensors; i++)
     live[p->tensors[i].value->id] = true;
+  if (p->train.loss) /* the OUT_LOSS root to be (autodiff makes it) */
+    live[p->train.loss->id] = true;
   for (int i = p->nvalues - 1; i >= 0; i--)
     if (live[i])
       for (int j = 0; j < p->values[i]->nargs; j++)

@@ -308,10 +308,11 @@ static int compile(const Options *o) {
                     o->defines, o->ndefine};
   p = ir_new(src->path);
   Sema *sema = sema_new(p, ast_arena, &so);
-  bool elaborated = sema_run(sema, root) && ad_train(p, sema);
+  bool elaborated = sema_run(sema, root);
   sema_free(sema);
   if (!elaborated || diag_errors())
     goto done;
+  ad_train(p);
   ir_dce(p);
   if (!ir_verify(p, stderr))
     die("the IR sema built does not verify");

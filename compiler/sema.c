@@ -17,7 +17,12 @@
  *
  * The same elaborator serves the compiler itself: sema_new/sema_run keep
  * the context alive after the program is elaborated, and sema_call inlines
- * a function of a (stdlib) module on IR values the compiler made. */
+ * a function of a (stdlib) module on IR values the compiler made. Later
+ * passes get what they need of the stdlib as data instead: sema_function
+ * compiles a function, specialized to its argument types, to an IR
+ * function that ir_inline puts in place; a program that trains gets its
+ * optimizer's update so, one per param shape (make_updates), for autodiff,
+ * which never calls back into sema. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -854,7 +859,7 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
   }
   const Node *call = st->b;
   t->opt_span = call->span;
-  t->opt = ad_optim_lookup(call->name);
+  t->opt = ir_optim_lookup(call->name);
   Args a;
   if (t->opt < 0) {
     sema_error(s, call->span, "unknown optimizer '%s' (sgd, momentum, adam or adamw)", call->name);
@@ -876,7 +881,7 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
   char name[64];
   double dflt;
   int nk = 0;
-  for (int k = 0; ad_optim_keyword(t->opt, k, name, sizeof name, &dflt); k++, nk++) {
+  for (int k = 0; ir_optim_keyword(t->opt, k, name, sizeof name, &dflt); k++, nk++) {
     t->args[k] = dflt;
     const Node *n = sema_kwarg(&a, name);
     if (!n)
@@ -896,10 +901,10 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
   for (int i = 0; i < a.nkw; i++) {
     bool known = false;
     for (int k = 0; k < nk && !known; k++)
-      known = ad_optim_keyword(t->opt, k, name, sizeof name, &dflt) && strcmp(name, a.kw[i]->name) == 0;
+      known = ir_optim_keyword(t->opt, k, name, sizeof name, &dflt) && strcmp(name, a.kw[i]->name) == 0;
     if (!known) {
       sema_error(s, a.kw[i]->span, "%s takes no keyword '%s' (it takes %s)", call->name, a.kw[i]->name,
-                 ad_optim(t->opt)->keywords);
+                 ir_optim(t->opt)->keywords);
       ok = false;
     }
   }
@@ -1052,6 +1057,8 @@ Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt) {
   return s;
 }
 
+static void make_updates(Sema *s);
+
 bool sema_run(Sema *s, const Node *root) {
   int before = diag_errors();
   exec_block(s, &s->global, &root->list);
@@ -1062,6 +1069,8 @@ bool sema_run(Sema *s, const Node *root) {
       if (find_define(s, opt->defines[i].name, &j) && j == i)
         diag_fatal("-D %s: the program has no const named %s", opt->defines[i].name, opt->defines[i].name);
     }
+  if (diag_errors() == before && s->p->train.loss)
+    make_updates(s);
   return diag_errors() == before;
 }
 
@@ -1117,6 +1126,79 @@ int sema_call(Sema *s, const char *module, const char *fn, Value **args, int nar
   return n;
 }
 
+Program *sema_function(Sema *s, const char *module, const char *fn, const DType *dt, const Shape *sh, int nargs,
+                       Span at) {
+  /* the module is loaded into p, not the function: its sources and scope
+   * outlive the function, and anything its top level makes stays p's */
+  if (module && !module_scope(s, module, at))
+    return NULL;
+  Program *home = s->p, *f = ir_new_fn(home);
+  Value **args = xmalloc(sizeof *args * (size_t)(nargs ? nargs : 1));
+  for (int i = 0; i < nargs; i++) {
+    Tensor t = {0};
+    t.name = arena_printf(home->arena, "%s.arg%d", fn, i);
+    t.kind = TK_INPUT;
+    t.dtype = dt[i];
+    t.shape = sh[i];
+    t.span = at;
+    t.state_of = -1;
+    args[i] = ir_tensor(f, &t);
+  }
+  Value *res[SEMA_MAX_ARGS];
+  s->p = f;
+  int n = sema_call(s, module, fn, args, nargs, res, SEMA_MAX_ARGS, at);
+  s->p = home;
+  free(args);
+  if (n < 0) {
+    ir_free(f);
+    return NULL;
+  }
+  for (int j = 0; j < n; j++)
+    ir_output(f, fn, res[j], at);
+  return f;
+}
+
+/* The train statement's optimizer update, stdlib/optim.gsl's function of
+ * its optimizer specialized to each shape of an f32 param that is not
+ * frozen, into p->train.updates. Its parameters, in optim.def's order: the
+ * param p, its gradient g, the states, the step number t (if the optimizer
+ * takes it; an f32 scalar) and the hyperparameters (f32 scalars). */
+static void make_updates(Sema *s) {
+  Train *t = &s->p->train;
+  const OptimInfo *o = ir_optim(t->opt);
+  char w[64];
+  double dflt;
+  int ns = 0, nk = 0;
+  while (ir_optim_state(t->opt, ns, w, sizeof w))
+    ns++;
+  while (ir_optim_keyword(t->opt, nk, w, sizeof w, &dflt))
+    nk++;
+  int n = 2 + ns + (o->step ? 1 : 0) + nk;
+  if (n > SEMA_MAX_ARGS)
+    die("optim.def's %s takes %d arguments, more than %d", o->name, n, SEMA_MAX_ARGS);
+  DType dt[SEMA_MAX_ARGS];
+  Shape sh[SEMA_MAX_ARGS];
+  for (int i = 0; i < n; i++)
+    dt[i] = DT_F32;
+  for (int i = 0; i < s->p->ntensors; i++) {
+    const Tensor *pt = &s->p->tensors[i];
+    if (pt->kind != TK_PARAM || pt->frozen || pt->dtype != DT_F32)
+      continue;
+    bool have = false;
+    for (int k = 0; k < t->nupdates && !have; k++)
+      have = shape_eq(&t->updates[k]->tensors[0].shape, &pt->shape);
+    if (have)
+      continue;
+    for (int k = 0; k < n; k++)
+      sh[k] = k < 2 + ns ? pt->shape : (Shape){0};
+    Program *f = sema_function(s, "optim", o->fn, dt, sh, n, t->opt_span);
+    if (!f)
+      return;
+    t->updates = xrealloc(t->updates, sizeof *t->updates * (size_t)(t->nupdates + 1));
+    t->updates[t->nupdates++] = f;
+  }
+}
+
 void sema_free(Sema *s) {
   if (!s)
     return;
@@ -1132,7 +1214,7 @@ void sema_free(Sema *s) {
 Program *sema_program(const Node *root, const Source *src, Arena *ast_arena, const SemaOptions *opt) {
   Program *p = ir_new(src ? src->path : NULL);
   Sema *s = sema_new(p, ast_arena, opt);
-  bool ok = sema_run(s, root) && ad_train(p, s);
+  bool ok = sema_run(s, root);
   sema_free(s);
   if (!ok) {
     ir_free(p);

@@ -1,4 +1,5 @@
-/* test_inline.c — the inliner used by the compiler itself (sema_call):
+/* test_inline.c — the inliners used by the compiler itself (sema_call, and
+ * sema_function with ir_inline):
  * values made with the IR builder, a stdlib function inlined on them, the
  * IR it made checked op by op, and its errors located at the call (or in
  * the module, with a note at the call). */
@@ -179,10 +180,69 @@ static void test_program_function(void) {
   free(end());
 }
 
+/* sema_function then ir_inline, the seam autodiff uses: optim.sgd(p, g, lr)
+ * compiled once at f32[3] (parameters as inputs, lr an f32 scalar) and
+ * inlined twice with no sema involved: each time the same ops on the new
+ * operands (lr broadcast, times g, subtracted from p), stamped with the
+ * program's pass, none of the function's own values left in the program;
+ * a function with a random draw gets a fresh stream per inlining. */
+static void test_ir_function(void) {
+  begin("fn noisy(v) {\n  return v + uniform_like(v)\n}\n");
+  Node *root = parse_source(src, ast);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  CU_ASSERT_TRUE(sema_run(sema, root));
+  int64_t d[] = {3};
+  DType dt[3] = {DT_F32, DT_F32, DT_F32};
+  Shape sh[3] = {shape_of(1, d), shape_of(1, d), shape_of(0, NULL)};
+  Program *sgd = sema_function(sema, "optim", "sgd", dt, sh, 3, at("noisy"));
+  Program *noisy = sema_function(sema, NULL, "noisy", dt, sh, 1, at("noisy"));
+  sema_free(sema);
+  sema = NULL;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(sgd);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(noisy);
+  CU_ASSERT_EQUAL(sgd->ntensors, 3);
+  CU_ASSERT_EQUAL(sgd->noutputs, 1);
+  CU_ASSERT_PTR_EQUAL(sgd->home, prog);
+  int empty = prog->nvalues;
+  CU_ASSERT_EQUAL(empty, 0); /* the functions' values are their own */
+  prog->pass = PASS_UPDATE;
+  for (int round = 0; round < 2; round++) {
+    Value *args[3] = {tensor("w", TK_PARAM, DT_F32, 1, d), tensor("g", TK_INPUT, DT_F32, 1, d),
+                      ir_const(prog, DT_F32, round ? 0.5 : 0.25, at("noisy"))};
+    Value *r = NULL;
+    CU_ASSERT_EQUAL(ir_inline(prog, sgd, args, 3, &r, 1), 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->op, OP_BINARY);
+    CU_ASSERT_EQUAL(r->fn, BF_SUB);
+    CU_ASSERT_EQUAL(r->pass, PASS_UPDATE);
+    CU_ASSERT_PTR_EQUAL(r->args[0], args[0]);
+    const Value *m = r->args[1];
+    CU_ASSERT_EQUAL_FATAL(m->op, OP_BINARY);
+    CU_ASSERT_EQUAL(m->fn, BF_MUL);
+    CU_ASSERT_EQUAL_FATAL(m->args[0]->op, OP_BROADCAST);
+    CU_ASSERT_PTR_EQUAL(m->args[0]->args[0], args[2]);
+    CU_ASSERT_PTR_EQUAL(m->args[1], args[1]);
+    expect_shape(r, 1, d);
+  }
+  uint32_t streams[2];
+  for (int round = 0; round < 2; round++) {
+    Value *x = tensor("x", TK_INPUT, DT_F32, 1, d), *r = NULL;
+    CU_ASSERT_EQUAL(ir_inline(prog, noisy, &x, 1, &r, 1), 1);
+    CU_ASSERT_EQUAL_FATAL(r->args[1]->op, OP_RNG);
+    streams[round] = r->args[1]->stream;
+  }
+  CU_ASSERT_NOT_EQUAL(streams[0], streams[1]);
+  CU_ASSERT_TRUE(ir_verify(prog, stderr));
+  ir_free(sgd);
+  ir_free(noisy);
+  free(end());
+}
+
 void add_inline_tests(void) {
   CU_pSuite s = tests_suite("inline");
   tests_add(s, "a stdlib function inlined on builder values", test_dense);
   tests_add(s, "shape names bind per call", test_shape_names_per_call);
   tests_add(s, "errors at the call and in the module", test_errors);
   tests_add(s, "the program's own functions after sema_run", test_program_function);
+  tests_add(s, "IR functions from sema, inlined without it", test_ir_function);
 }

@@ -26,6 +26,10 @@ static Program *elaborate_with(const char *text, const Define *defs, int ndefs) 
   if (root) {
     SemaOptions so = {NULL, 0, TEST_SRCDIR "/stdlib", defs, ndefs};
     p = sema_program(root, src, ast, &so);
+    if (p && p->train.loss) { /* the front end as gslc runs it */
+      ad_train(p);
+      ir_dce(p);
+    }
   }
   fclose(f);
   diag_set_stream(NULL);
