@@ -1,21 +1,18 @@
-/* cg_loops.c — the basics every part of codegen builds on: LLVM types,
- * constants and calls; loop nests; affine indices; buffers; and fusion of
- * elementwise expressions.
+/* cg_loops.c — the base of codegen, which every other cg file builds on
+ * and which calls none of them: LLVM types, constants and calls; loop
+ * nests; affine indices; buffers; the device's index in a group of mesh
+ * axes. Above it: cg_math.c (scalar math), cg_fuse.c (fused elementwise
+ * expressions), the op emitters (cg_ops.c, cg_einsum.c, cg_collectives.c),
+ * and codegen.c (the module, the kernels, gsl_step) on top.
  *
- * Fusion. Which values have a buffer is the plan's (plan.c). Every other
- * value is inlined into the loop of its user: its elements are computed
- * from its operands at affine indices, so a chain of elementwise ops,
- * broadcasts, transposes, slices, local slices, one_hots and iotas becomes one loop
- * nest whose leaves are loads from buffers at sum_k i_k * stride_k + offset.
- * Index maps compose symbolically (struct Aff: coefficients over the loop
- * counters and the device's indices in groups of mesh axes), so a broadcast
- * gives stride 0, a transpose permutes strides, a slice adds an offset, and
- * a local slice adds the device's index in its group times the local extent
- * (a run-time term, so it fuses like any other index map). Each loop nest
- * runs innermost over the last dimension with i64 counters in rotated
- * canonical form, so LoopVectorize fires; sum reductions along the innermost
- * loop carry llvm.loop.vectorize.enable, which lets the vectorizer
- * reassociate them (and nothing else).
+ * Loops. Each loop nest runs innermost over the last dimension with i64
+ * counters in rotated canonical form, so LoopVectorize fires; sum
+ * reductions along the innermost loop carry llvm.loop.vectorize.enable,
+ * which lets the vectorizer reassociate them (and nothing else).
+ *
+ * Indices. An index is an affine function (struct Aff) of the loop
+ * counters and of the device's indices in groups of mesh axes (run-time
+ * terms, read from the slots codegen.c fills at a kernel's entry).
  *
  * Buffers. Every buffer the plan places lies in one arena at its offset;
  * gsl_step loads the arena once and each buffer pointer is arena + offset
@@ -239,118 +236,13 @@ LLVMValueRef cg_temp(CG *g, int t, DType dt) {
   return LLVMBuildBitCast(g->b, raw, LLVMPointerType(cg_elem_type(g, dt), 0), "");
 }
 
-/* ---- elementwise expressions --------------------------------------------- */
+/* ---- the device's place on the mesh -------------------------------------- */
 
-static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx);
-
-LLVMValueRef cg_elem_at(CG *g, const Value *v, const Aff *idx) {
-  if (!g->pl->mat[v->id])
-    return def_elem(g, v, idx);
-  if (g->pre[v->id])
-    return g->pre[v->id];
-  Aff lin = cg_linear_of(&v->shape, idx);
-  return cg_load_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &lin));
+LLVMValueRef cg_group_index(CG *g, int n, const uint8_t *axes) {
+  for (int k = 0; k < g->ngroups; k++)
+    if (g->groups[k].n == n && !memcmp(g->groups[k].axes, axes, (size_t)n) && g->groups[k].slot >= 0)
+      return g->gidx[g->groups[k].slot];
+  die("the index in a group of %d mesh axes was not collected", n);
 }
 
-/* The element of v at idx from its operands (v an elementwise op or an
- * index map), ignoring any buffer v itself has. */
-static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
-  LLVMBuilderRef b = g->b;
-  const Value *a = v->nargs ? v->args[0] : NULL;
-  Aff ai[GSL_MAX_RANK];
-  switch (v->op) {
-  case OP_CONST:
-    return v->dtype == DT_I32 ? cg_ci32(g, v->ival) : cg_cf32(g, v->fval);
-  case OP_IOTA: { /* the global index: a tile cut along axis starts at its block's offset */
-    LLVMValueRef k = cg_aff_value(g, &idx[v->axis]);
-    if (cg_rng_split(g->p, v, v->axis))
-      k = LLVMBuildNSWAdd(b, k,
-                          LLVMBuildNSWMul(b, cg_group_index(g, v->sh.naxes[v->axis], v->sh.axes[v->axis]),
-                                          cg_ci64(g, v->shape.d[v->axis]), ""),
-                          "");
-    return LLVMBuildTrunc(b, k, g->t_i32, "");
-  }
-  case OP_UNARY:
-    return cg_unary(g, v->fn, cg_convert(g, cg_elem_at(g, a, idx), a->dtype, v->dtype), v->dtype);
-  case OP_BINARY:
-    return cg_binary(g, v->fn, cg_elem_at(g, a, idx), cg_convert(g, cg_elem_at(g, v->args[1], idx), v->args[1]->dtype, a->dtype),
-                  a->dtype, v->dtype);
-  case OP_SELECT: {
-    LLVMValueRef c = cg_elem_at(g, a, idx);
-    c = a->dtype == DT_F32 ? LLVMBuildFCmp(b, LLVMRealUNE, c, cg_cf32(g, 0.0), "")
-                           : LLVMBuildICmp(b, LLVMIntNE, c, cg_ci32(g, 0), "");
-    LLVMValueRef x = cg_convert(g, cg_elem_at(g, v->args[1], idx), v->args[1]->dtype, v->dtype);
-    LLVMValueRef y = cg_convert(g, cg_elem_at(g, v->args[2], idx), v->args[2]->dtype, v->dtype);
-    return LLVMBuildSelect(b, c, x, y, "");
-  }
-  case OP_CAST:
-    return cg_convert(g, cg_elem_at(g, a, idx), a->dtype, v->dtype);
-  case OP_ANNOTATE:
-    return cg_elem_at(g, a, idx);
-  case OP_BROADCAST:
-    for (int q = 0; q < a->shape.rank; q++)
-      ai[q] = cg_aff_const(0);
-    for (int i = 0; i < v->shape.rank; i++) {
-      int q = v->perm[i];
-      if (q >= 0 && a->shape.d[q] != 1)
-        ai[q] = idx[i];
-    }
-    return cg_elem_at(g, a, ai);
-  case OP_TRANSPOSE:
-    for (int i = 0; i < v->shape.rank; i++)
-      ai[v->perm[i]] = idx[i];
-    return cg_elem_at(g, a, ai);
-  case OP_SLICE:
-    for (int i = 0; i < v->shape.rank; i++)
-      ai[i] = idx[i];
-    ai[v->axis].k += v->start;
-    return cg_elem_at(g, a, ai);
-  case OP_LOCAL_SLICE:
-    for (int i = 0; i < v->shape.rank; i++)
-      ai[i] = idx[i];
-    ai[v->axis].dev[g->groups[g->vgroup[v->id]].slot] += v->shape.d[v->axis];
-    return cg_elem_at(g, a, ai);
-  case OP_ONE_HOT: {
-    int r = v->shape.rank - 1;
-    LLVMValueRef k = LLVMBuildSExt(b, cg_elem_at(g, a, idx), g->t_i64, "");
-    LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, k, cg_aff_value(g, &idx[r]), "");
-    return cg_bool_to(g, eq, v->dtype);
-  }
-  case OP_RESHAPE:
-    die("reshape %%%d without a buffer", v->id);
-  default:
-    die("%s %%%d is not elementwise", op_name(v->op), v->id);
-  }
-}
-
-/* Loads, ahead of a loop nest, the one-element buffers (computed scalars:
- * an optimizer's bias corrections, say) that v's fused expression reads:
- * read in the loop, LLVM would reload them at every element, unable to
- * prove the loop's stores miss them, and leave the loop scalar. */
-static void preload_scalars(CG *g, const Value *v) {
-  for (int k = 0; k < v->nargs; k++) {
-    const Value *a = v->args[k];
-    if (!g->pl->mat[a->id]) {
-      preload_scalars(g, a);
-    } else if (shape_elems(&a->shape) == 1 && !g->pre[a->id]) {
-      g->pre[a->id] = cg_load_lin(g, cg_buffer_of(g, a), a->dtype, cg_ci64(g, 0));
-      g->pre_ids[g->npre++] = a->id;
-    }
-  }
-}
-
-/* v's buffer = v's elements, one loop nest over its shape. */
-void cg_emit_map(CG *g, const Value *v) {
-  Loop l[GSL_MAX_RANK];
-  Aff idx[GSL_MAX_RANK];
-  if (shape_elems(&v->shape) > 1)
-    preload_scalars(g, v);
-  cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
-  LLVMValueRef x = def_elem(g, v, idx);
-  Aff lin = cg_linear_of(&v->shape, idx);
-  cg_store_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &lin), x);
-  cg_nest_close(g, l, v->shape.rank);
-  while (g->npre)
-    g->pre[g->pre_ids[--g->npre]] = NULL;
-}
-
+bool cg_dim_split(const Program *p, const Value *v, int d) { return p->spmd && v->sh.naxes[d] > 0; }

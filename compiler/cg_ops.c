@@ -3,7 +3,7 @@
  * scatter_add, the moe routing calls, concat and random draws.
  *
  * Reductions and concatenations compute their operand's expression inside
- * their own loops (fusion, cg_loops.c). A reduction's trailing reduced
+ * their own loops (fusion, cg_fuse.c). A reduction's trailing reduced
  * dimensions accumulate in a register (vectorized as a reduction), earlier
  * ones into the result buffer. Gather checks every index before copying a
  * row, scatter_add before adding one. A random draw passes its tile's offset in the global tensor, so
@@ -13,8 +13,6 @@
 #include <llvm-c/Core.h>
 
 #include "codegen.h"
-
-bool cg_rng_split(const Program *p, const Value *v, int d) { return p->spmd && v->sh.naxes[d] > 0; }
 
 static LLVMValueRef reduce_op(CG *g, int fn, DType dt, LLVMValueRef acc, LLVMValueRef x) {
   if (fn == RF_SUM)
@@ -273,13 +271,13 @@ void cg_emit_rng(CG *g, const Value *v) {
   const Program *p = g->p;
   bool split = false;
   for (int d = 0; d < v->shape.rank; d++)
-    split |= cg_rng_split(p, v, d);
+    split |= cg_dim_split(p, v, d);
   LLVMValueRef off = LLVMConstNull(LLVMPointerType(g->t_i64, 0));
   if (split) {
     off = LLVMBuildArrayAlloca(g->ab, g->t_i64, cg_ci64(g, v->shape.rank), "offset");
     for (int d = 0; d < v->shape.rank; d++) {
       LLVMValueRef o = cg_ci64(g, 0), at = cg_ci64(g, d);
-      if (cg_rng_split(p, v, d))
+      if (cg_dim_split(p, v, d))
         o = LLVMBuildNSWMul(g->b, cg_group_index(g, v->sh.naxes[d], v->sh.axes[d]), cg_ci64(g, v->shape.d[d]), "");
       LLVMBuildStore(g->b, o, LLVMBuildInBoundsGEP2(g->b, g->t_i64, off, &at, 1, ""));
     }

@@ -1,8 +1,9 @@
 /* codegen.c — the SPMD program to one LLVM module, then to an object file,
  * assembly or textual IR for the host: the module's functions and the
- * driving of LLVM. The parts of the code live beside it (codegen.h): loops,
- * indices and fusion (cg_loops.c), scalar math (cg_math.c), whole-buffer
- * ops (cg_ops.c), collectives (cg_collectives.c), einsum (cg_einsum.c).
+ * driving of LLVM: the top of codegen's stack of files (codegen.h), which
+ * calls the op emitters (cg_ops.c, cg_collectives.c, cg_einsum.c), fusion
+ * (cg_fuse.c), scalar math (cg_math.c) and the base (cg_loops.c: loops,
+ * indices, buffers), none of which calls back up.
  *
  * The module defines gsl_setup (declares the mesh, the groups of mesh axes
  * the code uses, the params and inputs, the outputs, and allocates the one
@@ -84,19 +85,12 @@ static bool collect_groups(CG *g) {
     g->vgroup2[i] = v->op == OP_COLLECTIVE_PERMUTE ? find_group(g, v->ngroup, v->group2, false, &ok) : -1;
     if (v->op == OP_RNG)
       for (int d = 0; d < v->shape.rank; d++)
-        if (cg_rng_split(p, v, d))
+        if (cg_dim_split(p, v, d))
           find_group(g, v->sh.naxes[d], v->sh.axes[d], true, &ok);
-    if (v->op == OP_IOTA && cg_rng_split(p, v, v->axis))
+    if (v->op == OP_IOTA && cg_dim_split(p, v, v->axis))
       find_group(g, v->sh.naxes[v->axis], v->sh.axes[v->axis], true, &ok);
   }
   return ok;
-}
-
-LLVMValueRef cg_group_index(CG *g, int n, const uint8_t *axes) {
-  for (int k = 0; k < g->ngroups; k++)
-    if (g->groups[k].n == n && !memcmp(g->groups[k].axes, axes, (size_t)n) && g->groups[k].slot >= 0)
-      return g->gidx[g->groups[k].slot];
-  die("the index in a group of %d mesh axes was not collected", n);
 }
 
 /* dim_axes for declare_*: per dimension the mesh axes of sh, padded with -1. */

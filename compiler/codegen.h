@@ -1,9 +1,13 @@
 /* codegen.h — codegen's private header: the state of one cg_emit and the
- * functions its files share (cg_loops.c: types, constants, loops, affine
- * indices, buffers and fusion; cg_math.c: scalar math; cg_ops.c: reductions,
- * cumsum, gather, concat, random draws; cg_collectives.c: collectives;
- * cg_einsum.c: einsum and GEMM; codegen.c: the module and LLVM). Sections
- * follow the file that defines the functions they declare. */
+ * functions its files share. The files form a stack, each calling only
+ * those below it:
+ *   codegen.c                              the module, kernels, gsl_step, setup
+ *   cg_ops.c  cg_einsum.c  cg_collectives.c  whole-buffer ops (none calls another)
+ *   cg_fuse.c                              fused elementwise expressions
+ *   cg_math.c                              scalar math
+ *   cg_loops.c                             LLVM types, constants, calls, loops,
+ *                                          indices, buffers, group indices
+ * Sections follow the stack from the bottom, one per file. */
 #ifndef GSLC_CODEGEN_H
 #define GSLC_CODEGEN_H
 
@@ -73,7 +77,7 @@ typedef struct CG {
   int *pre_ids, npre;     /* the values with pre set, to clear after the nest */
 } CG;
 
-/* ---- cg_loops.c: types, constants, loops, indices, buffers, fusion ---- */
+/* ---- cg_loops.c: the base: types, constants, calls, loops, indices, buffers ---- */
 
 LLVMTypeRef cg_elem_type(CG *g, DType dt);
 LLVMValueRef cg_ci64(CG *g, int64_t v);
@@ -102,9 +106,10 @@ LLVMValueRef cg_load_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin);
 void cg_store_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin, LLVMValueRef x);
 LLVMValueRef cg_buffer_of(CG *g, const Value *v); /* v's buffer (its root's), typed */
 LLVMValueRef cg_temp(CG *g, int t, DType dt);     /* Plan.temps[t] in the arena, typed */
-/* v's element at idx: a load from its buffer, or computed from its operands */
-LLVMValueRef cg_elem_at(CG *g, const Value *v, const Aff *idx);
-void cg_emit_map(CG *g, const Value *v); /* v's buffer = its elements */
+/* in a kernel, the device's index in the group of axes[0..n) (one codegen.c gave a slot) */
+LLVMValueRef cg_group_index(CG *g, int n, const uint8_t *axes);
+/* v's dim d (a draw's, an iota's) is split over the mesh: its tile starts at the device's block */
+bool cg_dim_split(const Program *p, const Value *v, int d);
 
 /* ---- cg_math.c: scalar math -------------------------------------------- */
 
@@ -112,6 +117,12 @@ LLVMValueRef cg_convert(CG *g, LLVMValueRef x, DType from, DType to);
 LLVMValueRef cg_bool_to(CG *g, LLVMValueRef c, DType dt);
 LLVMValueRef cg_unary(CG *g, int fn, LLVMValueRef x, DType dt);
 LLVMValueRef cg_binary(CG *g, int fn, LLVMValueRef x, LLVMValueRef y, DType in, DType out);
+
+/* ---- cg_fuse.c: fused elementwise expressions --------------------------- */
+
+/* v's element at idx: a load from its buffer, or computed from its operands */
+LLVMValueRef cg_elem_at(CG *g, const Value *v, const Aff *idx);
+void cg_emit_map(CG *g, const Value *v); /* v's buffer = its elements */
 
 /* ---- cg_ops.c: whole-buffer ops ----------------------------------------- */
 
@@ -122,7 +133,6 @@ void cg_emit_scatter_add(CG *g, const Value *v);
 void cg_emit_route(CG *g, const Value *v); /* dispatch, combine */
 void cg_emit_concat(CG *g, const Value *v);
 void cg_emit_rng(CG *g, const Value *v);
-bool cg_rng_split(const Program *p, const Value *v, int d); /* v's dim d (a draw's, an iota's) is split over the mesh */
 
 /* ---- cg_collectives.c ---------------------------------------------------- */
 
@@ -133,10 +143,5 @@ void cg_emit_permute(CG *g, const Value *v);
 /* ---- cg_einsum.c ----------------------------------------------------------- */
 
 void cg_emit_einsum(CG *g, const Value *v);
-
-/* ---- codegen.c: the module ----------------------------------------------- */
-
-/* in gsl_step, the device's index in the group of axes[0..n) (one with a slot) */
-LLVMValueRef cg_group_index(CG *g, int n, const uint8_t *axes);
 
 #endif

@@ -1,0 +1,134 @@
+/* cg_fuse.c — fusion of elementwise expressions: the element of any value
+ * at an affine index, computed from its operands unless it has a buffer,
+ * and the loop nest that fills a value's buffer from its elements. Above
+ * cg_loops.c and cg_math.c; the op emitters read their operands' elements
+ * through it.
+ *
+ * Which values have a buffer is the plan's (plan.c). Every other value is
+ * inlined into the loop of its user: its elements are computed from its
+ * operands at affine indices, so a chain of elementwise ops, broadcasts,
+ * transposes, slices, local slices, one_hots and iotas becomes one loop
+ * nest whose leaves are loads from buffers at sum_k i_k * stride_k +
+ * offset. Index maps compose symbolically (struct Aff), so a broadcast
+ * gives stride 0, a transpose permutes strides, a slice adds an offset,
+ * and a local slice adds the device's index in its group times the local
+ * extent (a run-time term, so it fuses like any other index map). */
+#include <llvm-c/Core.h>
+
+#include "codegen.h"
+
+/* ---- elementwise expressions --------------------------------------------- */
+
+static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx);
+
+LLVMValueRef cg_elem_at(CG *g, const Value *v, const Aff *idx) {
+  if (!g->pl->mat[v->id])
+    return def_elem(g, v, idx);
+  if (g->pre[v->id])
+    return g->pre[v->id];
+  Aff lin = cg_linear_of(&v->shape, idx);
+  return cg_load_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &lin));
+}
+
+/* The element of v at idx from its operands (v an elementwise op or an
+ * index map), ignoring any buffer v itself has. */
+static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
+  LLVMBuilderRef b = g->b;
+  const Value *a = v->nargs ? v->args[0] : NULL;
+  Aff ai[GSL_MAX_RANK];
+  switch (v->op) {
+  case OP_CONST:
+    return v->dtype == DT_I32 ? cg_ci32(g, v->ival) : cg_cf32(g, v->fval);
+  case OP_IOTA: { /* the global index: a tile cut along axis starts at its block's offset */
+    LLVMValueRef k = cg_aff_value(g, &idx[v->axis]);
+    if (cg_dim_split(g->p, v, v->axis))
+      k = LLVMBuildNSWAdd(b, k,
+                          LLVMBuildNSWMul(b, cg_group_index(g, v->sh.naxes[v->axis], v->sh.axes[v->axis]),
+                                          cg_ci64(g, v->shape.d[v->axis]), ""),
+                          "");
+    return LLVMBuildTrunc(b, k, g->t_i32, "");
+  }
+  case OP_UNARY:
+    return cg_unary(g, v->fn, cg_convert(g, cg_elem_at(g, a, idx), a->dtype, v->dtype), v->dtype);
+  case OP_BINARY:
+    return cg_binary(g, v->fn, cg_elem_at(g, a, idx), cg_convert(g, cg_elem_at(g, v->args[1], idx), v->args[1]->dtype, a->dtype),
+                  a->dtype, v->dtype);
+  case OP_SELECT: {
+    LLVMValueRef c = cg_elem_at(g, a, idx);
+    c = a->dtype == DT_F32 ? LLVMBuildFCmp(b, LLVMRealUNE, c, cg_cf32(g, 0.0), "")
+                           : LLVMBuildICmp(b, LLVMIntNE, c, cg_ci32(g, 0), "");
+    LLVMValueRef x = cg_convert(g, cg_elem_at(g, v->args[1], idx), v->args[1]->dtype, v->dtype);
+    LLVMValueRef y = cg_convert(g, cg_elem_at(g, v->args[2], idx), v->args[2]->dtype, v->dtype);
+    return LLVMBuildSelect(b, c, x, y, "");
+  }
+  case OP_CAST:
+    return cg_convert(g, cg_elem_at(g, a, idx), a->dtype, v->dtype);
+  case OP_ANNOTATE:
+    return cg_elem_at(g, a, idx);
+  case OP_BROADCAST:
+    for (int q = 0; q < a->shape.rank; q++)
+      ai[q] = cg_aff_const(0);
+    for (int i = 0; i < v->shape.rank; i++) {
+      int q = v->perm[i];
+      if (q >= 0 && a->shape.d[q] != 1)
+        ai[q] = idx[i];
+    }
+    return cg_elem_at(g, a, ai);
+  case OP_TRANSPOSE:
+    for (int i = 0; i < v->shape.rank; i++)
+      ai[v->perm[i]] = idx[i];
+    return cg_elem_at(g, a, ai);
+  case OP_SLICE:
+    for (int i = 0; i < v->shape.rank; i++)
+      ai[i] = idx[i];
+    ai[v->axis].k += v->start;
+    return cg_elem_at(g, a, ai);
+  case OP_LOCAL_SLICE:
+    for (int i = 0; i < v->shape.rank; i++)
+      ai[i] = idx[i];
+    ai[v->axis].dev[g->groups[g->vgroup[v->id]].slot] += v->shape.d[v->axis];
+    return cg_elem_at(g, a, ai);
+  case OP_ONE_HOT: {
+    int r = v->shape.rank - 1;
+    LLVMValueRef k = LLVMBuildSExt(b, cg_elem_at(g, a, idx), g->t_i64, "");
+    LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, k, cg_aff_value(g, &idx[r]), "");
+    return cg_bool_to(g, eq, v->dtype);
+  }
+  case OP_RESHAPE:
+    die("reshape %%%d without a buffer", v->id);
+  default:
+    die("%s %%%d is not elementwise", op_name(v->op), v->id);
+  }
+}
+
+/* Loads, ahead of a loop nest, the one-element buffers (computed scalars:
+ * an optimizer's bias corrections, say) that v's fused expression reads:
+ * read in the loop, LLVM would reload them at every element, unable to
+ * prove the loop's stores miss them, and leave the loop scalar. */
+static void preload_scalars(CG *g, const Value *v) {
+  for (int k = 0; k < v->nargs; k++) {
+    const Value *a = v->args[k];
+    if (!g->pl->mat[a->id]) {
+      preload_scalars(g, a);
+    } else if (shape_elems(&a->shape) == 1 && !g->pre[a->id]) {
+      g->pre[a->id] = cg_load_lin(g, cg_buffer_of(g, a), a->dtype, cg_ci64(g, 0));
+      g->pre_ids[g->npre++] = a->id;
+    }
+  }
+}
+
+/* v's buffer = v's elements, one loop nest over its shape. */
+void cg_emit_map(CG *g, const Value *v) {
+  Loop l[GSL_MAX_RANK];
+  Aff idx[GSL_MAX_RANK];
+  if (shape_elems(&v->shape) > 1)
+    preload_scalars(g, v);
+  cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
+  LLVMValueRef x = def_elem(g, v, idx);
+  Aff lin = cg_linear_of(&v->shape, idx);
+  cg_store_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &lin), x);
+  cg_nest_close(g, l, v->shape.rank);
+  while (g->npre)
+    g->pre[g->pre_ids[--g->npre]] = NULL;
+}
+
