@@ -1,7 +1,8 @@
 /* internal.h — what the runtime's files share and the unit tests see: the
  * gslrt_ctx struct, the option record and its parser, and the error paths.
- * Sectioned by the file that defines each function; nothing here is part of
- * the contract with gslc (that is gslrt.h). */
+ * Sectioned by the file that defines each function, from fail.c (errors
+ * and verdicts), which every other file calls and which calls none, up;
+ * nothing here is part of the contract with gslc (that is gslrt.h). */
 #ifndef GSLRT_INTERNAL_H
 #define GSLRT_INTERNAL_H
 
@@ -144,18 +145,7 @@ struct gslrt_ctx {
   uint64_t metrics_dev, metrics_ino;      /* its device and inode (rank 0) */
 };
 
-/* ---- options.c ----------------------------------------------------------- */
-
-/* Parses argv[1..argc) into *o (zeroed first). 0 on success; -1 with the
- * cause (without program name) in err. Free with gslrt_free_options. */
-int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int errlen);
-void gslrt_free_options(gslrt_options *o);
-/* The --log-every in effect: the option, or the default for steps. */
-int64_t gslrt_log_every(const gslrt_options *o);
-/* The --help text. */
-void gslrt_print_usage(FILE *f, const char *prog);
-
-/* ---- main.c -------------------------------------------------------------- */
+/* ---- fail.c: the bottom: ending a run and saying why -------------------- */
 
 /* A run-time error seen by this rank alone: prints "PROG: rank R: error:
  * cause" and ends every rank (MPI_Abort; with one rank, exit(1)). ctx may be
@@ -176,6 +166,27 @@ void gslrt_usage_error(gslrt_ctx *ctx, const char *fmt, ...)
 void gslrt_rank0_verdict(gslrt_ctx *ctx, int status, const char *err);
 /* Dies through gslrt_fatal naming call if rc is not MPI_SUCCESS. */
 void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call);
+/* Finalizes MPI (freeing ctx's communicator) if it is up, and exits with code. */
+void gslrt_exit(gslrt_ctx *ctx, int code) __attribute__((noreturn));
+/* prefix and the message on stderr in one write, with a newline. */
+void gslrt_say(const char *prefix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The running gslrt_main's context (NULL: none), for gslrt_fatal(NULL, ...). */
+void gslrt_set_current(gslrt_ctx *ctx);
+/* main.c has left a progress line on the terminal (rewritten with '\r');
+ * gslrt_erase_progress erases it, if there is one, before anything is printed. */
+void gslrt_progress_shown(void);
+void gslrt_erase_progress(void);
+
+/* ---- options.c ----------------------------------------------------------- */
+
+/* Parses argv[1..argc) into *o (zeroed first). 0 on success; -1 with the
+ * cause (without program name) in err. Free with gslrt_free_options. */
+int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int errlen);
+void gslrt_free_options(gslrt_options *o);
+/* The --log-every in effect: the option, or the default for steps. */
+int64_t gslrt_log_every(const gslrt_options *o);
+/* The --help text. */
+void gslrt_print_usage(FILE *f, const char *prog);
 
 /* ---- tensors.c ----------------------------------------------------------- */
 

@@ -21,14 +21,9 @@
  *   exactly --steps with --eval-input, it evaluates the checkpoint and
  *   logs that.
  *
- * Errors. A usage error is found by every rank alike: rank 0 prints
- * "PROG: error: CAUSE" and "Try 'PROG --help'.", every rank exits 2. A run-
- * time error every rank reaches together (a bad mesh, a bad input file,
- * decided on rank 0 and broadcast) prints "PROG: rank 0: error: CAUSE" once
- * and every rank exits 1. A run-time error of one rank (gslrt_fail, a failed
- * read or allocation, an MPI error) prints "PROG: rank R: error: CAUSE" and
- * calls MPI_Abort(MPI_COMM_WORLD), which ends every rank through the
- * process manager: nothing waits forever on a dead peer. With one rank it finalizes and exits 1 instead.
+ * Errors end the run through fail.c (usage errors exit 2, run-time errors
+ * 1, a rank's own error aborts every rank); this file keeps the options
+ * and the run loop.
  *
  * Log (rank 0, stdout), every --log-every steps, at the last step and at
  * every step evaluated:
@@ -82,10 +77,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The context of the running gslrt_main, for errors raised without one. */
-static gslrt_ctx *current;
-/* A progress line is on the terminal and must be erased before printing. */
-static int progress_shown;
 /* The SIGTERM or SIGINT received (0: none), set by on_stop_signal. */
 static volatile sig_atomic_t stop_signal;
 
@@ -115,159 +106,10 @@ static void install_signals(void) {
   signal(SIGXFSZ, SIG_IGN);
 }
 
-static void erase_progress(void) {
-  if (progress_shown) {
-    fputs("\r\033[K", stderr);
-    fflush(stderr);
-    progress_shown = 0;
-  }
-}
-
-static void finalize_and_exit(gslrt_ctx *ctx, int code) __attribute__((noreturn));
-static void finalize_and_exit(gslrt_ctx *ctx, int code) {
-  int up = 0, down = 0;
-  fflush(stdout);
-  MPI_Initialized(&up);
-  MPI_Finalized(&down);
-  if (up && !down) {
-    if (ctx && ctx->comm != MPI_COMM_NULL)
-      MPI_Comm_free(&ctx->comm);
-    MPI_Finalize();
-  }
-  exit(code);
-}
-
-/* Writes the prefix, the message, then (if given) a newline and the tail,
- * and a final newline, to stderr with one write(2), so that the lines of
- * ranks failing together never interleave (stderr is unbuffered: fprintf
- * would write the prefix and the message separately). A message too long
- * for the buffer is cut, keeping its newline. */
-static void say(const char *prefix, const char *tail, const char *fmt, va_list ap) {
-  char buf[2 * GSLRT_ERRLEN];
-  size_t cap = sizeof buf - 2, n = (size_t)snprintf(buf, cap, "%s", prefix);
-  if (n < cap)
-    n += (size_t)vsnprintf(buf + n, cap - n, fmt, ap);
-  if (n < cap && tail)
-    n += (size_t)snprintf(buf + n, cap - n, "\n%s", tail);
-  if (n > cap - 1)
-    n = cap - 1;
-  buf[n++] = '\n';
-  for (size_t done = 0; done < n;) {
-    ssize_t k = write(STDERR_FILENO, buf + done, n - done);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      break;
-    done += (size_t)k;
-  }
-}
-
-/* say, with the arguments given here. */
-static void notice(const char *prefix, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  say(prefix, NULL, fmt, ap);
-  va_end(ap);
-}
-
-void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
-  va_list ap;
-  int rank = 0, nranks = 1, up = 0;
-  if (!ctx)
-    ctx = current;
-  MPI_Initialized(&up);
-  if (ctx)
-    rank = ctx->rank, nranks = ctx->nranks;
-  else if (up)
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank), MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  erase_progress();
-  fflush(stdout);
-  char prefix[256];
-  snprintf(prefix, sizeof prefix, "%s: rank %d: error: ", ctx ? ctx->prog : "gslrt", rank);
-  va_start(ap, fmt);
-  say(prefix, NULL, fmt, ap);
-  va_end(ap);
-  /* MPI_COMM_WORLD, not our duplicate: MPICH's ch4 aborts the world through
-   * the process manager (PMI_Abort), but any other communicator by sending
-   * abort messages that a peer already in MPI_Finalize never answers. */
-  if (up && nranks > 1)
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  finalize_and_exit(ctx, 1);
-}
-
-void gslrt_fail_all(gslrt_ctx *ctx, const char *fmt, ...) {
-  va_list ap;
-  if (ctx->rank == 0) {
-    char prefix[256];
-    erase_progress();
-    fflush(stdout);
-    snprintf(prefix, sizeof prefix, "%s: rank 0: error: ", ctx->prog);
-    va_start(ap, fmt);
-    say(prefix, NULL, fmt, ap);
-    va_end(ap);
-  }
-  finalize_and_exit(ctx, 1);
-}
-
-void gslrt_usage_error(gslrt_ctx *ctx, const char *fmt, ...) {
-  va_list ap;
-  if (ctx->rank == 0) {
-    char prefix[256], tail[256];
-    snprintf(prefix, sizeof prefix, "%s: error: ", ctx->prog);
-    snprintf(tail, sizeof tail, "Try '%s --help'.", ctx->prog);
-    va_start(ap, fmt);
-    say(prefix, tail, fmt, ap);
-    va_end(ap);
-  }
-  finalize_and_exit(ctx, 2);
-}
-
-void gslrt_rank0_verdict(gslrt_ctx *ctx, int status, const char *err) {
-  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
-  if (status == 2)
-    gslrt_usage_error(ctx, "%s", err);
-  if (status != 0)
-    gslrt_fail_all(ctx, "%s", err);
-}
-
-void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call) {
-  if (rc != MPI_SUCCESS) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
-      snprintf(msg, sizeof msg, "MPI error %d", rc);
-    gslrt_fatal(ctx, "%s failed: %s", call, msg);
-  }
-}
-
-void *gslrt_alloc(gslrt_ctx *ctx, int64_t bytes) {
-  if (bytes < 0 || (uint64_t)bytes > SIZE_MAX - 64)
-    gslrt_fatal(ctx, "gslrt_alloc: cannot allocate %lld bytes", (long long)bytes);
-  size_t size = ((size_t)bytes + 63) / 64 * 64;
-  if (size == 0)
-    size = 64;
-  if (ctx->nallocs == ctx->cap_allocs) {
-    int cap = ctx->cap_allocs ? 2 * ctx->cap_allocs : 64;
-    void **grown = realloc(ctx->allocs, (size_t)cap * sizeof *grown);
-    if (!grown)
-      gslrt_fatal(ctx, "gslrt_alloc: out of memory");
-    ctx->allocs = grown;
-    ctx->cap_allocs = cap;
-  }
-  void *p = aligned_alloc(64, size);
-  if (!p)
-    gslrt_fatal(ctx, "gslrt_alloc: cannot allocate %lld bytes", (long long)bytes);
-  memset(p, 0, size);
-  ctx->allocs[ctx->nallocs++] = p;
-  return p;
-}
-
 void gslrt_report_loss(gslrt_ctx *ctx, float loss) {
   ctx->loss = loss;
   ctx->have_loss = 1;
 }
-
-void gslrt_fail(gslrt_ctx *ctx, const char *msg) { gslrt_fatal(ctx, "%s", msg); }
 
 static const char *basename_of(const char *path) {
   const char *slash = path ? strrchr(path, '/') : NULL;
@@ -345,7 +187,7 @@ static void log_step(gslrt_ctx *ctx, int64_t step, int64_t nsteps, double second
   double per = seconds / (double)nsteps, ms = 1000.0 * per;
   double tps = (double)tokens / (per > 0 ? per : 1e-9);
   if (!ctx->opts.quiet) {
-    erase_progress();
+    gslrt_erase_progress();
     printf("step %lld/%lld", (long long)step + 1, (long long)ctx->opts.steps);
     if (ctx->have_loss)
       printf("  loss %.6g", (double)ctx->loss);
@@ -383,7 +225,7 @@ static void show_progress(gslrt_ctx *ctx, int64_t step, double per) {
   fprintf(stderr, "\r\033[Kstep %lld/%lld  %.1f ms/step", (long long)step + 1,
           (long long)ctx->opts.steps, 1000.0 * per);
   fflush(stderr);
-  progress_shown = 1;
+  gslrt_progress_shown();
 }
 
 /* Whether path and the --input or --output FILE other are one file: the
@@ -498,19 +340,19 @@ static void stop_run(gslrt_ctx *ctx, int sig, int64_t done) {
   close_metrics(ctx);
   if (ctx->rank == 0) {
     char prefix[256];
-    erase_progress();
+    gslrt_erase_progress();
     fflush(stdout);
     snprintf(prefix, sizeof prefix, "%s: ", ctx->prog);
     if (ctx->opts.checkpoint)
-      notice(prefix, "stopped by %s after step %lld/%lld; checkpoint %s/step-%08lld written (continue "
+      gslrt_say(prefix, "stopped by %s after step %lld/%lld; checkpoint %s/step-%08lld written (continue "
              "with --resume)", name, (long long)done, (long long)ctx->opts.steps, ctx->opts.checkpoint,
              (long long)done);
     else
-      notice(prefix, "stopped by %s after step %lld/%lld; no checkpoint was asked for (--checkpoint "
+      gslrt_say(prefix, "stopped by %s after step %lld/%lld; no checkpoint was asked for (--checkpoint "
              "DIR), nothing was saved", name, (long long)done, (long long)ctx->opts.steps);
   }
   free_ctx(ctx);
-  finalize_and_exit(ctx, GSLRT_EXIT_STOPPED);
+  gslrt_exit(ctx, GSLRT_EXIT_STOPPED);
 }
 
 /* Runs steps first..steps-1 (0-based; first > 0 after --resume), writing
@@ -534,7 +376,7 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
     int last = s + 1 == ctx->opts.steps, evaluated = gslrt_eval_due(ctx, s + 1);
     ctx->have_eval = 0;
     if (evaluated) {
-      erase_progress();
+      gslrt_erase_progress();
       /* after the last step the --output buffers are kept as it left them */
       gslrt_evaluate(ctx, last && ctx->opts.noutputs > 0);
     }
@@ -552,14 +394,14 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
     int sig = !last ? stop_requested(ctx) : 0;
     if (gslrt_checkpoint_due(ctx, s + 1) || (sig && ctx->opts.checkpoint)) {
       double begun = MPI_Wtime();
-      erase_progress();
+      gslrt_erase_progress();
       gslrt_checkpoint_write(ctx, s + 1);
       since += MPI_Wtime() - begun;
     }
     if (sig)
       stop_run(ctx, sig, s + 1);
   }
-  erase_progress();
+  gslrt_erase_progress();
 }
 
 int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
@@ -569,7 +411,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   ctx.prog = basename_of(argc > 0 ? argv[0] : NULL);
   ctx.info = info;
   ctx.comm = MPI_COMM_NULL;
-  current = &ctx;
+  gslrt_set_current(&ctx);
   if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
     fprintf(stderr, "%s: rank ?: error: MPI_Init failed\n", ctx.prog);
     exit(1);
@@ -587,7 +429,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
     else if (ctx.rank == 0)
       print_version(&ctx);
     free_ctx(&ctx);
-    finalize_and_exit(&ctx, 0);
+    gslrt_exit(&ctx, 0);
   }
   ctx.seed = ctx.opts.seed;
   install_signals();
@@ -623,6 +465,6 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   free_ctx(&ctx);
   gslrt_mpi_check(&ctx, MPI_Comm_free(&ctx.comm), "MPI_Comm_free");
   MPI_Finalize();
-  current = NULL;
+  gslrt_set_current(NULL);
   return 0;
 }

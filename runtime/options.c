@@ -4,8 +4,9 @@
  * goes; gslrt_parse_options walks argv once, accepting both "--opt value"
  * and "--opt=value", and stops at the first usage error with its cause.
  * Checks that need the program's declarations (does the program have an
- * input named x?) happen in main.c after gsl_setup; this file knows only the
- * syntax, so the unit tests can drive it without MPI. */
+ * input named x?) happen after gsl_setup (tensors.c, eval.c, checkpoint.c);
+ * this file knows only the syntax, so the unit tests can drive it without
+ * MPI. */
 #include "internal.h"
 #include "seterr.h"
 

@@ -34,7 +34,11 @@
  * file; only when every temporary is complete are they all renamed over
  * their files, and on any failure every temporary is removed, so the
  * outputs are written all or none. The result is shared so every rank
- * exits the same way. */
+ * exits the same way.
+ *
+ * Storage: every tensor and intermediate buffer (gsl_setup's arena too)
+ * comes from gslrt_alloc, zeroed and 64-byte aligned, kept in ctx->allocs
+ * and freed when the run ends. */
 #include "internal.h"
 #include "seterr.h"
 
@@ -44,6 +48,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* ---- storage --------------------------------------------------------------- */
+
+void *gslrt_alloc(gslrt_ctx *ctx, int64_t bytes) {
+  if (bytes < 0 || (uint64_t)bytes > SIZE_MAX - 64)
+    gslrt_fatal(ctx, "gslrt_alloc: cannot allocate %lld bytes", (long long)bytes);
+  size_t size = ((size_t)bytes + 63) / 64 * 64;
+  if (size == 0)
+    size = 64;
+  if (ctx->nallocs == ctx->cap_allocs) {
+    int cap = ctx->cap_allocs ? 2 * ctx->cap_allocs : 64;
+    void **grown = realloc(ctx->allocs, (size_t)cap * sizeof *grown);
+    if (!grown)
+      gslrt_fatal(ctx, "gslrt_alloc: out of memory");
+    ctx->allocs = grown;
+    ctx->cap_allocs = cap;
+  }
+  void *p = aligned_alloc(64, size);
+  if (!p)
+    gslrt_fatal(ctx, "gslrt_alloc: cannot allocate %lld bytes", (long long)bytes);
+  memset(p, 0, size);
+  ctx->allocs[ctx->nallocs++] = p;
+  return p;
+}
 
 static const char *dtype_name(int32_t dtype) { return dtype == GSLRT_I32 ? "i32" : "f32"; }
 

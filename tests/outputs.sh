@@ -2,7 +2,7 @@
 # tests/outputs.sh — a compiled program's --output targets are checked
 # before step 1 and written all or none (runtime/tensors.c), a directory
 # given as --input is named as one (runtime/npy.c), every error line is
-# one write(2) (runtime/main.c), and --steps 0 is refused as man/gslrun.7
+# one write(2) (runtime/fail.c), and --steps 0 is refused as man/gslrun.7
 # says. Each case on 1 rank and on 2 ranks (a split output).
 set -u
 status=0
