@@ -14,9 +14,11 @@
  * counters and of the device's indices in groups of mesh axes (run-time
  * terms, read from the slots codegen.c fills at a kernel's entry).
  *
- * Buffers. Every buffer the plan places lies in one arena at its offset;
- * gsl_step loads the arena once and each buffer pointer is arena + offset
- * (params and inputs: the runtime's storage, loaded from their globals). */
+ * Buffers. Every buffer the plan places lies in one arena at its offset,
+ * its address kept in a private global that gsl_setup fills; a kernel
+ * loads the ones it uses (and the arena, for temporaries) once, in its
+ * entry block, on first use (params and inputs: the runtime's storage,
+ * behind globals of their own). */
 #include <string.h>
 
 #include <llvm-c/Core.h>

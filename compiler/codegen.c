@@ -544,7 +544,7 @@ static void check_program(const Program *p) {
   }
 }
 
-bool cg_emit_planned(const Program *p, const Plan *pl, const CodegenOptions *opt) {
+bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt) {
   if (opt->opt_level < 0 || opt->opt_level > 3) {
     diag_fatal("optimization level %d out of range 0..3", opt->opt_level);
     return false;
@@ -618,10 +618,3 @@ bool cg_emit_planned(const Program *p, const Plan *pl, const CodegenOptions *opt
   return ok;
 }
 
-
-bool cg_emit(const Program *p, const CodegenOptions *opt) {
-  Plan *pl = plan_buffers(p);
-  bool ok = cg_emit_planned(p, pl, opt);
-  plan_free(pl);
-  return ok;
-}

@@ -3,12 +3,15 @@
  * The pipeline (driven by main.c) reads one representation and writes the
  * next: source text -> tokens (grammar/lexer.re) -> AST (grammar/parser.y,
  * ast.c) -> global tensor IR (sema.c: names, consts, inlined calls, static
- * shapes, built through ir.c's builder) -> every value sharded
- * (propagate.c) -> the SPMD program, local shapes and collectives
+ * shapes, built through ir.c's builder) -> for a program that trains, its
+ * gradients and the optimizer's update (autodiff.c, on IR functions sema
+ * made) -> every value sharded (propagate.c, then update.c's sharded
+ * optimizer updates) -> the SPMD program, local shapes and collectives
  * (partition.c; both on sharding.c's algebra, plans and costs) ->
  * buffers and their lifetimes planned in one arena (plan.c) -> LLVM module
  * (codegen.c, cg_*.c) -> object file -> executable (main.c spawns the
- * linker). ir_verify runs after each pass.
+ * linker). ir_verify runs after each pass. Files call only downward: no
+ * pass calls into one that runs before it.
  *
  * Sections follow the file that defines the functions they declare. */
 #ifndef GSLC_H
@@ -702,7 +705,6 @@ typedef struct CodegenOptions {
 
 /* Lowers p to LLVM with its buffer plan pl (plan_buffers(p)), optimizes
  * and writes opt->out; false after reporting. */
-bool cg_emit_planned(const Program *p, const Plan *pl, const CodegenOptions *opt);
-bool cg_emit(const Program *p, const CodegenOptions *opt); /* the same, planning p itself */
+bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt);
 
 #endif

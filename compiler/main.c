@@ -1,7 +1,7 @@
 /* main.c — the gslc driver: options, then the whole pipeline in one function.
  *
  *   source -> parse_source -> sema_run -> ad_train -> shard_propagate
- *          -> spmd_partition -> plan_buffers -> cg_emit_planned -> link
+ *          -> spmd_partition -> plan_buffers -> cg_emit -> link
  *
  * with ir_verify after every pass that makes or changes IR, and
  * plan_verify after planning (a broken invariant is a compiler bug and
@@ -366,7 +366,7 @@ static int compile(const Options *o) {
     co.emit = o->mode == MODE_ASM ? EMIT_ASM : o->mode == MODE_LLVM ? EMIT_LLVM : EMIT_OBJECT;
     co.out = out;
   }
-  if (!cg_emit_planned(spmd, plan, &co))
+  if (!cg_emit(spmd, plan, &co))
     goto done;
   if (o->mode == MODE_LINK && !link_program(obj, out, uninstalled))
     goto done;

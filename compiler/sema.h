@@ -1,9 +1,12 @@
 /* sema.h — what the files of semantic analysis share, and no one else:
  * sema.c (names, scopes, statements, expressions, the public API),
  * builtins.c (one handler per builtins.def row), contract.c (einsum and
- * '@' with the shared EinsumSpec) and inline.c (calls of GSL functions on
- * IR values). Names crossing those files carry the sema_ prefix (inline.c's
- * entry point: inline_fn). */
+ * '@' with the shared EinsumSpec), inline.c (calls of GSL functions on
+ * IR values) and moe.c (the moe block). They are one phase and call each
+ * other both ways (an expression's builtin evaluates its arguments as
+ * expressions); no other phase calls into them but the driver. Names
+ * crossing those files carry the sema_ prefix (inline.c's entry point:
+ * inline_fn). */
 #ifndef GSLC_SEMA_H
 #define GSLC_SEMA_H
 

@@ -1,5 +1,5 @@
 /* test_codegen.c — codegen.c end to end: small Programs built by hand are
- * compiled by cg_emit to an object, linked with libgslrt (mpicc), run with
+ * planned and compiled by cg_emit to an object, linked with libgslrt (mpicc), run with
  * --input/--output .npy files, and their outputs compared with plain C
  * references to 1e-5 relative. Programs carry many outputs each, since
  * linking and starting a program cost most of the time. The textual LLVM
@@ -220,14 +220,22 @@ static void *read_npy(const char *name, int64_t want) {
   return buf;
 }
 
+/* p planned (plan_buffers) and compiled as gslc's driver does it. */
+static bool emit(const Program *p, const CodegenOptions *o) {
+  Plan *pl = plan_buffers(p);
+  bool ok = cg_emit(p, pl, o);
+  plan_free(pl);
+  return ok;
+}
+
 /* Compiles p to an object and links it into exe; true on success. */
 static bool build(Program *p, const char *exe, int opt_level) {
   CU_ASSERT_TRUE_FATAL(ir_verify(p, stderr));
   char obj[300], cmd[1200];
   snprintf(obj, sizeof obj, "%s.o", exe);
   CodegenOptions o = {opt_level, EMIT_OBJECT, obj};
-  if (!cg_emit(p, &o)) {
-    CU_FAIL("cg_emit failed");
+  if (!emit(p, &o)) {
+    CU_FAIL("codegen failed");
     return false;
   }
   snprintf(cmd, sizeof cmd, "mpicc %s -o %s %s/runtime/libgslrt.a -lopenblas -lz -lm", obj, exe, TEST_BUILDDIR);
@@ -344,7 +352,7 @@ static void test_fusion_ir(void) {
   output(p, "out", chain(p, x, y));
   const char *ll = path("chain.ll");
   CodegenOptions o = {0, EMIT_LLVM, ll};
-  CU_ASSERT_TRUE_FATAL(cg_emit(p, &o));
+  CU_ASSERT_TRUE_FATAL(emit(p, &o));
   char *s = slurp(ll);
   CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   /* at O0 the loop counters are the only phis: one nest of two loops */
@@ -355,7 +363,7 @@ static void test_fusion_ir(void) {
   CU_ASSERT_EQUAL(count(s, "call void @gslrt_declare_output"), 1);
   free(s);
   o.opt_level = 2;
-  CU_ASSERT_TRUE_FATAL(cg_emit(p, &o));
+  CU_ASSERT_TRUE_FATAL(emit(p, &o));
   s = slurp(ll);
   CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   CU_ASSERT(strstr(s, "define void @gsl_step") != NULL);
@@ -364,7 +372,7 @@ static void test_fusion_ir(void) {
   free(s);
   o.emit = EMIT_ASM;
   o.out = path("chain.s");
-  CU_ASSERT_TRUE(cg_emit(p, &o));
+  CU_ASSERT_TRUE(emit(p, &o));
   s = slurp(o.out);
   CU_ASSERT(s && strstr(s, "gsl_step") && strstr(s, "main"));
   free(s);
@@ -373,9 +381,9 @@ static void test_fusion_ir(void) {
   diag_set_stream(sink);
   o.emit = EMIT_OBJECT;
   o.out = "/nonexistent/dir/chain.o";
-  CU_ASSERT_FALSE(cg_emit(p, &o));
+  CU_ASSERT_FALSE(emit(p, &o));
   o.opt_level = 7;
-  CU_ASSERT_FALSE(cg_emit(p, &o));
+  CU_ASSERT_FALSE(emit(p, &o));
   diag_set_stream(NULL);
   fclose(sink);
   ir_free(p);
@@ -963,7 +971,7 @@ static void test_spmd_ir(void) {
   output(p, "noise", split(p, rng(p, RNG_NORMAL, 1, 0, 3, 2, (int64_t[]){4, 3}), 1, 1));
   const char *ll = path("spmd.ll");
   CodegenOptions o = {0, EMIT_LLVM, ll};
-  CU_ASSERT_TRUE_FATAL(cg_emit(p, &o));
+  CU_ASSERT_TRUE_FATAL(emit(p, &o));
   char *t = slurp(ll);
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   char *setup = function(t, "gsl_setup"), *step = function(t, "gsl_step");
