@@ -91,7 +91,9 @@ static int parse_options(int argc, char **argv, Options *o) {
       fputs(usage, stdout);
       exit(0);
     } else if (strcmp(a, "--version") == 0) {
-      printf("gslc (GSL) %s\nLLVM 14, runtime libgslrt over MPI\n", PACKAGE_VERSION);
+      printf("gslc (GSL) %s\nLLVM 14, runtime libgslrt over MPI\n"
+             "Licensed under the Apache License, Version 2.0: no warranty; see LICENSE.\n",
+             PACKAGE_VERSION);
       exit(0);
     } else if (strcmp(a, "-c") == 0) {
       o->mode = MODE_OBJECT;
