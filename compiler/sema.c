@@ -25,6 +25,7 @@
  * which never calls back into sema. */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -839,6 +840,15 @@ static void exec_output(Sema *s, const Node *st) {
   }
 }
 
+/* v rounded to the nearest f32 (to nearest even), as a double; +-inf
+ * beyond the largest f32 and its half ulp, without the undefined
+ * conversion of an out-of-range double. */
+static double f32_of(double v) {
+  if (isnan(v) || fabs(v) >= (double)FLT_MAX + ldexp(1.0, 103))
+    return isnan(v) ? v : v > 0 ? INFINITY : -INFINITY;
+  return (double)(float)v;
+}
+
 /* train LOSS with OPT(k = v, ...): the loss an f32 scalar, the optimizer a
  * row of optim.def with its keywords numbers (defaults filled in); kept in
  * p->train for autodiff.c */
@@ -888,12 +898,17 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
       continue;
     bool good = true;
     t->args[k] = sema_eval_number(s, sc, n, name, &good);
-    /* PyTorch's checks: lr, eps, weight decay and momentum >= 0, betas in [0, 1) */
+    /* PyTorch's checks: lr, eps, weight decay and momentum >= 0, betas in
+     * [0, 1); made on the value written and on the f32 the program stores */
     bool beta = strncmp(name, "beta", 4) == 0, flag = strcmp(name, "nesterov") == 0;
-    if (good && (!isfinite(t->args[k]) || t->args[k] < 0 || (beta && t->args[k] >= 1) ||
-                 (flag && t->args[k] != 0 && t->args[k] != 1))) {
-      sema_error(s, n->span, "%s = %g is out of range (%s)", name, t->args[k],
-                 beta ? "0 <= beta < 1" : flag ? "true or false" : "it must be a number >= 0");
+    const char *range = beta ? "0 <= beta < 1" : flag ? "true or false" : "it must be a number >= 0";
+    double v = t->args[k], f = f32_of(v);
+    if (good && (!isfinite(v) || v < 0 || (beta && v >= 1) || (flag && v != 0 && v != 1))) {
+      sema_error(s, n->span, "%s = %g is out of range (%s)", name, v, range);
+      good = false;
+    } else if (good && (!isfinite(f) || (beta && f >= 1) || (f == 0 && v != 0))) {
+      sema_error(s, n->span, "%s = %.12g becomes %.9g as an f32, the type the program computes in (%s)", name, v,
+                 f, !isfinite(f) ? "the largest f32 is 3.40282347e+38" : f == 0 ? "a nonzero value must not round to 0" : range);
       good = false;
     }
     ok &= good;
