@@ -248,3 +248,35 @@ LLVMValueRef cg_group_index(CG *g, int n, const uint8_t *axes) {
 }
 
 bool cg_dim_split(const Program *p, const Value *v, int d) { return p->spmd && v->sh.naxes[d] > 0; }
+
+/* ---- messages ------------------------------------------------------------- */
+
+/* file:line:col of sp, the file by its base name (as --explain names it) */
+static size_t put_span(char *buf, size_t len, Span sp) {
+  const char *base = strrchr(sp.src->path, '/');
+  return (size_t)snprintf(buf, len, "%s:%u:%u", base ? base + 1 : sp.src->path, sp.line, sp.col);
+}
+
+void cg_op_where(const Value *v, char *buf, size_t len) {
+  size_t n = (size_t)snprintf(buf, len, "the %s", op_name(v->op));
+  bool inlined = v->site.src && (v->site.src != v->span.src || v->site.off != v->span.off);
+  if (!v->span.src) {
+    if (n < len)
+      snprintf(buf + n, len - n, " %%%d (made by the compiler)", v->id);
+    return;
+  }
+  if (n < len)
+    n += (size_t)snprintf(buf + n, len - n, " at ");
+  if (n < len)
+    n += put_span(buf + n, len - n, v->span);
+  if (inlined && n < len) {
+    n += (size_t)snprintf(buf + n, len - n, " (inlined at ");
+    if (n < len)
+      n += put_span(buf + n, len - n, v->site);
+  }
+  if (v->pass != PASS_FORWARD && n < len)
+    n += (size_t)snprintf(buf + n, len - n, "%s%s pass", inlined ? "; " : " (",
+                          v->pass == PASS_BACKWARD ? "backward" : "update");
+  if ((inlined || v->pass != PASS_FORWARD) && n < len)
+    snprintf(buf + n, len - n, ")");
+}

@@ -6,8 +6,10 @@
  * their own loops (fusion, cg_fuse.c). A reduction's trailing reduced
  * dimensions accumulate in a register (vectorized as a reduction), earlier
  * ones into the result buffer. Gather checks every index before copying a
- * row, scatter_add before adding one. A random draw passes its tile's offset in the global tensor, so
- * draws are keyed by global element index, never by rank. */
+ * row, scatter_add before adding one (the backstop for indices the code
+ * computes: an input's are checked as the runtime reads them, codegen.c).
+ * A random draw passes its tile's offset in the global tensor, so draws
+ * are keyed by global element index, never by rank. */
 #include <math.h>
 
 #include <llvm-c/Core.h>
@@ -153,9 +155,31 @@ void cg_emit_cumsum(CG *g, const Value *v) {
   cg_nest_close(g, l, v->shape.rank);
 }
 
-/* Every index of ix within [0, V), else the run fails with msg (one
- * gslrt_fail, then gsl_step returns). */
-static void check_indices(CG *g, const Value *ix, int64_t V, const char *msg) {
+/* v's tile's offset in its global tensor: an i64 array among the
+ * function's allocas, filled here (the device's index in the group of each
+ * split dimension's axes times the local extent), or a null pointer when
+ * no dimension is split. */
+static LLVMValueRef tile_offset(CG *g, const Value *v) {
+  bool split = false;
+  for (int d = 0; d < v->shape.rank; d++)
+    split |= cg_dim_split(g->p, v, d);
+  if (!split)
+    return LLVMConstNull(LLVMPointerType(g->t_i64, 0));
+  LLVMValueRef off = LLVMBuildArrayAlloca(g->ab, g->t_i64, cg_ci64(g, v->shape.rank), "offset");
+  for (int d = 0; d < v->shape.rank; d++) {
+    LLVMValueRef o = cg_ci64(g, 0), at = cg_ci64(g, d);
+    if (cg_dim_split(g->p, v, d))
+      o = LLVMBuildNSWMul(g->b, cg_group_index(g, v->sh.naxes[d], v->sh.axes[d]), cg_ci64(g, v->shape.d[d]), "");
+    LLVMBuildStore(g->b, o, LLVMBuildInBoundsGEP2(g->b, g->t_i64, off, &at, 1, ""));
+  }
+  return off;
+}
+
+/* Every index of ix, the indices of v, within [0, V), in one pass that
+ * only ORs a flag; else the run fails: gslrt_fail_index finds the first
+ * index out of range and names it, its global position and v, and
+ * gsl_step returns. */
+static void check_indices(CG *g, const Value *v, const Value *ix, int64_t V) {
   LLVMBuilderRef b = g->b;
   LLVMValueRef ip = cg_buffer_of(g, ix), bad = cg_new_acc(g, g->t_i1);
   LLVMBuildStore(b, LLVMConstInt(g->t_i1, 0, 0), bad);
@@ -169,8 +193,11 @@ static void check_indices(CG *g, const Value *ix, int64_t V, const char *msg) {
   LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "index.ok");
   LLVMBuildCondBr(b, LLVMBuildLoad2(b, g->t_i1, bad, ""), fail, ok);
   LLVMPositionBuilderAtEnd(b, fail);
-  LLVMValueRef args[2] = {g->ctx_arg, cg_cstr(g, msg)};
-  cg_call(g, "gslrt_fail", g->t_void, 2, args);
+  char what[512];
+  cg_op_where(v, what, sizeof what);
+  LLVMValueRef args[7] = {g->ctx_arg, cg_cstr(g, what), cg_ci64(g, V), ip, cg_ci32(g, ix->shape.rank),
+                          cg_shape_array(g, &ix->shape), tile_offset(g, ix)};
+  cg_call(g, "gslrt_fail_index", g->t_void, 7, args);
   LLVMBuildRetVoid(b);
   LLVMPositionBuilderAtEnd(b, ok);
 }
@@ -196,7 +223,7 @@ static LLVMValueRef table_index(CG *g, const Value *ix, const Shape *ts, const A
  * rows are copied. */
 void cg_emit_gather(CG *g, const Value *v) {
   const Value *t = v->args[0], *ix = v->args[1];
-  check_indices(g, ix, t->shape.d[0], "gather index out of range");
+  check_indices(g, v, ix, t->shape.d[0]);
   Loop l[GSL_MAX_RANK];
   Aff idx[GSL_MAX_RANK];
   cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
@@ -211,7 +238,7 @@ void cg_emit_gather(CG *g, const Value *v) {
 void cg_emit_scatter_add(CG *g, const Value *v) {
   const Value *src = v->args[0], *ix = v->args[1];
   LLVMBuilderRef b = g->b;
-  check_indices(g, ix, v->shape.d[0], "scatter_add index out of range");
+  check_indices(g, v, ix, v->shape.d[0]);
   LLVMValueRef out = cg_buffer_of(g, v);
   LLVMBuildMemSet(b, out, LLVMConstInt(LLVMInt8TypeInContext(g->ctx), 0, 0),
                   cg_ci64(g, 4 * shape_elems(&v->shape)), 4);
@@ -269,19 +296,7 @@ void cg_emit_concat(CG *g, const Value *v) {
  * local extent. */
 void cg_emit_rng(CG *g, const Value *v) {
   const Program *p = g->p;
-  bool split = false;
-  for (int d = 0; d < v->shape.rank; d++)
-    split |= cg_dim_split(p, v, d);
-  LLVMValueRef off = LLVMConstNull(LLVMPointerType(g->t_i64, 0));
-  if (split) {
-    off = LLVMBuildArrayAlloca(g->ab, g->t_i64, cg_ci64(g, v->shape.rank), "offset");
-    for (int d = 0; d < v->shape.rank; d++) {
-      LLVMValueRef o = cg_ci64(g, 0), at = cg_ci64(g, d);
-      if (cg_dim_split(p, v, d))
-        o = LLVMBuildNSWMul(g->b, cg_group_index(g, v->sh.naxes[d], v->sh.axes[d]), cg_ci64(g, v->shape.d[d]), "");
-      LLVMBuildStore(g->b, o, LLVMBuildInBoundsGEP2(g->b, g->t_i64, off, &at, 1, ""));
-    }
-  }
+  LLVMValueRef off = tile_offset(g, v);
   LLVMValueRef buf = LLVMBuildBitCast(g->b, cg_buffer_of(g, v), LLVMPointerType(g->t_f32, 0), "");
   LLVMValueRef args[11] = {g->ctx_arg,
                            buf,

@@ -6,8 +6,9 @@
  * indices, buffers), none of which calls back up.
  *
  * The module defines gsl_setup (declares the mesh, the groups of mesh axes
- * the code uses, the params and inputs, the outputs, and allocates the one
- * arena of the buffer plan through libgslrt), gsl_step (one step of the
+ * the code uses, the params and inputs, the checks the runtime makes on
+ * inputs that are indices, the outputs, and allocates the one arena of the
+ * buffer plan through libgslrt), gsl_step (one step of the
  * program: each value's code in program order), for a program that trains
  * gsl_eval (the same code cut down to what the loss and the f32 scalar
  * outputs need: the forward pass), and main (gslrt_main with a constant
@@ -89,6 +90,10 @@ static bool collect_groups(CG *g) {
           find_group(g, v->sh.naxes[d], v->sh.axes[d], true, &ok);
     if (v->op == OP_IOTA && cg_dim_split(p, v, v->axis))
       find_group(g, v->sh.naxes[v->axis], v->sh.axes[v->axis], true, &ok);
+    if (v->op == OP_GATHER || v->op == OP_SCATTER_ADD) /* an index out of range is named by its place */
+      for (int d = 0; d < v->args[1]->shape.rank; d++)
+        if (cg_dim_split(p, v->args[1], d))
+          find_group(g, v->args[1]->sh.naxes[d], v->args[1]->sh.axes[d], true, &ok);
   }
   return ok;
 }
@@ -274,12 +279,9 @@ static bool is_eval_value(const Output *o) {
          strcmp(o->name, "loss") != 0;
 }
 
-/* gsl_eval(ctx, key, values): the kernels the loss and the eval values
- * depend on (the forward pass; no update is among them), then the loss
- * into values[0] and the eval values after it. The buffers are the step's
- * own: a subset of a step's code, run in the step's order, reads nothing
- * that the step would not have kept live. */
-static void emit_eval(CG *g, LLVMValueRef fn) {
+/* Per value: whether gsl_eval computes it, for the loss and the eval
+ * values (the forward pass; no update is among them). */
+static bool *eval_need(const CG *g) {
   const Program *p = g->p;
   bool *need = xcalloc((size_t)(p->nvalues > 0 ? p->nvalues : 1), sizeof *need);
   for (int i = 0; i < p->noutputs; i++)
@@ -295,6 +297,16 @@ static void emit_eval(CG *g, LLVMValueRef fn) {
   for (int i = 0; i < p->nvalues; i++)
     if (need[i] && p->values[i]->pass == PASS_UPDATE)
       die("the evaluation of the loss needs %%%d of the update", i);
+  return need;
+}
+
+/* gsl_eval(ctx, key, values): the kernels the loss and the eval values
+ * depend on, then the loss into values[0] and the eval values after it.
+ * The buffers are the step's own: a subset of a step's code, run in the
+ * step's order, reads nothing that the step would not have kept live. */
+static void emit_eval(CG *g, LLVMValueRef fn) {
+  const Program *p = g->p;
+  bool *need = eval_need(g);
   open_function(g, fn);
   LLVMValueRef values = LLVMGetParam(fn, 2);
   store_group_indices(g);
@@ -311,6 +323,67 @@ static void emit_eval(CG *g, LLVMValueRef fn) {
   }
   close_function(g);
   free(need);
+}
+
+/* A check the runtime makes on an input's elements as it reads them. */
+typedef struct IndexCheck {
+  IndexSource src;  /* the input and the box of its elements that are indices */
+  int64_t rows;     /* of the table they index */
+  bool eval;        /* gsl_eval runs the op too (else only gsl_step does) */
+  const Value *op;  /* the gather or scatter_add */
+} IndexCheck;
+
+/* The indices of each gather and scatter_add that are an input's elements
+ * unchanged (ir_index_sources), declared in gsl_setup for the runtime to
+ * check as it reads them from files, naming the file and the element
+ * (gslrt_declare_index_check); the in-kernel check (cg_ops.c) stays for
+ * computed indices. Ops in program order: a box already checked against as
+ * few rows, in every phase the new op runs in, is not declared again (the
+ * backward pass's scatter_add after its gather). */
+static void emit_index_checks(CG *g, LLVMValueRef ctx) {
+  const Program *p = g->p;
+  bool *in_eval = p->train.loss ? eval_need(g) : NULL;
+  IndexCheck *cs = NULL;
+  int n = 0, cap = 0;
+  for (int i = 0; i < p->nvalues; i++) {
+    const Value *v = p->values[i];
+    if (v->op != OP_GATHER && v->op != OP_SCATTER_ADD)
+      continue;
+    IndexSource src[IR_MAX_SOURCES];
+    int ns = ir_index_sources(v->args[1], src);
+    int64_t rows = v->op == OP_GATHER ? v->args[0]->shape.d[0] : v->shape.d[0];
+    bool ev = in_eval && in_eval[i];
+    for (int k = 0; k < ns; k++) {
+      int rank = p->tensors[src[k].tensor].shape.rank, j = 0;
+      while (j < n && !(cs[j].src.tensor == src[k].tensor &&
+                        !memcmp(cs[j].src.lo, src[k].lo, sizeof(int64_t) * (size_t)rank) &&
+                        !memcmp(cs[j].src.hi, src[k].hi, sizeof(int64_t) * (size_t)rank) && cs[j].rows <= rows &&
+                        (cs[j].eval || !ev)))
+        j++;
+      if (j < n)
+        continue;
+      if (n == cap) {
+        cap = cap ? 2 * cap : 8;
+        cs = xrealloc(cs, (size_t)cap * sizeof *cs);
+      }
+      cs[n++] = (IndexCheck){src[k], rows, ev, v};
+    }
+  }
+  for (int j = 0; j < n; j++) {
+    const Tensor *t = &p->tensors[cs[j].src.tensor];
+    char what[512];
+    cg_op_where(cs[j].op, what, sizeof what);
+    LLVMValueRef a[7] = {ctx,
+                         cg_cstr(g, t->name),
+                         cg_ci64(g, cs[j].rows),
+                         cg_const_array(g, g->t_i64, t->shape.rank, cs[j].src.lo),
+                         cg_const_array(g, g->t_i64, t->shape.rank, cs[j].src.hi),
+                         cg_cstr(g, what),
+                         cg_ci32(g, cs[j].eval)};
+    cg_call(g, "gslrt_declare_index_check", g->t_void, 7, a);
+  }
+  free(cs);
+  free(in_eval);
 }
 
 static void emit_setup(CG *g, LLVMValueRef fn) {
@@ -347,6 +420,7 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
                           cg_ci32(g, t->frozen)};
     cg_call(g, "gslrt_declare_tensor", g->t_void, 13, a);
   }
+  emit_index_checks(g, ctx);
   if (p->train.loss) {
     /* the optimizer and its hyperparameters, for the checkpoints' manifest:
      * "adam(lr=0.001, beta1=0.9, ...)", keywords in optim.def's order */

@@ -110,6 +110,10 @@ LLVMValueRef cg_temp(CG *g, int t, DType dt);     /* Plan.temps[t] in the arena,
 LLVMValueRef cg_group_index(CG *g, int n, const uint8_t *axes);
 /* v's dim d (a draw's, an iota's) is split over the mesh: its tile starts at the device's block */
 bool cg_dim_split(const Program *p, const Value *v, int d);
+/* For run-time messages, into buf: "the gather at lm.gsl:40:12", with
+ * "(inlined at FILE:LINE:COL)" for code inlined from another place and the
+ * pass if it is not the forward one */
+void cg_op_where(const Value *v, char *buf, size_t len);
 
 /* ---- cg_math.c: scalar math -------------------------------------------- */
 

@@ -149,7 +149,9 @@ enum {
   OF_INDEX_MAP = 1 << 0, /* reads its one operand at an affine map of its index: fuses into its user */
   OF_BUFFER = 1 << 1,    /* always has a buffer of its own (or its operand's, with OF_ALIAS) */
   OF_ALIAS = 1 << 2,     /* when it has a buffer, it may be its operand's under another shape */
-  OF_SPMD = 1 << 3       /* only in the SPMD program (partition.c makes it) */
+  OF_SPMD = 1 << 3,      /* only in the SPMD program (partition.c makes it) */
+  OF_MOVE = 1 << 4       /* its elements are its operands' elements, moved or repeated, none changed:
+                            layouts, annotations, the collectives that move tiles (ir_index_sources) */
 };
 
 typedef struct OpInfo {
@@ -469,6 +471,25 @@ Value *ir_copy(Program *dst, const Value *v, Value **args);
  * stores its results in results. Returns how many (dies if more than
  * maxresults). No front end needed: passes call it on functions sema made. */
 int ir_inline(Program *dst, const Program *fn, Value **args, int nargs, Value **results, int maxresults);
+
+/* Where an index comes from: a box of an input's elements, which an op's
+ * indices hold unchanged. */
+typedef struct IndexSource {
+  int tensor;               /* the input: index into Program.tensors */
+  int64_t lo[GSL_MAX_RANK]; /* the box, in the input's global coordinates: from lo */
+  int64_t hi[GSL_MAX_RANK]; /* to hi (exclusive), per dimension */
+} IndexSource;
+
+#define IR_MAX_SOURCES 16 /* most boxes ir_index_sources finds for one value */
+
+/* The input elements that i32 value ix (a gather's or scatter_add's
+ * indices) holds unchanged: ix traced back through ops that move elements
+ * (ops.def's OF_MOVE) to inputs, each box of an input whose every element
+ * is one of ix's, in global coordinates (so the same on the global and the
+ * SPMD program). Stored in out; returns how many (at most
+ * IR_MAX_SOURCES; a box past that, or one a reshape cuts up, is left out).
+ * Elements computed on the way (tokens + 1) have no source. */
+int ir_index_sources(const Value *ix, IndexSource *out);
 
 void ir_count_uses(Program *p);
 void ir_dce(Program *p);                  /* drops values no output, tensor or the loss needs; renumbers */

@@ -18,7 +18,10 @@
  * are its parameters and whose outputs are its results) into the program
  * it was made for, which is how autodiff applies the optimizer's update
  * that sema compiled from stdlib/optim.gsl. optim.def's table lives here
- * too, below sema, autodiff and codegen, which all read it.
+ * too, below sema, autodiff and codegen, which all read it. So does
+ * ir_index_sources, which follows an op's indices back through the ops
+ * that move elements (OF_MOVE) to the inputs they come from, on the global
+ * or the SPMD program alike, for codegen's run-time index checks.
  *
  * The text form (--emit-ir) is one line per value:
  *   %7 h: f32[8, 32] = einsum "bi,ij->bj" %3, %5   ; mlp.gsl:12
@@ -923,6 +926,90 @@ void ir_dce(Program *p) {
   p->nvalues = n;
   free(live);
   ir_count_uses(p);
+}
+
+/* ---- where indices come from ------------------------------------------------- */
+
+/* Adds to out[0..n) the input boxes that hold v's elements in the box
+ * [lo, hi) of v's global shape, following the ops that move elements;
+ * returns the new count. Global coordinates: an SPMD layout op reads its
+ * operand as the global op does (the dims it moves are whole), and an
+ * annotation or a collective that moves tiles holds the same global tensor
+ * as its operand, tiled another way. */
+static int trace_box(const Value *v, const int64_t *lo, const int64_t *hi, IndexSource *out, int n) {
+  const Shape *gs = &v->gshape;
+  for (int d = 0; d < gs->rank; d++)
+    if (lo[d] >= hi[d])
+      return n;
+  if (v->dtype != DT_I32 || n == IR_MAX_SOURCES)
+    return n;
+  if (v->op == OP_INPUT) {
+    for (int k = 0; k < n; k++)
+      if (out[k].tensor == v->tensor && !memcmp(out[k].lo, lo, sizeof(int64_t) * (size_t)gs->rank) &&
+          !memcmp(out[k].hi, hi, sizeof(int64_t) * (size_t)gs->rank))
+        return n;
+    memset(&out[n], 0, sizeof out[n]);
+    out[n].tensor = v->tensor;
+    memcpy(out[n].lo, lo, sizeof(int64_t) * (size_t)gs->rank);
+    memcpy(out[n].hi, hi, sizeof(int64_t) * (size_t)gs->rank);
+    return n + 1;
+  }
+  if (!(ir_op(v->op)->flags & OF_MOVE))
+    return n;
+  const Value *a = v->args[0];
+  const Shape *as = &a->gshape;
+  int64_t alo[GSL_MAX_RANK], ahi[GSL_MAX_RANK];
+  switch (v->op) {
+  case OP_TRANSPOSE:
+    for (int i = 0; i < gs->rank; i++)
+      alo[v->perm[i]] = lo[i], ahi[v->perm[i]] = hi[i];
+    return trace_box(a, alo, ahi, out, n);
+  case OP_BROADCAST: /* a dim of size 1 is read at 0 */
+    for (int d = 0; d < as->rank; d++)
+      alo[d] = 0, ahi[d] = as->d[d] == 1 ? 1 : -1;
+    for (int i = 0; i < gs->rank; i++)
+      if (v->perm[i] >= 0 && as->d[v->perm[i]] != 1)
+        alo[v->perm[i]] = lo[i], ahi[v->perm[i]] = hi[i];
+    for (int d = 0; d < as->rank; d++)
+      if (ahi[d] < 0)
+        return n; /* a dim no result dim reads */
+    return trace_box(a, alo, ahi, out, n);
+  case OP_SLICE:
+    memcpy(alo, lo, sizeof(int64_t) * (size_t)gs->rank);
+    memcpy(ahi, hi, sizeof(int64_t) * (size_t)gs->rank);
+    alo[v->axis] += v->start, ahi[v->axis] += v->start;
+    return trace_box(a, alo, ahi, out, n);
+  case OP_CONCAT: {
+    int64_t off = 0;
+    for (int j = 0; j < v->nargs; off += v->args[j]->gshape.d[v->axis], j++) {
+      int64_t ext = v->args[j]->gshape.d[v->axis];
+      memcpy(alo, lo, sizeof(int64_t) * (size_t)gs->rank);
+      memcpy(ahi, hi, sizeof(int64_t) * (size_t)gs->rank);
+      alo[v->axis] = (lo[v->axis] > off ? lo[v->axis] : off) - off;
+      ahi[v->axis] = (hi[v->axis] < off + ext ? hi[v->axis] : off + ext) - off;
+      n = trace_box(v->args[j], alo, ahi, out, n);
+    }
+    return n;
+  }
+  case OP_RESHAPE: /* the same elements in C order: a whole box stays whole */
+    for (int d = 0; d < gs->rank; d++)
+      if (lo[d] != 0 || hi[d] != gs->d[d])
+        return n;
+    for (int d = 0; d < as->rank; d++)
+      alo[d] = 0, ahi[d] = as->d[d];
+    return trace_box(a, alo, ahi, out, n);
+  default: /* annotate, all_gather, all_to_all, collective_permute, local_slice */
+    if (!shape_eq(as, gs))
+      return n;
+    return trace_box(a, lo, hi, out, n);
+  }
+}
+
+int ir_index_sources(const Value *ix, IndexSource *out) {
+  int64_t lo[GSL_MAX_RANK] = {0}, hi[GSL_MAX_RANK];
+  for (int d = 0; d < ix->gshape.rank; d++)
+    hi[d] = ix->gshape.d[d];
+  return trace_box(ix, lo, hi, out, 0);
 }
 
 static void print_group(FILE *f, const Program *p, const uint8_t *g, int n) {

@@ -98,7 +98,7 @@ static void keep_outputs(gslrt_ctx *ctx, void **copy, int restore) {
   }
 }
 
-void gslrt_evaluate(gslrt_ctx *ctx, int keep) {
+void gslrt_evaluate(gslrt_ctx *ctx, int64_t done, int keep) {
   double start = MPI_Wtime();
   int n = 1 + ctx->neval, have_loss = ctx->have_loss;
   float loss = ctx->loss;
@@ -109,7 +109,9 @@ void gslrt_evaluate(gslrt_ctx *ctx, int keep) {
     gslrt_fatal(ctx, "evaluating: out of memory");
   if (keep)
     keep_outputs(ctx, copy, 0);
+  ctx->step = done;
   for (int64_t j = 0; j < ctx->eval_batches; j++) {
+    ctx->held_out = j;
     gslrt_bind_eval_inputs(ctx, j);
     for (int i = 0; i < n; i++)
       v[i] = NAN; /* a value gsl_eval did not write shows as nan */
@@ -117,6 +119,7 @@ void gslrt_evaluate(gslrt_ctx *ctx, int keep) {
     for (int i = 0; i < n; i++)
       sum[i] += (double)v[i];
   }
+  ctx->held_out = -1;
   for (int i = 0; i < n; i++)
     ctx->eval_values[i] = sum[i] / (double)ctx->eval_batches;
   if (keep)

@@ -13,7 +13,10 @@
  *
  * Messages go to stderr in one write(2) each, so that the lines of ranks
  * failing together never interleave, after erasing the progress line that
- * main.c may have left on the terminal. */
+ * main.c may have left on the terminal. What the run was doing (training
+ * step or evaluation) and where an element lies are said alike by every
+ * message that names them (gslrt_phase, gslrt_position); an index out of
+ * range that compiled code finds (gslrt_fail_index) is one rank's error. */
 #include "internal.h"
 
 #include <errno.h>
@@ -155,3 +158,51 @@ void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call) {
 }
 
 void gslrt_fail(gslrt_ctx *ctx, const char *msg) { gslrt_fatal(ctx, "%s", msg); }
+
+void gslrt_phase(const gslrt_ctx *ctx, int with_batch, char *buf, size_t len) {
+  if (ctx->held_out < 0)
+    snprintf(buf, len, "training step %lld", (long long)ctx->step + 1);
+  else if (with_batch)
+    snprintf(buf, len, "evaluation after step %lld, held-out batch %lld of %lld", (long long)ctx->step,
+             (long long)ctx->held_out, (long long)ctx->eval_batches);
+  else
+    snprintf(buf, len, "evaluation after step %lld", (long long)ctx->step);
+}
+
+void gslrt_position(int32_t rank, const int64_t *shape, int64_t e, const int64_t *offset, char *buf,
+                    size_t len) {
+  int64_t at[GSLRT_MAX_RANK];
+  for (int32_t d = rank - 1; d >= 0; d--) {
+    at[d] = shape[d] > 0 ? e % shape[d] : 0;
+    e = shape[d] > 0 ? e / shape[d] : 0;
+  }
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int32_t d = 0; d < rank && n < len; d++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%lld", d ? ", " : "[",
+                          (long long)(at[d] + (offset ? offset[d] : 0)));
+  if (rank > 0 && n < len)
+    snprintf(buf + n, len - n, "]");
+}
+
+/* The backstop for indices the code computes (tokens + 1, an argmax): an
+ * input's own are checked as they are read (tensors.c). Reached on the
+ * failure path only, so it scans the tile again for the first bad index. */
+void gslrt_fail_index(gslrt_ctx *ctx, const char *what, int64_t rows, const int32_t *idx, int32_t rank,
+                      const int64_t *local_shape, const int64_t *offset) {
+  int64_t count = 1, e = 0;
+  char at[32 * GSLRT_MAX_RANK], phase[160];
+  gslrt_phase(ctx, 1, phase, sizeof phase);
+  if (rank < 0 || rank > GSLRT_MAX_RANK)
+    rank = 0, count = 0;
+  for (int32_t d = 0; d < rank; d++)
+    count *= local_shape[d];
+  while (e < count && idx[e] >= 0 && idx[e] < rows)
+    e++;
+  if (e == count) /* not reached: the compiled check saw one */
+    gslrt_fatal(ctx, "%s: an index is out of range for its table of %lld rows (%s)", what, (long long)rows,
+                phase);
+  gslrt_position(rank, local_shape, e, offset, at, sizeof at);
+  gslrt_fatal(ctx, "%s: index %d%s%s is out of range for its table of %lld rows (%s)", what, (int)idx[e],
+              *at ? " at " : "", at, (long long)rows, phase);
+}

@@ -7,8 +7,9 @@
  * the options of SPEC section 7, starts MPI, calls gsl_setup, checks the mesh
  * against the number of ranks, initializes params and optimizer states (or,
  * with --resume, restores them, the seed and the step counter K from a
- * checkpoint), and for every step binds the inputs (from --input files or
- * their initializers), calls gsl_step, evaluates with gsl_eval on the
+ * checkpoint), and for every step binds the inputs (from --input files,
+ * whose row indices it checks as gslrt_declare_index_check asks, or their
+ * initializers), calls gsl_step, evaluates with gsl_eval on the
  * --eval-input batches when an evaluation is due, logs, and writes the
  * checkpoints that fall due; after the last step it writes --output files.
  * gsl_step's step is 0-based and global: after a resume at K the first call is
@@ -100,6 +101,20 @@ void gslrt_declare_output(gslrt_ctx *ctx, const char *name, int32_t dtype, int32
  * program (a constant string). */
 void gslrt_declare_eval(gslrt_ctx *ctx, const char *name);
 
+/* The elements of input name (declared before) in the box [lo, hi) of its
+ * global shape (rank entries each) are the row indices, unchanged, of an
+ * op reading a table of rows rows; what names the op and where it is
+ * written ("the gather at lm.gsl:40:12") and must live as long as the
+ * program (a constant string). After each batch of the input is read from
+ * its --input file, or, if gsl_eval runs the op too (in_eval), its
+ * --eval-input file, and before any code uses it, every rank checks its
+ * tile, and an element outside [0, rows) ends the run on every rank with
+ * one message naming the option, the file, the batch, the phase, the first
+ * such element (global position, value) and what. Several declarations
+ * may name one input. */
+void gslrt_declare_index_check(gslrt_ctx *ctx, const char *name, int64_t rows, const int64_t *lo,
+                               const int64_t *hi, const char *what, int32_t in_eval);
+
 /* A buffer for an intermediate: zeroed, 64-byte aligned, freed at exit. */
 void *gslrt_alloc(gslrt_ctx *ctx, int64_t bytes);
 
@@ -188,8 +203,18 @@ void gslrt_combine(gslrt_ctx *ctx, float *out, const float *y, const int32_t *ex
  * the step, on every rank, with exit status 1. */
 void gslrt_report_loss(gslrt_ctx *ctx, float loss);
 
-/* A fatal error raised by compiled code (e.g. a gather index out of range). */
+/* A fatal error raised by compiled code (this rank's; see gslrt_fatal). */
 void gslrt_fail(gslrt_ctx *ctx, const char *msg);
+
+/* An op's indices are not all in [0, rows) (compiled code checks every
+ * index before using any): idx is this rank's tile of them, i32 of
+ * local_shape (rank entries), at offset in the whole index tensor (NULL:
+ * all zeros). Finds the first index out of range and ends the run as
+ * gslrt_fail does, naming what (the op and where it is written, as in
+ * gslrt_declare_index_check), that index's value and global position, the
+ * table's rows and what the run was doing (training step or evaluation). */
+void gslrt_fail_index(gslrt_ctx *ctx, const char *what, int64_t rows, const int32_t *idx, int32_t rank,
+                      const int64_t *local_shape, const int64_t *offset);
 
 /* ---- runtime pieces shared with tests and tools -------------------------- */
 

@@ -93,6 +93,16 @@ typedef struct gslrt_tensor {
   int64_t eval_batches;                         /* B of a [B, ...] eval file; 0 if the shape is exact */
 } gslrt_tensor;
 
+/* Elements of an input that index a table's rows (gslrt_declare_index_check). */
+typedef struct gslrt_index_check {
+  int tensor;                 /* the input: index into ctx->tensors */
+  int64_t rows;               /* the table's rows: the elements must be in [0, rows) */
+  int64_t lo[GSLRT_MAX_RANK]; /* the box of the input's global shape they lie in: from lo */
+  int64_t hi[GSLRT_MAX_RANK]; /* to hi (exclusive), per dimension */
+  const char *what;           /* the op and where it is written (the program's string) */
+  int in_eval;                /* gsl_eval runs the op: the --eval-input batches are checked too */
+} gslrt_index_check;
+
 /* A value --output may name. */
 typedef struct gslrt_output {
   const char *name;                     /* the GSL name */
@@ -141,6 +151,12 @@ struct gslrt_ctx {
   int have_eval;                          /* the step being logged was evaluated */
   double *eval_values;                    /* then its results: [0] eval_loss, [1 + i] eval_NAME */
   double eval_seconds;                    /* and the wall time the evaluation took */
+  gslrt_index_check *checks;              /* declared index checks, in declaration order */
+  int nchecks;                            /* entries in checks */
+  int64_t *check_first;                   /* per check: scratch for the first element out of range */
+  int64_t step;                           /* the step running (0-based); in an evaluation, the
+                                             steps done before it (messages say which) */
+  int64_t held_out;                       /* the held-out batch being evaluated, or -1 (training) */
   FILE *metrics;                          /* the open --metrics file (rank 0), or NULL */
   uint64_t metrics_dev, metrics_ino;      /* its device and inode (rank 0) */
 };
@@ -170,6 +186,15 @@ void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call);
 void gslrt_exit(gslrt_ctx *ctx, int code) __attribute__((noreturn));
 /* prefix and the message on stderr in one write, with a newline. */
 void gslrt_say(const char *prefix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What the run is doing, for messages, into buf: "training step S" (S
+ * from 1, as the log counts) or "evaluation after step S", and with
+ * with_batch ", held-out batch J of B" after that. */
+void gslrt_phase(const gslrt_ctx *ctx, int with_batch, char *buf, size_t len);
+/* "[i, j, ...]" into buf: the position of element e (C order) of a tile
+ * of shape (rank entries) at offset in its tensor (NULL: all zeros), in
+ * the tensor; "" for a scalar. */
+void gslrt_position(int32_t rank, const int64_t *shape, int64_t e, const int64_t *offset, char *buf,
+                    size_t len);
 /* The running gslrt_main's context (NULL: none), for gslrt_fatal(NULL, ...). */
 void gslrt_set_current(gslrt_ctx *ctx);
 /* main.c has left a progress line on the terminal (rewritten with '\r');
@@ -225,10 +250,12 @@ void gslrt_open_inputs(gslrt_ctx *ctx);
 /* Initializes every param and state (draws with step -1). */
 void gslrt_init_params(gslrt_ctx *ctx);
 /* Fills every input for step: its tile of the file's batch step % B, or
- * its initializer drawn for step. */
+ * its initializer drawn for step; then checks the indices read (every
+ * rank together; ctx->step and ctx->held_out say the phase). */
 void gslrt_bind_inputs(gslrt_ctx *ctx, int64_t step);
 /* Fills every input for held-out batch j: its tile of batch j of its
- * --eval-input file, or its initializer drawn with key GSLRT_EVAL_KEY + j. */
+ * --eval-input file, or its initializer drawn with key GSLRT_EVAL_KEY + j;
+ * then checks the indices read, as gslrt_bind_inputs. */
 void gslrt_bind_eval_inputs(gslrt_ctx *ctx, int64_t j);
 /* Gathers each --output to rank 0 and writes them all or none. */
 void gslrt_write_outputs(gslrt_ctx *ctx);
@@ -260,11 +287,11 @@ void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done);
 void gslrt_check_eval(gslrt_ctx *ctx);
 /* Whether an evaluation is due after done steps (of --steps). */
 int gslrt_eval_due(const gslrt_ctx *ctx, int64_t done);
-/* Evaluates the params as they stand on every held-out batch and puts the
- * means in ctx->eval_values (ctx->have_eval, ctx->eval_seconds); the
- * step's loss is kept, and with keep_outputs every --output's buffer too.
- * Every rank together. */
-void gslrt_evaluate(gslrt_ctx *ctx, int keep_outputs);
+/* Evaluates the params as they stand after done steps on every held-out
+ * batch and puts the means in ctx->eval_values (ctx->have_eval,
+ * ctx->eval_seconds); the step's loss is kept, and with keep_outputs every
+ * --output's buffer too. Every rank together. */
+void gslrt_evaluate(gslrt_ctx *ctx, int64_t done, int keep_outputs);
 
 /* ---- collectives.c ------------------------------------------------------- */
 

@@ -10,9 +10,10 @@
  *   check the --checkpoint directory (checkpoint.c);
  *   initialize params and states; with --resume, restore them, the seed
  *   and the step counter k from the newest checkpoint (checkpoint.c);
- *   for each step k..--steps: bind inputs, gsl_step, stop on a non-finite
- *   loss, evaluate when due (every --eval-every steps and after the last,
- *   with --eval-input; eval.c), log, agree whether a rank was signalled,
+ *   for each step k..--steps: bind inputs (checking the indices read;
+ *   tensors.c), gsl_step, stop on a non-finite loss, evaluate when due
+ *   (every --eval-every steps and after the last, with --eval-input;
+ *   eval.c), log, agree whether a rank was signalled,
  *   write a checkpoint when one is due (every --checkpoint-every steps,
  *   after the last, and after a signalled step), stop after a signalled
  *   step;
@@ -316,10 +317,13 @@ static void free_ctx(gslrt_ctx *ctx) {
   free(ctx->tensors);
   free(ctx->outputs);
   free(ctx->eval_names);
+  free(ctx->checks);
+  free(ctx->check_first);
   gslrt_free_groups(ctx);
   gslrt_free_options(&ctx->opts);
   ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL, ctx->eval_names = NULL;
-  ctx->nallocs = ctx->ntensors = ctx->noutputs = ctx->neval = 0;
+  ctx->checks = NULL, ctx->check_first = NULL;
+  ctx->nallocs = ctx->ntensors = ctx->noutputs = ctx->neval = ctx->nchecks = 0;
 }
 
 /* Whether any rank was asked to stop (SIGTERM or SIGINT): the signal's
@@ -368,6 +372,7 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
   double start = MPI_Wtime(), since = start, shown = start;
   int64_t last_logged = first - 1;
   for (int64_t s = first; s < ctx->opts.steps; s++) {
+    ctx->step = s;
     gslrt_bind_inputs(ctx, s);
     ctx->have_loss = 0;
     ctx->info->step(ctx, s);
@@ -378,7 +383,7 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
     if (evaluated) {
       gslrt_erase_progress();
       /* after the last step the --output buffers are kept as it left them */
-      gslrt_evaluate(ctx, last && ctx->opts.noutputs > 0);
+      gslrt_evaluate(ctx, s + 1, last && ctx->opts.noutputs > 0);
     }
     if ((s + 1) % every == 0 || last || evaluated) {
       if (ctx->rank == 0)
@@ -411,6 +416,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   ctx.prog = basename_of(argc > 0 ? argv[0] : NULL);
   ctx.info = info;
   ctx.comm = MPI_COMM_NULL;
+  ctx.held_out = -1;
   gslrt_set_current(&ctx);
   if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
     fprintf(stderr, "%s: rank ?: error: MPI_Init failed\n", ctx.prog);
@@ -446,7 +452,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   int64_t first = gslrt_checkpoint_resume(&ctx);
   if (first == ctx.opts.steps && ctx.eval_batches) {
     /* nothing left to train: evaluate the checkpoint */
-    gslrt_evaluate(&ctx, 0);
+    gslrt_evaluate(&ctx, first, 0);
     if (ctx.rank == 0)
       log_eval_only(&ctx, first);
     close_metrics(&ctx);

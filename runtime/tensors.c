@@ -25,6 +25,18 @@
  * rank's tile of batch j, or the initializer drawn with key
  * GSLRT_EVAL_KEY + j in place of the step.
  *
+ * Index checks: gsl_setup names the boxes of i32 inputs whose elements
+ * some gather's (or scatter_add's) indices are, unchanged
+ * (gslrt_declare_index_check). After the inputs of a step or of a held-out
+ * batch are read, each rank scans its tile of every such box, and the
+ * ranks agree on the first element out of range of each in one
+ * MPI_Allreduce (only when some checked input was read from a file); one
+ * out of range ends the run on every rank together, rank 0 naming the
+ * option, the file, the batch, the phase, the element's global position
+ * and value, and the op. The same message on any mesh: the position is
+ * global and the first in C order. Indices the code computes are checked
+ * where they are used (gslrt_fail_index).
+ *
  * Outputs: before step 1 rank 0 checks every --output target (two names
  * of one file, or a name of the --metrics file, are a usage error; a
  * target that exists and is not a regular file, or a directory that takes
@@ -203,6 +215,34 @@ void gslrt_declare_tensor(gslrt_ctx *ctx, const char *name, int32_t kind, int32_
   gslrt_tile(ctx, ctx->rank, name, rank, global_shape, dim_axes, t->local_shape, t->local_offset);
   t->local_count = count_of(rank, t->local_shape);
   *slot = gslrt_alloc(ctx, t->local_count * 4);
+}
+
+void gslrt_declare_index_check(gslrt_ctx *ctx, const char *name, int64_t rows, const int64_t *lo,
+                               const int64_t *hi, const char *what, int32_t in_eval) {
+  int k = 0;
+  while (k < ctx->ntensors && strcmp(ctx->tensors[k].name, name))
+    k++;
+  if (k == ctx->ntensors || ctx->tensors[k].kind != GSLRT_INPUT || ctx->tensors[k].dtype != GSLRT_I32)
+    gslrt_fail_all(ctx, "gslrt_declare_index_check: %s is not a declared i32 input", name);
+  const gslrt_tensor *t = &ctx->tensors[k];
+  int ok = rows >= 1 && what;
+  for (int32_t d = 0; d < t->rank; d++)
+    ok = ok && 0 <= lo[d] && lo[d] < hi[d] && hi[d] <= t->global_shape[d];
+  if (!ok)
+    gslrt_fail_all(ctx, "gslrt_declare_index_check: input %s: a table of %lld rows, or a box outside "
+                   "the input", name, (long long)rows);
+  gslrt_index_check *grown = realloc(ctx->checks, (size_t)(ctx->nchecks + 1) * sizeof *grown);
+  int64_t *first = grown ? realloc(ctx->check_first, (size_t)(ctx->nchecks + 1) * sizeof *first) : NULL;
+  if (grown)
+    ctx->checks = grown;
+  if (!first)
+    gslrt_fatal(ctx, "gslrt_declare_index_check: out of memory");
+  ctx->check_first = first;
+  gslrt_index_check *c = &ctx->checks[ctx->nchecks++];
+  memset(c, 0, sizeof *c);
+  c->tensor = k, c->rows = rows, c->what = what, c->in_eval = in_eval != 0;
+  memcpy(c->lo, lo, (size_t)t->rank * sizeof *lo);
+  memcpy(c->hi, hi, (size_t)t->rank * sizeof *hi);
 }
 
 void gslrt_declare_output(gslrt_ctx *ctx, const char *name, int32_t dtype, int32_t rank,
@@ -403,6 +443,122 @@ static void read_input(gslrt_ctx *ctx, gslrt_tensor *t, const char *what, const 
     gslrt_fatal(ctx, "%s %s: %s", what, t->name, err);
 }
 
+/* The first element of t's tile inside c's box that is outside [0, rows),
+ * as its index in C order of t's global shape; INT64_MAX if there is none.
+ * The tile and the box are boxes of the global shape, so the scan in the
+ * tile's C order meets its elements in global C order. */
+static int64_t first_out_of_range(const gslrt_tensor *t, const gslrt_index_check *c) {
+  int64_t from[GSLRT_MAX_RANK], to[GSLRT_MAX_RANK], at[GSLRT_MAX_RANK];
+  const int32_t *x = *t->slot;
+  int32_t last = t->rank - 1;
+  if (t->rank == 0)
+    return x[0] < 0 || x[0] >= c->rows ? 0 : INT64_MAX;
+  for (int32_t d = 0; d < t->rank; d++) {
+    int64_t o = t->local_offset[d], n = t->local_shape[d];
+    from[d] = (c->lo[d] > o ? c->lo[d] : o) - o;
+    to[d] = (c->hi[d] < o + n ? c->hi[d] : o + n) - o;
+    if (from[d] >= to[d])
+      return INT64_MAX;
+    at[d] = from[d];
+  }
+  for (;;) {
+    int64_t row = 0;
+    for (int32_t d = 0; d < last; d++)
+      row = row * t->local_shape[d] + at[d];
+    row *= t->local_shape[last];
+    for (int64_t i = from[last]; i < to[last]; i++)
+      if (x[row + i] < 0 || x[row + i] >= c->rows) {
+        int64_t e = 0;
+        at[last] = i;
+        for (int32_t d = 0; d < t->rank; d++)
+          e = e * t->global_shape[d] + t->local_offset[d] + at[d];
+        return e;
+      }
+    int32_t d = last - 1;
+    while (d >= 0 && ++at[d] == to[d])
+      at[d] = from[d], d--;
+    if (d < 0)
+      return INT64_MAX;
+  }
+}
+
+/* Ends the run, on every rank together, for element e (C order of the
+ * global shape) of the input of check k, the first out of range: its value
+ * comes from the ranks whose tile holds it (the others offer INT32_MAX to
+ * the minimum); the message names the first check on that input that the
+ * value fails. batch as check_indices has it. */
+static void index_error(gslrt_ctx *ctx, int k, int eval, int64_t batch) __attribute__((noreturn));
+static void index_error(gslrt_ctx *ctx, int k, int eval, int64_t batch) {
+  const gslrt_tensor *t = &ctx->tensors[ctx->checks[k].tensor];
+  int64_t e = ctx->check_first[k], at[GSLRT_MAX_RANK], local = 0, rest = e;
+  int held = 1;
+  for (int32_t d = t->rank - 1; d >= 0; d--) {
+    at[d] = rest % t->global_shape[d];
+    rest /= t->global_shape[d];
+  }
+  for (int32_t d = 0; d < t->rank; d++) {
+    int64_t l = at[d] - t->local_offset[d];
+    held = held && l >= 0 && l < t->local_shape[d];
+    local = local * t->local_shape[d] + l;
+  }
+  int32_t value = held ? ((const int32_t *)*t->slot)[local] : INT32_MAX;
+  if (ctx->nranks > 1)
+    gslrt_mpi_check(ctx, MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT32_T, MPI_MIN, ctx->comm),
+                    "MPI_Allreduce");
+  const gslrt_index_check *c = &ctx->checks[k];
+  for (int i = 0; i < ctx->nchecks; i++) {
+    const gslrt_index_check *ci = &ctx->checks[i];
+    int in = ci->tensor == c->tensor && (ci->in_eval || !eval) && (value < 0 || value >= ci->rows);
+    for (int32_t d = 0; in && d < t->rank; d++)
+      in = ci->lo[d] <= at[d] && at[d] < ci->hi[d];
+    if (in) {
+      c = ci;
+      break;
+    }
+  }
+  int64_t batches = eval ? t->eval_batches : t->batches;
+  char pos[32 * GSLRT_MAX_RANK], phase[160];
+  gslrt_position(t->rank, t->global_shape, e, NULL, pos, sizeof pos);
+  gslrt_phase(ctx, 0, phase, sizeof phase);
+  gslrt_fail_all(ctx, "%s %s=%s: batch %lld of %lld (%s): %s%s = %d is out of range for %s, whose table has "
+                 "%lld rows", eval ? "--eval-input" : "--input", t->name, eval ? t->eval_file : t->file,
+                 (long long)(batches ? batch : 0), (long long)(batches ? batches : 1), phase, t->name, pos,
+                 (int)value, c->what, (long long)c->rows);
+}
+
+/* After the inputs are bound for training step n (eval 0) or held-out
+ * batch n (eval 1): the index checks on the inputs just read from files,
+ * each rank its own tile, then (several ranks) the first element out of
+ * range of each check, agreed in one MPI_Allreduce, so that every rank
+ * goes on, or ends, together. The input declared first, and its first
+ * element, is the one reported. */
+static void check_indices(gslrt_ctx *ctx, int eval, int64_t n) {
+  int any = 0, bad = -1;
+  for (int i = 0; i < ctx->nchecks; i++) {
+    const gslrt_tensor *t = &ctx->tensors[ctx->checks[i].tensor];
+    int read = eval ? t->eval_file && ctx->checks[i].in_eval : t->file != NULL;
+    ctx->check_first[i] = read ? first_out_of_range(t, &ctx->checks[i]) : INT64_MAX;
+    any |= read;
+  }
+  if (!any)
+    return;
+  if (ctx->nranks > 1)
+    gslrt_mpi_check(ctx, MPI_Allreduce(MPI_IN_PLACE, ctx->check_first, ctx->nchecks, MPI_INT64_T, MPI_MIN,
+                                       ctx->comm), "MPI_Allreduce");
+  for (int i = 0; i < ctx->nchecks; i++) {
+    const gslrt_index_check *c = &ctx->checks[i];
+    if (ctx->check_first[i] != INT64_MAX &&
+        (bad < 0 || c->tensor < ctx->checks[bad].tensor ||
+         (c->tensor == ctx->checks[bad].tensor && ctx->check_first[i] < ctx->check_first[bad])))
+      bad = i;
+  }
+  if (bad >= 0) {
+    const gslrt_tensor *t = &ctx->tensors[ctx->checks[bad].tensor];
+    int64_t batches = eval ? t->eval_batches : t->batches;
+    index_error(ctx, bad, eval, eval || !batches ? n : n % batches);
+  }
+}
+
 void gslrt_bind_inputs(gslrt_ctx *ctx, int64_t step) {
   for (int k = 0; k < ctx->ntensors; k++) {
     gslrt_tensor *t = &ctx->tensors[k];
@@ -413,6 +569,7 @@ void gslrt_bind_inputs(gslrt_ctx *ctx, int64_t step) {
     else
       read_input(ctx, t, "input", t->file, &t->npy, t->batches, t->batches ? step % t->batches : 0);
   }
+  check_indices(ctx, 0, step);
 }
 
 void gslrt_bind_eval_inputs(gslrt_ctx *ctx, int64_t j) {
@@ -425,6 +582,7 @@ void gslrt_bind_eval_inputs(gslrt_ctx *ctx, int64_t j) {
     else
       read_input(ctx, t, "--eval-input", t->eval_file, &t->eval_npy, t->eval_batches, j);
   }
+  check_indices(ctx, 1, j);
 }
 
 /* Copies a tile (row-major, local_shape at local_offset) into the global array. */

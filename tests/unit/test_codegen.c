@@ -691,13 +691,16 @@ static void test_structural(void) {
   w[0] = 2.5;
   expect_f("sc.npy", w, 1, 0, 0);
 
-  /* an index out of range stops the program with a message */
+  /* an index out of range stops the program as the input is read, with a
+   * message naming the element (the gather has no source: compiler-made) */
   hi[4] = V;
   write_npy("idx_bad.npy", GSLRT_I32, 2, id, hi);
   rc = run(exe, "--input x=sx.npy --input tab=tab.npy --input idx=idx_bad.npy");
   CU_ASSERT_NOT_EQUAL(rc, 0);
   char *err = slurp(path("stderr.txt"));
-  CU_ASSERT(err && strstr(err, "gather index out of range"));
+  CU_ASSERT(err && strstr(err, "error: --input idx=idx_bad.npy: batch 0 of 1 (training step 1): idx[1, 1] = 6 is "
+                               "out of range for the gather %"));
+  CU_ASSERT(err && strstr(err, " (made by the compiler), whose table has 6 rows\n"));
   free(err);
   ir_free(p);
 #undef X3

@@ -1,5 +1,5 @@
 /* test_ir.c — the IR: its text form, the builder, the rewriter, the op
- * tables, the verifier, dead-code removal. */
+ * tables, the verifier, dead-code removal, where indices come from. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -269,6 +269,36 @@ static void test_tables(void) {
     CU_ASSERT_PTR_NOT_NULL(ir_op((Op)op)->name);
 }
 
+/* The input boxes a gather's indices hold unchanged: traced through
+ * slices, transposes, concats, broadcasts and reshapes of a whole tensor;
+ * not through arithmetic, nor a reshape of part of one. */
+static void test_index_sources(void) {
+  Program *p = ir_new("t.gsl");
+  Value *tok = add_input(p, "tok", shape_of(2, (int64_t[]){4, 6}));
+  tok->dtype = p->tensors[0].dtype = DT_I32;
+  IndexSource s[IR_MAX_SOURCES];
+  Value *a = ir_transpose(p, ir_slice(p, tok, 1, 1, 4, nospan), (int[]){1, 0}, nospan);
+  CU_ASSERT_EQUAL_FATAL(ir_index_sources(a, s), 1);
+  CU_ASSERT(s[0].tensor == 0 && s[0].lo[0] == 0 && s[0].hi[0] == 4 && s[0].lo[1] == 1 && s[0].hi[1] == 5);
+  /* rows 0, 1 of c are rows 2, 3 of tok; rows 2..5 are computed */
+  Value *one = ir_broadcast(p, ir_const(p, DT_I32, 1, nospan), tok->shape, nospan);
+  Value *parts[2] = {ir_slice(p, tok, 0, 2, 2, nospan), ir_binary(p, BF_ADD, tok, one, nospan)};
+  Value *c = ir_slice(p, ir_concat(p, parts, 2, 0, nospan), 0, 1, 3, nospan);
+  CU_ASSERT_EQUAL_FATAL(ir_index_sources(c, s), 1);
+  CU_ASSERT(s[0].lo[0] == 3 && s[0].hi[0] == 4 && s[0].lo[1] == 0 && s[0].hi[1] == 6);
+  CU_ASSERT_EQUAL(ir_index_sources(parts[1], s), 0);
+  Value *row = ir_reshape(p, ir_slice(p, tok, 0, 0, 1, nospan), shape_of(1, (int64_t[]){6}), nospan);
+  Value *b = ir_broadcast(p, row, shape_of(2, (int64_t[]){3, 6}), nospan);
+  CU_ASSERT_EQUAL_FATAL(ir_index_sources(b, s), 1);
+  CU_ASSERT(s[0].lo[0] == 0 && s[0].hi[0] == 1 && s[0].lo[1] == 0 && s[0].hi[1] == 6);
+  Value *flat = ir_reshape(p, tok, shape_of(1, (int64_t[]){24}), nospan);
+  CU_ASSERT_EQUAL(ir_index_sources(flat, s), 1);
+  CU_ASSERT_EQUAL(ir_index_sources(ir_slice(p, flat, 0, 0, 5, nospan), s), 0);
+  CU_ASSERT_TRUE(ir_op(OP_ALL_TO_ALL)->flags & OF_MOVE);
+  CU_ASSERT_FALSE(ir_op(OP_ALL_REDUCE)->flags & OF_MOVE);
+  ir_free(p);
+}
+
 void add_ir_tests(void) {
   CU_pSuite s = tests_suite("ir");
   tests_add(s, "print", test_print);
@@ -281,4 +311,5 @@ void add_ir_tests(void) {
   tests_add(s, "verify checks op shapes and shardings", test_verify_shapes);
   tests_add(s, "rewriter", test_rewrite);
   tests_add(s, "op tables", test_tables);
+  tests_add(s, "index sources", test_index_sources);
 }
