@@ -5,12 +5,33 @@
  * .npy file per param and per state, NAME.npy, of the tensor's global shape
  * in C order, exactly as numpy.save writes it (header padded so that the
  * data starts at a multiple of 64 bytes), and manifest.json: the format
- * version, the step, the seed, the program's source and compiler, its
- * optimizer with every hyperparameter (gslrt_declare_optimizer; "none"
- * for a program that does not train), the mesh it was saved on, every cycling --input's batch count and position, and
- * per tensor its name, kind, dtype, global shape, file, size and zlib crc32
- * (of the whole file). A directory is a complete checkpoint when it has a
- * manifest.json; anything else in DIR is not one.
+ * and its version, the run's identity, the step, the seed (a decimal
+ * string: it may exceed what JSON readers hold exactly), the program's
+ * source and compiler, its optimizer with every hyperparameter
+ * (gslrt_declare_optimizer; "none" for a program that does not train),
+ * the mesh it was saved on, every cycling --input's batch count and
+ * position, and per tensor its name, kind, dtype, global shape, file, size
+ * and zlib crc32 (of the whole file, in decimal). A directory is a
+ * complete checkpoint when it has a manifest.json. DIR/.lock holds the
+ * pid and host of the run that has DIR.
+ *
+ * The directory, as a database treats its data directory. Rank 0 opens DIR
+ * once and does everything else relative to it (openat, fstatat, unlinkat,
+ * renameat), never following a symbolic link in it: a link is removed
+ * itself where gsl removes the entry, and refused where it would be read
+ * as a checkpoint. It holds flock(2) on DIR/.lock for the whole run, so a
+ * second job on DIR fails at once naming the first's pid and host. Each
+ * run has an identity (128 random bits, in hex), written into every
+ * manifest; --resume continues the identity of the checkpoint it resumes.
+ * A run only prunes or replaces checkpoints of its own identity. At the
+ * start, DIR must hold nothing named step-N but complete checkpoints, and
+ * a run without --resume none at all: it would otherwise be mixing its
+ * checkpoints with another run's.
+ *
+ * Manifests are written and read with jansson: any valid JSON layout reads,
+ * and every field is checked by type and range (integers whole, strings
+ * from their sets, no key twice, nothing after the document, the step equal
+ * to the directory's); a failure names the field.
  *
  * Writing, on every rank together. Rank 0 makes DIR/step-N.tmp.PID/; then
  * per tensor all ranks open its file with MPI-IO, rank 0 writes the header,
@@ -22,11 +43,12 @@
  * flushes each file. Then the crc32s: file i is read back (in 1 MiB chunks)
  * and fsync'd by rank i mod nranks, the results reduced to rank 0, which
  * writes manifest.json (to a temporary, fsync'd, renamed), fsyncs the
- * directory, renames it to DIR/step-N, and fsyncs DIR. Only then are the
- * complete checkpoints beyond the newest --keep removed, with any
- * leftover DIR/step-*.tmp.* directory (of a run that crashed while
- * writing). A crash at any moment leaves the complete checkpoints as they
- * were, and at most a .tmp. directory, which resuming ignores.
+ * directory, renames it to DIR/step-N, and fsyncs DIR. Only then are this
+ * run's complete checkpoints beyond the newest --keep removed, with any
+ * leftover DIR/step-*.tmp.* (of a run that crashed while writing: with the
+ * lock held, no live run owns one). A crash at any moment leaves the
+ * complete checkpoints as they were, and at most a .tmp. directory, which
+ * resuming ignores.
  *
  * Resuming. Rank 0 finds the newest complete checkpoint and reads its
  * manifest, which every rank then parses and checks alike against the
@@ -49,18 +71,24 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
-#define CKPT_VERSION 1             /* manifest format version */
+#define CKPT_VERSION 2             /* manifest format version */
 #define CKPT_CHUNK (1 << 20)       /* bytes read at a time for a crc32 */
 #define CKPT_MAX_MANIFEST (64 << 20) /* longest manifest accepted */
 #define CKPT_PATH 4096             /* room for a path */
 #define CKPT_KEEP 2                /* complete checkpoints kept without --keep */
+#define CKPT_NAME 256              /* room for a name in DIR, a tensor's name or file */
+#define CKPT_LOCK ".lock"          /* the lock file in DIR */
 
 static int is_saved(const gslrt_tensor *t) { return t->kind == GSLRT_PARAM || t->kind == GSLRT_STATE; }
 static const char *kind_name(int32_t kind) { return kind == GSLRT_STATE ? "state" : "param"; }
@@ -117,21 +145,9 @@ static int fsync_path(const char *path) {
   return rc;
 }
 
-/* Removes a directory of plain files (a checkpoint, or a leftover). */
-static int remove_dir(const char *path) {
-  DIR *d = opendir(path);
-  struct dirent *e;
-  char file[CKPT_PATH];
-  if (!d)
-    return -1;
-  while ((e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && join(file, path, e->d_name))
-      unlink(file);
-  closedir(d);
-  return rmdir(path);
-}
+/* ---- the directory, on rank 0 ----------------------------------------------- */
 
-/* The step of a complete checkpoint's name "step-DIGITS", or -1. */
+/* The step of a checkpoint's name "step-DIGITS", or -1. */
 static int64_t step_of(const char *name) {
   const char *p = name + 5;
   if (strncmp(name, "step-", 5) || !*p || strspn(p, "0123456789") != strlen(p) || strlen(p) > 18)
@@ -142,23 +158,270 @@ static int64_t step_of(const char *name) {
 /* Whether name is a temporary ("step-....tmp.*"). */
 static int is_temp(const char *name) { return !strncmp(name, "step-", 5) && strstr(name, ".tmp."); }
 
-/* Whether DIR/name is a complete checkpoint: it has a manifest.json. */
-static int is_complete(const char *dir, const char *name) {
-  char path[CKPT_PATH], sub[CKPT_PATH];
+/* What DIR/name is, never following a link. */
+enum { ENTRY_NONE, ENTRY_LINK, ENTRY_FILE, ENTRY_BARE_DIR, ENTRY_COMPLETE };
+
+static int entry_kind(int dfd, const char *name) {
+  char path[CKPT_PATH];
   struct stat st;
-  return join(sub, dir, name) && join(path, sub, "manifest.json") && stat(path, &st) == 0 &&
-         S_ISREG(st.st_mode);
+  if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return ENTRY_NONE;
+  if (S_ISLNK(st.st_mode))
+    return ENTRY_LINK;
+  if (!S_ISDIR(st.st_mode))
+    return ENTRY_FILE;
+  return join(path, name, "manifest.json") && fstatat(dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                 S_ISREG(st.st_mode)
+             ? ENTRY_COMPLETE
+             : ENTRY_BARE_DIR;
 }
 
-/* The crc32 and size of a whole file, read in chunks; fsync'd if sync. */
+/* Why DIR/name (of the given kind) is not a checkpoint gsl may use. */
+static const char *not_checkpoint(int kind) {
+  return kind == ENTRY_LINK  ? "is a symbolic link, not a checkpoint (gsl neither follows nor removes one)"
+         : kind == ENTRY_FILE ? "is not a directory, so not a checkpoint"
+                              : "has no manifest.json, so it is not a checkpoint, and gsl will not replace it";
+}
+
+/* Removes the entry DIR/name: a link or file itself, or a directory of
+ * files, each unlinked (a link in it is removed, never followed); 0, or
+ * -1 with errno. */
+static int remove_entry(int dfd, const char *name) {
+  int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d;
+  struct dirent *e;
+  if (fd < 0)
+    return errno == ELOOP || errno == ENOTDIR ? unlinkat(dfd, name, 0) : -1;
+  if (!(d = fdopendir(fd))) {
+    close(fd);
+    return -1;
+  }
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      unlinkat(fd, e->d_name, 0);
+  closedir(d);
+  return unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+/* A fresh listing of DIR (its own open file description, so that scans
+ * do not share a position), or NULL with errno. */
+static DIR *list_dir(int dfd) {
+  int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (fd >= 0 && !d)
+    close(fd);
+  return d;
+}
+
+/* The text of DIR/name/manifest.json (malloc'd, NUL-terminated, its
+ * length in *len), not through a link; NULL with err. */
+static char *read_manifest(int dfd, const char *name, size_t *len, char *err) {
+  char path[CKPT_PATH];
+  struct stat st;
+  char *text = NULL;
+  size_t got = 0;
+  int fd = join(path, name, "manifest.json") ? openat(dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s: %s", path, strerror(errno));
+    goto fn_fail;
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size > CKPT_MAX_MANIFEST) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "%s: %s", path,
+                 S_ISREG(st.st_mode) ? "longer than 64 MiB, not a manifest" : "not a regular file");
+    goto fn_fail;
+  }
+  if (!(text = malloc((size_t)st.st_size + 1))) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "%s: out of memory", path);
+    goto fn_fail;
+  }
+  while (got < (size_t)st.st_size) {
+    ssize_t k = read(fd, text + got, (size_t)st.st_size - got);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s: %s", path, k < 0 ? strerror(errno) : "it shrank");
+      goto fn_fail;
+    }
+    got += (size_t)k;
+  }
+  text[got] = 0;
+  *len = got;
+  close(fd);
+  return text;
+fn_fail:
+  free(text);
+  if (fd >= 0)
+    close(fd);
+  return NULL;
+}
+
+/* The run identity in the manifest of the complete checkpoint DIR/name,
+ * into run (33 bytes): 0, or -1 if it cannot be read or has none. */
+static int run_of(int dfd, const char *name, char *run) {
+  char err[GSLRT_ERRLEN];
+  size_t len = 0;
+  char *text = read_manifest(dfd, name, &len, err);
+  json_t *doc = text ? json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
+  const char *s = json_string_value(json_object_get(doc, "run"));
+  int rc = s && strlen(s) == 32 ? 0 : -1;
+  if (rc == 0)
+    memcpy(run, s, 33);
+  json_decref(doc);
+  free(text);
+  return rc;
+}
+
+/* Takes DIR/.lock (flock, exclusive, not waiting) and writes our pid and
+ * host into it; the descriptor stays open, and the lock held, until exit. */
+static int take_lock(gslrt_ctx *ctx, int dfd, char *err) {
+  const char *dir = ctx->opts.checkpoint;
+  char host[256] = "", line[512];
+  int fd = openat(dfd, CKPT_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "--checkpoint %s: cannot open %s/%s: %s", dir, dir, CKPT_LOCK,
+                 errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int busy = errno == EWOULDBLOCK;
+    long pid = 0;
+    ssize_t k = pread(fd, line, sizeof line - 1, 0);
+    line[k > 0 ? k : 0] = 0;
+    if (busy && sscanf(line, "pid %ld host %255s", &pid, host) == 2)
+      gslrt_seterr(err, GSLRT_ERRLEN, "--checkpoint %s: another run has this directory (pid %ld on host %s "
+                   "holds %s/%s); wait for it to end, or give another directory", dir, pid, host, dir, CKPT_LOCK);
+    else if (busy)
+      gslrt_seterr(err, GSLRT_ERRLEN, "--checkpoint %s: another run has this directory (it holds %s/%s); "
+                   "wait for it to end, or give another directory", dir, dir, CKPT_LOCK);
+    else
+      gslrt_seterr(err, GSLRT_ERRLEN, "--checkpoint %s: cannot lock %s/%s: %s", dir, dir, CKPT_LOCK,
+                   strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (gethostname(host, sizeof host - 1) != 0)
+    snprintf(host, sizeof host, "unknown");
+  int n = snprintf(line, sizeof line, "pid %ld host %s\n", (long)getpid(), host);
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "--checkpoint %s: cannot write %s/%s: %s", dir, dir, CKPT_LOCK,
+                 strerror(errno));
+    close(fd);
+    return -1;
+  }
+  ctx->ckpt_lock = fd;
+  return 0;
+}
+
+/* Checks what DIR holds: every entry named step-N a complete checkpoint,
+ * and none at all for a run without --resume. */
+static int check_dir(gslrt_ctx *ctx, int dfd, char *err) {
+  const char *dir = ctx->opts.checkpoint;
+  DIR *d = list_dir(dfd);
+  struct dirent *e;
+  int64_t newest = -1;
+  int rc = 0;
+  if (!d) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "--checkpoint %s: cannot read it: %s", dir, strerror(errno));
+    return -1;
+  }
+  while ((e = readdir(d)) && rc == 0) {
+    int64_t s = step_of(e->d_name);
+    int kind = s >= 0 ? entry_kind(dfd, e->d_name) : ENTRY_NONE;
+    if (s < 0 || kind == ENTRY_NONE)
+      continue;
+    if (kind != ENTRY_COMPLETE) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "--checkpoint %s: %s/%s %s; move it away", dir, dir, e->d_name,
+                   not_checkpoint(kind));
+      rc = -1;
+    } else if (s > newest) {
+      newest = s;
+    }
+  }
+  closedir(d);
+  if (rc == 0 && newest >= 0 && !ctx->opts.resume) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "--checkpoint %s: it holds another run's checkpoints (the newest is "
+                 "step-%08lld); add --resume to continue that run, or give another directory",
+                 dir, (long long)newest);
+    rc = -1;
+  }
+  return rc;
+}
+
+/* A new run's identity: 128 random bits in hex. */
+static int new_run_id(char *run, char *err) {
+  unsigned char b[16];
+  size_t got = 0;
+  while (got < sizeof b) {
+    ssize_t k = getrandom(b + got, sizeof b - got, 0);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "--checkpoint: cannot draw a run identity: %s", strerror(errno));
+      return -1;
+    }
+    got += (size_t)k;
+  }
+  for (int i = 0; i < 16; i++)
+    snprintf(run + 2 * i, 3, "%02x", b[i]);
+  return 0;
+}
+
+void gslrt_checkpoint_open(gslrt_ctx *ctx) {
+  const gslrt_options *op = &ctx->opts;
+  const char *dir = op->checkpoint;
+  char err[GSLRT_ERRLEN] = "";
+  int status = 0;
+  struct stat st;
+  ctx->ckpt_dir = ctx->ckpt_lock = -1;
+  if (op->checkpoint_every && !dir)
+    gslrt_usage_error(ctx, "--checkpoint-every needs --checkpoint DIR");
+  if (op->resume && !dir)
+    gslrt_usage_error(ctx, "--resume needs --checkpoint DIR");
+  if (op->keep && !dir)
+    gslrt_usage_error(ctx, "--keep needs --checkpoint DIR");
+  if (!dir)
+    return;
+  if (strlen(dir) > CKPT_PATH - 2 * CKPT_NAME)
+    gslrt_usage_error(ctx, "--checkpoint: the directory name is too long");
+  if (ctx->rank == 0) {
+    if (stat(dir, &st) != 0) {
+      if (errno != ENOENT || mkdir(dir, 0777) != 0)
+        gslrt_seterr(err, sizeof err, "--checkpoint %s: cannot create %s: %s", dir, dir, strerror(errno)),
+            status = 1;
+    } else if (!S_ISDIR(st.st_mode)) {
+      gslrt_seterr(err, sizeof err, "--checkpoint %s: %s is not a directory", dir, dir), status = 1;
+    } else if (access(dir, W_OK | X_OK) != 0) {
+      gslrt_seterr(err, sizeof err, "--checkpoint %s: cannot write in %s: %s", dir, dir, strerror(errno)),
+          status = 1;
+    }
+    if (!status && (ctx->ckpt_dir = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+      gslrt_seterr(err, sizeof err, "--checkpoint %s: cannot open %s: %s", dir, dir, strerror(errno)),
+          status = 1;
+    if (!status && (take_lock(ctx, ctx->ckpt_dir, err) != 0 || check_dir(ctx, ctx->ckpt_dir, err) != 0 ||
+                    new_run_id(ctx->run_id, err) != 0))
+      status = 1;
+  }
+  gslrt_rank0_verdict(ctx, status ? 1 : 0, err);
+  gslrt_mpi_check(ctx, MPI_Bcast(ctx->run_id, sizeof ctx->run_id, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
+}
+
+/* The crc32 and size of a whole file, read in chunks; fsync'd if sync.
+ * Only a regular file is read (not through a link; a FIFO or device, which
+ * could block or never end, is refused before any read). */
 static int file_crc(const char *path, const char *shown, int sync, uint32_t *crc, int64_t *bytes,
                     char *err) {
-  int rc = -1, fd = open(path, O_RDONLY);
+  int rc = -1, fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   unsigned char *buf = NULL;
   uLong c = crc32(0L, Z_NULL, 0);
+  struct stat st;
   *bytes = 0;
   if (fd < 0) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "cannot open %s: %s", shown, strerror(errno));
+    gslrt_seterr(err, GSLRT_ERRLEN, "cannot open %s: %s", shown,
+                 errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+    goto fn_exit;
+  }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "%s is not a regular file", shown);
     goto fn_exit;
   }
   if (!(buf = malloc(CKPT_CHUNK))) {
@@ -298,148 +561,164 @@ void gslrt_declare_optimizer(gslrt_ctx *ctx, const char *desc) {
   ctx->optimizer = desc;
 }
 
-void gslrt_checkpoint_open(gslrt_ctx *ctx) {
-  const gslrt_options *op = &ctx->opts;
-  char err[GSLRT_ERRLEN] = "";
-  int status = 0;
-  struct stat st;
-  if (op->checkpoint_every && !op->checkpoint)
-    gslrt_usage_error(ctx, "--checkpoint-every needs --checkpoint DIR");
-  if (op->resume && !op->checkpoint)
-    gslrt_usage_error(ctx, "--resume needs --checkpoint DIR");
-  if (op->keep && !op->checkpoint)
-    gslrt_usage_error(ctx, "--keep needs --checkpoint DIR");
-  if (!op->checkpoint)
-    return;
-  if (strlen(op->checkpoint) > CKPT_PATH - 256)
-    gslrt_usage_error(ctx, "--checkpoint: the directory name is too long");
-  if (ctx->rank == 0) {
-    if (stat(op->checkpoint, &st) != 0) {
-      if (errno != ENOENT || mkdir(op->checkpoint, 0777) != 0)
-        gslrt_seterr(err, sizeof err, "--checkpoint %s: cannot create %s: %s", op->checkpoint,
-                     op->checkpoint, strerror(errno)), status = 1;
-    } else if (!S_ISDIR(st.st_mode)) {
-      gslrt_seterr(err, sizeof err, "--checkpoint %s: %s is not a directory", op->checkpoint,
-                   op->checkpoint), status = 1;
-    } else if (access(op->checkpoint, W_OK | X_OK) != 0) {
-      gslrt_seterr(err, sizeof err, "--checkpoint %s: cannot write in %s: %s", op->checkpoint,
-                   op->checkpoint, strerror(errno)), status = 1;
-    }
-  }
-  gslrt_rank0_verdict(ctx, status ? 1 : 0, err);
-}
-
 int gslrt_checkpoint_due(const gslrt_ctx *ctx, int64_t done) {
   const gslrt_options *op = &ctx->opts;
   return op->checkpoint && (done == op->steps || (op->checkpoint_every && done % op->checkpoint_every == 0));
 }
 
+
 /* ---- writing -------------------------------------------------------------- */
 
-/* A JSON string (the names are identifiers; anything else is escaped). */
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
+/* Sets obj's key to v (a new reference); whether it took. */
+static int put(json_t *obj, const char *key, json_t *v) { return v && json_object_set_new(obj, key, v) == 0; }
 
-/* Writes dir/manifest.json through a fsync'd temporary; rank 0. */
-static int write_manifest(gslrt_ctx *ctx, const char *dir, int64_t done, const uint32_t *crc,
-                          const int64_t *bytes, char *err) {
-  char path[CKPT_PATH], tmp[CKPT_PATH];
-  FILE *f;
-  int first = 1, k = 0;
-  if (!join(path, dir, "manifest.json") || !join(tmp, dir, "manifest.json.tmp")) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "%s: the path is too long", dir);
-    return -1;
+/* The manifest of the checkpoint of step done, as a JSON document (NULL
+ * when out of memory). */
+static json_t *manifest_doc(gslrt_ctx *ctx, int64_t done, const uint32_t *crc, const int64_t *bytes) {
+  json_t *doc = json_object(), *mesh = json_array(), *inputs = json_array(), *tensors = json_array();
+  char seed[32], shape_file[CKPT_PATH];
+  int ok = doc && mesh && inputs && tensors, k = 0;
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)ctx->seed);
+  ok = ok && put(doc, "format", json_string("gsl-checkpoint")) && put(doc, "version", json_integer(CKPT_VERSION)) &&
+       put(doc, "run", json_string(ctx->run_id)) && put(doc, "step", json_integer(done)) &&
+       put(doc, "seed", json_string(seed)) &&
+       put(doc, "program", json_string(ctx->info->source ? ctx->info->source : "")) &&
+       put(doc, "compiler", json_string(ctx->info->compiler_version ? ctx->info->compiler_version : "")) &&
+       put(doc, "optimizer", json_string(ctx->optimizer ? ctx->optimizer : "none"));
+  for (int a = 0; ok && a < ctx->naxes; a++) {
+    json_t *ax = json_object();
+    ok = json_array_append_new(mesh, ax) == 0 && put(ax, "axis", json_string(ctx->axis_name[a])) &&
+         put(ax, "size", json_integer(ctx->axis_size[a]));
   }
-  if (!(f = fopen(tmp, "wx"))) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "cannot create %s: %s", tmp, strerror(errno));
-    return -1;
-  }
-  fprintf(f, "{\n  \"format\": \"gsl-checkpoint\",\n  \"version\": %d,\n  \"step\": %lld,\n  \"seed\": %llu,\n",
-          CKPT_VERSION, (long long)done, (unsigned long long)ctx->seed);
-  fputs("  \"program\": ", f);
-  json_str(f, ctx->info->source ? ctx->info->source : "");
-  fputs(",\n  \"compiler\": ", f);
-  json_str(f, ctx->info->compiler_version ? ctx->info->compiler_version : "");
-  fputs(",\n  \"optimizer\": ", f);
-  json_str(f, ctx->optimizer ? ctx->optimizer : "none");
-  fputs(",\n  \"mesh\": [", f);
-  for (int a = 0; a < ctx->naxes; a++) {
-    fprintf(f, "%s{\"axis\": ", a ? ", " : "");
-    json_str(f, ctx->axis_name[a]);
-    fprintf(f, ", \"size\": %lld}", (long long)ctx->axis_size[a]);
-  }
-  fputs("],\n  \"inputs\": [", f);
-  for (int i = 0; i < ctx->ntensors; i++) {
+  for (int i = 0; ok && i < ctx->ntensors; i++) {
     const gslrt_tensor *t = &ctx->tensors[i];
-    if (t->kind != GSLRT_INPUT || !t->batches)
+    json_t *in = json_object();
+    if (t->kind != GSLRT_INPUT || !t->batches) {
+      json_decref(in);
       continue;
-    fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
-    json_str(f, t->name);
-    fprintf(f, ", \"batches\": %lld, \"position\": %lld}", (long long)t->batches,
-            (long long)(done % t->batches));
-    first = 0;
+    }
+    ok = json_array_append_new(inputs, in) == 0 && put(in, "name", json_string(t->name)) &&
+         put(in, "batches", json_integer(t->batches)) && put(in, "position", json_integer(done % t->batches));
   }
-  fprintf(f, "%s],\n  \"tensors\": [", first ? "" : "\n  ");
-  first = 1;
-  for (int i = 0; i < ctx->ntensors; i++) {
+  for (int i = 0; ok && i < ctx->ntensors; i++) {
     const gslrt_tensor *t = &ctx->tensors[i];
-    char shape[256];
-    if (!is_saved(t))
+    json_t *te = json_object(), *shape = json_array();
+    if (!is_saved(t)) {
+      json_decref(te), json_decref(shape);
       continue;
-    shape_str(shape, sizeof shape, t->dtype, t->rank, t->global_shape);
-    fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
-    json_str(f, t->name);
-    fprintf(f, ", \"kind\": \"%s\", \"dtype\": \"%s\", \"shape\": %s, \"file\": ", kind_name(t->kind),
-            dtype_name(t->dtype), strchr(shape, '['));
-    char file[CKPT_PATH];
-    snprintf(file, sizeof file, "%s.npy", t->name);
-    json_str(f, file);
-    fprintf(f, ", \"bytes\": %lld, \"crc32\": %lu}", (long long)bytes[k], (unsigned long)crc[k]);
+    }
+    snprintf(shape_file, sizeof shape_file, "%s.npy", t->name);
+    ok = json_array_append_new(tensors, te) == 0 && put(te, "name", json_string(t->name)) &&
+         put(te, "kind", json_string(kind_name(t->kind))) && put(te, "dtype", json_string(dtype_name(t->dtype))) &&
+         put(te, "shape", shape);
+    for (int32_t d = 0; ok && d < t->rank; d++)
+      ok = json_array_append_new(shape, json_integer(t->global_shape[d])) == 0;
+    ok = ok && put(te, "file", json_string(shape_file)) && put(te, "bytes", json_integer(bytes[k])) &&
+         put(te, "crc32", json_integer(crc[k]));
     k++;
-    first = 0;
   }
-  fprintf(f, "%s]\n}\n", first ? "" : "\n  ");
-  if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "cannot write %s: %s", tmp, strerror(errno));
-    fclose(f);
-    return -1;
+  ok = ok && put(doc, "mesh", mesh) && put(doc, "inputs", inputs) && put(doc, "tensors", tensors);
+  if (!ok) {
+    json_decref(doc);
+    return NULL;
   }
-  if (fclose(f) != 0 || rename(tmp, path) != 0) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "cannot write %s: %s", path, strerror(errno));
-    return -1;
-  }
-  return 0;
+  return doc;
 }
 
-/* Removes, on rank 0, the complete checkpoints older than the newest keep
- * and every leftover temporary but ours; a failure is only a warning. */
+/* Writes doc, an object, as JSON indented by two, each element of an array
+ * of several objects on a line of its own (a manifest a person can read
+ * and diff); every key and value is encoded by jansson. */
+static int dump_doc(FILE *f, json_t *doc) {
+  const char *key;
+  json_t *v;
+  int first = 1, rc = 0;
+  fputc('{', f);
+  json_object_foreach(doc, key, v) {
+    json_t *k = json_string(key);
+    fputs(first ? "\n  " : ",\n  ", f);
+    first = 0;
+    rc |= json_dumpf(k, f, JSON_ENCODE_ANY);
+    json_decref(k);
+    fputs(": ", f);
+    if (json_is_array(v) && json_array_size(v) > 1 && json_is_object(json_array_get(v, 0))) {
+      size_t i;
+      json_t *e;
+      fputc('[', f);
+      json_array_foreach(v, i, e) {
+        fputs(i ? ",\n    " : "\n    ", f);
+        rc |= json_dumpf(e, f, 0);
+      }
+      fputs("\n  ]", f);
+    } else {
+      rc |= json_dumpf(v, f, JSON_ENCODE_ANY);
+    }
+  }
+  fputs("\n}\n", f);
+  return rc;
+}
+
+/* Writes DIR/tmp/manifest.json through a fsync'd temporary; rank 0. */
+static int write_manifest(gslrt_ctx *ctx, const char *tmp, int64_t done, const uint32_t *crc,
+                          const int64_t *bytes, char *err) {
+  char path[CKPT_PATH], part[CKPT_PATH];
+  json_t *doc = manifest_doc(ctx, done, crc, bytes);
+  FILE *f = NULL;
+  int fd = -1, rc = -1;
+  if (!doc) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "%s: out of memory for the manifest", tmp);
+    return -1;
+  }
+  if (!join(path, tmp, "manifest.json") || !join(part, tmp, "manifest.json.tmp")) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "%s: the path is too long", tmp);
+    goto fn_exit;
+  }
+  if ((fd = openat(ctx->ckpt_dir, part, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666)) < 0 ||
+      !(f = fdopen(fd, "w"))) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "cannot create %s/%s: %s", ctx->opts.checkpoint, part, strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    goto fn_exit;
+  }
+  if (dump_doc(f, doc) != 0 || fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "cannot write %s/%s: %s", ctx->opts.checkpoint, part, strerror(errno));
+    fclose(f);
+    goto fn_exit;
+  }
+  if (fclose(f) != 0 || renameat(ctx->ckpt_dir, part, ctx->ckpt_dir, path) != 0) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "cannot write %s/%s: %s", ctx->opts.checkpoint, path, strerror(errno));
+    goto fn_exit;
+  }
+  rc = 0;
+fn_exit:
+  json_decref(doc);
+  return rc;
+}
+
+static int by_step(const void *x, const void *y) {
+  int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* Removes, on rank 0, this run's complete checkpoints older than its
+ * newest keep, and every leftover temporary but ours (a link one is
+ * removed itself); a failure is only a warning. */
 static void prune(gslrt_ctx *ctx, const char *mine) {
   const char *dir = ctx->opts.checkpoint;
-  DIR *d = opendir(dir);
+  DIR *d = list_dir(ctx->ckpt_dir);
   struct dirent *e;
   int64_t *steps = NULL;
-  int n = 0, cap = 0;
-  char path[CKPT_PATH];
+  int n = 0, cap = 0, keep = ctx->opts.keep ? (int)ctx->opts.keep : CKPT_KEEP;
+  char name[CKPT_NAME], run[33];
   if (!d)
     return;
   while ((e = readdir(d))) {
     int64_t s = step_of(e->d_name);
-    if (is_temp(e->d_name) && strcmp(e->d_name, mine) && join(path, dir, e->d_name)) {
-      if (remove_dir(path) != 0)
-        fprintf(stderr, "%s: warning: cannot remove the leftover %s: %s\n", ctx->prog, path,
+    if (is_temp(e->d_name) && strcmp(e->d_name, mine)) {
+      if (remove_entry(ctx->ckpt_dir, e->d_name) != 0)
+        fprintf(stderr, "%s: warning: cannot remove the leftover %s/%s: %s\n", ctx->prog, dir, e->d_name,
                 strerror(errno));
-    } else if (s >= 0 && is_complete(dir, e->d_name)) {
+    } else if (s >= 0 && entry_kind(ctx->ckpt_dir, e->d_name) == ENTRY_COMPLETE &&
+               run_of(ctx->ckpt_dir, e->d_name, run) == 0 && !strcmp(run, ctx->run_id)) {
       if (n == cap) {
         int64_t *g = realloc(steps, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *g);
         if (!g)
@@ -450,61 +729,68 @@ static void prune(gslrt_ctx *ctx, const char *mine) {
     }
   }
   closedir(d);
-  for (int i = 0; i < n; i++) {
-    int newer = 0;
-    for (int j = 0; j < n; j++)
-      newer += steps[j] > steps[i];
-    if (newer >= (ctx->opts.keep ? ctx->opts.keep : CKPT_KEEP)) {
-      snprintf(path, sizeof path, "%s/step-%08lld", dir, (long long)steps[i]);
-      if (remove_dir(path) != 0)
-        fprintf(stderr, "%s: warning: cannot remove the old checkpoint %s: %s\n", ctx->prog, path,
-                strerror(errno));
-    }
+  if (steps)
+    qsort(steps, (size_t)n, sizeof *steps, by_step);
+  for (int i = 0; i + keep < n; i++) {
+    snprintf(name, sizeof name, "step-%08lld", (long long)steps[i]);
+    if (remove_entry(ctx->ckpt_dir, name) != 0)
+      fprintf(stderr, "%s: warning: cannot remove the old checkpoint %s/%s: %s\n", ctx->prog, dir, name,
+              strerror(errno));
   }
   free(steps);
-  fsync_path(dir);
+  fsync(ctx->ckpt_dir);
 }
 
-/* Commits the complete temporary tmp as final, on rank 0: manifest, fsyncs,
- * renames (an existing final is moved aside first, then removed). */
+/* Commits the complete temporary DIR/tmp as DIR/final, on rank 0:
+ * manifest, fsyncs, renames. An existing final is replaced only if it is
+ * a checkpoint of this run (moved aside first, then removed). */
 static int commit(gslrt_ctx *ctx, const char *tmp, const char *final, int64_t done, const uint32_t *crc,
                   const int64_t *bytes, char *err) {
-  char old[CKPT_PATH];
-  struct stat st;
-  int aside = 0;
+  const char *dir = ctx->opts.checkpoint;
+  char old[CKPT_NAME], path[CKPT_PATH], run[33];
+  int aside = 0, kind;
   if (write_manifest(ctx, tmp, done, crc, bytes, err) != 0)
     return -1;
-  if (fsync_path(tmp) != 0) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "cannot fsync %s: %s", tmp, strerror(errno));
+  if (!join(path, dir, tmp) || fsync_path(path) != 0) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "cannot fsync %s: %s", path, strerror(errno));
     return -1;
   }
-  if (lstat(final, &st) == 0) {
-    if (snprintf(old, sizeof old, "%s.tmp.old.%ld", final, (long)getpid()) >= (int)sizeof old ||
-        rename(final, old) != 0) {
-      gslrt_seterr(err, GSLRT_ERRLEN, "cannot move the existing %s aside: %s", final, strerror(errno));
+  if ((kind = entry_kind(ctx->ckpt_dir, final)) != ENTRY_NONE) {
+    if (kind != ENTRY_COMPLETE) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s/%s %s", dir, final, not_checkpoint(kind));
+      return -1;
+    }
+    if (run_of(ctx->ckpt_dir, final, run) != 0 || strcmp(run, ctx->run_id)) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s/%s is another run's checkpoint, and gsl will not replace it", dir,
+                   final);
+      return -1;
+    }
+    snprintf(old, sizeof old, "%s.tmp.old.%ld", final, (long)getpid());
+    if (renameat(ctx->ckpt_dir, final, ctx->ckpt_dir, old) != 0) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "cannot move the existing %s/%s aside: %s", dir, final, strerror(errno));
       return -1;
     }
     aside = 1;
   }
-  if (rename(tmp, final) != 0) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+  if (renameat(ctx->ckpt_dir, tmp, ctx->ckpt_dir, final) != 0) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "cannot rename %s/%s to %s/%s: %s", dir, tmp, dir, final, strerror(errno));
     return -1;
   }
-  if (fsync_path(ctx->opts.checkpoint) != 0) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "cannot fsync %s: %s", ctx->opts.checkpoint, strerror(errno));
+  if (fsync(ctx->ckpt_dir) != 0) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "cannot fsync %s: %s", dir, strerror(errno));
     return -1;
   }
   if (aside)
-    remove_dir(old);
+    remove_entry(ctx->ckpt_dir, old);
   return 0;
 }
 
 void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done) {
   const char *dir = ctx->opts.checkpoint;
-  char err[GSLRT_ERRLEN] = "", tmp[CKPT_PATH], final[CKPT_PATH], path[CKPT_PATH], name[64];
+  char err[GSLRT_ERRLEN] = "", tmp[CKPT_PATH], final[CKPT_PATH], path[CKPT_PATH], name[64], fname[64];
   char head[1024];
   long pid = (long)getpid();
-  int n = 0, k = 0, fail = 0;
+  int n = 0, k = 0, fail = 0, made = 0;
   double start = MPI_Wtime();
   for (int i = 0; i < ctx->ntensors; i++)
     n += is_saved(&ctx->tensors[i]);
@@ -514,9 +800,10 @@ void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done) {
     gslrt_fatal(ctx, "checkpoint: out of memory");
   gslrt_mpi_check(ctx, MPI_Bcast(&pid, 1, MPI_LONG, 0, ctx->comm), "MPI_Bcast");
   snprintf(name, sizeof name, "step-%08lld.tmp.%ld", (long long)done, pid);
+  snprintf(fname, sizeof fname, "step-%08lld", (long long)done);
   snprintf(tmp, sizeof tmp, "%s/%s", dir, name);
-  snprintf(final, sizeof final, "%s/step-%08lld", dir, (long long)done);
-  if (ctx->rank == 0 && mkdir(tmp, 0777) != 0)
+  snprintf(final, sizeof final, "%s/%s", dir, fname);
+  if (ctx->rank == 0 && !(made = mkdirat(ctx->ckpt_dir, name, 0777) == 0))
     gslrt_seterr(err, sizeof err, "cannot create %s: %s", tmp, strerror(errno)), fail = 1;
   if (agree(ctx, fail ? 0 : INT_MAX, err))
     goto fn_fail;
@@ -549,11 +836,10 @@ void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done) {
   gslrt_mpi_check(ctx, MPI_Reduce(crc, crc_all, n, MPI_UINT32_T, MPI_BOR, 0, ctx->comm), "MPI_Reduce");
   gslrt_mpi_check(ctx, MPI_Reduce(bytes, bytes_all, n, MPI_INT64_T, MPI_SUM, 0, ctx->comm), "MPI_Reduce");
   if (ctx->rank == 0)
-    fail = commit(ctx, tmp, final, done, crc_all, bytes_all, err) != 0;
+    fail = commit(ctx, name, fname, done, crc_all, bytes_all, err) != 0;
   if (agree(ctx, fail ? 0 : INT_MAX, err))
     goto fn_fail;
   if (ctx->rank == 0) {
-    snprintf(name, sizeof name, "step-%08lld.tmp.%ld", (long long)done, pid);
     prune(ctx, name);
     if (!ctx->opts.quiet) {
       int64_t total = 0;
@@ -566,18 +852,19 @@ void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done) {
   free(crc), free(crc_all), free(bytes), free(bytes_all);
   return;
 fn_fail:
-  if (ctx->rank == 0)
-    remove_dir(tmp);
+  if (ctx->rank == 0 && made)
+    remove_entry(ctx->ckpt_dir, name);
   free(crc), free(crc_all), free(bytes), free(bytes_all);
   gslrt_fail_all(ctx, "checkpoint %s: %s (the previous checkpoints are intact)", final, err);
 }
+
 
 /* ---- resuming ------------------------------------------------------------- */
 
 /* One tensor of a manifest. */
 typedef struct ckpt_entry {
-  char name[256];                /* the tensor's name */
-  char file[256];                /* its file, in the checkpoint's directory */
+  char name[CKPT_NAME];          /* the tensor's name */
+  char file[CKPT_NAME];          /* its file, in the checkpoint's directory */
   int32_t kind;                  /* GSLRT_PARAM or GSLRT_STATE */
   int32_t dtype;                 /* GSLRT_F32 or GSLRT_I32 */
   int32_t rank;                  /* number of dimensions */
@@ -587,131 +874,324 @@ typedef struct ckpt_entry {
   int used;                      /* matched by a tensor of the program */
 } ckpt_entry;
 
-/* The value of "key": in text[0..end), or NULL. */
-static const char *json_key(const char *text, const char *end, const char *key) {
-  size_t n = strlen(key);
-  for (const char *p = text; p && p + n + 2 < end; p = strchr(p + 1, '"')) {
-    if (*p == '"' && !strncmp(p + 1, key, n) && p[n + 1] == '"') {
-      const char *q = p + n + 2;
-      while (*q == ' ')
-        q++;
-      if (*q == ':') {
-        for (q++; *q == ' ';)
-          q++;
-        return q;
-      }
-    }
+/* What a manifest says that resuming uses. */
+typedef struct manifest {
+  char run[33];                  /* the run's identity */
+  int64_t step;                  /* steps done */
+  uint64_t seed;                 /* the seed */
+  char optimizer[GSLRT_ERRLEN / 2]; /* the optimizer's description */
+  ckpt_entry *list;              /* the tensors (malloc'd) */
+  int n;                         /* entries in list */
+} manifest;
+
+/* A JSON value as an error message shows it: 2.9, "f64", an object. */
+static void describe(const json_t *v, char *buf, size_t len) {
+  switch (json_typeof(v)) {
+  case JSON_INTEGER:
+    snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    break;
+  case JSON_REAL: /* 3.0 stays 3.0, so that "not 3" never says a whole number is not one */
+    snprintf(buf, len, fabs(json_real_value(v)) < 1e15 && json_real_value(v) == floor(json_real_value(v)) ? "%.1f" : "%.15g",
+             json_real_value(v));
+    break;
+  case JSON_STRING:
+    snprintf(buf, len, "\"%.40s%s\"", json_string_value(v), json_string_length(v) > 40 ? "..." : "");
+    break;
+  case JSON_OBJECT:
+    snprintf(buf, len, "an object");
+    break;
+  case JSON_ARRAY:
+    snprintf(buf, len, "an array");
+    break;
+  case JSON_TRUE:
+    snprintf(buf, len, "true");
+    break;
+  case JSON_FALSE:
+    snprintf(buf, len, "false");
+    break;
+  default:
+    snprintf(buf, len, "null");
   }
-  return NULL;
 }
 
-static int json_string(const char *p, char *buf, size_t len) {
-  size_t n = 0;
-  if (!p || *p++ != '"')
-    return 0;
-  for (; *p && *p != '"'; p++) {
-    if (*p == '\\' && p[1])
-      p++;
-    if (n + 1 >= len)
-      return 0;
-    buf[n++] = *p;
-  }
-  buf[n] = 0;
-  return *p == '"';
-}
+/* The fields a manifest's object may have, NULL-terminated. */
+static const char *const top_fields[] = {"format", "version", "run", "step", "seed", "program",
+                                         "compiler", "optimizer", "mesh", "inputs", "tensors", NULL};
+static const char *const axis_fields[] = {"axis", "size", NULL};
+static const char *const input_fields[] = {"name", "batches", "position", NULL};
+static const char *const tensor_fields[] = {"name", "kind", "dtype", "shape", "file", "bytes", "crc32", NULL};
 
-static int json_uint(const char *p, uint64_t *v) {
-  char *end;
-  if (!p || *p < '0' || *p > '9')
-    return 0;
-  errno = 0;
-  *v = strtoull(p, &end, 10);
-  return !errno && end != p;
-}
-
-/* Parses a manifest's tensors into *out (malloc'd), its step and seed;
- * 0, or -1 with the cause in err. */
-static int parse_manifest(const char *text, ckpt_entry **out, int *nout, int64_t *step, uint64_t *seed,
-                          char *optimizer, size_t optlen, char *err) {
-  const char *end = text + strlen(text), *tensors = json_key(text, end, "tensors");
-  uint64_t v;
-  int n = 0, cap = 0;
-  ckpt_entry *list = NULL;
-  *out = NULL, *nout = 0;
-  if (!tensors || *tensors != '[' || !json_uint(json_key(text, tensors, "version"), &v)) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json is not a checkpoint manifest");
+/* Checks that obj (at path, e.g. "tensors[2]") is an object with only the
+ * given fields. */
+static int only_fields(const json_t *obj, const char *path, const char *const *fields, char *err) {
+  const char *key;
+  json_t *v;
+  char got[64];
+  if (!json_is_object(obj)) {
+    describe(obj, got, sizeof got);
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s must be an object, not %s", path, got);
     return -1;
   }
-  if (v != CKPT_VERSION) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json has format version %llu, this runtime reads %d",
-                 (unsigned long long)v, CKPT_VERSION);
-    return -1;
-  }
-  if (!json_uint(json_key(text, tensors, "step"), &v) || v > INT64_MAX ||
-      !json_uint(json_key(text, tensors, "seed"), seed)) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json has no step or seed");
-    return -1;
-  }
-  *step = (int64_t)v;
-  if (!json_string(json_key(text, tensors, "optimizer"), optimizer, optlen)) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json has no optimizer");
-    return -1;
-  }
-  for (const char *p = tensors + 1;;) {
-    while (*p == ' ' || *p == '\n' || *p == ',')
-      p++;
-    if (*p == ']')
-      break;
-    const char *close = *p == '{' ? strchr(p, '}') : NULL;
-    char kind[16], dtype[16];
-    const char *sh;
-    if (n == cap) {
-      ckpt_entry *g = realloc(list, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *g);
-      if (!g) {
-        gslrt_seterr(err, GSLRT_ERRLEN, "out of memory");
-        goto fn_fail;
-      }
-      list = g;
+  json_object_foreach((json_t *)obj, key, v) {
+    int known = 0;
+    for (const char *const *f = fields; *f && !known; f++)
+      known = !strcmp(*f, key);
+    if (!known) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s%s\"%.64s\" is not a field of a checkpoint manifest",
+                   path, *path ? " has " : "", key);
+      return -1;
     }
-    ckpt_entry *e = &list[n];
-    memset(e, 0, sizeof *e);
-    uint64_t bytes = 0, crc = 0;
-    if (!close || !json_string(json_key(p, close, "name"), e->name, sizeof e->name) ||
-        !json_string(json_key(p, close, "kind"), kind, sizeof kind) ||
-        !json_string(json_key(p, close, "dtype"), dtype, sizeof dtype) ||
-        !json_string(json_key(p, close, "file"), e->file, sizeof e->file) ||
-        !json_uint(json_key(p, close, "bytes"), &bytes) || bytes > INT64_MAX ||
-        !json_uint(json_key(p, close, "crc32"), &crc) || crc > UINT32_MAX ||
-        !(sh = json_key(p, close, "shape")) || *sh != '[' || strchr(e->file, '/')) {
-      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: tensor %d is malformed", n + 1);
-      goto fn_fail;
-    }
-    e->bytes = (int64_t)bytes, e->crc = (uint32_t)crc;
-    e->kind = !strcmp(kind, "state") ? GSLRT_STATE : GSLRT_PARAM;
-    e->dtype = !strcmp(dtype, "i32") ? GSLRT_I32 : GSLRT_F32;
-    for (sh++; *sh != ']';) {
-      while (*sh == ' ' || *sh == ',')
-        sh++;
-      if (*sh == ']')
-        break;
-      if (e->rank == GSLRT_MAX_RANK || !json_uint(sh, &v)) {
-        gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: the shape of %s is malformed", e->name);
-        goto fn_fail;
-      }
-      e->shape[e->rank++] = (int64_t)v;
-      while (*sh >= '0' && *sh <= '9')
-        sh++;
-    }
-    n++;
-    p = close + 1;
   }
-  *out = list, *nout = n;
   return 0;
-fn_fail:
-  free(list);
-  return -1;
 }
 
+/* The field key of obj (whose path is path, "" at the top), which must
+ * be there. */
+static json_t *field(const json_t *obj, const char *path, const char *key, char *err) {
+  json_t *v = json_object_get(obj, key);
+  if (!v)
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s has no \"%s\"", *path ? path : "the document", key);
+  return v;
+}
+
+/* The name a field goes by in messages: "step", tensors[2].dtype. */
+static const char *field_name(char *buf, size_t len, const char *path, const char *key) {
+  if (*path)
+    snprintf(buf, len, "%s.%s", path, key);
+  else
+    snprintf(buf, len, "\"%s\"", key);
+  return buf;
+}
+
+/* A whole number in [lo, hi]. */
+static int get_int(const json_t *obj, const char *path, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                   char *err) {
+  json_t *v = field(obj, path, key, err);
+  char got[64], name[128];
+  if (!v)
+    return -1;
+  field_name(name, sizeof name, path, key);
+  if (!json_is_integer(v)) {
+    describe(v, got, sizeof got);
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s must be a whole number, not %s", name, got);
+    return -1;
+  }
+  *out = json_integer_value(v);
+  if (*out < lo || *out > hi) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s is %lld, not in [%lld, %lld]", name, (long long)*out,
+                 (long long)lo, (long long)hi);
+    return -1;
+  }
+  return 0;
+}
+
+/* A string of at most max bytes (and, if set is not NULL, one of set),
+ * into out (max + 1 bytes). */
+static int get_str(const json_t *obj, const char *path, const char *key, size_t max, const char *const *set,
+                   char *out, char *err) {
+  json_t *v = field(obj, path, key, err);
+  char got[64], name[128], any[128] = "";
+  if (!v)
+    return -1;
+  field_name(name, sizeof name, path, key);
+  describe(v, got, sizeof got);
+  if (!json_is_string(v)) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s must be a string, not %s", name, got);
+    return -1;
+  }
+  if (json_string_length(v) > max || strlen(json_string_value(v)) != json_string_length(v)) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s is %s, %s", name, got,
+                 json_string_length(v) > max ? "too long" : "with a NUL byte in it");
+    return -1;
+  }
+  if (set) {
+    int in = 0;
+    for (const char *const *s = set; *s; s++) {
+      in |= !strcmp(*s, json_string_value(v));
+      snprintf(any + strlen(any), sizeof any - strlen(any), "%s\"%s\"", s == set ? "" : s[1] ? ", " : " or ", *s);
+    }
+    if (!in) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s is %s, not %s", name, got, any);
+      return -1;
+    }
+  }
+  memcpy(out, json_string_value(v), json_string_length(v) + 1);
+  return 0;
+}
+
+/* An array of at most max elements. */
+static json_t *get_array(const json_t *obj, const char *path, const char *key, size_t max, char *err) {
+  json_t *v = field(obj, path, key, err);
+  char got[64], name[128];
+  if (!v)
+    return NULL;
+  field_name(name, sizeof name, path, key);
+  if (!json_is_array(v)) {
+    describe(v, got, sizeof got);
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s must be an array, not %s", name, got);
+    return NULL;
+  }
+  if (json_array_size(v) > max) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s has %zu elements, at most %zu", name, json_array_size(v),
+                 max);
+    return NULL;
+  }
+  return v;
+}
+
+/* Whether s is a plain file name: no '/', not "." or "..". */
+static int plain_name(const char *s) { return *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, ".."); }
+
+static const char *const kinds[] = {"param", "state", NULL};
+static const char *const dtypes[] = {"f32", "i32", NULL};
+
+/* One entry of "tensors", at index i, into e. */
+static int parse_tensor(const json_t *t, size_t i, ckpt_entry *e, char *err) {
+  char path[64], kind[8], dtype[8], name[128];
+  int64_t v;
+  json_t *shape;
+  size_t d;
+  json_t *x;
+  snprintf(path, sizeof path, "tensors[%zu]", i);
+  memset(e, 0, sizeof *e);
+  if (only_fields(t, path, tensor_fields, err) != 0 ||
+      get_str(t, path, "name", CKPT_NAME - 1, NULL, e->name, err) != 0 ||
+      get_str(t, path, "kind", sizeof kind - 1, kinds, kind, err) != 0 ||
+      get_str(t, path, "dtype", sizeof dtype - 1, dtypes, dtype, err) != 0 ||
+      !(shape = get_array(t, path, "shape", GSLRT_MAX_RANK, err)) ||
+      get_str(t, path, "file", CKPT_NAME - 1, NULL, e->file, err) != 0 ||
+      get_int(t, path, "bytes", 0, INT64_MAX, &e->bytes, err) != 0 || get_int(t, path, "crc32", 0, UINT32_MAX, &v, err) != 0)
+    return -1;
+  e->crc = (uint32_t)v;
+  e->kind = !strcmp(kind, "state") ? GSLRT_STATE : GSLRT_PARAM;
+  e->dtype = !strcmp(dtype, "i32") ? GSLRT_I32 : GSLRT_F32;
+  if (!*e->name) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s.name is empty", path);
+    return -1;
+  }
+  if (!plain_name(e->file)) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s.file is \"%s\", not a file name in the checkpoint's "
+                 "directory", path, e->file);
+    return -1;
+  }
+  json_array_foreach(shape, d, x) {
+    snprintf(name, sizeof name, "%s.shape[%zu]", path, d);
+    if (!json_is_integer(x) || json_integer_value(x) < 1) {
+      char got[64];
+      describe(x, got, sizeof got);
+      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s must be a whole number >= 1, not %s", name, got);
+      return -1;
+    }
+    e->shape[e->rank++] = json_integer_value(x);
+  }
+  return 0;
+}
+
+/* Parses and checks a manifest's text, of the checkpoint of step
+ * dir_step, into *m; 0, or -1 naming the field in err. Every rank alike. */
+static int parse_manifest(const char *text, size_t len, int64_t dir_step, manifest *m, char *err) {
+  static const char *const formats[] = {"gsl-checkpoint", NULL};
+  json_error_t je;
+  json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je), *mesh, *inputs, *tensors, *x;
+  char format[16], seed[32];
+  int64_t v, batches = 0;
+  size_t i;
+  int rc = -1;
+  memset(m, 0, sizeof *m);
+  if (!doc) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json:%d:%d: %s", je.line, je.column, je.text);
+    return -1;
+  }
+  if (only_fields(doc, "", top_fields, err) != 0 ||
+      get_str(doc, "", "format", sizeof format - 1, formats, format, err) != 0 ||
+      get_int(doc, "", "version", 0, INT_MAX, &v, err) != 0)
+    goto fn_exit;
+  if (v != CKPT_VERSION) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json has format version %lld, this runtime reads %d", (long long)v,
+                 CKPT_VERSION);
+    goto fn_exit;
+  }
+  if (get_str(doc, "", "run", 32, NULL, m->run, err) != 0)
+    goto fn_exit;
+  if (strlen(m->run) != 32 || strspn(m->run, "0123456789abcdef") != 32) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: \"run\" is \"%s\", not 32 hexadecimal digits", m->run);
+    goto fn_exit;
+  }
+  if (get_int(doc, "", "step", 0, INT64_MAX, &m->step, err) != 0)
+    goto fn_exit;
+  if (m->step != dir_step) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: \"step\" is %lld, but the directory is step-%08lld",
+                 (long long)m->step, (long long)dir_step);
+    goto fn_exit;
+  }
+  if (get_str(doc, "", "seed", 20, NULL, seed, err) != 0)
+    goto fn_exit;
+  errno = 0;
+  m->seed = strtoull(seed, NULL, 10);
+  if (!*seed || strspn(seed, "0123456789") != strlen(seed) || errno || (seed[0] == '0' && seed[1])) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: \"seed\" is \"%s\", not a decimal integer from 0 to %llu",
+                 seed, (unsigned long long)UINT64_MAX);
+    goto fn_exit;
+  }
+  if (!json_is_string(json_object_get(doc, "program")) || !json_is_string(json_object_get(doc, "compiler"))) {
+    char got[64];
+    const char *which = json_is_string(json_object_get(doc, "program")) ? "compiler" : "program";
+    if (!field(doc, "", which, err))
+      goto fn_exit;
+    describe(json_object_get(doc, which), got, sizeof got);
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: \"%s\" must be a string, not %s", which, got);
+    goto fn_exit;
+  }
+  if (get_str(doc, "", "optimizer", sizeof m->optimizer - 1, NULL, m->optimizer, err) != 0 ||
+      !(mesh = get_array(doc, "", "mesh", GSLRT_MAX_AXES, err)) ||
+      !(inputs = get_array(doc, "", "inputs", INT_MAX, err)) || !(tensors = get_array(doc, "", "tensors", INT_MAX, err)))
+    goto fn_exit;
+  json_array_foreach(mesh, i, x) {
+    char path[64], axis[CKPT_NAME];
+    snprintf(path, sizeof path, "mesh[%zu]", i);
+    if (only_fields(x, path, axis_fields, err) != 0 || get_str(x, path, "axis", CKPT_NAME - 1, NULL, axis, err) != 0 ||
+        get_int(x, path, "size", 1, INT_MAX, &v, err) != 0)
+      goto fn_exit;
+  }
+  json_array_foreach(inputs, i, x) {
+    char path[64], name[CKPT_NAME];
+    snprintf(path, sizeof path, "inputs[%zu]", i);
+    if (only_fields(x, path, input_fields, err) != 0 || get_str(x, path, "name", CKPT_NAME - 1, NULL, name, err) != 0 ||
+        get_int(x, path, "batches", 1, INT64_MAX, &batches, err) != 0 ||
+        get_int(x, path, "position", 0, batches - 1, &v, err) != 0)
+      goto fn_exit;
+    for (size_t j = 0; j < i; j++)
+      if (!strcmp(json_string_value(json_object_get(json_array_get(inputs, j), "name")), name)) {
+        gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: inputs[%zu] and inputs[%zu] are both \"%s\"", j, i, name);
+        goto fn_exit;
+      }
+  }
+  if (!(m->list = calloc(json_array_size(tensors) + 1, sizeof *m->list))) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: out of memory");
+    goto fn_exit;
+  }
+  json_array_foreach(tensors, i, x) {
+    ckpt_entry *e = &m->list[i];
+    if (parse_tensor(x, i, e, err) != 0)
+      goto fn_exit;
+    for (size_t j = 0; j < i; j++)
+      if (!strcmp(m->list[j].name, e->name) || !strcmp(m->list[j].file, e->file)) {
+        int same = !strcmp(m->list[j].name, e->name);
+        gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: tensors[%zu] and tensors[%zu] both have the %s \"%s\"", j,
+                     i, same ? "name" : "file", same ? e->name : e->file);
+        goto fn_exit;
+      }
+    m->n++;
+  }
+  rc = 0;
+fn_exit:
+  json_decref(doc);
+  if (rc != 0) {
+    free(m->list);
+    m->list = NULL, m->n = 0;
+  }
+  return rc;
+}
 /* Matches the program's params and states with the manifest: 0, or -1
  * naming the first that differs. Every rank alike. */
 static int match(gslrt_ctx *ctx, ckpt_entry *list, int n, char *err) {
@@ -751,61 +1231,45 @@ static int match(gslrt_ctx *ctx, ckpt_entry *list, int n, char *err) {
   return 0;
 }
 
+
 /* Rank 0: the newest complete checkpoint in DIR, its name in found and its
- * manifest in *text (malloc'd). 0 found, 1 none, -1 error with err. */
-static int find_newest(gslrt_ctx *ctx, char *found, char **text, char *err) {
-  const char *dir = ctx->opts.checkpoint;
-  DIR *d = opendir(dir);
+ * manifest in *text (malloc'd, *len bytes). 0 found, 1 none, -1 error with
+ * err. */
+static int find_newest(gslrt_ctx *ctx, char *found, char **text, size_t *len, char *err) {
+  DIR *d = list_dir(ctx->ckpt_dir);
   struct dirent *e;
   int64_t best = -1;
-  char path[CKPT_PATH];
-  FILE *f = NULL;
-  long len;
   *text = NULL;
   if (!d) {
-    if (errno == ENOENT)
-      return 1;
-    gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s: %s", dir, strerror(errno));
+    gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s: %s", ctx->opts.checkpoint, strerror(errno));
     return -1;
   }
   while ((e = readdir(d))) {
     int64_t s = step_of(e->d_name);
-    if (s > best && is_complete(dir, e->d_name)) {
+    if (s > best && entry_kind(ctx->ckpt_dir, e->d_name) == ENTRY_COMPLETE) {
       best = s;
-      snprintf(found, 256, "%s", e->d_name);
+      snprintf(found, CKPT_NAME, "%s", e->d_name);
     }
   }
   closedir(d);
   if (best < 0)
     return 1;
-  snprintf(path, sizeof path, "%s/%s/manifest.json", dir, found);
-  if (!(f = fopen(path, "rb")) || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 ||
-      len > CKPT_MAX_MANIFEST || fseek(f, 0, SEEK_SET) != 0 || !(*text = calloc(1, (size_t)len + 1)) ||
-      fread(*text, 1, (size_t)len, f) != (size_t)len) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s: %s", path, errno ? strerror(errno) : "too long");
-    if (f)
-      fclose(f);
-    free(*text);
-    *text = NULL;
-    return -1;
-  }
-  fclose(f);
-  return 0;
+  return (*text = read_manifest(ctx->ckpt_dir, found, len, err)) ? 0 : -1;
 }
 
 int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   const char *dir = ctx->opts.checkpoint;
-  char err[GSLRT_ERRLEN] = "", found[256] = "", where[CKPT_PATH], path[CKPT_PATH];
-  char *text = NULL, optimizer[GSLRT_ERRLEN / 2] = "";
-  ckpt_entry *list = NULL;
+  char err[GSLRT_ERRLEN] = "", found[CKPT_NAME] = "", where[CKPT_PATH], path[CKPT_PATH];
+  char *text = NULL;
+  size_t tlen = 0;
+  manifest m;
+  ckpt_entry *list;
   int status = 0, n = 0, len = 0, fail = 0;
-  int64_t step = 0;
-  uint64_t seed = 0;
   if (!ctx->opts.resume)
     return 0;
   if (ctx->rank == 0) {
-    status = find_newest(ctx, found, &text, err);
-    len = text ? (int)strlen(text) : 0;
+    status = find_newest(ctx, found, &text, &tlen, err);
+    len = (int)tlen;
   }
   gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
   if (status < 0)
@@ -825,22 +1289,24 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   if (snprintf(where, sizeof where, "%s/%s", dir, found) >= (int)sizeof where)
     gslrt_fail_all(ctx, "--resume: the path of %s is too long", found);
   /* every rank parses and checks the same text, and decides alike */
-  if (parse_manifest(text, &list, &n, &step, &seed, optimizer, sizeof optimizer, err) != 0 ||
-      match(ctx, list, n, err) != 0) {
-    free(text), free(list);
+  if (parse_manifest(text, (size_t)len, step_of(found), &m, err) != 0 || match(ctx, m.list, m.n, err) != 0) {
+    free(text), free(m.list);
     gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
   }
   free(text);
-  if (strcmp(optimizer, ctx->optimizer ? ctx->optimizer : "none")) {
+  list = m.list, n = m.n;
+  if (strcmp(m.optimizer, ctx->optimizer ? ctx->optimizer : "none")) {
     free(list);
-    gslrt_fail_all(ctx, "checkpoint %s: the optimizer is %s there, %s in this program", where, optimizer,
+    gslrt_fail_all(ctx, "checkpoint %s: the optimizer is %s there, %s in this program", where, m.optimizer,
                    ctx->optimizer ? ctx->optimizer : "none");
   }
-  if (ctx->opts.seed_given && ctx->opts.seed != seed)
+  if (ctx->opts.seed_given && ctx->opts.seed != m.seed) {
+    free(list);
     gslrt_fail_all(ctx, "checkpoint %s: it was saved with --seed %llu, not %llu (resume without --seed, "
-                   "or with the same)", where, (unsigned long long)seed,
-                   (unsigned long long)ctx->opts.seed);
-  ctx->seed = seed;
+                   "or with the same)", where, (unsigned long long)m.seed, (unsigned long long)ctx->opts.seed);
+  }
+  ctx->seed = m.seed;
+  memcpy(ctx->run_id, m.run, sizeof ctx->run_id);
   /* sizes and crc32s: file k on rank k mod nranks; the first bad file is named */
   int64_t *disp = calloc((size_t)n + 1, sizeof *disp), *disp_all = calloc((size_t)n + 1, sizeof *disp);
   if (!disp || !disp_all)
@@ -861,7 +1327,7 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
       gslrt_seterr(err, sizeof err, "%s is %lld bytes, the manifest says %lld", e->file, (long long)bytes,
                    (long long)e->bytes), fail = 1;
     else if (crc != e->crc)
-      gslrt_seterr(err, sizeof err, "%s has crc32 %08lx, the manifest says %08lx", e->file,
+      gslrt_seterr(err, sizeof err, "%s has crc32 %lu, the manifest says %lu", e->file,
                    (unsigned long)crc, (unsigned long)e->crc), fail = 1;
     else if (gslrt_npy_read_header(path, &h, msg, sizeof msg) != 0)
       gslrt_seterr(err, sizeof err, "%s", msg), fail = 1;
@@ -894,8 +1360,8 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   }
   free(list), free(disp), free(disp_all);
   if (ctx->rank == 0 && !ctx->opts.quiet) {
-    printf("resumed from %s at step %lld\n", where, (long long)step);
+    printf("resumed from %s at step %lld\n", where, (long long)m.step);
     fflush(stdout);
   }
-  return step;
+  return m.step;
 }

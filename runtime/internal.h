@@ -145,6 +145,9 @@ struct gslrt_ctx {
   int have_loss;                          /* gslrt_report_loss was called this step */
   float loss;                             /* the value it reported */
   const char *optimizer;                  /* gslrt_declare_optimizer's description, or NULL */
+  int ckpt_dir;                           /* rank 0: the open --checkpoint DIR, or -1 */
+  int ckpt_lock;                          /* rank 0: DIR/.lock, flock'd for the run, or -1 */
+  char run_id[33];                        /* the run's identity in its checkpoints (hex) */
   const char **eval_names;                /* gslrt_declare_eval's names, in order */
   int neval;                              /* entries in eval_names */
   int64_t eval_batches;                   /* held-out batches B; 0: no --eval-input, no evaluation */

@@ -269,7 +269,13 @@ static int create_metrics(gslrt_ctx *ctx, char *err, int errlen) {
     gslrt_seterr(err, errlen, "--metrics %s: %s is a directory", path, path);
     return 1;
   }
-  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, 0666);
+  /* as --output: never written through a link, nor into a device or FIFO */
+  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    gslrt_seterr(err, errlen, "--metrics %s: %s is %s, not a regular file (refusing to write it)", path, path,
+                 S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
+    return 1;
+  }
+  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_NOFOLLOW, 0666);
   if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 && fstat(fd, &st) == 0)
     ctx->metrics = fdopen(fd, "w");
   if (!ctx->metrics) {

@@ -56,23 +56,23 @@ ERROR_TESTS += \
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/gslc_output.sh tests/sema_limits.sh tests/stats.sh tests/memory.sh \
 	tests/long_axis_name.sh tests/empty_program.sh tests/train_invariance.sh tests/zero_update.sh \
-	tests/checkpoint.sh tests/faults.sh tests/lm_data.sh tests/lm.sh tests/layers.sh tests/index_errors.sh
+	tests/checkpoint.sh tests/checkpoint_dir.sh tests/faults.sh tests/lm_data.sh tests/lm.sh tests/layers.sh tests/index_errors.sh
 
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
 check_PROGRAMS += tests/collectives_test
 tests_collectives_test_SOURCES = tests/collectives_test.c
-tests_collectives_test_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+tests_collectives_test_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(RT_LIBS)
 SCRIPT_TESTS += tests/collectives.sh
 
 # the log line, --metrics, a non-finite loss and optimizer states, through a hand-written program
 check_PROGRAMS += tests/train_log_prog
 tests_train_log_prog_SOURCES = tests/train_log_prog.c
-tests_train_log_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+tests_train_log_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(RT_LIBS)
 SCRIPT_TESTS += tests/train_log.sh
 
 # evaluation while training (--eval-input, --eval-every), through a hand-written program with gsl_eval
 check_PROGRAMS += tests/eval_prog
 tests_eval_prog_SOURCES = tests/eval_prog.c
-tests_eval_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+tests_eval_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(RT_LIBS)
 SCRIPT_TESTS += tests/eval.sh
 EXTRA_DIST += tests/hand_prog.sh

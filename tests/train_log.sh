@@ -113,6 +113,20 @@ for n in 1 2; do
       fail "$n rank(s): --metrics $target: exit status $rc, stdout and stderr:"; cat out err
     fi
   done
+  # a link is refused and its target left as it was (--output refuses links too)
+  echo precious >target.txt && rm -f link.jsonl && ln -s target.txt link.jsonl && rm -f fifo.jsonl && mkfifo fifo.jsonl
+  for target in link.jsonl fifo.jsonl; do
+    kind="a symbolic link"; [ $target = fifo.jsonl ] && kind="a FIFO"
+    run "$n" --steps 2 --metrics $target
+    if [ $rc -eq 1 ] && [ "$(wc -l <err)" -eq 1 ] &&
+       grep -qF "error: --metrics $target: $target is $kind, not a regular file (refusing to write it)" err &&
+       [ ! -s out ] && [ "$(cat target.txt)" = precious ]; then
+      pass "$n rank(s): --metrics $target ($kind) refused, nothing written through it"
+    else
+      fail "$n rank(s): --metrics $target: exit status $rc, target.txt holds '$(cat target.txt)', stdout and stderr:"
+      cat out err
+    fi
+  done
   if [ "$(id -u)" -ne 0 ]; then
     mkdir -p ro && chmod a-w ro
     run "$n" --steps 2 --metrics ro/m.jsonl

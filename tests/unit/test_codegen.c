@@ -9,6 +9,8 @@
  * multi-device mesh is checked for the runtime calls and their constant
  * arguments. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include "config.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -238,7 +240,7 @@ static bool build(Program *p, const char *exe, int opt_level) {
     CU_FAIL("codegen failed");
     return false;
   }
-  snprintf(cmd, sizeof cmd, "mpicc %s -o %s %s/runtime/libgslrt.a -lopenblas -lz -lm", obj, exe, TEST_BUILDDIR);
+  snprintf(cmd, sizeof cmd, "%s %s -o %s %s/runtime/libgslrt.a %s", GSL_LINKER, obj, exe, TEST_BUILDDIR, GSL_LINK_LIBS);
   int rc = system(cmd);
   CU_ASSERT_EQUAL(rc, 0);
   return rc == 0;

@@ -1,0 +1,216 @@
+#!/bin/sh
+# tests/checkpoint_dir.sh — the --checkpoint directory kept like a
+# database's data directory, and manifests read by a JSON parser
+# (runtime/checkpoint.c), on a small adam-trained program:
+#
+#   - nothing removed through a symbolic link: DIR/step-N -> ELSEWHERE is
+#     refused at the start (with and without --resume), a leftover
+#     DIR/step-N.tmp.X -> ELSEWHERE is removed itself; ELSEWHERE keeps
+#     its files;
+#   - a run only prunes its own checkpoints: a fresh run into a directory
+#     holding another run's is refused (and leaves it as it was); a resumed
+#     run continues its checkpoint's identity and prunes its own, not
+#     another run's copied in beside; a step directory without a manifest
+#     (holding someone's file) is refused, never replaced;
+#   - two jobs on one directory: the second fails at once naming the
+#     first's pid and host (read from the lock, checked to be that job's
+#     process); the first is unharmed;
+#   - a manifest re-indented with its keys in another order resumes, to
+#     the same numbers as a run never stopped;
+#   - each bad field is refused naming it (values from the manifest's
+#     text, the crc32 from Python's zlib, decimal as the manifest keeps it);
+#     a tensor's file that is a FIFO or a link to /dev/zero is refused, not
+#     read forever.
+set -u
+status=0
+work=$(mktemp -d "${TMPDIR:-/tmp}/gslckdir.XXXXXX")
+trap 'kill $apid 2>/dev/null; rm -rf "$work"' EXIT
+apid=
+cd "$work" || exit 1
+fail() { echo "FAIL: $*"; status=1; }
+pass() { echo "PASS: $*"; }
+PY=/usr/bin/python3
+
+cat >t.gsl <<'EOF'
+param w: f32[3] = uniform(-1.0, 1.0)
+input x: f32[3] = uniform(0.0, 1.0)
+train sum(w * w * x) with adam(lr = 0.1)
+output w
+EOF
+"$GSLC" t.gsl -o t || { echo "FAIL: gslc t.gsl"; exit 1; }
+
+run() {
+  name=$1 np=$2; shift 2
+  timeout 120 $MPIEXEC -n "$np" "$@" >"$name.out" 2>"$name.err"
+  rc=$?
+}
+# expect WHAT NP TEXT ARGS...: exit 1, exactly one line of error equal to
+# "t: rank 0: error: TEXT", no step run
+expect() {
+  what=$1 np=$2 text=$3; shift 3
+  run e "$np" "$@"
+  if [ $rc -ne 1 ]; then
+    fail "$what: status $rc, expected 1"; cat e.out e.err
+  elif [ "$(cat e.err)" != "t: rank 0: error: $text" ]; then
+    fail "$what: stderr is not 't: rank 0: error: $text' but:"; cat e.err
+  elif grep -q '^step ' e.out; then
+    fail "$what: a step ran"; cat e.out
+  else
+    pass "$what"
+  fi
+}
+elsewhere() { rm -rf elsewhere; mkdir elsewhere; echo keep >elsewhere/data.txt; echo keep >elsewhere/w.npy; }
+intact() { [ "$(cat elsewhere/data.txt 2>/dev/null)" = keep ] && [ "$(cat elsewhere/w.npy 2>/dev/null)" = keep ]; }
+
+# the reference: 4 steps never stopped, and 2 steps into ck
+run ref 1 ./t --steps 4 --output w=ref.npy --quiet || true
+[ $rc -eq 0 ] || { fail "the 4-step reference: status $rc"; cat ref.err; }
+run a 1 ./t --steps 2 --checkpoint ck --quiet
+[ $rc -eq 0 ] && [ -f ck/step-00000002/manifest.json ] || { fail "2 steps into ck: status $rc"; cat a.err; exit 1; }
+run_id=$($PY -c 'import json; print(json.load(open("ck/step-00000002/manifest.json"))["run"])')
+
+# ---- symbolic links -------------------------------------------------------
+elsewhere; rm -rf d; cp -R ck d; ln -s "$work/elsewhere" d/step-00000001
+expect "a link DIR/step-00000001 -> ELSEWHERE, --keep 1 --resume" 1 \
+  "--checkpoint d: d/step-00000001 is a symbolic link, not a checkpoint (gsl neither follows nor removes one); move it away" \
+  ./t --steps 6 --checkpoint d --keep 1 --resume
+intact && [ -L d/step-00000001 ] || fail "ELSEWHERE or the link was touched"
+rm -rf d; mkdir d; ln -s "$work/elsewhere" d/step-00000003
+expect "a link DIR/step-00000003 -> ELSEWHERE, the step the run will write" 1 \
+  "--checkpoint d: d/step-00000003 is a symbolic link, not a checkpoint (gsl neither follows nor removes one); move it away" \
+  ./t --steps 3 --checkpoint d
+intact || fail "ELSEWHERE was touched"
+rm -rf d; mkdir d; ln -s "$work/elsewhere" d/step-00000009.tmp.1
+run e 1 ./t --steps 3 --checkpoint d --keep 1 --quiet
+if [ $rc -eq 0 ] && intact && [ ! -e d/step-00000009.tmp.1 ] && [ ! -L d/step-00000009.tmp.1 ] &&
+   [ "$(ls d)" = step-00000003 ]; then
+  pass "a leftover link DIR/step-00000009.tmp.1 -> ELSEWHERE: the link removed, ELSEWHERE intact"
+else
+  fail "a leftover link: status $rc, ELSEWHERE intact: $(intact && echo yes || echo no), d holds:"; ls -la d elsewhere; cat e.err
+fi
+
+# ---- run identity -----------------------------------------------------------
+rm -rf d; cp -R ck d
+expect "a fresh run into another run's directory" 1 \
+  "--checkpoint d: it holds another run's checkpoints (the newest is step-00000002); add --resume to continue that run, or give another directory" \
+  ./t --steps 3 --checkpoint d --keep 1
+[ "$(ls d)" = step-00000002 ] && cmp -s d/step-00000002/manifest.json ck/step-00000002/manifest.json ||
+  fail "the other run's checkpoint changed"
+rm -rf d; mkdir -p d/step-00000002; echo mine >d/step-00000002/notes.txt
+expect "a step directory without a manifest" 1 \
+  "--checkpoint d: d/step-00000002 has no manifest.json, so it is not a checkpoint, and gsl will not replace it; move it away" \
+  ./t --steps 2 --checkpoint d
+[ "$(cat d/step-00000002/notes.txt)" = mine ] || fail "the user's file in d/step-00000002 changed"
+# resumed: the identity continues, its own are pruned, another run's copied in is not
+rm -rf d o; cp -R ck d
+run o 1 ./t --steps 1 --checkpoint o --seed 0 --quiet
+cp -R o/step-00000001 d/step-00000001
+other_id=$($PY -c 'import json; print(json.load(open("o/step-00000001/manifest.json"))["run"])')
+run e 1 ./t --steps 5 --checkpoint d --checkpoint-every 1 --keep 1 --resume --quiet
+got_id=$($PY -c 'import json; print(json.load(open("d/step-00000005/manifest.json"))["run"])' 2>/dev/null)
+if [ $rc -eq 0 ] && [ "$(ls d | tr '\n' ' ')" = "step-00000001 step-00000005 " ] && [ "$got_id" = "$run_id" ] &&
+   [ "$other_id" != "$run_id" ] && cmp -s d/step-00000001/manifest.json o/step-00000001/manifest.json; then
+  pass "a resumed run keeps its identity, prunes its own checkpoints (--keep 1), not another run's"
+else
+  fail "resume with another run's checkpoint beside: status $rc, run $got_id (want $run_id), d holds:"; ls d; cat e.err
+fi
+
+# ---- two jobs on one directory -----------------------------------------------
+rm -rf d
+timeout 120 $MPIEXEC -n 1 ./t --steps 100000000 --checkpoint d --checkpoint-every 100000000 --quiet >a.out 2>a.err &
+apid=$!
+i=0
+while ! grep -q '^pid ' d/.lock 2>/dev/null && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+holder=$(sed -n 's/^pid \([0-9]*\) host .*/\1/p' d/.lock 2>/dev/null)
+if [ -n "$holder" ] && [ "$(cat /proc/"$holder"/comm 2>/dev/null)" = t ]; then
+  expect "a second job on a directory in use" 1 \
+    "--checkpoint d: another run has this directory (pid $holder on host $(hostname) holds d/.lock); wait for it to end, or give another directory" \
+    ./t --steps 3 --checkpoint d
+  kill -TERM $apid; wait $apid; arc=$?
+  if grep -q '^t: stopped by SIGTERM after step [0-9]*/100000000; checkpoint d/step-[0-9]* written' a.err &&
+     [ -n "$(ls d | grep '^step-[0-9]*$')" ] && [ -z "$(ls d | grep tmp)" ]; then
+    pass "the first job, stopped by SIGTERM, wrote its checkpoint unharmed"
+  else
+    fail "the first job: status $arc, d holds:"; ls -a d; cat a.out a.err
+  fi
+else
+  fail "the first job holds no lock naming its own process (lock: '$(cat d/.lock 2>/dev/null)')"
+fi
+apid=
+
+# ---- manifests read by a JSON parser ------------------------------------------
+rm -rf d; cp -R ck d
+$PY - d/step-00000002/manifest.json <<'PY'
+import json, sys
+p = sys.argv[1]
+d = json.load(open(p))
+json.dump(dict(reversed(list(d.items()))), open(p, "w"), indent=1)
+PY
+head -2 d/step-00000002/manifest.json | grep -q '^ "tensors": \[$' || fail "the manifest was not re-indented and reordered"
+run e 1 ./t --steps 4 --checkpoint d --resume --output w=e.npy
+if [ $rc -eq 0 ] && grep -qx "resumed from d/step-00000002 at step 2" e.out && cmp -s e.npy ref.npy; then
+  pass "a manifest re-indented (indent=1), its keys reversed: resumed, w as never stopped"
+else
+  fail "the re-indented manifest: status $rc"; cat e.out e.err
+fi
+
+# bad NAME TEXT PYTHON: the manifest changed by PYTHON (on m, the text, or
+# d, the document, written back with json.dumps), then resuming must fail
+# with "checkpoint b/step-00000002: TEXT"
+bad() {
+  rm -rf b; cp -R ck b
+  $PY - b/step-00000002/manifest.json "$3" <<'PY'
+import json, sys
+p, code = sys.argv[1], sys.argv[2]
+m = open(p).read()
+d = json.loads(m)
+env = {"m": m, "d": d, "json": json}
+exec(code, env)
+open(p, "w").write(env["m"] if env["m"] is not m else json.dumps(env["d"], indent=2))
+PY
+  expect "$1" 1 "checkpoint b/step-00000002: $2" ./t --steps 4 --checkpoint b --resume
+}
+bad "a fractional step" 'manifest.json: "step" must be a whole number, not 2.9' 'd["step"] = 2.9'
+bad "a step of 1e30" 'manifest.json: "step" must be a whole number, not 1e+30' 'd["step"] = 1e30'
+bad "a step not the directory's" 'manifest.json: "step" is 3, but the directory is step-00000002' 'd["step"] = 3'
+bad "a negative step" 'manifest.json: "step" is -2, not in [0, 9223372036854775807]' 'd["step"] = -2'
+bad "junk after the document" 'manifest.json:19:1: end of file expected near '"'"'x'"'"'' 'm = m + "x\n"'
+bad "a key given twice" "manifest.json:5:19: duplicate object key near '\"step\"'" \
+  'm = m.replace("\"step\": 2,", "\"step\": 2, \"step\": 2,")'
+bad "a tensor given twice" 'manifest.json: tensors[0] and tensors[4] both have the name "w"' \
+  'd["tensors"].append(d["tensors"][0])'
+bad "dtype f64" 'manifest.json: tensors[0].dtype is "f64", not "f32" or "i32"' 'd["tensors"][0]["dtype"] = "f64"'
+bad "kind bogus" 'manifest.json: tensors[1].kind is "bogus", not "param" or "state"' 'd["tensors"][1]["kind"] = "bogus"'
+bad "a dtype not the program's" 'param w is i32[3] there, f32[3] in this program' 'd["tensors"][0]["dtype"] = "i32"'
+bad "a kind not the program's" 'w is a state there, a param in this program' 'd["tensors"][0]["kind"] = "state"'
+bad "a crc32 out of range" 'manifest.json: tensors[0].crc32 is 4294967296, not in [0, 4294967295]' \
+  'd["tensors"][0]["crc32"] = 2**32'
+bad "a size as a string" 'manifest.json: tensors[0].bytes must be a whole number, not "140"' \
+  'd["tensors"][0]["bytes"] = str(d["tensors"][0]["bytes"])'
+bad "a shape of 3.0" 'manifest.json: tensors[0].shape[0] must be a whole number >= 1, not 3.0' \
+  'd["tensors"][0]["shape"] = [3.0]'
+bad "a file outside the checkpoint" 'manifest.json: tensors[0].file is "../w.npy", not a file name in the checkpoint'"'"'s directory' \
+  'd["tensors"][0]["file"] = "../w.npy"'
+bad "an unknown field" 'manifest.json: "extra" is not a field of a checkpoint manifest' 'd["extra"] = 1'
+bad "a missing field" 'manifest.json: the document has no "seed"' 'del d["seed"]'
+bad "a seed as a number" 'manifest.json: "seed" must be a string, not 0' 'd["seed"] = 0'
+bad "a seed beyond 2^64" 'manifest.json: "seed" is "18446744073709551616", not a decimal integer from 0 to 18446744073709551615' \
+  'd["seed"] = str(2**64)'
+bad "another format version" 'manifest.json has format version 1, this runtime reads 2' 'd["version"] = 1'
+bad "a run identity not hex" 'manifest.json: "run" is "xyz", not 32 hexadecimal digits' 'd["run"] = "xyz"'
+bad "an optimizer not a string" 'manifest.json: "optimizer" must be a string, not an object' 'd["optimizer"] = {}'
+# a tensor's file that is a FIFO or a link (to a device that never ends) is refused, not read
+for how in fifo link; do
+  rm -rf b; cp -R ck b; rm b/step-00000002/w.npy
+  if [ $how = fifo ]; then
+    mkfifo b/step-00000002/w.npy; want="w.npy is not a regular file"
+  else
+    ln -s /dev/zero b/step-00000002/w.npy; want="cannot open w.npy: it is a symbolic link"
+  fi
+  expect "a tensor's file that is a $how" 1 "checkpoint b/step-00000002: $want" ./t --steps 4 --checkpoint b --resume
+done
+# the crc32 in decimal, as the manifest keeps it (Python's zlib computes it)
+crc=$($PY -c 'import zlib; print(zlib.crc32(open("ck/step-00000002/w.npy", "rb").read()))')
+bad "a crc32 that does not match" "w.npy has crc32 $crc, the manifest says $((crc ^ 1))" \
+  'd["tensors"][0]["crc32"] ^= 1'
+exit $status
