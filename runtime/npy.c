@@ -8,7 +8,9 @@
  * data follows. Only '<f4' (f32) and '<i4' (i32) in C order are accepted.
  * The header is read into a bounded buffer and parsed by a small recursive-
  * free scanner that checks every byte it consumes, so garbage yields a
- * message, never a crash; the file must hold all the data its shape needs.
+ * message, never a crash (text of the header that a message quotes is
+ * escaped, so it stays one line); the file must hold all the data its
+ * shape needs.
  *
  * Tiles are read with pread, one call per contiguous run: the trailing
  * dimensions a tile covers fully merge into one run.
@@ -122,6 +124,21 @@ static int scan_shape(scan *s, int64_t *shape, int32_t *rank) {
   return 1;
 }
 
+/* Text taken from a header, for a message: bytes outside printable ASCII
+ * written as \xNN, so that a message stays one line whatever the file holds. */
+static const char *shown(char *buf, size_t len, const char *s) {
+  size_t n = 0;
+  for (; *s && n + 5 < len; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c >= 0x20 && c < 0x7f)
+      buf[n++] = (char)c;
+    else
+      n += (size_t)snprintf(buf + n, len - n, "\\x%02x", c);
+  }
+  buf[n] = 0;
+  return buf;
+}
+
 static void shape_str(char *buf, size_t len, int32_t rank, const int64_t *shape) {
   size_t n = (size_t)snprintf(buf, len, "[");
   for (int32_t i = 0; i < rank && n < len; i++)
@@ -206,7 +223,7 @@ int gslrt_npy_check_target(const char *path, uint64_t *dev, uint64_t *ino, char 
 static int parse_dict(const char *path, const char *text, gslrt_npy *h, char *err, int errlen) {
   scan s = {text};
   int have_descr = 0, have_fortran = 0, have_shape = 0, rc = -1;
-  char key[32], descr[32];
+  char key[32], descr[32], show[4 * 32 + 1];
   if (!eat(&s, '{')) {
     gslrt_seterr(err, errlen, "%s: malformed .npy header (expected '{')", path);
     goto fn_exit;
@@ -241,7 +258,8 @@ static int parse_dict(const char *path, const char *text, gslrt_npy *h, char *er
       }
       have_shape = 1;
     } else {
-      gslrt_seterr(err, errlen, "%s: malformed .npy header (unexpected or repeated key '%s')", path, key);
+      gslrt_seterr(err, errlen, "%s: malformed .npy header (unexpected or repeated key '%s')", path,
+                   shown(show, sizeof show, key));
       goto fn_exit;
     }
     if (!eat(&s, ',')) {
@@ -268,7 +286,7 @@ static int parse_dict(const char *path, const char *text, gslrt_npy *h, char *er
     h->dtype = GSLRT_I32;
   else {
     gslrt_seterr(err, errlen, "%s: unsupported dtype '%s' (expected '<f4' for f32 or '<i4' for i32)",
-           path, descr);
+           path, shown(show, sizeof show, descr));
     goto fn_exit;
   }
   rc = 0;

@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""scripts/fuzz.py — a self-contained mutation fuzzer for gslc (run by
-scripts/fuzz.sh, which builds the sanitized gslc it drives).
+"""scripts/fuzz.py — a self-contained mutation fuzzer for gslc and for the
+files a compiled program reads (run by scripts/fuzz.sh, which builds the
+sanitized gslc and libgslrt it drives). Two modes; findings are judged and
+saved alike.
 
-Method. The seeds are the .gsl files of the corpus directories. Each
-execution takes a seed (or, one time in four, a mutant that compiled
-cleanly earlier: the pool lets mutations stack past the parser), applies
-one to four mutations, writes the result to a scratch file and runs
-`gslc --emit-spmd` on it (one run in eight `--explain`, one in eight
-`-c -o scratch.o`) under a per-run timeout. Mutations:
+Compile-time mode (the default). The seeds are the .gsl files under the
+corpus directories (searched recursively). Each execution takes a seed
+(or, one time in four, a mutant that compiled cleanly earlier: the pool
+lets mutations stack past the parser), applies one to four mutations,
+writes the result to a scratch file and runs `gslc --emit-spmd` on it (one
+run in eight `--explain`, one in eight `-c -o scratch.o`) under a per-run
+timeout. Mutations:
 
   byte      flip a bit, insert, delete or overwrite a byte
   splice    replace a run of tokens with a run from another seed
@@ -20,24 +23,84 @@ one to four mutations, writes the result to a scratch file and runs
 
 A finding is a sanitizer report (AddressSanitizer, LeakSanitizer,
 UndefinedBehaviorSanitizer), a death by signal, an exit status other than
-0 or 1, a timeout, or an exit status 1 whose stderr has neither a located
-`file:line:col: error:` line nor a `gslc: error:` line. Findings are
-grouped by a signature (kind and the first frame or line that says where)
-and the first few inputs of each are saved in the findings directory as
-NNNN-KIND.gsl with .stderr and .cmd beside them. At the end (the duration
-is in seconds) it prints the execs, execs/s and the findings.
+0 or 1, a timeout (unless the unmutated seed times out too, as the -c of
+examples/lm.gsl does in a sanitized build), or an exit status 1 whose
+stderr has neither a located `file:line:col: error:` line nor a `gslc:
+error:` line.
+
+Run-time mode (--runtime). The sanitized gslc compiles RUNTIME_PROGRAM (a
+small model that trains params of f32 and i32 with adam's f32 states, and
+reads an i32 token input through gather and an f32 input) for one device
+and for two, each linked with the sanitized libgslrt.a; that program writes
+a valid checkpoint (--checkpoint DIR --steps 2), and this script writes
+valid input and held-out .npy files of 3 and 2 cycling batches. Each
+execution copies them to a scratch directory, mutates one or two of
+
+  manifest  the checkpoint's manifest.json, knowing JSON but no field of
+            it: a number to a limit, a float, a negative or 1e30; a string
+            to another of the document, to "", a huge one, a path with '/'
+            or '..', a control character, a lone surrogate; a value to
+            another type or to deep nesting; a key deleted, duplicated or
+            added; an object's keys reordered; an array's elements
+            duplicated (two tensors of one name), deleted or swapped; the
+            document re-indented, truncated, byte-flipped, given a BOM,
+            comments, or junk after it
+  tensor    one of the checkpoint's .npy files (its header's descr,
+            fortran_order or shape, the header length, magic, version,
+            padding, truncation, the data's length or values), its size
+            and crc32 in the manifest fixed to match, three times in four,
+            so that the mutant gets past them to the .npy reader
+  input     an --input or --eval-input .npy file: the same mutations, and
+            token values out of the table's range, NaN and infinities
+  dir       the checkpoint directory: a lock or junk file, a leftover
+            step-*.tmp.* directory, a newer incomplete step directory, a
+            tensor file replaced by a directory, a symbolic link or a FIFO
+
+and runs the program under a timeout: `--checkpoint DIR --resume --steps
+3 --input ...` (training one step and writing a checkpoint), `--resume
+--steps 2 --eval-input ...` (evaluating the checkpoint) or `--input ...
+--steps 2` (fresh, sometimes with --eval-input and --eval-every 1); one
+run in six on two ranks under mpiexec, one in four with --output. A
+disturbance of the directory that hung the program three times is not
+tried again (each hang costs the whole timeout). Besides the
+findings above (with exit status 1 expected to bring exactly one line
+"PROG: rank R: error: CAUSE" without control characters, as runtime/fail.c
+prints it; mpiexec's own "Abort(1) on node ..." line aside), a finding is
+an exit status 0 with an error line, and an exit status 0 on a mutated
+manifest that is not JSON (RFC 8259: UTF-8, no BOM, no NaN, nothing after
+the document). An exit status 0 on a manifest that is JSON but breaks the
+valid one's shape — a key it always had missing or duplicated, a value of
+another JSON type (an integer that became 2.9 or 1e30, a string that
+became a number) — is saved as "lenient": no crash, but a reader that
+should have refused. Other exit statuses 0 and 1 are accepted: whether a
+mutant changed a field's meaning is not judged.
+
+Findings are grouped by a signature (kind and the first frame or line
+that says where) and the first few of each are saved in the findings
+directory: a compile-time one as NNNN-KIND.gsl with .stderr and .cmd
+beside it; a run-time one as the directory NNNN-KIND/ holding the mutated
+files, stderr, mutations (what was done) and run.sh, which reruns it. At
+the end (the duration is in seconds) it prints the execs, execs/s and the
+findings.
 
 Standard library only; deterministic for a given --seed.
 """
 import argparse
+import json
 import os
 import random
 import re
+import shlex
 import shutil
+import signal
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
+import zlib
 
 SANITIZER = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|"
                        r"UndefinedBehaviorSanitizer|SUMMARY: \w+Sanitizer")
@@ -60,6 +123,8 @@ TOKENS = ["fn", "let", "return", "param", "input", "output", "mesh", "const", "i
 def tokens(text):
     return TOKEN.findall(text)
 
+
+# ---- the compile-time mutator ---------------------------------------------------------
 
 class Mutator:
     def __init__(self, rng, seeds):
@@ -163,8 +228,30 @@ class Mutator:
         return t
 
 
-def classify(rc, timed_out, err):
-    """The finding's kind and signature, or None for an accepted outcome."""
+# ---- running and judging, both modes --------------------------------------------------
+
+def run(args, cwd, env, timeout):
+    """Runs args in its own process group (mpiexec's ranks included), stdout
+    discarded: (status, timed out, stderr). A timeout kills the group."""
+    p = subprocess.Popen(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    try:
+        _, err = p.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, err = p.communicate()
+        timed_out = True
+    return p.returncode, timed_out, err.decode("utf-8", "replace")
+
+
+def classify_crash(rc, timed_out, err):
+    """A sanitizer report, timeout, signal or unexpected status: (kind,
+    signature), or None."""
     m = SANITIZER.search(err)
     if m:
         frame = re.search(r"#\d+ 0x[0-9a-f]+ in (\S+) (\S+)", err)
@@ -183,113 +270,1163 @@ def classify(rc, timed_out, err):
         return "signal", "signal %d" % -rc
     if rc not in (0, 1):
         return "status", "exit status %d" % rc
+    return None
+
+
+def classify(rc, timed_out, err):
+    """A compile-time run's finding: (kind, signature), or None."""
+    found = classify_crash(rc, timed_out, err)
+    if found:
+        return found
     if rc == 1 and not LOCATED.search(err):
         first = err.strip().split("\n")[0] if err.strip() else "(empty stderr)"
         return "unlocated", "unlocated: " + re.sub(r"\d+", "N", first)[:100]
     return None
 
 
+class Findings:
+    """The signatures seen, their counts, and the inputs saved."""
+
+    def __init__(self, where, keep):
+        self.where = where
+        self.keep = keep
+        self.signatures = {}  # signature -> [count, kind, first saved file]
+        self.saved = 0
+        os.makedirs(where, exist_ok=True)
+
+    def add(self, kind, sig, save):
+        """Counts a finding; save(stem) stores its input if it is among the
+        first --keep of its signature and returns the saved path."""
+        entry = self.signatures.setdefault(sig, [0, kind, None])
+        entry[0] += 1
+        if entry[0] > self.keep:
+            return
+        self.saved += 1
+        path = save(os.path.join(self.where, "%04d-%s" % (self.saved, kind)))
+        if entry[2] is None:
+            entry[2] = path
+            print("fuzz.py: new finding: %s (%s)" % (sig, path), flush=True)
+
+    def total(self):
+        return sum(e[0] for e in self.signatures.values())
+
+    def progress(self, execs, elapsed):
+        print("fuzz.py: %d execs, %.1f/s, %d findings (%d signatures)" %
+              (execs, execs / elapsed if elapsed > 0 else 0, self.total(), len(self.signatures)),
+              flush=True)
+
+    def report(self, execs, elapsed):
+        print("execs: %d" % execs)
+        print("execs/s: %.1f" % (execs / elapsed if elapsed > 0 else 0))
+        print("findings: %d (%d distinct signatures, %d inputs saved in %s)" %
+              (self.total(), len(self.signatures), self.saved, self.where))
+        for sig, (count, kind, first) in sorted(self.signatures.items(), key=lambda kv: -kv[1][0]):
+            print("  %6d  %s  e.g. %s" % (count, sig, first))
+
+
+def sanitizer_env(leaks):
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = ("detect_leaks=%d:abort_on_error=0:symbolize=1:" % leaks +
+                           env.get("ASAN_OPTIONS", ""))
+    env["UBSAN_OPTIONS"] = "print_stacktrace=1:" + env.get("UBSAN_OPTIONS", "")
+    return env
+
+
+def fuzz_loop(o, findings, step):
+    """Calls step() (which runs one mutant and returns nothing) for
+    o.seconds, printing progress each minute; (execs, elapsed). An
+    exception in step() (a bug of this script) is printed and the run goes
+    on, up to 10 of them."""
+    execs = errors = 0
+    start = time.time()
+    last_report = start
+    try:
+        while time.time() - start < o.seconds:
+            try:
+                step()
+            except (OSError, ValueError, TypeError, IndexError, KeyError, UnicodeError):
+                errors += 1
+                print("fuzz.py: an error of the fuzzer itself (%d of 10 allowed):" % errors,
+                      file=sys.stderr, flush=True)
+                traceback.print_exc()
+                if errors == 10:
+                    break
+            execs += 1
+            now = time.time()
+            if now - last_report > 60:
+                findings.progress(execs, now - start)
+                last_report = now
+    except KeyboardInterrupt:
+        pass
+    return execs, time.time() - start
+
+
+def gsl_files(corpus):
+    files = []
+    for c in corpus:
+        if os.path.isdir(c):
+            for d, subdirs, names in os.walk(c):
+                subdirs[:] = sorted(s for s in subdirs if not s.startswith("."))
+                files += sorted(os.path.join(d, f) for f in names if f.endswith(".gsl"))
+        elif c.endswith(".gsl"):
+            files.append(c)
+    return files
+
+
+def fuzz_compile(o, rng, findings):
+    seeds = []
+    for f in gsl_files(o.corpus):
+        with open(f, encoding="utf-8", errors="surrogateescape") as fh:
+            seeds.append(fh.read())
+    if not seeds:
+        sys.exit("fuzz.py: no .gsl seeds in " + " ".join(o.corpus))
+    mut = Mutator(rng, seeds)
+    scratch = tempfile.mkdtemp(prefix="gslfuzz.")
+    src = os.path.join(scratch, "fuzz.gsl")
+    env = sanitizer_env(1)
+    pool = []  # mutants that compiled cleanly: mutated further
+    slow_bases = {}  # (base, mode) -> whether the unmutated base times out too
+    slow = [0]  # runs that timed out as their unmutated base does
+    print("fuzz.py: %d seeds, %.0f s, random seed %d, findings in %s" %
+          (len(seeds), o.seconds, o.seed, o.findings), flush=True)
+
+    def base_too_slow(base, args):
+        """Whether the unmutated base times out too in this mode (the -c of
+        examples/lm.gsl takes longer than the timeout in a sanitized build):
+        then the mutant's timeout is not a finding."""
+        key = (base, args[1])
+        if key not in slow_bases:
+            with open(os.path.join(scratch, "base.gsl"), "w", encoding="utf-8",
+                      errors="surrogateescape") as fh:
+                fh.write(base)
+            slow_bases[key] = run([a.replace("fuzz.gsl", "base.gsl") for a in args], scratch, env,
+                                  o.timeout)[1]
+        return slow_bases[key]
+
+    def step():
+        base = rng.choice(pool) if pool and rng.randrange(4) == 0 else rng.choice(seeds)
+        text = mut.mutate(base)
+        with open(src, "w", encoding="utf-8", errors="surrogateescape") as fh:
+            fh.write(text)
+        r = rng.randrange(8)
+        if r == 0:
+            args = [o.gslc, "--explain", "fuzz.gsl"]
+        elif r == 1:
+            args = [o.gslc, "-c", "fuzz.gsl", "-o", "fuzz.o"]
+        else:
+            args = [o.gslc, "--emit-spmd", "fuzz.gsl"]
+        rc, timed_out, err = run(args, scratch, env, o.timeout)
+        found = classify(rc, timed_out, err)
+        if timed_out and base_too_slow(base, args):
+            slow[0] += 1
+            return
+        if found is None:
+            if rc == 0 and len(pool) < 500 and len(text) < 200000:
+                pool.append(text)
+            return
+
+        def save(stem):
+            shutil.copyfile(src, stem + ".gsl")
+            with open(stem + ".stderr", "w") as fh:
+                fh.write(err)
+            with open(stem + ".cmd", "w") as fh:
+                fh.write(" ".join(args[1:]).replace("fuzz.gsl", stem + ".gsl") + "\n")
+            return stem + ".gsl"
+        findings.add(found[0], found[1], save)
+
+    try:
+        return fuzz_loop(o, findings, step)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if slow[0]:
+            print("runs that timed out as their unmutated seed does (not findings): %d" % slow[0])
+
+
+# ---- JSON with the place of every value, for mutating a manifest in place ----------------
+
+JSON_WS = re.compile(r"[ \t\r\n]*")
+JSON_STRING = re.compile(r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"')
+JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+class JNode:
+    """A JSON value: its kind ("obj", "arr", "str", "int", "float", "bool",
+    "null"), its span [start, end) in the text, its normalized path ($.a[].b),
+    and for an object its members [(key node, value node)], for an array its
+    items."""
+    __slots__ = ("kind", "start", "end", "path", "members", "items")
+
+    def __init__(self, kind, start, path):
+        self.kind, self.start, self.end, self.path = kind, start, start, path
+        self.members, self.items = [], []
+
+
+def jparse(t, max_depth=200):
+    """Parses JSON text t (a str) into a tree of JNode with every value
+    listed in document order: (root, nodes). ValueError if t is not JSON
+    (or nests deeper than max_depth)."""
+    nodes = []
+    pos = 0
+
+    def ws():
+        nonlocal pos
+        pos = JSON_WS.match(t, pos).end()
+
+    def value(path, depth):
+        nonlocal pos
+        ws()
+        if depth > max_depth or pos >= len(t):
+            raise ValueError("too deep or truncated")
+        c = t[pos]
+        if c == "{":
+            n = JNode("obj", pos, path)
+            nodes.append(n)
+            pos += 1
+            ws()
+            if pos < len(t) and t[pos] == "}":
+                pos += 1
+            else:
+                while True:
+                    ws()
+                    m = JSON_STRING.match(t, pos)
+                    if not m:
+                        raise ValueError("expected a key")
+                    k = JNode("str", pos, path)
+                    k.end = pos = m.end()
+                    ws()
+                    if pos >= len(t) or t[pos] != ":":
+                        raise ValueError("expected ':'")
+                    pos += 1
+                    key = json.loads(m.group(0))
+                    n.members.append((k, value("%s.%s" % (path, key), depth + 1)))
+                    ws()
+                    if pos < len(t) and t[pos] == ",":
+                        pos += 1
+                        continue
+                    if pos < len(t) and t[pos] == "}":
+                        pos += 1
+                        break
+                    raise ValueError("expected ',' or '}'")
+        elif c == "[":
+            n = JNode("arr", pos, path)
+            nodes.append(n)
+            pos += 1
+            ws()
+            if pos < len(t) and t[pos] == "]":
+                pos += 1
+            else:
+                while True:
+                    n.items.append(value(path + "[]", depth + 1))
+                    ws()
+                    if pos < len(t) and t[pos] == ",":
+                        pos += 1
+                        continue
+                    if pos < len(t) and t[pos] == "]":
+                        pos += 1
+                        break
+                    raise ValueError("expected ',' or ']'")
+        elif c == '"':
+            m = JSON_STRING.match(t, pos)
+            if not m:
+                raise ValueError("bad string")
+            n = JNode("str", pos, path)
+            nodes.append(n)
+            pos = m.end()
+        elif c == "-" or c.isdigit():
+            m = JSON_NUMBER.match(t, pos)
+            if not m:
+                raise ValueError("bad number")
+            n = JNode("float" if re.search(r"[.eE]", m.group(0)) else "int", pos, path)
+            nodes.append(n)
+            pos = m.end()
+        else:
+            for word, kind in (("true", "bool"), ("false", "bool"), ("null", "null")):
+                if t.startswith(word, pos):
+                    n = JNode(kind, pos, path)
+                    nodes.append(n)
+                    pos += len(word)
+                    break
+            else:
+                raise ValueError("unexpected character")
+        n.end = pos
+        return n
+
+    root = value("$", 0)
+    ws()
+    if pos != len(t):
+        raise ValueError("text after the document")
+    return root, nodes
+
+
+def strict_json(raw):
+    """Why the bytes raw are not JSON as RFC 8259 has it (UTF-8 without a
+    BOM, no NaN or Infinity, nothing after the document), or None."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    if text.startswith("\ufeff"):
+        return "a byte order mark"
+
+    def no_constant(name):
+        raise ValueError("the constant " + name)
+    try:
+        json.loads(text, parse_constant=no_constant)
+    except RecursionError:
+        return None  # JSON, only deep
+    except json.JSONDecodeError as e:
+        return re.sub(r"\d+", "N", e.msg)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+class Schema:
+    """The shape of a valid document: the JSON kinds seen at each path and
+    the keys every object at a path has."""
+
+    def __init__(self, text):
+        _, nodes = jparse(text)
+        self.kinds = {}
+        self.required = {}
+        for n in nodes:
+            self.kinds.setdefault(n.path, set()).add(n.kind)
+            if n.kind == "obj":
+                keys = {json.loads(text[k.start:k.end]) for k, _ in n.members}
+                self.required[n.path] = self.required.get(n.path, keys) & keys
+
+    def breach(self, text):
+        """The first way a JSON text departs from this shape (a key missing
+        or given twice, a value of another kind), or None."""
+        try:
+            _, nodes = jparse(text)
+        except (ValueError, RecursionError):
+            return None
+        for n in nodes:
+            want = self.kinds.get(n.path)
+            if want and n.kind not in want:
+                return "%s is %s, was %s" % (n.path, n.kind, "/".join(sorted(want)))
+            if n.kind == "obj":
+                keys = [json.loads(text[k.start:k.end]) for k, _ in n.members]
+                dup = [k for k in keys if keys.count(k) > 1]
+                if dup:
+                    return "%s.%s given twice" % (n.path, dup[0])
+                missing = sorted(self.required.get(n.path, set()) - set(keys))
+                if missing:
+                    return "%s.%s missing" % (n.path, missing[0])
+        return None
+
+
+# ---- .npy files --------------------------------------------------------------------------
+
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def npy_bytes(descr, shape, payload):
+    """A .npy file as numpy.save writes it (version 1.0, header padded so
+    that the data starts at a multiple of 64)."""
+    dims = "(%s)" % ("%d," % shape[0] if len(shape) == 1 else ", ".join(str(d) for d in shape))
+    return npy_join(1, 0, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, dims),
+                    payload)
+
+
+def npy_join(major, minor, dict_text, data, hlen=None, pad=True):
+    h = dict_text.encode("latin-1")
+    width = 2 if major == 1 else 4
+    if pad:
+        total = 8 + width + len(h) + 1
+        h += b" " * (-total % 64) + b"\n"
+    n = len(h) if hlen is None else hlen
+    pre = NPY_MAGIC + bytes([major & 255, minor & 255])
+    pre += struct.pack("<H", n & 0xFFFF) if width == 2 else struct.pack("<I", n & 0xFFFFFFFF)
+    return pre + h + data
+
+
+def npy_split(raw):
+    """(major, minor, header text without its padding, data), or None."""
+    if len(raw) < 10 or raw[:6] != NPY_MAGIC:
+        return None
+    major, minor = raw[6], raw[7]
+    if major == 1:
+        n, off = struct.unpack("<H", raw[8:10])[0], 10
+    else:
+        n, off = struct.unpack("<I", raw[8:12])[0], 12
+    return major, minor, raw[off:off + n].decode("latin-1").rstrip(" \n"), raw[off + n:]
+
+
+NPY_DESCRS = ["'<f4'", "'<i4'", "'<f8'", "'>f4'", "'>i4'", "'|u1'", "'<i8'", "'<u4'", "'O'", "''",
+              "'<f2'", "\"<f4\"", "<f4", "'<f4", "None", "'<f4\\n'", "'<f\n4'", "'<\x00f4'",
+              "'" + "f" * 40 + "'", "'" + "<f4" * 2000 + "'", "[('a', '<f4')]", "'<c8'"]
+NPY_ORDERS = ["False", "True", "0", "1", "'False'", "None", "Fals", "False False", "FalseX", ""]
+NPY_DIMS = [0, 1, 2, 3, 7, 255, 65536, 2 ** 31 - 1, 2 ** 31, 2 ** 32, 2 ** 32 + 2, 2 ** 62,
+            2 ** 63 - 1, 2 ** 63, 2 ** 64, 10 ** 30]
+
+
+class NpyMutator:
+    """Mutations of a .npy file's header and data."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def mutate(self, raw, int_limit=None):
+        """A mutant of the .npy bytes raw and what was done. int_limit: the
+        exclusive bound of valid i32 values (token ids), if any."""
+        rng = self.rng
+        parts = npy_split(raw)
+        if parts is None:
+            return self.bytes_op(raw)
+        major, minor, text, data = parts
+        entries = re.findall(r"'(\w+)': (\([^)]*\)|'[^']*'|\w+)", text)
+        shape = [int(d) for d in re.findall(r"\d+", dict(entries).get("shape", ""))]
+        i32 = "<i4" in text
+        parsed = bool(entries)
+        done = []
+        hlen, pad, text_ops, bytes_op = None, True, [], False
+        for _ in range(rng.choice([1, 1, 1, 2, 3])):
+            op = rng.randrange(14)
+            if op == 0:
+                entries = [(k, rng.choice(NPY_DESCRS) if k == "descr" else v) for k, v in entries]
+                done.append("descr")
+            elif op == 1:
+                entries = [(k, rng.choice(NPY_ORDERS) if k == "fortran_order" else v)
+                           for k, v in entries]
+                done.append("fortran_order")
+            elif op == 2:
+                s = list(shape)
+                how = rng.randrange(6)
+                if how == 0 and s:
+                    s[rng.randrange(len(s))] = rng.choice(NPY_DIMS)
+                elif how == 1:
+                    s.insert(rng.randrange(len(s) + 1), rng.choice([1, 1, 2, 3]))
+                elif how == 2 and s:
+                    del s[rng.randrange(len(s))]
+                elif how == 3:
+                    s = [1] * rng.choice([7, 8, 9, 33, 64, 1000])
+                elif how == 4:
+                    s = []
+                else:
+                    s = [rng.choice(NPY_DIMS) for _ in s]
+                dims = "(%s)" % ("%d," % s[0] if len(s) == 1 else ", ".join(str(d) for d in s))
+                entries = [(k, dims if k == "shape" else v) for k, v in entries]
+                done.append("shape %s" % dims[:40])
+            elif op == 3:
+                weird = rng.choice(["(-1,)", "(3.5,)", "('a',)", "((2, 3),)", "[3, 2, 3]",
+                                    "(3 2 3)", "(3,,2)", "(,)", "(3L, 2L, 3L)", "( 3 , 2 , 3 , )",
+                                    "(3, 2, 3", "3", "(0x3, 2, 3)", "(+3, 2, 3)", "(" * 500])
+                entries = [(k, weird if k == "shape" else v) for k, v in entries]
+                done.append("shape %s" % weird[:20])
+            elif op == 4 and entries:
+                how = rng.randrange(4)
+                i = rng.randrange(len(entries))
+                if how == 0:
+                    del entries[i]
+                elif how == 1:
+                    entries.insert(i, entries[i])
+                elif how == 2:
+                    rng.shuffle(entries)
+                else:
+                    entries.insert(i, (rng.choice(["x", "descr ", "DESCR", "shape\n", "a" * 100]),
+                                       rng.choice(["1", "'<f4'", "()", "None"])))
+                done.append(("key deleted", "key repeated", "keys shuffled", "key added")[how])
+            elif op == 5:
+                hlen = rng.choice([0, 1, 2, 9, 65535, 2 ** 20, 2 ** 20 + 1, 2 ** 31, 2 ** 32 - 1])
+                done.append("header length %d" % hlen)
+            elif op == 6:
+                major, minor = rng.choice([(0, 0), (1, 1), (2, 0), (3, 0), (4, 0), (255, 255),
+                                           (2, 1), (1, 0)])
+                done.append("version %d.%d" % (major, minor))
+            elif op == 7:
+                pad = False
+                done.append("unpadded")
+            elif op == 8:
+                cut = rng.randrange(1, 1 + min(len(data), 64)) if data else 0
+                if rng.randrange(2):
+                    data = data[:len(data) - cut]
+                    done.append("data %d bytes short" % cut)
+                else:
+                    data = data + bytes(cut + 1)
+                    done.append("data %d bytes long" % (cut + 1))
+            elif op == 9 and len(data) >= 4:
+                k = rng.randrange(len(data) // 4)
+                if i32:
+                    lim = int_limit if int_limit is not None else 8
+                    v = rng.choice([-1, lim, lim + 1, 2 ** 31 - 1, -2 ** 31, 1000000])
+                    b = struct.pack("<i", v)
+                else:
+                    b = rng.choice([b"\x00\x00\xc0\x7f", b"\x00\x00\x80\x7f", b"\x00\x00\x80\xff",
+                                    struct.pack("<f", 3.4e38), b"\x01\x00\x00\x00",
+                                    b"\x00\x00\x00\x80"])
+                data = data[:4 * k] + b + data[4 * k + 4:]
+                done.append("element %d = %s" % (k, struct.unpack("<i" if i32 else "<f", b)[0]))
+            elif op == 10:
+                text_ops.append(self.text_op)
+                done.append("header text")
+            elif op == 11:
+                junk = rng.choice([" junk", "}", "\x00", "{}", "\n\n\n"])
+                text_ops.append(lambda t, junk=junk: t + junk)
+                done.append("after the dict %r" % junk)
+            else:
+                bytes_op = True
+        text = self.dict_text(entries) if parsed else text
+        for f in text_ops:
+            text = f(text)
+        raw = npy_join(major, minor, text, data, hlen, pad)
+        if bytes_op:
+            raw, what = self.bytes_op(raw)
+            done.append(what)
+        return raw, ", ".join(done)
+
+    @staticmethod
+    def dict_text(entries):
+        return "{" + "".join("'%s': %s, " % kv for kv in entries) + "}"
+
+    def text_op(self, text):
+        rng = self.rng
+        if not text:
+            return "{"
+        i = rng.randrange(len(text))
+        op = rng.randrange(3)
+        if op == 0:
+            return text[:i] + chr(ord(text[i]) ^ (1 << rng.randrange(8))) + text[i + 1:]
+        if op == 1:
+            return text[:i] + rng.choice("{}(),:'\"\x00\n\t\xff ") + text[i:]
+        return text[:i] + text[i + 1:]
+
+    def bytes_op(self, raw):
+        rng = self.rng
+        b = bytearray(raw)
+        op = rng.randrange(4)
+        if op == 0 and b:
+            cut = rng.choice([rng.randrange(len(b)), rng.randrange(min(len(b), 140))])
+            return bytes(b[:cut]), "truncated at %d" % cut
+        if op == 1 and b:
+            i = rng.randrange(min(len(b), 140))
+            b[i] ^= 1 << rng.randrange(8)
+            return bytes(b), "bit flip at %d" % i
+        if op == 2:
+            i = rng.randrange(6)
+            b[i:i + 1] = bytes([rng.randrange(256)])
+            return bytes(b), "magic byte %d" % i
+        return bytes(b[:rng.randrange(12)]), "cut in the preamble"
+
+
+# ---- the run-time mode ---------------------------------------------------------------------
+
+RUNTIME_PROGRAM = """\
+# The run-time fuzzer's program (scripts/fuzz.py --runtime): params of f32
+# and i32, adam's f32 states, an i32 token input read by gather and an f32
+# input, split over d on a mesh of D devices (1 or 2).
+const D = 1
+mesh [d = D]
+param table: f32[8, 4] = normal(0.1)
+param w: f32[2, 4] split(0) = normal(0.1)
+param count: i32[2] split(0) = ones()
+input tok: i32[2, 3] split(0)
+input x: f32[2, 3, 4] split(0)
+let e = gather(table, tok) * x
+train mean(e * reshape(w, [2, 1, 4])) + sum(cast(count, f32)) * 0.0 with adam(lr = 0.01)
+output e
+"""
+VOCAB = 8  # table's rows: token ids are 0..VOCAB-1
+INPUTS = {  # name: (descr, shape of one batch)
+    "tok": ("<i4", [2, 3]),
+    "x": ("<f4", [2, 3, 4]),
+}
+ERROR_LINE = re.compile(r"^\S+: rank \d+: error: \S")
+MPI_NOISE = re.compile(r"^Abort\(\d+\) on node \d+ ")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+JSON_NUMBERS = ["0", "-1", "1", "2", "3", "2.9", "2.0", "-2", "1e30", "-1e30", "1e308", "1e309",
+                "1e-320", "-0", "-0.0", "0.5", "2147483647", "2147483648", "4294967295",
+                "4294967296", "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+                "-9223372036854775809", "18446744073709551615", "18446744073709551616",
+                "99999999999999999999999999", "1" * 400, "2E0", "0.0000000000000000000000001"]
+JSON_STRINGS = ['""', '"x"', '"/"', '".."', '"."', '"../w.npy"', '"sub/w.npy"', '"/etc/passwd"',
+                '"/dev/zero"', '"manifest.json"', '"w.npy\\u0000x"', '"a\\nb"', '"a\\"b"',
+                '"\\ud800"', '"\\u00e9"', '"\\\\"', '"\\/"', '"param"', '"state"', '"f32"', '"i32"',
+                '"none"', '"\x01"', '"\xe9"', '"%s%n%x"', '"step-00000002"']
+JSON_OTHERS = ["null", "true", "false", "[]", "{}", '"1"', "[1]", '{"a": 1}', "[[[[[]]]]]",
+               "0", '"s"']
+JSON_JUNK = [" x", "{}", "\n{}\n", "\x00", "]", "}", ",", "\n\n\n", "// c\n", "/* c */",
+             "\xff", " null", "[]"]
+
+
+def to_bytes(text):
+    """Text read with surrogateescape back to its bytes; a lone surrogate
+    that a mutation wrote (json.dumps of "\\ud800") as UTF-8 would have it."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def brief(text):
+    """A value for the list of mutations: short, one line."""
+    text = text if len(text) <= 40 else "%s... (%d bytes)" % (text[:30], len(text))
+    return text.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
+def json_string_choice(rng, strings):
+    r = rng.randrange(10)
+    if r < 4 and strings:
+        return rng.choice(strings)
+    if r < 6:
+        return '"%s"' % ("a" * rng.choice([255, 256, 4096, 65536, 1 << 20]))
+    return rng.choice(JSON_STRINGS)
+
+
+class ManifestMutator:
+    """Mutations of a JSON document that know JSON, not its fields."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def mutate(self, text):
+        done = []
+        for _ in range(self.rng.choice([1, 1, 1, 2, 3])):
+            try:
+                root, nodes = jparse(text)
+            except (ValueError, RecursionError):
+                root = None
+            if root is not None and self.rng.randrange(10) < 7:
+                text, what = self.tree_op(text, root, nodes)
+            else:
+                text, what = self.text_op(text)
+            done.append(what)
+        return text, ", ".join(done)
+
+    def pick(self, nodes):
+        """A node of nodes, each path ($.tensors[].crc32) as likely as any
+        other however many nodes it has."""
+        paths = sorted({n.path for n in nodes})
+        path = self.rng.choice(paths)
+        return self.rng.choice([n for n in nodes if n.path == path])
+
+    def tree_op(self, t, root, nodes):
+        rng = self.rng
+        op = rng.randrange(10)
+        objs = [n for n in nodes if n.kind == "obj" and n.members]
+        arrs = [n for n in nodes if n.kind == "arr" and n.items]
+        if op == 0:
+            nums = [n for n in nodes if n.kind in ("int", "float")] or nodes
+            n = self.pick(nums)
+            new = rng.choice(JSON_NUMBERS)
+            return t[:n.start] + new + t[n.end:], "number at %s: %s" % (n.path, brief(new))
+        if op == 1:
+            strs = [n for n in nodes if n.kind == "str"] or nodes
+            n = self.pick(strs)
+            new = json_string_choice(rng, [t[s.start:s.end] for s in strs])
+            return t[:n.start] + new + t[n.end:], "string at %s: %s" % (n.path, brief(new))
+        if op == 2:
+            n = self.pick(nodes)
+            r = rng.randrange(6)
+            if r == 0:
+                k = rng.choice([100, 10000, 100000])
+                new = "[" * k + "]" * k
+            elif r == 1:
+                k = rng.choice([100, 10000])
+                new = '{"a": ' * k + "1" + "}" * k
+            else:
+                new = rng.choice(JSON_OTHERS)
+            return t[:n.start] + new + t[n.end:], "type at %s: %s" % (n.path, brief(new))
+        if op == 3 and objs:
+            n = self.pick(objs)
+            i = rng.randrange(len(n.members))
+            k, v = n.members[i]
+            if len(n.members) == 1:
+                a, b = k.start, v.end
+            elif i + 1 < len(n.members):
+                a, b = k.start, n.members[i + 1][0].start
+            else:
+                a, b = n.members[i - 1][1].end, v.end
+            return t[:a] + t[b:], "deleted %s" % t[k.start:k.end] + " of " + n.path
+        if op == 4 and objs:
+            n = self.pick(objs)
+            k, v = rng.choice(n.members)
+            value = t[v.start:v.end]
+            if rng.randrange(2):
+                value = rng.choice(JSON_NUMBERS + JSON_STRINGS + JSON_OTHERS)
+            return (t[:v.end] + ", " + t[k.start:k.end] + ": " + value + t[v.end:],
+                    "duplicated %s" % t[k.start:k.end] + " of " + n.path)
+        if op == 5 and objs:
+            n = self.pick(objs)
+            texts = [t[k.start:v.end] for k, v in n.members]
+            rng.shuffle(texts)
+            for (k, v), new in reversed(list(zip(n.members, texts))):
+                t = t[:k.start] + new + t[v.end:]
+            return t, "reordered " + n.path
+        if op == 6 and arrs:
+            n = self.pick(arrs)
+            i = rng.randrange(len(n.items))
+            item = n.items[i]
+            r = rng.randrange(4)
+            if r == 0:
+                copies = rng.choice([1, 1, 2, 1000])
+                return (t[:item.end] + (", " + t[item.start:item.end]) * copies + t[item.end:],
+                        "element of %s copied %d times" % (n.path, copies))
+            if r == 1:
+                if len(n.items) == 1:
+                    a, b = item.start, item.end
+                elif i + 1 < len(n.items):
+                    a, b = item.start, n.items[i + 1].start
+                else:
+                    a, b = n.items[i - 1].end, item.end
+                return t[:a] + t[b:], "element of %s deleted" % n.path
+            if r == 2:
+                j = rng.randrange(len(n.items))
+                a, b = sorted((i, j), key=lambda x: n.items[x].start)
+                if a == b:
+                    return t, "nothing"
+                ia, ib = n.items[a], n.items[b]
+                return (t[:ia.start] + t[ib.start:ib.end] + t[ia.end:ib.start] +
+                        t[ia.start:ia.end] + t[ib.end:], "elements of %s swapped" % n.path)
+            return t[:n.start] + "[]" + t[n.end:], "emptied " + n.path
+        if op == 7 and objs:
+            n = self.pick(objs)
+            key = json_string_choice(rng, [])
+            value = rng.choice(JSON_NUMBERS + JSON_STRINGS + JSON_OTHERS)
+            return t[:n.start + 1] + " %s: %s," % (key, value) + t[n.start + 1:], "added a key"
+        if op == 8:
+            return self.reindent(t), "re-indented"
+        return self.text_op(t)
+
+    def reindent(self, t):
+        rng = self.rng
+        try:
+            tree = json.loads(t, object_pairs_hook=lambda pairs: ("obj", pairs))
+        except (ValueError, RecursionError):
+            return t
+        indent = rng.choice([None, 0, 1, 4, "\t"])
+        sep = rng.choice([(",", ":"), (", ", ": "), (" , ", " : ")])
+        ascii_only = rng.randrange(2) == 0
+
+        def dump(v, level):
+            nl = "" if indent is None else "\n" + (indent if isinstance(indent, str) else " " * indent) * (level + 1)
+            end = "" if indent is None else "\n" + (indent if isinstance(indent, str) else " " * indent) * level
+            if isinstance(v, tuple):
+                if not v[1]:
+                    return "{}"
+                return "{" + sep[0].join(nl + json.dumps(k, ensure_ascii=ascii_only) + sep[1] +
+                                         dump(x, level + 1) for k, x in v[1]) + end + "}"
+            if isinstance(v, list):
+                if not v:
+                    return "[]"
+                return "[" + sep[0].join(nl + dump(x, level + 1) for x in v) + end + "]"
+            return json.dumps(v, ensure_ascii=ascii_only)
+        try:
+            return dump(tree, 0) + rng.choice(["", "\n", "\r\n", "   "])
+        except RecursionError:
+            return t
+
+    def text_op(self, t):
+        rng = self.rng
+        op = rng.randrange(7)
+        if op == 0 or not t:
+            b = bytearray(to_bytes(t))
+            i = rng.randrange(len(b) + 1)
+            r = rng.randrange(3)
+            if r == 0 and i < len(b):
+                b[i] ^= 1 << rng.randrange(8)
+            elif r == 1:
+                b.insert(i, rng.choice(b'{}[],:"\\ \n0\x00\xff\xc3'))
+            elif i < len(b):
+                del b[i]
+            return b.decode("utf-8", "surrogateescape"), "byte at %d" % i
+        if op == 1:
+            i = rng.randrange(len(t))
+            return t[:i], "truncated at %d" % i
+        if op == 2:
+            return t + rng.choice(JSON_JUNK + [t]), "junk after the document"
+        if op == 3:
+            return "\ufeff" + t, "a byte order mark"
+        if op == 4:
+            return t.replace("\n", "\r\n"), "CRLF"
+        if op == 5:
+            nums = [m for m in JSON_NUMBER.finditer(t)]
+            if nums:
+                m = rng.choice(nums)
+                return (t[:m.start()] + rng.choice(["NaN", "Infinity", "-Infinity", "0x10", "+1",
+                                                     "01", "1.", ".5", "1e", "--1"]) + t[m.end():],
+                        "a number that JSON has not")
+        i = rng.randrange(len(t) + 1)
+        return t[:i] + " " * rng.choice([1, 4096, 1 << 20]) + t[i:], "whitespace"
+
+
+def runtime_setup(o):
+    """Compiles the program for 1 and 2 devices, writes the inputs and a
+    valid checkpoint in o.work/base: (base directory, program paths)."""
+    work = os.path.abspath(o.work)
+    os.makedirs(work, exist_ok=True)
+    src = os.path.join(work, "fuzzrt.gsl")
+    with open(src, "w") as fh:
+        fh.write(RUNTIME_PROGRAM)
+    progs = {}
+    for d, name in ((1, "fuzzrt"), (2, "fuzzrt2")):
+        obj = os.path.join(work, name + ".o")
+        out = os.path.join(work, name)
+        for args in ([o.gslc, "-D", "D=%d" % d, "-c", src, "-o", obj],
+                     shlex.split(o.cc) + shlex.split(o.ldflags) +
+                     ["-o", out, obj, o.libgslrt] + shlex.split(o.libs)):
+            p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            if p.returncode != 0:
+                sys.stderr.write(p.stdout.decode("utf-8", "replace"))
+                sys.exit("fuzz.py: cannot build the run-time program: " + " ".join(args))
+        progs[d] = out
+    base = os.path.join(work, "base")
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(base)
+    data = random.Random(12345)  # the same valid files whatever --seed
+    for name, (descr, shape) in INPUTS.items():
+        for suffix, batches in (("", 3), ("_e", 2)):
+            n = batches
+            for d in shape:
+                n *= d
+            if descr == "<i4":
+                payload = struct.pack("<%di" % n, *[data.randrange(VOCAB) for _ in range(n)])
+            else:
+                payload = struct.pack("<%df" % n, *[data.gauss(0, 1) for _ in range(n)])
+            with open(os.path.join(base, name + suffix + ".npy"), "wb") as fh:
+                fh.write(npy_bytes(descr, [batches] + shape, payload))
+    env = sanitizer_env(o.leaks)
+    inputs = [a for name in INPUTS for a in ("--input", "%s=%s.npy" % (name, name))]
+    rc, _, err = run([progs[1], "--checkpoint", "ck", "--steps", "2", "--quiet"] + inputs, base, env,
+                     120)
+    if rc != 0:
+        sys.stderr.write(err)
+        sys.exit("fuzz.py: the run-time program could not write its checkpoint (status %d)" % rc)
+    # the unmutated runs must pass, or every mutant would fail alike
+    for np in (1, 2):
+        scratch = tempfile.mkdtemp(prefix="gslfuzz.", dir=o.scratch)
+        try:
+            shutil.rmtree(scratch)
+            shutil.copytree(base, scratch)
+            args = runtime_args(o, progs, np, "resume")
+            rc, _, err = run(args, scratch, env, 120)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if rc != 0:
+            sys.stderr.write(err)
+            sys.exit("fuzz.py: resuming the valid checkpoint failed on %d rank%s (status %d): %s" %
+                     (np, "s" if np > 1 else "", rc, " ".join(args)))
+    return base, progs
+
+
+def runtime_args(o, progs, np, how, extra=()):
+    inputs = [a for name in INPUTS for a in ("--input", "%s=%s.npy" % (name, name))]
+    evals = [a for name in INPUTS for a in ("--eval-input", "%s=%s_e.npy" % (name, name))]
+    if how == "resume":
+        args = ["--checkpoint", "ck", "--resume", "--steps", "3"] + inputs
+    elif how == "eval":
+        args = ["--checkpoint", "ck", "--resume", "--steps", "2"] + evals
+    elif how == "train-eval":
+        args = ["--steps", "2", "--eval-every", "1"] + inputs + evals
+    else:
+        args = ["--steps", "2"] + inputs
+    prog = [progs[np]] if np == 1 else shlex.split(o.mpiexec) + ["-n", str(np), progs[np]]
+    return prog + args + list(extra)
+
+
+def newest_checkpoint(ck):
+    """The newest step-N directory of ck holding a manifest.json."""
+    best = None
+    for name in os.listdir(ck):
+        m = re.fullmatch(r"step-(\d+)", name)
+        if m and os.path.isfile(os.path.join(ck, name, "manifest.json")):
+            if best is None or int(m.group(1)) > best[0]:
+                best = (int(m.group(1)), name)
+    return os.path.join(ck, best[1])
+
+
+def fix_sums(manifest, fname, old, new):
+    """The manifest text with the size and crc32 of file fname changed from
+    those of bytes old to those of new, in the innermost object that names
+    fname (every object, if the text is no longer JSON)."""
+    swaps = [(len(old), len(new)), (zlib.crc32(old), zlib.crc32(new))]
+    try:
+        _, nodes = jparse(manifest)
+        spans = [(n.start, n.end) for n in nodes if n.kind == "obj" and
+                 any(manifest[v.start:v.end] == json.dumps(fname) for _, v in n.members)]
+    except (ValueError, RecursionError):
+        spans = [(0, len(manifest))]
+    for a, b in sorted(spans, reverse=True):
+        part = manifest[a:b]
+        for was, now in swaps:
+            part = re.sub(r"(?<![\d.\-])%d(?![\d.eE])" % was, str(now), part)
+        manifest = manifest[:a] + part + manifest[b:]
+    return manifest
+
+
+DIR_OPS = ["a file in DIR", "a leftover .tmp. directory", "a newer incomplete step directory",
+           "a step directory whose manifest.json is a directory", "a tensor file replaced by a directory",
+           "a tensor file replaced by a symbolic link", "a tensor file replaced by a FIFO",
+           "a tensor file removed"]
+
+
+def dir_op(what, rng, ck, step_dir):
+    """Disturbs the checkpoint directory ck as DIR_OPS names it: what was
+    done."""
+    if what == DIR_OPS[0]:
+        name = rng.choice(["lock", "LOCK", "junk.txt", "manifest.json", "step-00000002.lock"])
+        with open(os.path.join(ck, name), "wb") as fh:
+            fh.write(bytes(rng.randrange(256) for _ in range(rng.randrange(64))))
+        return "%s (%s)" % (what, name)
+    if what == DIR_OPS[1]:
+        tmp = os.path.join(ck, "step-%08d.tmp.%d" % (rng.choice([1, 3, 99]), rng.randrange(1 << 16)))
+        shutil.copytree(step_dir, tmp)
+        return "%s (%s)" % (what, os.path.basename(tmp))
+    if what == DIR_OPS[2]:
+        name = rng.choice(["step-99999999", "step-x", "step-", "step-00000003", "step-999999999999999999999"])
+        os.makedirs(os.path.join(ck, name), exist_ok=True)
+        return "%s (%s)" % (what, name)
+    if what == DIR_OPS[3]:
+        os.makedirs(os.path.join(ck, "step-00000077", "manifest.json"))
+        return what
+    files = sorted(f for f in os.listdir(step_dir) if f.endswith(".npy"))
+    name = rng.choice(files)
+    f = os.path.join(step_dir, name)
+    os.unlink(f)
+    if what == DIR_OPS[4]:
+        os.mkdir(f)
+    elif what == DIR_OPS[5]:
+        target = rng.choice(["/dev/zero", "/dev/null", name, "nowhere", "../manifest.json"])
+        os.symlink(target, f)
+        name += " -> " + target
+    elif what == DIR_OPS[6]:
+        os.mkfifo(f)
+    return "%s (%s)" % (what, name)
+
+
+def copy_tree(src, dst):
+    """Copies a directory as it is: symbolic links as links, FIFOs as new
+    FIFOs (which shutil would open and wait on)."""
+    def copy(a, b):
+        if stat.S_ISFIFO(os.lstat(a).st_mode):
+            os.mkfifo(b)
+        else:
+            shutil.copy2(a, b)
+    shutil.copytree(src, dst, symlinks=True, copy_function=copy)
+
+
+def judge_runtime(rc, timed_out, err, where, np):
+    """A run-time run's finding by its status and stderr: (kind,
+    signature), or None. Exit status 1 must come with one line "PROG: rank
+    R: error: CAUSE" (on several ranks, one per rank that found the error
+    at once) and mpiexec's own lines about MPI_Abort."""
+    found = classify_crash(rc, timed_out, err)
+    if found:
+        return found
+    lines = [ln for ln in err.split("\n") if ln.strip() and not MPI_NOISE.match(ln)]
+    errors = [ln for ln in lines if ERROR_LINE.match(ln)]
+    if rc == 0:
+        if errors:
+            return "status0", "exit status 0 with an error: " + shape_of(errors[0], where)
+        return None
+    clean = [ln for ln in errors if not CONTROL.search(ln)]
+    if lines and len(clean) == len(lines) and (len(lines) == 1 or np > 1):
+        return None
+    if not lines:
+        why = "no message"
+    elif not errors:
+        why = "not 'PROG: rank R: error: ...'"
+    elif len(clean) < len(errors):
+        why = "a control character"
+    else:
+        why = "%d lines" % len(lines)
+    first = errors[0] if errors else (lines[0] if lines else "")
+    return "unclean", "unclean message (%s): %s" % (why, shape_of(first, where))
+
+
+def shape_of(line, where):
+    """A message with what varies (the scratch directory, quoted text,
+    numbers) taken out, for a signature."""
+    line = line.replace(where, "S")
+    line = re.sub(r"^\S+: rank \d+: error: ", "", line)
+    line = re.sub(r"'[^']*'", "'..'", line)
+    line = re.sub(r"\d+", "N", line)
+    return CONTROL.sub("?", line)[:90]
+
+
+def fuzz_runtime(o, rng, findings):
+    base, progs = runtime_setup(o)
+    env = sanitizer_env(o.leaks)
+    base_ck = newest_checkpoint(os.path.join(base, "ck"))
+    with open(os.path.join(base_ck, "manifest.json"), encoding="utf-8") as fh:
+        schema = Schema(fh.read())
+    mm = ManifestMutator(rng)
+    nm = NpyMutator(rng)
+    root = tempfile.mkdtemp(prefix="gslfuzz.", dir=o.scratch)
+    mutant = os.path.join(root, "m")  # the mutated files, kept as they were for saving
+    where = os.path.join(root, "r")   # a copy (hard links) the program runs in
+    hangs = {}                        # DIR_OPS entry -> its runs that timed out
+    tally = {}                        # targets -> outcome -> runs
+    log = open(o.log, "w") if o.log else None
+    print("fuzz.py: run-time mode, programs %s and %s, %.0f s, random seed %d, findings in %s" %
+          (progs[1], progs[2], o.seconds, o.seed, o.findings), flush=True)
+
+    def step():
+        for d in (mutant, where):
+            shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(base, mutant, symlinks=True)
+        ck = os.path.join(mutant, "ck")
+        step_dir = newest_checkpoint(ck)
+        manifest_path = os.path.join(step_dir, "manifest.json")
+        targets = [rng.choice(["manifest"] * 8 + ["tensor"] * 5 + ["input"] * 5 + ["dir"] * 2)]
+        if rng.randrange(8) == 0:
+            targets.append(rng.choice(["manifest", "tensor", "input"]))
+        done = []
+        how = None
+        manifest_mutated = None
+        dir_what = None
+        for target in targets:
+            if target == "manifest":
+                with open(manifest_path, encoding="utf-8", errors="surrogateescape") as fh:
+                    text, what = mm.mutate(fh.read())
+                manifest_mutated = to_bytes(text)
+                with open(manifest_path, "wb") as fh:
+                    fh.write(manifest_mutated)
+                done.append("manifest.json: " + what)
+                how = how or rng.choice(["resume"] * 3 + ["eval"])
+            elif target == "tensor":
+                files = sorted(f for f in os.listdir(step_dir) if f.endswith(".npy"))
+                fname = rng.choice(files)
+                path = os.path.join(step_dir, fname)
+                with open(path, "rb") as fh:
+                    old = fh.read()
+                new, what = nm.mutate(old)
+                with open(path, "wb") as fh:
+                    fh.write(new)
+                fixed = rng.randrange(4) != 0
+                if fixed:
+                    with open(manifest_path, encoding="utf-8", errors="surrogateescape") as fh:
+                        text = fix_sums(fh.read(), fname, old, new)
+                    with open(manifest_path, "wb") as fh:
+                        fh.write(to_bytes(text))
+                done.append("%s: %s%s" % (fname, what, " (size and crc32 fixed)" if fixed else ""))
+                how = how or rng.choice(["resume"] * 3 + ["eval"])
+            elif target == "input":
+                name = rng.choice(sorted(INPUTS))
+                held = rng.randrange(4) == 0
+                fname = name + ("_e" if held else "") + ".npy"
+                path = os.path.join(mutant, fname)
+                with open(path, "rb") as fh:
+                    new, what = nm.mutate(fh.read(), VOCAB)
+                with open(path, "wb") as fh:
+                    fh.write(new)
+                done.append("%s: %s" % (fname, what))
+                if held:
+                    how = how if how in ("eval", "train-eval") else rng.choice(["eval", "train-eval"])
+                else:
+                    how = how if how == "resume" else rng.choice(["fresh", "fresh", "resume"])
+            else:
+                # a disturbance that hung the program three times is not tried again
+                dir_what = rng.choice([d for d in DIR_OPS if hangs.get(d, 0) < 3])
+                done.append("DIR: " + dir_op(dir_what, rng, ck, step_dir))
+                how = how or rng.choice(["resume"] * 3 + ["eval"])
+        np = 2 if rng.randrange(6) == 0 else 1
+        extra = []
+        if rng.randrange(2):
+            extra.append("--quiet")
+        if rng.randrange(4) == 0:
+            extra += ["--output", "e=out.npy"]
+        args = runtime_args(o, progs, np, how, extra)
+        shutil.copytree(mutant, where, symlinks=True, copy_function=os.link)
+        rc, timed_out, err = run(args, where, env, o.timeout)
+        if timed_out and dir_what:
+            hangs[dir_what] = hangs.get(dir_what, 0) + 1
+        found = judge_runtime(rc, timed_out, err, where, np)
+        if found and found[0] == "timeout":  # which mutation hangs it: details aside
+            found = "timeout", "timeout after " + "; ".join(
+                re.sub(r"\d+", "N", re.sub(r" \(.*", "", d)) for d in done)
+        key = "+".join(targets)
+        tally.setdefault(key, {})
+        outcome = "timeout" if timed_out else "status %d" % rc
+        tally[key][outcome] = tally[key].get(outcome, 0) + 1
+        if log:
+            first = err.strip().split("\n")[0] if err.strip() else ""
+            log.write("%s | %s | %s | %s\n" % (outcome, how, "; ".join(done), first[:300]))
+        if found is None and rc == 0 and manifest_mutated is not None and how in ("resume", "eval"):
+            why = strict_json(manifest_mutated)
+            if why:
+                found = "accepted", "manifest.json that is not JSON accepted (%s)" % why
+            else:
+                breach = schema.breach(manifest_mutated.decode("utf-8"))
+                if breach:
+                    found = "lenient", "manifest.json accepted with " + breach
+        if found is None:
+            return
+
+        def save(stem):
+            copy_tree(mutant, stem)
+            with open(os.path.join(stem, "stderr"), "w") as fh:
+                fh.write(err)
+            with open(os.path.join(stem, "mutations"), "w") as fh:
+                fh.write("\n".join(done) + "\n")
+            with open(os.path.join(stem, "run.sh"), "w") as fh:
+                fh.write("#!/bin/sh\n# %s\n# %s\n# runs the program on a copy of this directory\n"
+                         "d=$(mktemp -d) || exit\ntrap 'rm -rf \"$d\"' EXIT\n"
+                         "cp -a \"$(dirname \"$0\")\"/. \"$d\" && cd \"$d\" || exit\n"
+                         "ASAN_OPTIONS=detect_leaks=%d %s\n" %
+                         (found[1], "\n# ".join(done), o.leaks,
+                          " ".join(shlex.quote(a) for a in args)))
+            os.chmod(os.path.join(stem, "run.sh"), 0o755)
+            return os.path.join(stem, "run.sh")
+        findings.add(found[0], found[1], save)
+
+    try:
+        return fuzz_loop(o, findings, step)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        if log:
+            log.close()
+        print("runs by what was mutated, and their outcomes:")
+        for key in sorted(tally):
+            print("  %-16s %s" % (key, ", ".join("%s: %d" % kv for kv in sorted(tally[key].items()))))
+
+
 def main():
-    ap = argparse.ArgumentParser(description="mutation fuzzer for gslc")
+    ap = argparse.ArgumentParser(description="mutation fuzzer for gslc and the runtime's readers")
     ap.add_argument("--gslc", required=True, help="the (sanitized) gslc to run")
     ap.add_argument("--seconds", type=float, default=60.0, help="how long to fuzz")
     ap.add_argument("--findings", required=True, help="directory for the findings")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per run")
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: the time)")
     ap.add_argument("--keep", type=int, default=3, help="inputs saved per signature")
-    ap.add_argument("corpus", nargs="+", help="directories (or files) of .gsl seeds")
+    ap.add_argument("--runtime", action="store_true",
+                    help="fuzz the files a compiled program reads (manifest, .npy), not gslc")
+    ap.add_argument("--libgslrt", help="--runtime: the (sanitized) libgslrt.a to link")
+    ap.add_argument("--cc", default="mpicc", help="--runtime: the compiler driver that links")
+    ap.add_argument("--ldflags", default="-fsanitize=address,undefined",
+                    help="--runtime: its flags (the sanitizers libgslrt.a was built with)")
+    ap.add_argument("--libs", default="-lopenblas -lz -lm", help="--runtime: libraries after libgslrt")
+    ap.add_argument("--mpiexec", default="mpiexec", help="--runtime: runs the two-rank program")
+    ap.add_argument("--work", help="--runtime: where the program and its valid files are made "
+                    "(default: beside the findings directory)")
+    ap.add_argument("--scratch", default="/dev/shm" if os.access("/dev/shm", os.W_OK) else None,
+                    help="--runtime: where mutants are run (default /dev/shm: fsync is cheap)")
+    ap.add_argument("--leaks", type=int, default=1, choices=(0, 1),
+                    help="--runtime: LeakSanitizer on (1, the default) or off (0)")
+    ap.add_argument("--log", help="--runtime: write a line per run (outcome, what was mutated, "
+                    "the first line of stderr) to this file")
+    ap.add_argument("corpus", nargs="*", help="directories (searched recursively) or files of "
+                    ".gsl seeds; none with --runtime")
     o = ap.parse_args()
-
-    files = []
-    for c in o.corpus:
-        if os.path.isdir(c):
-            files += sorted(os.path.join(c, f) for f in os.listdir(c) if f.endswith(".gsl"))
-        elif c.endswith(".gsl"):
-            files.append(c)
-    seeds = []
-    for f in files:
-        with open(f, encoding="utf-8", errors="surrogateescape") as fh:
-            seeds.append(fh.read())
-    if not seeds:
-        sys.exit("fuzz.py: no .gsl seeds in " + " ".join(o.corpus))
-    seed = o.seed if o.seed is not None else int(time.time())
-    rng = random.Random(seed)
-    mut = Mutator(rng, seeds)
-    os.makedirs(o.findings, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix="gslfuzz.")
-    src = os.path.join(scratch, "fuzz.gsl")
-    env = dict(os.environ)
-    env["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:symbolize=1:" + env.get("ASAN_OPTIONS", "")
-    env["UBSAN_OPTIONS"] = "print_stacktrace=1:" + env.get("UBSAN_OPTIONS", "")
-    pool = []  # mutants that compiled cleanly: mutated further
-    execs = 0
-    signatures = {}  # signature -> [count, kind, first saved file]
-    saved = 0
-    print("fuzz.py: %d seeds, %.0f s, random seed %d, findings in %s" %
-          (len(seeds), o.seconds, seed, o.findings), flush=True)
-    start = time.time()
-    last_report = start
-    try:
-        while time.time() - start < o.seconds:
-            base = rng.choice(pool) if pool and rng.randrange(4) == 0 else rng.choice(seeds)
-            text = mut.mutate(base)
-            with open(src, "w", encoding="utf-8", errors="surrogateescape") as fh:
-                fh.write(text)
-            r = rng.randrange(8)
-            if r == 0:
-                args = [o.gslc, "--explain", "fuzz.gsl"]
-            elif r == 1:
-                args = [o.gslc, "-c", "fuzz.gsl", "-o", "fuzz.o"]
-            else:
-                args = [o.gslc, "--emit-spmd", "fuzz.gsl"]
-            timed_out = False
-            try:
-                p = subprocess.run(args, cwd=scratch, env=env, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   timeout=o.timeout)
-                rc, err = p.returncode, p.stderr
-            except subprocess.TimeoutExpired as e:
-                timed_out, rc, err = True, -9, e.stderr or b""
-            err = err.decode("utf-8", "replace")
-            execs += 1
-            found = classify(rc, timed_out, err)
-            if found is None:
-                if rc == 0 and len(pool) < 500 and len(text) < 200000:
-                    pool.append(text)
-                continue
-            kind, sig = found
-            entry = signatures.setdefault(sig, [0, kind, None])
-            entry[0] += 1
-            if entry[0] <= o.keep:
-                saved += 1
-                stem = os.path.join(o.findings, "%04d-%s" % (saved, kind))
-                shutil.copyfile(src, stem + ".gsl")
-                with open(stem + ".stderr", "w") as fh:
-                    fh.write(err)
-                with open(stem + ".cmd", "w") as fh:
-                    fh.write(" ".join(args[1:]).replace("fuzz.gsl", stem + ".gsl") + "\n")
-                if entry[2] is None:
-                    entry[2] = stem + ".gsl"
-                    print("fuzz.py: new finding: %s (%s)" % (sig, stem + ".gsl"), flush=True)
-            now = time.time()
-            if now - last_report > 60:
-                print("fuzz.py: %d execs, %.1f/s, %d findings (%d signatures)" %
-                      (execs, execs / (now - start), sum(e[0] for e in signatures.values()),
-                       len(signatures)), flush=True)
-                last_report = now
-    except KeyboardInterrupt:
-        pass
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    elapsed = time.time() - start
-    total = sum(e[0] for e in signatures.values())
-    print("execs: %d" % execs)
-    print("execs/s: %.1f" % (execs / elapsed if elapsed > 0 else 0))
-    print("findings: %d (%d distinct signatures, %d inputs saved in %s)" %
-          (total, len(signatures), saved, o.findings))
-    for sig, (count, kind, first) in sorted(signatures.items(), key=lambda kv: -kv[1][0]):
-        print("  %6d  %s  e.g. %s" % (count, sig, first))
-    return 1 if total else 0
+    if o.runtime and not o.libgslrt:
+        ap.error("--runtime needs --libgslrt")
+    if not o.runtime and not o.corpus:
+        ap.error("the compile-time mode needs a corpus")
+    for f in ("gslc", "libgslrt"):  # the runs start in scratch directories
+        if getattr(o, f) and "/" in getattr(o, f):
+            setattr(o, f, os.path.abspath(getattr(o, f)))
+    o.seed = o.seed if o.seed is not None else int(time.time())
+    o.work = o.work or os.path.join(os.path.dirname(os.path.abspath(o.findings)), "runtime")
+    rng = random.Random(o.seed)
+    findings = Findings(o.findings, o.keep)
+    if o.runtime:
+        execs, elapsed = fuzz_runtime(o, rng, findings)
+    else:
+        execs, elapsed = fuzz_compile(o, rng, findings)
+    findings.report(execs, elapsed)
+    return 1 if findings.total() else 0
 
 
 if __name__ == "__main__":

@@ -1,24 +1,42 @@
 #!/bin/sh
-# scripts/fuzz.sh — fuzz gslc for a while: scripts/fuzz.sh [SECONDS] (default 1800).
+# scripts/fuzz.sh — fuzz gslc, or the files a compiled program reads, for a
+# while: scripts/fuzz.sh [--runtime] [SECONDS] (default 1800).
 #
-# Builds gslc with AddressSanitizer and UndefinedBehaviorSanitizer in a
-# separate out-of-tree build directory ($FUZZ_DIR, default ./fuzz), then
-# runs scripts/fuzz.py, a self-contained mutation fuzzer in Python (the
-# standard library only: no AFL++ or other package), for SECONDS. Its seed
-# corpus is the .gsl files of tests/e2e, tests/errors, tests/spmd,
-# tests/ir, examples and stdlib. Each run is `gslc --emit-spmd` (sometimes
-# --explain or -c) on a mutant, with a per-run timeout ($FUZZ_TIMEOUT,
-# default 10 s). Findings (sanitizer reports, signals, exit statuses other
-# than 0 and 1, timeouts, exit 1 without a located error) are saved in
-# $FUZZ_DIR/findings; at the end it prints execs, execs/s and the findings.
-# Exit status: 0 without findings, 1 with some, 2 if the build failed.
-# `make fuzz` runs this (FUZZ_SECONDS=...); it is never part of make check.
+# Builds gslc and libgslrt with AddressSanitizer and
+# UndefinedBehaviorSanitizer in a separate out-of-tree build directory
+# ($FUZZ_DIR, default ./fuzz), then runs scripts/fuzz.py, a self-contained
+# mutation fuzzer in Python (the standard library only: no AFL++ or other
+# package), for SECONDS, with a per-run timeout ($FUZZ_TIMEOUT, default
+# 10 s).
+#
+# By default it fuzzes gslc: its seed corpus is every .gsl file under
+# tests, examples, stdlib and bench (the training, MoE and checkpoint
+# programs among them), and each run is `gslc --emit-spmd` (sometimes
+# --explain or -c) on a mutant. With --runtime it fuzzes libgslrt's
+# readers instead: the sanitized gslc compiles a small training program,
+# linked with the sanitized libgslrt.a by the compiler driver configure
+# found (mpicc), in $FUZZ_DIR/runtime, which writes a valid checkpoint;
+# each run mutates its manifest.json, one of its .npy files or an --input
+# or --eval-input .npy file, and resumes, evaluates or trains on it.
+# Findings (sanitizer reports, signals, exit statuses other than 0 and 1,
+# timeouts, exit 1 without a located error or one clean runtime error
+# line, exit 0 on a manifest that is not JSON) are saved in
+# $FUZZ_DIR/findings (or $FUZZ_DIR/findings-runtime); at the end it prints
+# execs, execs/s and the findings. Exit status: 0 without findings, 1 with
+# some, 2 if the build failed. `make fuzz` and `make fuzz-runtime` run
+# this (FUZZ_SECONDS=...); it is never part of make check.
 #
 # The source tree is copied (its files under git, or all if it is no git
-# checkout) into $FUZZ_DIR/src and regenerated there, since autoconf
-# refuses an out-of-tree build of a tree configured in place. Set
-# FUZZ_SEED for a repeatable run, FUZZ_JOBS for make -j (default 2).
+# checkout) into $FUZZ_DIR/src and regenerated there when it is configured
+# in place (autoconf refuses an out-of-tree build of such a tree) or has
+# no configure script yet. Set FUZZ_SEED for a repeatable run, FUZZ_JOBS
+# for make -j (default 2).
 set -eu
+mode=compile
+if [ "${1:-}" = --runtime ]; then
+  mode=runtime
+  shift
+fi
 seconds=${1:-1800}
 here=$(cd "$(dirname "$0")/.." && pwd)
 fuzz=${FUZZ_DIR:-$PWD/fuzz}
@@ -29,8 +47,8 @@ san='-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer'
 
 build() {
   src=$here
-  if [ -f "$here/config.status" ]; then
-    # configured in place: build from a clean copy of the sources
+  if [ -f "$here/config.status" ] || [ ! -f "$here/configure" ]; then
+    # configured in place, or never bootstrapped: build from a clean copy of the sources
     src=$fuzz/src
     rm -rf "$src"; mkdir -p "$src"
     if git -C "$here" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -51,13 +69,26 @@ build() {
   cd - >/dev/null
 }
 
-echo "fuzz.sh: building the sanitized gslc in $fuzz/build"
+# the value of a string #define in the build's config.h
+config() {
+  sed -n "s/^#define $1 \"\\(.*\\)\"\$/\\1/p" "$fuzz/build/config.h"
+}
+
+echo "fuzz.sh: building the sanitized gslc and libgslrt in $fuzz/build"
 build || { echo "fuzz.sh: the build failed" >&2; exit 2; }
+set +e
+if [ $mode = runtime ]; then
+  /usr/bin/python3 "$here/scripts/fuzz.py" --runtime --gslc "$fuzz/build/gslc" \
+    --libgslrt "$fuzz/build/runtime/libgslrt.a" --cc="$(config GSL_LINKER)" \
+    --ldflags="-fsanitize=address,undefined" --libs="$(config GSL_LINK_LIBS)" \
+    --work "$fuzz/runtime" --seconds "$seconds" --findings "$fuzz/findings-runtime" \
+    --timeout "${FUZZ_TIMEOUT:-10}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"}
+  exit
+fi
 corpus=
-for d in tests/e2e tests/errors tests/spmd tests/ir examples stdlib; do
+for d in tests examples stdlib bench; do
   [ -d "$here/$d" ] && corpus="$corpus $here/$d"
 done
-set +e
 # shellcheck disable=SC2086
 /usr/bin/python3 "$here/scripts/fuzz.py" --gslc "$fuzz/build/gslc" --seconds "$seconds" \
   --findings "$fuzz/findings" --timeout "${FUZZ_TIMEOUT:-10}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} $corpus

@@ -332,6 +332,11 @@ static void test_npy_malformed(void) {
              "unexpected or repeated key 'descr'");
   expect_bad(npy_with_header("shape.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", 24),
              "bad 'shape'");
+  /* text of the file in a message is escaped: the message stays one line */
+  expect_bad(npy_with_header("ctl.npy", "{'descr': '<f\n4\x1b', 'fortran_order': False, 'shape': (2, 3), }", 24),
+             "unsupported dtype '<f\\x0a4\\x1b'");
+  expect_bad(npy_with_header("ctlkey.npy", "{'descr': '<f4', 'sh\xff" "ape\r': (2, 3), }", 24),
+             "unexpected or repeated key 'sh\\xffape\\x0d'");
   expect_bad(npy_with_header("garbage.npy", "\x01\x02garbage", 0), "expected '{'");
   expect_bad(npy_with_header("unclosed.npy", "{'descr': '<f4", 0), "malformed");
   expect_bad(npy_with_header("huge.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999, 99999999999), }", 0),
