@@ -884,6 +884,25 @@ typedef struct manifest {
   int n;                         /* entries in list */
 } manifest;
 
+/* s (n bytes) in quotes for a message, at most 40 bytes of it, with '"',
+ * '\\' and every byte outside printable ASCII escaped: a message stays
+ * one line whatever the manifest holds. */
+static const char *quote(char *buf, size_t len, const char *s, size_t n) {
+  size_t k = 0;
+  buf[k++] = '"';
+  for (size_t i = 0; i < n && i < 40 && k + 8 < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\')
+      buf[k++] = '\\', buf[k++] = (char)c;
+    else if (c >= 0x20 && c < 0x7f)
+      buf[k++] = (char)c;
+    else
+      k += (size_t)snprintf(buf + k, len - k, "\\x%02x", c);
+  }
+  snprintf(buf + k, len - k, "%s\"", n > 40 ? "..." : "");
+  return buf;
+}
+
 /* A JSON value as an error message shows it: 2.9, "f64", an object. */
 static void describe(const json_t *v, char *buf, size_t len) {
   switch (json_typeof(v)) {
@@ -895,7 +914,7 @@ static void describe(const json_t *v, char *buf, size_t len) {
              json_real_value(v));
     break;
   case JSON_STRING:
-    snprintf(buf, len, "\"%.40s%s\"", json_string_value(v), json_string_length(v) > 40 ? "..." : "");
+    quote(buf, len, json_string_value(v), json_string_length(v));
     break;
   case JSON_OBJECT:
     snprintf(buf, len, "an object");
@@ -937,8 +956,9 @@ static int only_fields(const json_t *obj, const char *path, const char *const *f
     for (const char *const *f = fields; *f && !known; f++)
       known = !strcmp(*f, key);
     if (!known) {
-      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s%s\"%.64s\" is not a field of a checkpoint manifest",
-                   path, *path ? " has " : "", key);
+      char q[256];
+      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s has a field %s, which a checkpoint manifest does not have",
+                   *path ? path : "the document", quote(q, sizeof q, key, strlen(key)));
       return -1;
     }
   }
@@ -999,10 +1019,16 @@ static int get_str(const json_t *obj, const char *path, const char *key, size_t 
     gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s must be a string, not %s", name, got);
     return -1;
   }
-  if (json_string_length(v) > max || strlen(json_string_value(v)) != json_string_length(v)) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s is %s, %s", name, got,
-                 json_string_length(v) > max ? "too long" : "with a NUL byte in it");
+  if (json_string_length(v) > max) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s is %s, longer than %zu bytes", name, got, max);
     return -1;
+  }
+  for (size_t i = 0; i < json_string_length(v); i++) {
+    unsigned char c = (unsigned char)json_string_value(v)[i];
+    if (c < 0x20 || c > 0x7e) { /* names, files, descriptions: what gsl writes is printable ASCII */
+      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s is %s, with a byte that is not printable ASCII", name, got);
+      return -1;
+    }
   }
   if (set) {
     int in = 0;
@@ -1098,7 +1124,10 @@ static int parse_manifest(const char *text, size_t len, int64_t dir_step, manife
   size_t i;
   int rc = -1;
   memset(m, 0, sizeof *m);
-  if (!doc) {
+  if (!doc) { /* jansson's text may quote the input: kept to one printable line */
+    for (char *c = je.text; *c; c++)
+      if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+        *c = '?';
     gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json:%d:%d: %s", je.line, je.column, je.text);
     return -1;
   }

@@ -191,7 +191,12 @@ bad "a shape of 3.0" 'manifest.json: tensors[0].shape[0] must be a whole number 
   'd["tensors"][0]["shape"] = [3.0]'
 bad "a file outside the checkpoint" 'manifest.json: tensors[0].file is "../w.npy", not a file name in the checkpoint'"'"'s directory' \
   'd["tensors"][0]["file"] = "../w.npy"'
-bad "an unknown field" 'manifest.json: "extra" is not a field of a checkpoint manifest' 'd["extra"] = 1'
+bad "an unknown field" 'manifest.json: the document has a field "extra", which a checkpoint manifest does not have' \
+  'd["extra"] = 1'
+bad "an unknown field with a newline" 'manifest.json: tensors[0] has a field "a\x0ab", which a checkpoint manifest does not have' \
+  'd["tensors"][0]["a\nb"] = 1'
+bad "a name with a control byte" 'manifest.json: tensors[0].name is "w\x01", with a byte that is not printable ASCII' \
+  'd["tensors"][0]["name"] = "w\x01"'
 bad "a missing field" 'manifest.json: the document has no "seed"' 'del d["seed"]'
 bad "a seed as a number" 'manifest.json: "seed" must be a string, not 0' 'd["seed"] = 0'
 bad "a seed beyond 2^64" 'manifest.json: "seed" is "18446744073709551616", not a decimal integer from 0 to 18446744073709551615' \
