@@ -122,7 +122,10 @@ Node *parse_source(const Source *src, Arena *a);
 
 /* ---- ir.c: the tensor IR, its op tables, its builder, its rewriter ------ */
 
-typedef enum DType { DT_F32, DT_I32 } DType;
+/* Element types. DT_BF16 is bfloat16: stored in 2 bytes, computed in f32
+ * and rounded to nearest even after each op (as XLA's CPU backend does). */
+typedef enum DType { DT_F32, DT_I32, DT_BF16 } DType;
+static inline bool dtype_is_float(DType d) { return d != DT_I32; }
 
 typedef enum Op {
 #define X(op, s, n, cls, lvl, fl, d, ds) OP_##op,

@@ -163,7 +163,7 @@ const char *reduce_fn_name(int fn) {
   return reduce_names[fn];
 }
 
-const char *dtype_name(DType d) { return d == DT_I32 ? "i32" : "f32"; }
+const char *dtype_name(DType d) { return d == DT_I32 ? "i32" : d == DT_BF16 ? "bf16" : "f32"; }
 
 /* ---- optim.def ----------------------------------------------------------------- */
 

@@ -37,7 +37,30 @@ extern "C" {
 
 typedef struct gslrt_ctx gslrt_ctx;
 
-enum gslrt_dtype { GSLRT_F32 = 0, GSLRT_I32 = 1 };
+/* Element types. GSLRT_BF16 is bfloat16 (the top 16 bits of an f32), held
+ * in 2 bytes; it is computed in f32 and rounded back to nearest, ties to
+ * even (gslrt_bf16_round). */
+enum gslrt_dtype { GSLRT_F32 = 0, GSLRT_I32 = 1, GSLRT_BF16 = 2 };
+
+/* bf16 <-> f32. Widening is exact. Rounding is to nearest, ties to even;
+ * NaN stays NaN (quiet, sign kept), an infinity stays infinite, a finite
+ * value past bf16's largest rounds to infinity. */
+static inline float gslrt_bf16_widen(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint16_t gslrt_bf16_round(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((u >> 16) | 0x0040u); /* NaN: quiet it, keep sign and top payload */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+/* Element size in bytes of a dtype. */
+static inline int gslrt_dtype_size(int32_t dtype) { return dtype == GSLRT_BF16 ? 2 : 4; }
 enum gslrt_kind { GSLRT_PARAM = 0, GSLRT_INPUT = 1, GSLRT_STATE = 2 };
 enum gslrt_init { GSLRT_INIT_NONE = 0, GSLRT_INIT_ZEROS, GSLRT_INIT_ONES, GSLRT_INIT_NORMAL, GSLRT_INIT_UNIFORM };
 enum gslrt_dist { GSLRT_UNIFORM = 0, GSLRT_NORMAL = 1 };
@@ -135,6 +158,13 @@ void gslrt_sgemm(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int
                  const float *a, int64_t lda, int64_t stride_a,
                  const float *b, int64_t ldb, int64_t stride_b,
                  float *c, int64_t ldc, int64_t stride_c);
+/* The same with A and B bf16, products accumulated in f32; C is f32
+ * (c_dtype GSLRT_F32) or bf16 (GSLRT_BF16, each element rounded once from
+ * its f32 sum). */
+void gslrt_gemm_bf16(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                     const uint16_t *a, int64_t lda, int64_t stride_a,
+                     const uint16_t *b, int64_t ldb, int64_t stride_b,
+                     void *c, int32_t c_dtype, int64_t ldc, int64_t stride_c);
 
 /* ---- groups of mesh axes and collectives --------------------------------- */
 
