@@ -390,6 +390,7 @@ typedef struct Program {
   Train train;      /* the train statement, if any */
   uint32_t nstreams; /* RNG streams handed out */
   bool spmd;         /* values carry local shapes (partition.c's output) */
+  DType precision;   /* gslc --precision: DT_F32, or DT_BF16 (products and moe bodies in bf16) */
   Span site;         /* builder state: the outermost call being inlined, stamped on new values (src NULL: none) */
   Pass pass;         /* builder state: stamped on new values */
   struct Program *home; /* an IR function (ir_new_fn): the program it is inlined into, whose arena

@@ -857,6 +857,7 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
   dst->mesh = src->mesh;
   dst->nstreams = src->nstreams;
   dst->spmd = spmd;
+  dst->precision = src->precision;
   dst->ntensors = dst->captensors = src->ntensors;
   dst->tensors = xcalloc((size_t)src->ntensors + 1, sizeof(Tensor));
   if (src->ntensors)
