@@ -40,13 +40,16 @@ typedef struct AD {
   Value **ct;    /* per forward value id: its cotangent so far, NULL: none yet */
   bool *active;  /* per forward value id: gets a cotangent */
   Span sp;       /* the forward value being differentiated: the backward values' span */
+  DType dt;      /* its dtype if a float (f32 or bf16), else f32: the constants of its rule */
 } AD;
 
 /* Operand k of v gets a cotangent from v's: its slot is differentiable
- * (ops.def) and both are f32; comparisons and argmax give none. */
+ * (ops.def) and both are floats (f32 or bf16; a cotangent has its value's
+ * dtype); comparisons and argmax give none. */
 static bool diff_slot(const Value *v, int k) {
   const OpInfo *info = ir_op(v->op);
-  if (!(info->dslots & (1u << (k < 31 ? k : 31))) || v->dtype != DT_F32 || v->args[k]->dtype != DT_F32)
+  if (!(info->dslots & (1u << (k < 31 ? k : 31))) || !dtype_is_float(v->dtype) ||
+      !dtype_is_float(v->args[k]->dtype))
     return false;
   if (v->op == OP_BINARY && binary_is_compare(v->fn))
     return false;
@@ -55,7 +58,7 @@ static bool diff_slot(const Value *v, int k) {
   return true;
 }
 
-static Value *zeros(AD *a, Shape s) { return ir_broadcast(a->p, ir_const(a->p, DT_F32, 0, a->sp), s, a->sp); }
+static Value *zeros(AD *a, DType dt, Shape s) { return ir_broadcast(a->p, ir_const(a->p, dt, 0, a->sp), s, a->sp); }
 
 /* ---- accumulating cotangents ----------------------------------------------------- */
 
@@ -69,7 +72,7 @@ typedef struct Seg {
 static bool is_zeros(const Value *v) {
   while (v->op == OP_BROADCAST)
     v = v->args[0];
-  return v->op == OP_CONST && v->dtype == DT_F32 && v->fval == 0;
+  return v->op == OP_CONST && dtype_is_float(v->dtype) && v->fval == 0;
 }
 
 /* v as runs along axis, in order, into out: a concat's operands (zeros
@@ -126,7 +129,7 @@ static Value *add_runs(AD *a, Value *old, Value *d) {
   for (int k = 0; k < n; k++) {
     Shape s = old->shape;
     s.d[axis] = out[k].len;
-    parts[k] = out[k].v ? out[k].v : zeros(a, s);
+    parts[k] = out[k].v ? out[k].v : zeros(a, old->dtype, s);
   }
   Value *r = ir_concat(a->p, parts, n, axis, a->sp);
   free(parts);
@@ -144,9 +147,9 @@ fail:
 static void accum(AD *a, const Value *x, Value *d) {
   if (!d || !a->active[x->id])
     return;
-  if (!shape_eq(&d->shape, &x->shape) || d->dtype != DT_F32)
-    die("the cotangent of %%%d has the shape %s, the value %s", x->id, shape_str(a->p->arena, &d->shape),
-        shape_str(a->p->arena, &x->shape));
+  if (!shape_eq(&d->shape, &x->shape) || d->dtype != x->dtype)
+    die("the cotangent of %%%d is %s%s, the value %s%s", x->id, dtype_name(d->dtype),
+        shape_str(a->p->arena, &d->shape), dtype_name(x->dtype), shape_str(a->p->arena, &x->shape));
   Value *old = a->ct[x->id];
   Value *sum = old ? add_runs(a, old, d) : d;
   a->ct[x->id] = sum ? sum : ir_binary(a->p, BF_ADD, old, d, a->sp);
@@ -154,7 +157,7 @@ static void accum(AD *a, const Value *x, Value *d) {
 
 /* ---- the elementwise formulas of unary.def and binary.def ------------------------- */
 
-#define K(c) ir_const(a->p, DT_F32, (c), a->sp)
+#define K(c) ir_const(a->p, a->dt, (c), a->sp)
 #define NEG(u) ir_unary(a->p, UF_NEG, (u), a->sp)
 #define LOG(u) ir_unary(a->p, UF_LOG, (u), a->sp)
 #define ADD(u, w) ir_binary(a->p, BF_ADD, (u), (w), a->sp)
@@ -243,14 +246,16 @@ static void d_spmd(AD *a, const Value *v, Value *g) {
 }
 
 static void d_select(AD *a, const Value *v, Value *g) {
-  Value *z = ir_const(a->p, DT_F32, 0, a->sp);
+  Value *z = ir_const(a->p, g->dtype, 0, a->sp);
   if (diff_slot(v, 1))
     accum(a, v->args[1], ir_select(a->p, v->args[0], g, z, a->sp));
   if (diff_slot(v, 2))
     accum(a, v->args[2], ir_select(a->p, v->args[0], z, g, a->sp));
 }
 
-static void d_cast(AD *a, const Value *v, Value *g) { accum(a, v->args[0], g); }
+/* between f32 and bf16: the cotangent cast back (f32 gradients of bf16
+ * uses are summed in f32) */
+static void d_cast(AD *a, const Value *v, Value *g) { accum(a, v->args[0], ir_cast(a->p, g, v->args[0]->dtype, a->sp)); }
 
 static void d_annotate(AD *a, const Value *v, Value *g) {
   accum(a, v->args[0], ir_annotate(a->p, g, &v->sh, a->sp)); /* the cotangent laid out as the value */
@@ -307,12 +312,12 @@ static void d_slice(AD *a, const Value *v, Value *g) {
   Shape s = x->shape;
   if (before) {
     s.d[v->axis] = before;
-    parts[n++] = zeros(a, s);
+    parts[n++] = zeros(a, g->dtype, s);
   }
   parts[n++] = g;
   if (after) {
     s.d[v->axis] = after;
-    parts[n++] = zeros(a, s);
+    parts[n++] = zeros(a, g->dtype, s);
   }
   accum(a, x, n == 1 ? g : ir_concat(a->p, parts, n, v->axis, a->sp));
 }
@@ -340,7 +345,7 @@ static void d_einsum(AD *a, const Value *v, Value *g) {
     strcpy(z.in[0], e->out);
     strcpy(z.in[1], e->in[1 - k]);
     strcpy(z.out, e->in[k]);
-    Value *ops[2] = {g, v->args[1 - k]};
+    Value *ops[2] = {ir_cast(a->p, g, v->args[1 - k]->dtype, a->sp), v->args[1 - k]}; /* bf16 ops: g rounded */
     accum(a, v->args[k], ir_einsum(a->p, &z, ops, a->sp));
   }
 }
@@ -397,7 +402,8 @@ static Value *route_dot(AD *a, Value *u, Value *big, Value *expert, Value *slot)
   for (int64_t k = 0; k < K; k++) {
     Value *ck = ir_broadcast(a->p, ir_const(a->p, DT_I32, (double)k, a->sp), gs, a->sp);
     Value *row = ir_combine(a->p, big, expert, slot, ir_one_hot(a->p, ck, K, a->sp), a->sp);
-    Value *dot = ir_reduce(a->p, RF_SUM, ir_binary(a->p, BF_MUL, u, row, a->sp), 1u << 2, a->sp);
+    Value *dot = ir_reduce(a->p, RF_SUM, ir_binary(a->p, BF_MUL, ir_cast(a->p, u, DT_F32, a->sp), row, a->sp), 1u << 2,
+                           a->sp);
     parts[k] = ir_reshape(a->p, dot, col, a->sp);
   }
   Value *r = K == 1 ? parts[0] : ir_concat(a->p, parts, (int)K, 2, a->sp);
@@ -412,7 +418,7 @@ static void d_dispatch(AD *a, const Value *v, Value *g) {
   Value *ex = v->args[1], *sl = v->args[2];
   Value *w = v->nargs == 4 ? v->args[3] : ir_broadcast(a->p, ir_const(a->p, DT_F32, 1, a->sp), ex->shape, a->sp);
   if (diff_slot(v, 0))
-    accum(a, v->args[0], ir_combine(a->p, g, ex, sl, w, a->sp));
+    accum(a, v->args[0], ir_cast(a->p, ir_combine(a->p, g, ex, sl, w, a->sp), v->args[0]->dtype, a->sp));
   if (v->nargs == 4 && diff_slot(v, 3) && a->active[w->id])
     accum(a, w, route_dot(a, v->args[0], g, ex, sl));
 }
@@ -423,7 +429,8 @@ static void d_dispatch(AD *a, const Value *v, Value *g) {
 static void d_combine(AD *a, const Value *v, Value *g) {
   Value *y = v->args[0], *ex = v->args[1], *sl = v->args[2], *w = v->args[3];
   if (diff_slot(v, 0) && a->active[y->id])
-    accum(a, y, ir_dispatch_weighted(a->p, g, ex, sl, w, y->shape.d[0], y->shape.d[2], a->sp));
+    accum(a, y, ir_dispatch_weighted(a->p, ir_cast(a->p, g, y->dtype, a->sp), ex, sl, w, y->shape.d[0], y->shape.d[2],
+                                     a->sp)); /* a bf16 y: g rounded before it is moved */
   if (diff_slot(v, 3) && a->active[w->id])
     accum(a, w, route_dot(a, g, y, ex, sl));
 }
@@ -528,7 +535,7 @@ void ad_train(Program *p) {
     for (int k = 0; k < v->nargs && !dep[i]; k++)
       dep[i] = diff_slot(v, k) && dep[v->args[k]->id];
   }
-  AD a = {p, xcalloc((size_t)n, sizeof(Value *)), xcalloc((size_t)n, 1), t->span};
+  AD a = {p, xcalloc((size_t)n, sizeof(Value *)), xcalloc((size_t)n, 1), t->span, DT_F32};
   for (int i = 0; i <= L; i++)
     a.active[i] = dep[i] && dreach[i];
   if (a.active[L]) {
@@ -540,6 +547,7 @@ void ad_train(Program *p) {
       if (!a.active[i] || !a.ct[i] || v->op == OP_PARAM)
         continue;
       a.sp = v->span;
+      a.dt = dtype_is_float(v->dtype) ? v->dtype : DT_F32;
       p->site = v->site;
       rules[v->op](&a, v, a.ct[i]);
     }

@@ -269,8 +269,8 @@ bool sema_annotation_sharding(Sema *s, Scope *sc, int id, const Args *a, int fir
 /* ---- handlers -------------------------------------------------------------------------- */
 
 static Value *need_f32(Sema *s, const char *fn, Value *v, Span sp) {
-  if (v && v->dtype != DT_F32) {
-    sema_error(s, sp, "%s needs an f32 tensor, got %s (use cast(x, f32))", fn, sema_vtype(s, v));
+  if (v && !dtype_is_float(v->dtype)) {
+    sema_error(s, sp, "%s needs an f32 or bf16 tensor, got %s (use f32(x))", fn, sema_vtype(s, v));
     return NULL;
   }
   return v;
@@ -350,11 +350,37 @@ static R bi_cast(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   const Node *t = a->pos[1];
   if (!x)
     return none;
-  if (t->kind != AST_NAME || (strcmp(t->name, "f32") != 0 && strcmp(t->name, "i32") != 0)) {
-    sema_error(s, t->span, "cast: the type must be f32 or i32");
+  DType dt;
+  if (t->kind != AST_NAME || !sema_dtype_name(t->name, &dt)) {
+    sema_error(s, t->span, "cast: the type must be f32, bf16 or i32");
     return none;
   }
-  return rval(ir_cast(s->p, x, strcmp(t->name, "i32") == 0 ? DT_I32 : DT_F32, sp));
+  return rval(ir_cast(s->p, x, dt, sp));
+}
+
+/* f32(x), bf16(x): casts (to bf16: to nearest, ties to even); of a number,
+ * a scalar of that dtype */
+static R bi_convert(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
+  Span sp = a->call->span;
+  R r = sema_eval(s, sc, a->pos[0]);
+  if (is_num(r))
+    return rval(ir_const(s->p, (DType)b->fn, num(r), sp));
+  if (r.k == R_TUPLE)
+    sema_error(s, sp, "%s: the argument gives several values", b->name);
+  if (r.k != R_VALUE)
+    return none;
+  return rval(ir_cast(s->p, r.v, (DType)b->fn, sp));
+}
+
+/* cast_like(x, y): x cast to y's dtype (a library function computing in
+ * f32 gives its result back in its input's type) */
+static R bi_cast_like(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
+  Span sp = a->call->span;
+  Value *x = sema_eval_value(s, sc, a->pos[0]), *y = sema_eval_value(s, sc, a->pos[1]);
+  (void)b;
+  if (!x || !y)
+    return none;
+  return rval(ir_cast(s->p, x, y->dtype, sp));
 }
 
 static R bi_reduce(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -380,12 +406,12 @@ static R bi_reduce(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   Value *v;
   if (x->shape.rank == 0) {
     v = x;
+  } else if (id == BI_MEAN) { /* in f32 whatever x is, rounded back once */
+    v = ir_reduce(s->p, b->fn, ir_cast(s->p, x, DT_F32, sp), mask, sp);
+    int64_t n = shape_elems(&x->shape) / shape_elems(&v->shape);
+    v = ir_cast(s->p, sema_elementwise2(s, BF_MUL, v, ir_const(s->p, DT_F32, 1.0 / (double)n, sp), sp), x->dtype, sp);
   } else {
     v = ir_reduce(s->p, b->fn, x, mask, sp);
-    if (id == BI_MEAN) {
-      int64_t n = shape_elems(&x->shape) / shape_elems(&v->shape);
-      v = sema_elementwise2(s, BF_MUL, v, ir_const(s->p, DT_F32, 1.0 / (double)n, sp), sp);
-    }
   }
   if (keep)
     v = ir_reshape(s->p, v, keep_shape(&x->shape, mask), sp);
@@ -407,13 +433,15 @@ static R softmax(Sema *s, Scope *sc, const Builtin *b, const Args *a, bool logar
   Program *p = s->p;
   uint32_t m = 1u << d;
   Shape k = keep_shape(&x->shape, m);
+  DType dt = x->dtype;
+  x = ir_cast(p, x, DT_F32, sp); /* computed in f32, given back in x's dtype */
   Value *mx = ir_reshape(p, ir_reduce(p, RF_MAX, x, m, sp), k, sp);
   Value *z = ir_binary(p, BF_SUB, x, mx, sp);
   Value *e = ir_unary(p, UF_EXP, z, sp);
   Value *sum = ir_reshape(p, ir_reduce(p, RF_SUM, e, m, sp), k, sp);
   if (logarithm)
-    return rval(ir_binary(p, BF_SUB, z, ir_unary(p, UF_LOG, sum, sp), sp));
-  return rval(ir_binary(p, BF_DIV, e, sum, sp));
+    return rval(ir_cast(p, ir_binary(p, BF_SUB, z, ir_unary(p, UF_LOG, sum, sp), sp), dt, sp));
+  return rval(ir_cast(p, ir_binary(p, BF_DIV, e, sum, sp), dt, sp));
 }
 
 static R bi_softmax(Sema *s, Scope *sc, const Builtin *b, const Args *a) { return softmax(s, sc, b, a, false); }

@@ -32,7 +32,7 @@ void cg_emit_all_reduce(CG *g, const Value *v) {
   }
   LLVMValueRef args[6] = {g->ctx_arg,
                           group_id(g, v),
-                          cg_ci32(g, v->dtype == DT_I32),
+                          cg_ci32(g, cg_rt_dtype(v->dtype)),
                           cg_ci32(g, v->fn == RF_MAX ? 1 : 0),
                           raw_buffer(g, v),
                           cg_ci64(g, shape_elems(&v->shape))};
@@ -47,7 +47,7 @@ void cg_emit_collective(CG *g, const Value *v) {
                                                   : "gslrt_all_to_all";
   LLVMValueRef args[9] = {g->ctx_arg,
                           group_id(g, v),
-                          cg_ci32(g, v->dtype == DT_I32),
+                          cg_ci32(g, cg_rt_dtype(v->dtype)),
                           raw_buffer(g, a),
                           raw_buffer(g, v),
                           cg_ci32(g, a->shape.rank),
@@ -62,7 +62,7 @@ void cg_emit_permute(CG *g, const Value *v) {
   LLVMValueRef args[7] = {g->ctx_arg,
                           group_id(g, v),
                           LLVMBuildLoad2(g->b, g->t_i32, g->groups[g->vgroup2[v->id]].id, "group2"),
-                          cg_ci32(g, v->dtype == DT_I32),
+                          cg_ci32(g, cg_rt_dtype(v->dtype)),
                           raw_buffer(g, v->args[0]),
                           raw_buffer(g, v),
                           cg_ci64(g, shape_elems(&v->shape))};

@@ -57,7 +57,7 @@ static void einsum_loops(CG *g, const Value *v, const Spec *s) {
         append(all, s->op[j][i]);
   int n = (int)strlen(all), no = v->shape.rank;
   LLVMValueRef out = cg_buffer_of(g, v);
-  LLVMTypeRef et = cg_elem_type(g, v->dtype);
+  LLVMTypeRef et = cg_reg_type(g, v->dtype);
   Loop l[CG_MAXL];
   Aff idx[CG_MAXL], ai[GSL_MAX_RANK];
   if (n > no) {
@@ -89,8 +89,8 @@ static void einsum_loops(CG *g, const Value *v, const Spec *s) {
     cg_loop_close(g, &l[i], i >= no && v->dtype == DT_F32);
 }
 
-/* dst (contiguous, letters dl) = src (contiguous, letters sl), f32. */
-static void permute_copy(CG *g, LLVMValueRef dst, const char *dl, LLVMValueRef src, const char *sl,
+/* dst (contiguous, letters dl) = src (contiguous, letters sl), both dt. */
+static void permute_copy(CG *g, DType dt, LLVMValueRef dst, const char *dl, LLVMValueRef src, const char *sl,
                          const Spec *s) {
   Shape ds = {0}, ss = {0};
   ds.rank = (int)strlen(dl);
@@ -105,8 +105,8 @@ static void permute_copy(CG *g, LLVMValueRef dst, const char *dl, LLVMValueRef s
   for (int i = 0; i < ss.rank; i++)
     si[i] = idx[strchr(dl, sl[i]) - dl];
   Aff slin = cg_linear_of(&ss, si), dlin = cg_linear_of(&ds, idx);
-  LLVMValueRef x = cg_load_lin(g, src, DT_F32, cg_aff_value(g, &slin));
-  cg_store_lin(g, dst, DT_F32, cg_aff_value(g, &dlin), x);
+  LLVMValueRef x = cg_load_lin(g, src, dt, cg_aff_value(g, &slin));
+  cg_store_lin(g, dst, dt, cg_aff_value(g, &dlin), x);
   cg_nest_close(g, l, ds.rank);
 }
 
@@ -129,22 +129,30 @@ void cg_emit_einsum(CG *g, const Value *v) {
   bool ta = gp->a_t, tb = gp->b_t;
   int64_t m = gp->m, n = gp->n, k = gp->k;
   if (gp->tmp_a >= 0) {
-    LLVMValueRef t = cg_temp(g, gp->tmp_a, DT_F32);
-    permute_copy(g, t, cat3(t1, gp->bl, gp->ml, gp->kl), pa, gp->la, &s);
+    LLVMValueRef t = cg_temp(g, gp->tmp_a, gp->a->dtype);
+    permute_copy(g, gp->a->dtype, t, cat3(t1, gp->bl, gp->ml, gp->kl), pa, gp->la, &s);
     pa = t;
   }
   if (gp->tmp_b >= 0) {
-    LLVMValueRef t = cg_temp(g, gp->tmp_b, DT_F32);
-    permute_copy(g, t, cat3(t1, gp->bl, gp->kl, gp->nl), pb, gp->lb, &s);
+    LLVMValueRef t = cg_temp(g, gp->tmp_b, gp->b->dtype);
+    permute_copy(g, gp->b->dtype, t, cat3(t1, gp->bl, gp->kl, gp->nl), pb, gp->lb, &s);
     pb = t;
   }
   if (gp->tmp_c >= 0)
     pc = cg_temp(g, gp->tmp_c, DT_F32);
-  LLVMValueRef args[15] = {cg_ci64(g, gp->nb), cg_ci32(g, ta), cg_ci32(g, tb), cg_ci64(g, m), cg_ci64(g, n), cg_ci64(g, k),
+  bool bf = gp->a->dtype == DT_BF16; /* bf16 operands, f32 accumulation and result */
+  LLVMValueRef args[16] = {cg_ci64(g, gp->nb), cg_ci32(g, ta), cg_ci32(g, tb), cg_ci64(g, m), cg_ci64(g, n), cg_ci64(g, k),
                            pa, cg_ci64(g, ta ? m : k), cg_ci64(g, m * k),
                            pb, cg_ci64(g, tb ? k : n), cg_ci64(g, k * n),
                            pc, cg_ci64(g, n), cg_ci64(g, m * n)};
-  cg_call(g, "gslrt_sgemm", g->t_void, 15, args);
+  if (bf) {
+    memmove(&args[13], &args[12], 3 * sizeof args[0]); /* c_dtype after c */
+    args[12] = LLVMBuildBitCast(g->b, pc, g->t_ptr, "");
+    args[13] = cg_ci32(g, cg_rt_dtype(DT_F32));
+    args[6] = LLVMBuildBitCast(g->b, pa, LLVMPointerType(LLVMInt16TypeInContext(g->ctx), 0), "");
+    args[9] = LLVMBuildBitCast(g->b, pb, LLVMPointerType(LLVMInt16TypeInContext(g->ctx), 0), "");
+  }
+  cg_call(g, bf ? "gslrt_gemm_bf16" : "gslrt_sgemm", g->t_void, bf ? 16 : 15, args);
   if (gp->tmp_c >= 0)
-    permute_copy(g, cg_buffer_of(g, v), s.out, pc, cat3(t1, gp->bl, gp->ml, gp->nl), &s);
+    permute_copy(g, DT_F32, cg_buffer_of(g, v), s.out, pc, cat3(t1, gp->bl, gp->ml, gp->nl), &s);
 }

@@ -21,6 +21,8 @@
 
 static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx);
 
+static LLVMValueRef round_to(CG *g, LLVMValueRef x, DType dt) { return dt == DT_BF16 ? cg_round_bf16(g, x) : x; }
+
 LLVMValueRef cg_elem_at(CG *g, const Value *v, const Aff *idx) {
   if (!g->pl->mat[v->id])
     return def_elem(g, v, idx);
@@ -48,14 +50,17 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
                           "");
     return LLVMBuildTrunc(b, k, g->t_i32, "");
   }
-  case OP_UNARY:
-    return cg_unary(g, v->fn, cg_convert(g, cg_elem_at(g, a, idx), a->dtype, v->dtype), v->dtype);
+  case OP_UNARY: /* bf16: computed in f32, rounded to bf16 after each op as stored */
+    return round_to(g, cg_unary(g, v->fn, cg_convert(g, cg_elem_at(g, a, idx), a->dtype, v->dtype), v->dtype), v->dtype);
   case OP_BINARY:
-    return cg_binary(g, v->fn, cg_elem_at(g, a, idx), cg_convert(g, cg_elem_at(g, v->args[1], idx), v->args[1]->dtype, a->dtype),
-                  a->dtype, v->dtype);
+    return round_to(g,
+                    cg_binary(g, v->fn, cg_elem_at(g, a, idx),
+                              cg_convert(g, cg_elem_at(g, v->args[1], idx), v->args[1]->dtype, a->dtype), a->dtype,
+                              v->dtype),
+                    v->dtype);
   case OP_SELECT: {
     LLVMValueRef c = cg_elem_at(g, a, idx);
-    c = a->dtype == DT_F32 ? LLVMBuildFCmp(b, LLVMRealUNE, c, cg_cf32(g, 0.0), "")
+    c = dtype_is_float(a->dtype) ? LLVMBuildFCmp(b, LLVMRealUNE, c, cg_cf32(g, 0.0), "")
                            : LLVMBuildICmp(b, LLVMIntNE, c, cg_ci32(g, 0), "");
     LLVMValueRef x = cg_convert(g, cg_elem_at(g, v->args[1], idx), v->args[1]->dtype, v->dtype);
     LLVMValueRef y = cg_convert(g, cg_elem_at(g, v->args[2], idx), v->args[2]->dtype, v->dtype);

@@ -25,10 +25,14 @@
 #include <llvm-c/DebugInfo.h>
 
 #include "codegen.h"
+#include "gslrt.h" /* the runtime's dtype codes */
 
 /* ---- types, constants, calls ------------------------------------------- */
 
-LLVMTypeRef cg_elem_type(CG *g, DType dt) { return dt == DT_I32 ? g->t_i32 : g->t_f32; }
+LLVMTypeRef cg_elem_type(CG *g, DType dt) {
+  return dt == DT_I32 ? g->t_i32 : dt == DT_BF16 ? LLVMInt16TypeInContext(g->ctx) : g->t_f32;
+}
+LLVMTypeRef cg_reg_type(CG *g, DType dt) { return dt == DT_I32 ? g->t_i32 : g->t_f32; }
 
 LLVMValueRef cg_ci64(CG *g, int64_t v) { return LLVMConstInt(g->t_i64, (unsigned long long)v, 1); }
 LLVMValueRef cg_ci32(CG *g, int64_t v) { return LLVMConstInt(g->t_i32, (unsigned long long)v, 1); }
@@ -204,16 +208,41 @@ Aff cg_linear_of(const Shape *s, const Aff *idx) {
 /* ---- buffers ------------------------------------------------------------- */
 
 static LLVMValueRef ptr_at(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin) {
-  return LLVMBuildInBoundsGEP2(g->b, cg_elem_type(g, dt), base, &lin, 1, "");
+  LLVMTypeRef et = cg_elem_type(g, dt);
+  base = LLVMBuildBitCast(g->b, base, LLVMPointerType(et, 0), ""); /* folded away when it already is */
+  return LLVMBuildInBoundsGEP2(g->b, et, base, &lin, 1, "");
 }
 
+/* bf16 in memory is the top half of an f32: widened exactly on load,
+ * rounded to nearest even on store (cg_round_bf16) */
 LLVMValueRef cg_load_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin) {
-  return LLVMBuildLoad2(g->b, cg_elem_type(g, dt), ptr_at(g, base, dt, lin), "");
+  LLVMValueRef x = LLVMBuildLoad2(g->b, cg_elem_type(g, dt), ptr_at(g, base, dt, lin), "");
+  if (dt != DT_BF16)
+    return x;
+  LLVMValueRef u = LLVMBuildShl(g->b, LLVMBuildZExt(g->b, x, g->t_i32, ""), cg_ci32(g, 16), "");
+  return LLVMBuildBitCast(g->b, u, g->t_f32, "");
 }
 
 void cg_store_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin, LLVMValueRef x) {
+  if (dt == DT_BF16) {
+    LLVMValueRef u = LLVMBuildBitCast(g->b, cg_round_bf16(g, x), g->t_i32, "");
+    x = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, u, cg_ci32(g, 16), ""), LLVMInt16TypeInContext(g->ctx), "");
+  }
   LLVMBuildStore(g->b, x, ptr_at(g, base, dt, lin));
 }
+
+LLVMValueRef cg_round_bf16(CG *g, LLVMValueRef x) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef u = LLVMBuildBitCast(b, x, g->t_i32, "");
+  LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, u, cg_ci32(g, 16), ""), cg_ci32(g, 1), "");
+  LLVMValueRef r = LLVMBuildAdd(b, u, LLVMBuildAdd(b, lsb, cg_ci32(g, 0x7fff), ""), "");
+  LLVMValueRef nan = LLVMBuildOr(b, u, cg_ci32(g, 0x00400000), ""); /* NaN: quieted, kept */
+  LLVMValueRef isnan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+  r = LLVMBuildAnd(b, LLVMBuildSelect(b, isnan, nan, r, ""), cg_ci32(g, (int64_t)(int32_t)0xffff0000u), "");
+  return LLVMBuildBitCast(b, r, g->t_f32, "");
+}
+
+int32_t cg_rt_dtype(DType dt) { return dt == DT_I32 ? GSLRT_I32 : dt == DT_BF16 ? GSLRT_BF16 : GSLRT_F32; }
 
 LLVMValueRef cg_buffer_of(CG *g, const Value *v) {
   int r = g->pl->root[v->id];

@@ -11,15 +11,18 @@
 LLVMValueRef cg_convert(CG *g, LLVMValueRef x, DType from, DType to) {
   if (from == to)
     return x;
-  if (to == DT_F32)
-    return LLVMBuildSIToFP(g->b, x, g->t_f32, "");
+  if (dtype_is_float(to)) { /* bf16 is held as an f32 of bf16's precision */
+    if (from == DT_I32)
+      x = LLVMBuildSIToFP(g->b, x, g->t_f32, "");
+    return to == DT_BF16 ? cg_round_bf16(g, x) : x;
+  }
   /* truncation toward zero, saturating, NaN to 0: never poison */
   LLVMValueRef a[1] = {x};
   return cg_call(g, "llvm.fptosi.sat.i32.f32", g->t_i32, 1, a);
 }
 
 LLVMValueRef cg_bool_to(CG *g, LLVMValueRef c, DType dt) {
-  return dt == DT_I32 ? LLVMBuildZExt(g->b, c, g->t_i32, "") : LLVMBuildUIToFP(g->b, c, g->t_f32, "");
+  return dt == DT_I32 ? LLVMBuildZExt(g->b, c, g->t_i32, "") : LLVMBuildUIToFP(g->b, c, g->t_f32, ""); /* 0, 1: bf16 too */
 }
 
 /* exp in f32 that vectorizes (llvm.exp on vectors becomes one libm call
@@ -109,7 +112,7 @@ static LLVMValueRef unary_f32(CG *g, int fn, LLVMValueRef x) {
 
 LLVMValueRef cg_unary(CG *g, int fn, LLVMValueRef x, DType dt) {
   LLVMBuilderRef b = g->b;
-  if (dt == DT_F32)
+  if (dtype_is_float(dt))
     return unary_f32(g, fn, x);
   if (!unary_int_ok(fn)) /* unary.def: defined on i32 only through f32 */
     return cg_convert(g, unary_f32(g, fn, cg_convert(g, x, DT_I32, DT_F32)), DT_F32, DT_I32);
@@ -149,12 +152,12 @@ LLVMValueRef cg_binary(CG *g, int fn, LLVMValueRef x, LLVMValueRef y, DType in, 
   if (binary_is_compare(fn)) { /* binary.def: yields 1 or 0 */
     if (!fcmp[fn] || !icmp[fn])
       die("comparison %s has no predicate", binary_fn_name(fn));
-    LLVMValueRef c = in == DT_F32 ? LLVMBuildFCmp(b, fcmp[fn], x, y, "") : LLVMBuildICmp(b, icmp[fn], x, y, "");
+    LLVMValueRef c = dtype_is_float(in) ? LLVMBuildFCmp(b, fcmp[fn], x, y, "") : LLVMBuildICmp(b, icmp[fn], x, y, "");
     return cg_bool_to(g, c, out);
   }
   x = cg_convert(g, x, in, out);
   y = cg_convert(g, y, in, out);
-  if (out == DT_F32) {
+  if (dtype_is_float(out)) {
     switch (fn) {
     case BF_ADD: return LLVMBuildFAdd(b, x, y, "");
     case BF_SUB: return LLVMBuildFSub(b, x, y, "");

@@ -39,7 +39,7 @@ static void emit_argmax(CG *g, const Value *v) {
       cg_loop_open(g, &l[no], a->shape.d[d]);
       oi[no++] = ai[d] = cg_aff_unit(g->niv - 1);
     }
-  LLVMTypeRef et = cg_elem_type(g, a->dtype);
+  LLVMTypeRef et = cg_reg_type(g, a->dtype);
   LLVMValueRef best = cg_new_acc(g, et), bi = cg_new_acc(g, g->t_i32);
   LLVMBuildStore(g->b, a->dtype == DT_F32 ? cg_cf32(g, -INFINITY) : cg_ci32(g, INT32_MIN), best);
   LLVMBuildStore(g->b, cg_ci32(g, 0), bi);
@@ -100,7 +100,7 @@ void cg_emit_reduce(CG *g, const Value *v) {
   }
   LLVMValueRef r;
   if (last_kept < R - 1) {
-    LLVMTypeRef et = cg_elem_type(g, v->dtype);
+    LLVMTypeRef et = cg_reg_type(g, v->dtype);
     LLVMValueRef acc = cg_new_acc(g, et);
     LLVMBuildStore(g->b, init, acc);
     for (int d = last_kept + 1; d < R; d++) {
@@ -134,7 +134,7 @@ void cg_emit_cumsum(CG *g, const Value *v) {
   cg_strides_of(&v->shape, st);
   cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
   LLVMBuilderRef b = g->b;
-  LLVMTypeRef et = cg_elem_type(g, v->dtype);
+  LLVMTypeRef et = cg_reg_type(g, v->dtype);
   LLVMValueRef zero = LLVMConstNull(et);
   Aff lin = cg_linear_of(&v->shape, idx);
   LLVMValueRef li = cg_aff_value(g, &lin);

@@ -408,7 +408,7 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
     LLVMValueRef a[13] = {ctx,
                           cg_cstr(g, t->name),
                           cg_ci32(g, t->kind == TK_INPUT ? 1 : t->kind == TK_STATE ? 2 : 0),
-                          cg_ci32(g, t->dtype == DT_I32),
+                          cg_ci32(g, cg_rt_dtype(t->dtype)),
                           cg_ci32(g, t->shape.rank),
                           cg_shape_array(g, &t->shape),
                           dim_axes_array(g, t->shape.rank, p->spmd ? &t->sh : NULL),
@@ -454,7 +454,7 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
       die("output %s is a partial sum", p->outputs[i].name);
     LLVMValueRef a[7] = {ctx,
                          cg_cstr(g, p->outputs[i].name),
-                         cg_ci32(g, v->dtype == DT_I32),
+                         cg_ci32(g, cg_rt_dtype(v->dtype)),
                          cg_ci32(g, v->shape.rank),
                          cg_shape_array(g, p->spmd ? &v->gshape : &v->shape),
                          dim_axes_array(g, v->shape.rank, p->spmd ? &v->sh : NULL),

@@ -79,7 +79,11 @@ typedef struct CG {
 
 /* ---- cg_loops.c: the base: types, constants, calls, loops, indices, buffers ---- */
 
-LLVMTypeRef cg_elem_type(CG *g, DType dt);
+LLVMTypeRef cg_elem_type(CG *g, DType dt); /* in memory: bf16 is i16 */
+LLVMTypeRef cg_reg_type(CG *g, DType dt);  /* in registers: bf16 is computed as f32 */
+/* an f32 rounded to the nearest bf16 (ties to even; NaN kept), still as f32 */
+LLVMValueRef cg_round_bf16(CG *g, LLVMValueRef x);
+int32_t cg_rt_dtype(DType dt); /* the runtime's code for dt (gslrt.h) */
 LLVMValueRef cg_ci64(CG *g, int64_t v);
 LLVMValueRef cg_ci32(CG *g, int64_t v);
 LLVMValueRef cg_cf32(CG *g, double v);

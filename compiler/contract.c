@@ -29,7 +29,7 @@ Value *sema_einsum(Sema *s, const char *text, Value **ops, int nin, Span sp) {
            (int)strlen(z.in[k]), sema_vtype(s, ops[k]));
       return NULL;
     }
-    if (ops[k]->dtype != ops[0]->dtype) {
+    if (ops[k]->dtype != ops[0]->dtype && (ops[k]->dtype == DT_I32 || ops[0]->dtype == DT_I32)) {
       sema_error(s, sp, "einsum operands differ in dtype: %s and %s", sema_vtype(s, ops[0]), sema_vtype(s, ops[k]));
       return NULL;
     }
@@ -46,9 +46,11 @@ Value *sema_einsum(Sema *s, const char *text, Value **ops, int nin, Span sp) {
   Shape out = {0};
   for (int i = 0; z.out[i]; i++)
     out.d[out.rank++] = size[(unsigned char)z.out[i]];
-  if (!sema_check_shape(s, &out, ops[0]->dtype, "einsum", sp))
+  DType dt = nin == 2 ? sema_promote_types(ops[0]->dtype, ops[1]->dtype) : ops[0]->dtype;
+  if (!sema_check_shape(s, &out, dt, "einsum", sp))
     return NULL;
-  return ir_einsum(s->p, &z, ops, sp);
+  Value *cast[2] = {ir_cast(s->p, ops[0], dt, sp), nin == 2 ? ir_cast(s->p, ops[1], dt, sp) : NULL};
+  return ir_einsum(s->p, &z, cast, sp);
 }
 
 /* a @ b: batched matrix product over the last two dims, batch dims broadcast */
@@ -63,10 +65,13 @@ Value *sema_matmul(Sema *s, Value *a, Value *b, Span sp) {
          sema_vtype(s, a), sema_vtype(s, b), a->shape.d[ra - 1], b->shape.d[rb - 2]);
     return NULL;
   }
-  if (a->dtype != b->dtype) {
+  if (a->dtype != b->dtype && (a->dtype == DT_I32 || b->dtype == DT_I32)) {
     sema_error(s, sp, "'@' operands differ in dtype: %s and %s", sema_vtype(s, a), sema_vtype(s, b));
     return NULL;
   }
+  DType dt = sema_promote_types(a->dtype, b->dtype); /* f32 with bf16: f32, as JAX */
+  a = ir_cast(s->p, a, dt, sp);
+  b = ir_cast(s->p, b, dt, sp);
   /* letters: one per batch position ('a', 'b', ...), then rows w, inner y,
    * columns x. A size-1 batch dim facing a larger one is squeezed out of its
    * operand (it broadcasts); a missing one is simply absent. */

@@ -15,7 +15,7 @@
 
 #include "gslc.h"
 
-static int64_t bytes_of(const Value *v) { return 4 * shape_elems(&v->shape); }
+static int64_t bytes_of(const Value *v) { return dtype_size(v->dtype) * shape_elems(&v->shape); }
 
 static const char *where(Arena *a, Span sp) {
   if (!sp.src)

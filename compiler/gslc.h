@@ -126,6 +126,7 @@ Node *parse_source(const Source *src, Arena *a);
  * and rounded to nearest even after each op (as XLA's CPU backend does). */
 typedef enum DType { DT_F32, DT_I32, DT_BF16 } DType;
 static inline bool dtype_is_float(DType d) { return d != DT_I32; }
+static inline int dtype_size(DType d) { return d == DT_BF16 ? 2 : 4; } /* bytes of an element */
 
 typedef enum Op {
 #define X(op, s, n, cls, lvl, fl, d, ds) OP_##op,
@@ -393,6 +394,7 @@ typedef struct Program {
   DType precision;   /* gslc --precision: DT_F32, or DT_BF16 (products and moe bodies in bf16) */
   Span site;         /* builder state: the outermost call being inlined, stamped on new values (src NULL: none) */
   Pass pass;         /* builder state: stamped on new values */
+  bool keep_f32;     /* builder state: under --precision bf16, products stay f32 (a moe block's gating) */
   struct Program *home; /* an IR function (ir_new_fn): the program it is inlined into, whose arena
                            holds it; NULL for a program of its own */
 } Program;
@@ -422,6 +424,7 @@ const char *sharding_str(Arena *a, const Program *p, const Value *v); /* "[d, _]
  * to report first), works out the result's dtype and shape, and returns the
  * new value (or its operand, where the op would change nothing). */
 Value *ir_const(Program *p, DType dt, double x, Span sp);              /* a scalar */
+double ir_round_bf16(double x); /* x as f32, rounded to the nearest bf16 (ties to even); NaN kept */
 Value *ir_unary(Program *p, int fn, Value *x, Span sp);
 Value *ir_binary(Program *p, int fn, Value *a, Value *b, Span sp);    /* numpy-broadcasts a and b; same dtype */
 Value *ir_select(Program *p, Value *c, Value *a, Value *b, Span sp);  /* broadcasts all three */
@@ -436,6 +439,9 @@ Value *ir_cumsum(Program *p, Value *x, int axis, bool exclusive, Span sp);
 /* einsum of one or two operands: letters private to one operand are summed
  * first, a one-operand spec is a transpose */
 Value *ir_einsum(Program *p, const EinsumSpec *e, Value **ops, Span sp);
+/* the same without the final rounding: an einsum of bf16 operands as its
+ * f32 accumulation (OP_EINSUM's result on bf16 operands is f32) */
+Value *ir_einsum_acc(Program *p, const EinsumSpec *e, Value **ops, Span sp);
 Value *ir_gather(Program *p, Value *table, Value *idx, Span sp);
 /* gather's transpose: f32[rows, D...] of zeros, then each src[i..., :] of
  * src f32[I..., D...] added into row idx[i...] (idx i32[I...]) */
@@ -450,6 +456,8 @@ Value *ir_dispatch(Program *p, Value *x, Value *expert, Value *slot, int64_t e, 
  * transpose of combine) */
 Value *ir_dispatch_weighted(Program *p, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
                             Span sp);
+/* dispatch's x and result, and combine's y, are f32 or bf16; combine's
+ * result is f32 (its sum over choices, weighted by f32 gates) */
 Value *ir_combine(Program *p, Value *y, Value *expert, Value *slot, Value *weight, Span sp);
 Value *ir_rng(Program *p, int dist, double a, double b, Shape shape, Span sp); /* a new stream */
 Value *ir_iota(Program *p, Shape shape, int axis, Span sp); /* i32 of shape: each element its index along axis */
@@ -622,9 +630,10 @@ int shard_plan(const Program *p, const Sharding *from, const Sharding *to, int r
 int64_t shard_step_bytes(Op op, int64_t in, int64_t n);
 /* Bytes one device receives for a plan on a value of global shape gshape
  * that starts in sharding start. */
-int64_t shard_plan_bytes(const Program *p, const Shape *gshape, const Sharding *start, const ShardStep *steps, int n);
+int64_t shard_plan_bytes(const Program *p, const Shape *gshape, DType dt, const Sharding *start, const ShardStep *steps,
+                         int n);
 /* The same for the plan from `from` to `to`. */
-int64_t shard_reshard_bytes(const Program *p, const Shape *gshape, const Sharding *from, const Sharding *to);
+int64_t shard_reshard_bytes(const Program *p, const Shape *gshape, DType dt, const Sharding *from, const Sharding *to);
 /* Bytes one device receives for collective (or local slice) v of the SPMD program. */
 int64_t shard_collective_bytes(const Program *spmd, const Value *v);
 

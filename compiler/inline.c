@@ -22,9 +22,9 @@ static const char *fn_name(const Node *fnode) { return fnode->name ? fnode->name
 
 static bool check_arg_type(Sema *s, Scope *fsc, const Node *arg, const Node *fnode, Value *v, Span at) {
   const Node *t = arg->a;
-  DType dt = strcmp(t->name, "i32") == 0 ? DT_I32 : DT_F32;
-  if (strcmp(t->name, "f32") != 0 && strcmp(t->name, "i32") != 0) {
-    sema_error(s, t->span, "unknown type '%s' (expected f32 or i32)", t->name);
+  DType dt;
+  if (!sema_dtype_name(t->name, &dt)) {
+    sema_error(s, t->span, "unknown type '%s' (expected f32, bf16 or i32)", t->name);
     return false;
   }
   const char *fname = fn_name(fnode);

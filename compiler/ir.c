@@ -486,13 +486,25 @@ static void need(bool ok, const char *what) {
     die("IR builder: %s", what);
 }
 
+double ir_round_bf16(double x) {
+  float f = (float)x;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return x; /* NaN */
+  u += 0x7fffu + ((u >> 16) & 1u); /* to nearest, ties to even; past the largest: infinity */
+  u &= 0xffff0000u;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
 Value *ir_const(Program *p, DType dt, double x, Span sp) {
   Shape sc = {0};
   Value *v = ir_add(p, OP_CONST, dt, sc, sp, 0, NULL);
   if (dt == DT_I32)
     v->ival = (int64_t)x;
   else
-    v->fval = x;
+    v->fval = dt == DT_BF16 ? ir_round_bf16(x) : x;
   return v;
 }
 
@@ -539,8 +551,17 @@ Value *ir_select(Program *p, Value *c, Value *a, Value *b, Span sp) {
 Value *ir_cast(Program *p, Value *x, DType dt, Span sp) {
   if (x->dtype == dt)
     return x;
+  /* bf16 -> f32 -> bf16 gives back every bf16: the round trip is the original */
+  if (x->op == OP_CAST && x->args[0]->dtype == dt && dt == DT_BF16 && x->dtype == DT_F32)
+    return x->args[0];
   return add1(p, OP_CAST, dt, x->shape, sp, x);
 }
+
+/* bf16 values are stored as bf16 and computed in f32: an op that
+ * accumulates (a reduction, a cumsum, a scatter) runs on x widened to f32,
+ * and its result is rounded back to bf16 once (wide_end). */
+static Value *wide(Program *p, Value *x, Span sp) { return x->dtype == DT_BF16 ? ir_cast(p, x, DT_F32, sp) : x; }
+static Value *wide_end(Program *p, Value *v, DType dt, Span sp) { return dt == DT_BF16 ? ir_cast(p, v, dt, sp) : v; }
 
 Value *ir_reshape(Program *p, Value *x, Shape to, Span sp) {
   if (shape_eq(&x->shape, &to))
@@ -600,6 +621,10 @@ Value *ir_concat(Program *p, Value **xs, int n, int axis, Span sp) {
 
 Value *ir_reduce(Program *p, int fn, Value *x, uint32_t mask, Span sp) {
   reduce_fn_name(fn);
+  if (x->dtype == DT_BF16) {
+    Value *r = ir_reduce(p, fn, wide(p, x, sp), mask, sp);
+    return fn == RF_ARGMAX ? r : wide_end(p, r, DT_BF16, sp);
+  }
   need(x->shape.rank == 32 || !(mask >> x->shape.rank), "reduce over dims the operand lacks");
   need(fn != RF_ARGMAX || x->dtype == DT_F32, "argmax of a non-f32 tensor");
   Shape out = {0};
@@ -614,6 +639,8 @@ Value *ir_reduce(Program *p, int fn, Value *x, uint32_t mask, Span sp) {
 
 Value *ir_cumsum(Program *p, Value *x, int axis, bool exclusive, Span sp) {
   need(axis >= 0 && axis < x->shape.rank, "cumsum along no dim");
+  if (x->dtype == DT_BF16)
+    return wide_end(p, ir_cumsum(p, wide(p, x, sp), axis, exclusive, sp), DT_BF16, sp);
   Value *v = add1(p, OP_CUMSUM, x->dtype, x->shape, sp, x);
   v->axis = axis;
   v->exclusive = exclusive;
@@ -655,6 +682,22 @@ static void ein_extents(const EinsumSpec *e, Value **ops, int64_t *size) {
 }
 
 Value *ir_einsum(Program *p, const EinsumSpec *spec, Value **ops, Span sp) {
+  Value *v = ir_einsum_acc(p, spec, ops, sp);
+  return wide_end(p, v, ops[0]->dtype, sp);
+}
+
+/* gslc --precision bf16 (torch.autocast, GShard): the forward pass's
+ * products of f32 operands take them rounded to bf16 and accumulate in f32;
+ * a moe block's dispatched tokens and its experts' results move as bf16. */
+static bool autocast(const Program *p) { return p->precision == DT_BF16 && p->pass == PASS_FORWARD && !p->keep_f32; }
+
+Value *ir_einsum_acc(Program *p, const EinsumSpec *spec, Value **ops, Span sp) {
+  Value *cast[2];
+  if (spec->nin == 2 && autocast(p) && ops[0]->dtype == DT_F32 && ops[1]->dtype == DT_F32) {
+    cast[0] = ir_cast(p, ops[0], DT_BF16, sp);
+    cast[1] = ir_cast(p, ops[1], DT_BF16, sp);
+    ops = cast;
+  }
   EinsumSpec z = *spec;
   need(z.nin == 1 || z.nin == 2, "einsum of neither one nor two operands");
   int64_t size[128];
@@ -673,7 +716,7 @@ Value *ir_einsum(Program *p, const EinsumSpec *spec, Value **ops, Span sp) {
   }
   Value *b = sum_private(p, ops[1], z.in[1], z.in[0], z.out, sp);
   Value *args[2] = {a, b};
-  Value *v = ir_add(p, OP_EINSUM, a->dtype, out, sp, 2, args);
+  Value *v = ir_add(p, OP_EINSUM, a->dtype == DT_BF16 ? DT_F32 : a->dtype, out, sp, 2, args);
   v->ein = z;
   return v;
 }
@@ -689,6 +732,8 @@ Value *ir_gather(Program *p, Value *table, Value *idx, Span sp) {
 }
 
 Value *ir_scatter_add(Program *p, Value *src, Value *idx, int64_t rows, Span sp) {
+  if (src->dtype == DT_BF16)
+    return wide_end(p, ir_scatter_add(p, wide(p, src, sp), idx, rows, sp), DT_BF16, sp);
   need(idx->dtype == DT_I32 && src->dtype == DT_F32 && rows > 0 && idx->shape.rank <= src->shape.rank &&
            src->shape.rank - idx->shape.rank + 1 <= GSL_MAX_RANK,
        "scatter_add with bad operands");
@@ -718,16 +763,18 @@ static void need_routes(const Value *expert, const Value *slot, int64_t g, int64
 
 static Value *dispatch(Program *p, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
                        Span sp) {
-  need(x->dtype == DT_F32 && x->shape.rank == 3 && e > 0 && c > 0, "dispatch of a non-f32[G, S, M] tensor");
+  need(dtype_is_float(x->dtype) && x->shape.rank == 3 && e > 0 && c > 0, "dispatch of a non-float [G, S, M] tensor");
   need_routes(expert, slot, x->shape.d[0], x->shape.d[1]);
   need(!weight || (weight->dtype == DT_F32 && shape_eq(&weight->shape, &expert->shape)),
        "dispatch weights not f32[G, S, K]");
   Shape o = {4, {e, x->shape.d[0], c, x->shape.d[2]}};
   Value *args[4] = {x, expert, slot, weight};
-  return ir_add(p, OP_DISPATCH, DT_F32, o, sp, weight ? 4 : 3, args);
+  return ir_add(p, OP_DISPATCH, x->dtype, o, sp, weight ? 4 : 3, args);
 }
 
 Value *ir_dispatch(Program *p, Value *x, Value *expert, Value *slot, int64_t e, int64_t c, Span sp) {
+  if (autocast(p))
+    x = ir_cast(p, x, DT_BF16, sp);
   return dispatch(p, x, expert, slot, NULL, e, c, sp);
 }
 
@@ -737,7 +784,9 @@ Value *ir_dispatch_weighted(Program *p, Value *x, Value *expert, Value *slot, Va
 }
 
 Value *ir_combine(Program *p, Value *y, Value *expert, Value *slot, Value *weight, Span sp) {
-  need(y->dtype == DT_F32 && y->shape.rank == 4, "combine of a non-f32[E, G, C, M] tensor");
+  if (autocast(p))
+    y = ir_cast(p, y, DT_BF16, sp);
+  need(dtype_is_float(y->dtype) && y->shape.rank == 4, "combine of a non-float [E, G, C, M] tensor");
   need_routes(expert, slot, y->shape.d[1], expert->shape.d[1]);
   need(weight->dtype == DT_F32 && shape_eq(&weight->shape, &expert->shape), "combine weights not f32[G, S, K]");
   Shape o = {3, {y->shape.d[1], expert->shape.d[1], y->shape.d[3]}};

@@ -38,6 +38,7 @@ typedef struct Options {
   const char *output;     /* -o, or NULL for the default */
   Mode mode;              /* what to produce */
   int opt_level;          /* -O0..-O3 */
+  DType precision;        /* --precision: DT_F32 or DT_BF16 */
   const char **includes;  /* -I */
   int ninclude;
   Define *defines;        /* -D */
@@ -59,6 +60,8 @@ static const char usage[] =
     "  -D NAME=VALUE  override const NAME\n"
     "  -I DIR         search DIR for imports before the stdlib\n"
     "  -O0 .. -O3     optimization level (default -O2)\n"
+    "  --precision P  f32 (default) or bf16: products and moe bodies in bf16 with f32 accumulation,\n"
+    "                 params, optimizer states, losses, norms and softmaxes in f32\n"
     "  --help         show this help\n"
     "  --version      show the version\n";
 
@@ -109,6 +112,11 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->mode = MODE_EXPLAIN;
     } else if (strcmp(a, "--stats") == 0) {
       o->mode = MODE_STATS;
+    } else if (strncmp(a, "--precision", 11) == 0 && (a[11] == '\0' || a[11] == '=')) {
+      const char *v = option_value(argc, argv, &i, "--precision");
+      if (!v || (strcmp(v, "f32") != 0 && strcmp(v, "bf16") != 0))
+        return usage_error("--precision takes f32 or bf16, got '%s'", v ? v : "");
+      o->precision = strcmp(v, "bf16") == 0 ? DT_BF16 : DT_F32;
     } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
       o->opt_level = a[2] - '0';
     } else if (strncmp(a, "-o", 2) == 0) {
@@ -309,6 +317,7 @@ static int compile(const Options *o) {
   SemaOptions so = {o->includes, o->ninclude, uninstalled ? GSL_SRCDIR "/stdlib" : GSL_STDLIBDIR,
                     o->defines, o->ndefine};
   p = ir_new(src->path);
+  p->precision = o->precision;
   Sema *sema = sema_new(p, ast_arena, &so);
   bool elaborated = sema_run(sema, root);
   sema_free(sema);

@@ -60,7 +60,7 @@ static int run_body(Sema *s, Scope *sc, const Node *body, Value *x, int64_t E, i
   Program *p = s->p;
   int first = p->nvalues;
   Shape ts = {3, {x->shape.d[0], C, x->shape.d[2]}};
-  Value *t = ir_broadcast(p, ir_const(p, DT_F32, 0.0, at), ts, at);
+  Value *t = ir_broadcast(p, ir_const(p, dispatched->dtype, 0.0, at), ts, at); /* bf16 under --precision bf16 */
   Value *e = ir_const(p, DT_I32, 0.0, at);
   Span spans[2] = {at, at};
   Value *args[2] = {t, e};
@@ -83,7 +83,7 @@ static int run_body(Sema *s, Scope *sc, const Node *body, Value *x, int64_t E, i
   for (int j = 0; j < n; j++) {
     R one = r.k == R_TUPLE ? rval(r.vs[j]) : r;
     Value *v = one.k == R_VALUE ? one.v : NULL;
-    if (!v || v->dtype != DT_F32 || v->shape.rank != 3 || v->shape.d[0] != ts.d[0] || v->shape.d[1] != C) {
+    if (!v || !dtype_is_float(v->dtype) || v->shape.rank != 3 || v->shape.d[0] != ts.d[0] || v->shape.d[1] != C) {
       const Node *at_ret = ret->kind == AST_RETURN && j < ret->list.len ? ret->list.items[j] : ret;
       sema_error(s, at_ret->span, "a moe body must return f32[G, C, N] per expert (here G = %" PRId64 ", C = %" PRId64
                  "), got %s", ts.d[0], C, v ? sema_vtype(s, v) : is_num(one) ? "a number" : "no tensor");
@@ -181,7 +181,10 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
     args[nargs++] = rr ? ir_rng(p, RNG_UNIFORM, 0.0, 1.0, us, sp) : ir_broadcast(p, ir_const(p, DT_F32, -1.0, sp), us, sp);
   }
   args[nargs++] = ir_const(p, DT_F32, (double)C, sp);
-  if (sema_call(s, "moe", K == 2 ? "top2_gating" : "top1_gating", args, nargs, routes, 4, sp) != 4)
+  p->keep_f32 = true; /* the gates stay f32 under --precision bf16, as GShard keeps them */
+  int got = sema_call(s, "moe", K == 2 ? "top2_gating" : "top1_gating", args, nargs, routes, 4, sp);
+  p->keep_f32 = false;
+  if (got != 4)
     return none;
   Value *expert = routes[0], *slot = routes[1], *weight = routes[2], *aux = routes[3];
 

@@ -149,7 +149,7 @@ static Value *reshard(Part *P, Value *x, const Sharding *t, Span sp, const char 
 }
 
 static int64_t reshard_cost(const Part *P, const Value *x, const Sharding *t) {
-  return shard_reshard_bytes(P->s, &x->gshape, &x->sh, t);
+  return shard_reshard_bytes(P->s, &x->gshape, x->dtype, &x->sh, t);
 }
 
 static const char *reason(Part *P, const Value *consumer, int k, const Value *x, const Sharding *want) {
@@ -268,7 +268,7 @@ static Layout einsum_layout(const Part *P, const Value *v, const EinsumSpec *z, 
     L.cost += reshard_cost(P, x[k], &L.want[k]);
   }
   L.result = rs;
-  L.cost += shard_reshard_bytes(P->s, &v->shape, &rs, &v->sh);
+  L.cost += shard_reshard_bytes(P->s, &v->shape, v->dtype, &rs, &v->sh);
   return L;
 }
 

@@ -72,7 +72,7 @@ static int64_t round_up(int64_t n) { return (n + PLAN_ALIGN - 1) / PLAN_ALIGN * 
 /* bytes of v's local tile (at least one element, as the runtime allocates) */
 static int64_t value_bytes(const Value *v) {
   int64_t n = shape_elems(&v->shape);
-  return 4 * (n > 0 ? n : 1);
+  return dtype_size(v->dtype) * (n > 0 ? n : 1);
 }
 
 static bool in_arena(const Value *v) { return v->op != OP_PARAM && v->op != OP_INPUT; }
@@ -243,9 +243,10 @@ static void plan_einsum(Plan *pl, const Value *v) {
   for (int j = 0; j < e->nin; j++)
     for (int i = 0; e->in[j][i]; i++)
       ext[(unsigned char)e->in[j][i]] = v->args[j]->shape.d[i];
+  /* through a GEMM: f32 operands (gslrt_sgemm) or bf16 ones (gslrt_gemm_bf16), f32 result */
   bool plain = v->dtype != DT_F32 || e->nin != 2 || has_repeat(e->in[0]) || has_repeat(e->in[1]);
   for (int j = 0; j < e->nin && !plain; j++) {
-    plain = v->args[j]->dtype != DT_F32;
+    plain = !dtype_is_float(v->args[j]->dtype);
     for (int i = 0; e->in[j][i]; i++)
       if (!strchr(e->out, e->in[j][i]) && !strchr(e->in[1 - j], e->in[j][i]))
         plain = true;
@@ -300,9 +301,9 @@ static void plan_einsum(Plan *pl, const Value *v) {
   g->a_t = !lay.a_n && lay.a_t;
   g->b_t = !lay.b_n && lay.b_t;
   if (!lay.a_n && !lay.a_t)
-    g->tmp_a = add_temp(pl, v, 4 * g->nb * g->m * g->k);
+    g->tmp_a = add_temp(pl, v, dtype_size(g->a->dtype) * g->nb * g->m * g->k);
   if (!lay.b_n && !lay.b_t)
-    g->tmp_b = add_temp(pl, v, 4 * g->nb * g->k * g->n);
+    g->tmp_b = add_temp(pl, v, dtype_size(g->b->dtype) * g->nb * g->k * g->n);
   char t[3 * GSL_MAX_RANK + 1];
   if (strcmp(e->out, cat3(t, g->bl, g->ml, g->nl)))
     g->tmp_c = add_temp(pl, v, 4 * g->nb * g->m * g->n);
@@ -699,7 +700,7 @@ static int64_t outer(const Shape *s, int dim) {
  * are packed or unpacked through it. */
 static int64_t scratch_of(const Program *p, const Value *v) {
   const Value *a = v->nargs ? v->args[0] : NULL;
-  int64_t g = group_size(p, v), in = a ? 4 * shape_elems(&a->shape) : 0;
+  int64_t esize = a ? dtype_size(a->dtype) : 4, g = group_size(p, v), in = a ? esize * shape_elems(&a->shape) : 0;
   if (g == 1 || in == 0)
     return 0;
   switch (v->op) {
@@ -719,7 +720,7 @@ static int64_t scratch_of(const Program *p, const Value *v) {
     for (int i = v->axis2; i < block.rank; i++)
       lr *= block.d[i];
     int64_t len = ls < lr ? ls : lr, count = shape_elems(&block);
-    if (staged && 4 * len >= GSLRT_A2A_MIN_CHUNK && count / len <= GSLRT_A2A_MAX_CHUNKS)
+    if (staged && esize * len >= GSLRT_A2A_MIN_CHUNK && count / len <= GSLRT_A2A_MAX_CHUNKS)
       return 0;
     return round_up(staged * in);
   }
@@ -745,7 +746,7 @@ static void plan_totals(Plan *pl, const Program *p) {
     const Value *v = p->outputs[i].value;
     if (p->outputs[i].kind != OUT_VALUE)
       continue;
-    int64_t local = value_bytes(v), global = 4 * shape_elems(p->spmd ? &v->gshape : &v->shape);
+    int64_t local = value_bytes(v), global = dtype_size(v->dtype) * shape_elems(p->spmd ? &v->gshape : &v->shape);
     pl->output_bytes += local;
     if (devices > 1 && devices * local + global > pl->gather_bytes)
       pl->gather_bytes = devices * local + global;

@@ -132,7 +132,7 @@ static void forward(Prop *P, Value *v) {
       int64_t cost = 0; /* bytes the other decided operands move to follow c */
       for (int j = 0; j < v->nargs; j++)
         if (j != i && known(v->args[j]))
-          cost += shard_reshard_bytes(P->p, &v->shape, &v->args[j]->sh, &c->sh);
+          cost += shard_reshard_bytes(P->p, &v->shape, v->args[j]->dtype, &v->args[j]->sh, &c->sh);
       if (!best || cost < best_cost || (cost == best_cost && split_product(P->p, c) > split_product(P->p, best))) {
         best = c;
         best_cost = cost;

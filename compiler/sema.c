@@ -309,25 +309,25 @@ static R fold(Sema *s, int op, R a, R b, Span sp) {
   }
 }
 
-/* Turns a number operand into a scalar of the other operand's dtype (a float
- * literal beside an i32 tensor makes the operation f32). */
+/* JAX's promotion: a number takes the other operand's dtype (a float
+ * literal beside an i32 tensor makes the operation f32, beside a bf16 one
+ * bf16); two tensors meet at sema_promote_types. */
 void sema_promote(Sema *s, R *a, R *b, Span sp, Value **va, Value **vb) {
   if (a->k == R_VALUE && b->k == R_VALUE) {
     *va = a->v;
     *vb = b->v;
   } else if (a->k == R_VALUE) {
-    DType dt = a->v->dtype == DT_I32 && b->k == R_INT ? DT_I32 : DT_F32;
+    DType dt = a->v->dtype == DT_I32 ? (b->k == R_INT ? DT_I32 : DT_F32) : a->v->dtype;
     *va = ir_cast(s->p, a->v, dt, sp);
     *vb = ir_const(s->p, dt, num(*b), sp);
   } else {
-    DType dt = b->v->dtype == DT_I32 && a->k == R_INT ? DT_I32 : DT_F32;
+    DType dt = b->v->dtype == DT_I32 ? (a->k == R_INT ? DT_I32 : DT_F32) : b->v->dtype;
     *va = ir_const(s->p, dt, num(*a), sp);
     *vb = ir_cast(s->p, b->v, dt, sp);
   }
-  if ((*va)->dtype != (*vb)->dtype) { /* i32 with f32: as JAX, compute in f32 */
-    *va = ir_cast(s->p, *va, DT_F32, sp);
-    *vb = ir_cast(s->p, *vb, DT_F32, sp);
-  }
+  DType dt = sema_promote_types((*va)->dtype, (*vb)->dtype);
+  *va = ir_cast(s->p, *va, dt, sp);
+  *vb = ir_cast(s->p, *vb, dt, sp);
 }
 
 Value *sema_elementwise2(Sema *s, int fn, Value *a, Value *b, Span sp) {
@@ -681,13 +681,29 @@ static void exec_mesh(Sema *s, const Node *st) {
   }
 }
 
-static bool read_type(Sema *s, const Node *t, DType *dt, Shape *sh) {
-  if (strcmp(t->name, "f32") == 0)
+bool sema_dtype_name(const char *name, DType *dt) {
+  if (strcmp(name, "f32") == 0)
     *dt = DT_F32;
-  else if (strcmp(t->name, "i32") == 0)
+  else if (strcmp(name, "i32") == 0)
     *dt = DT_I32;
-  else {
-    sema_error(s, t->span, "unknown type '%s' (expected f32 or i32)", t->name);
+  else if (strcmp(name, "bf16") == 0)
+    *dt = DT_BF16;
+  else
+    return false;
+  return true;
+}
+
+DType sema_promote_types(DType a, DType b) {
+  if (a == b)
+    return a;
+  if (a == DT_F32 || b == DT_F32)
+    return DT_F32; /* f32 with bf16 or i32 */
+  return DT_BF16;  /* bf16 with i32 */
+}
+
+static bool read_type(Sema *s, const Node *t, DType *dt, Shape *sh) {
+  if (!sema_dtype_name(t->name, dt)) {
+    sema_error(s, t->span, "unknown type '%s' (expected f32, bf16 or i32)", t->name);
     return false;
   }
   if (t->list.len > GSL_MAX_RANK) {
@@ -864,8 +880,18 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
     sema_error(s, st->a->span, "the loss is %d values; it must be one f32 scalar", r.n);
     ok = false;
   } else if (r.k == R_VALUE && (r.v->dtype != DT_F32 || r.v->shape.rank != 0)) {
-    sema_error(s, st->a->span, "the loss must be an f32 scalar, not %s", sema_vtype(s, r.v));
+    sema_error(s, st->a->span, "the loss must be an f32 scalar, not %s%s", sema_vtype(s, r.v),
+               r.v->dtype == DT_BF16 ? " (use f32(x))" : "");
     ok = false;
+  }
+  for (int i = 0; i < s->p->ntensors; i++) {
+    const Tensor *pt = &s->p->tensors[i];
+    if (pt->kind == TK_PARAM && !pt->frozen && pt->dtype == DT_BF16) {
+      sema_error(s, pt->span, "param '%s' is bf16, and a trained param must be f32", pt->name);
+      diag_note(st->span, "trained here; keep the param f32 and convert where it is used (bf16(%s)), compile with "
+                "--precision bf16, or declare it frozen", pt->name);
+      ok = false;
+    }
   }
   const Node *call = st->b;
   t->opt_span = call->span;

@@ -119,6 +119,11 @@ int64_t sema_eval_int(Sema *s, Scope *sc, const Node *n, const char *what, bool 
 double sema_eval_number(Sema *s, Scope *sc, const Node *n, const char *what, bool *ok);
 /* A number operand becomes a scalar of the other's dtype; i32 with f32 is f32. */
 void sema_promote(Sema *s, R *a, R *b, Span sp, Value **va, Value **vb);
+/* "f32", "bf16" or "i32" to its DType; false for another name */
+bool sema_dtype_name(const char *name, DType *dt);
+/* JAX's promotion of two tensors' dtypes: the same stays, f32 with bf16 or
+ * i32 is f32, bf16 with i32 is bf16 */
+DType sema_promote_types(DType a, DType b);
 Value *sema_elementwise2(Sema *s, int fn, Value *a, Value *b, Span sp);
 bool sema_exec_let(Sema *s, Scope *sc, const Node *st);
 

@@ -315,26 +315,26 @@ int64_t shard_step_bytes(Op op, int64_t in, int64_t n) {
   }
 }
 
-int64_t shard_plan_bytes(const Program *p, const Shape *gshape, const Sharding *start, const ShardStep *steps,
-                         int n) {
+int64_t shard_plan_bytes(const Program *p, const Shape *gshape, DType dt, const Sharding *start,
+                         const ShardStep *steps, int n) {
   int64_t total = 0;
   const Sharding *cur = start;
   for (int i = 0; i < n; i++) {
     Shape in = shard_local_shape(p, gshape, cur);
-    total += shard_step_bytes(steps[i].op, 4 * shape_elems(&in), shard_group_size(p, steps[i].group, steps[i].ngroup));
+    total += shard_step_bytes(steps[i].op, dtype_size(dt) * shape_elems(&in), shard_group_size(p, steps[i].group, steps[i].ngroup));
     cur = &steps[i].after;
   }
   return total;
 }
 
-int64_t shard_reshard_bytes(const Program *p, const Shape *gshape, const Sharding *from, const Sharding *to) {
+int64_t shard_reshard_bytes(const Program *p, const Shape *gshape, DType dt, const Sharding *from, const Sharding *to) {
   ShardStep steps[SHARD_MAX_STEPS];
   int n = shard_plan(p, from, to, gshape->rank, steps);
-  return shard_plan_bytes(p, gshape, from, steps, n);
+  return shard_plan_bytes(p, gshape, dt, from, steps, n);
 }
 
 int64_t shard_collective_bytes(const Program *spmd, const Value *v) {
   if (!(ir_op(v->op)->flags & OF_SPMD) || v->nargs != 1)
     die("%%%d (%s) is not a collective or local slice", v->id, op_name(v->op));
-  return shard_step_bytes(v->op, 4 * shape_elems(&v->args[0]->shape), shard_group_size(spmd, v->group, v->ngroup));
+  return shard_step_bytes(v->op, dtype_size(v->args[0]->dtype) * shape_elems(&v->args[0]->shape), shard_group_size(spmd, v->group, v->ngroup));
 }

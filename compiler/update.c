@@ -140,7 +140,7 @@ void shard_updates(Program *p) {
      * cuts), whose sharded update moves the fewest bytes */
     Sharding gs = g->sh, cut = pv->sh;
     gs.partial = z;
-    int64_t plain = shard_reshard_bytes(p, &t->shape, &gs, &pv->sh), sharded = -1;
+    int64_t plain = shard_reshard_bytes(p, &t->shape, t->dtype, &gs, &pv->sh), sharded = -1;
     int dim = -1;
     for (int d = 0; d < rank; d++) {
       if (t->shape.d[d] % (shard_shards(p, &pv->sh, d) * n) != 0)
@@ -148,7 +148,8 @@ void shard_updates(Program *p) {
       Sharding c = pv->sh;
       for (int k = 0; k < nz; k++)
         c.axes[d][c.naxes[d]++] = axes[k];
-      int64_t b = shard_reshard_bytes(p, &t->shape, &gs, &c) + shard_reshard_bytes(p, &t->shape, &c, &pv->sh);
+      int64_t b = shard_reshard_bytes(p, &t->shape, t->dtype, &gs, &c) +
+                  shard_reshard_bytes(p, &t->shape, t->dtype, &c, &pv->sh);
       if (dim < 0 || b < sharded) {
         dim = d;
         sharded = b;

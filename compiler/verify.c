@@ -55,8 +55,8 @@ static void verify_einsum(Check *c, const Value *v) {
            (int)strlen(e->in[k]));
       return;
     }
-    if (a->dtype != v->dtype)
-      fail(c, v, "operand %d's dtype differs from the result's", k + 1);
+    if (a->dtype != v->args[0]->dtype || a->dtype != (v->dtype == DT_F32 && a->dtype == DT_BF16 ? DT_BF16 : v->dtype))
+      fail(c, v, "operand %d's dtype differs from the result's (bf16 operands give f32)", k + 1);
     for (int i = 0; e->in[k][i]; i++) {
       int l = e->in[k][i] & 127;
       if (size[l] >= 0 && size[l] != a->shape.d[i])
@@ -305,13 +305,15 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
     if (!same(&want, &v->shape))
       fail(c, v, "result shape is not the operand's less the reduced dims");
     if (v->fn == RF_ARGMAX ? (v->dtype != DT_I32 || a->dtype != DT_F32 || __builtin_popcount(v->rmask) != 1)
-                           : v->dtype != a->dtype)
-      fail(c, v, v->fn == RF_ARGMAX ? "argmax takes f32 over one dim and gives i32" : "reduce changes the dtype");
+                           : v->dtype != a->dtype || a->dtype == DT_BF16)
+      fail(c, v, v->fn == RF_ARGMAX ? "argmax takes f32 over one dim and gives i32"
+                                    : "reduce changes the dtype, or reduces bf16 (widened to f32 first)");
     break;
   }
   case OP_CUMSUM:
-    if (!same(&a->shape, &v->shape) || a->dtype != v->dtype || v->axis < 0 || v->axis >= v->shape.rank)
-      fail(c, v, "cumsum changes the shape or dtype, or has no axis");
+    if (!same(&a->shape, &v->shape) || a->dtype != v->dtype || a->dtype == DT_BF16 || v->axis < 0 ||
+        v->axis >= v->shape.rank)
+      fail(c, v, "cumsum changes the shape or dtype, sums bf16 (widened to f32 first), or has no axis");
     break;
   case OP_GATHER: {
     const Value *ix = v->args[1];
@@ -362,9 +364,12 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
       break;
     }
     const Value *ex = v->args[1], *sl = v->args[2];
-    if (x->shape.rank != 3 || y->shape.rank != 4 || x->dtype != DT_F32 || y->dtype != DT_F32 ||
-        x->shape.d[0] != y->shape.d[1] || x->shape.d[2] != y->shape.d[3]) {
-      fail(c, v, "routes between f32[G, S, M] and f32[E, G, C, M] with other extents");
+    bool types = v->op == OP_DISPATCH ? dtype_is_float(x->dtype) && y->dtype == x->dtype
+                                      : dtype_is_float(y->dtype) && x->dtype == DT_F32;
+    if (x->shape.rank != 3 || y->shape.rank != 4 || !types || x->shape.d[0] != y->shape.d[1] ||
+        x->shape.d[2] != y->shape.d[3]) {
+      fail(c, v, "routes between [G, S, M] and [E, G, C, M] with other extents, or other dtypes than "
+                 "dispatch's x -> x's, combine's f32 or bf16 -> f32");
       break;
     }
     if (ex->dtype != DT_I32 || sl->dtype != DT_I32 || ex->shape.rank != 3 || !same(&ex->shape, &sl->shape) ||

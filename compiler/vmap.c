@@ -147,7 +147,7 @@ static Value *batch_value(Vmap *V, const Value *v) {
         prepend(z.in[k], c);
     }
     prepend(z.out, c);
-    return ir_einsum(p, &z, ops, sp);
+    return ir_einsum_acc(p, &z, ops, sp); /* as v: f32 from bf16 operands */
   }
   case OP_GATHER:
     return batch_gather(V, v);

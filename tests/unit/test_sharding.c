@@ -207,15 +207,15 @@ static void test_plan_1d(void) {
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_REDUCE, 0, 0, &to, 2, 1, D);
-  CU_ASSERT_EQUAL(shard_plan_bytes(p, &g, &from, st, n), 576);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 576);
+  CU_ASSERT_EQUAL(shard_plan_bytes(p, &g, DT_F32, &from, st, n), 576);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 576);
 
   /* reduce-scatter: partial(d) -> [d, _]; b = 384, 384 * 3 / 4 = 288 */
   cut(&to, 0, 1, D);
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_REDUCE_SCATTER, 0, 0, &to, 2, 1, D);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 288);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 288);
 
   /* all-to-all: [d, _] -> [_, d]; local [2, 12], b = 96, 96 * 3 / 4 = 72 */
   memset(&from, 0, sizeof from);
@@ -225,14 +225,14 @@ static void test_plan_1d(void) {
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_TO_ALL, 1, 0, &to, 2, 1, D);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 72);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 72);
 
   /* all-gather: [d, _] -> [_, _]; b = 96, 96 * 3 = 288 */
   memset(&to, 0, sizeof to);
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_GATHER, 0, 0, &to, 2, 1, D);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 288);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 288);
 
   /* local slice: [_, _] -> [_, d]: no communication, 0 bytes */
   memset(&from, 0, sizeof from);
@@ -240,21 +240,21 @@ static void test_plan_1d(void) {
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_LOCAL_SLICE, 1, 0, &to, 2, 1, D);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 0);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 0);
 
   /* reduce-scatter onto dim 1: partial(d) -> [_, d]; b = 384, 288 bytes */
   from.partial = 1u << D;
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_REDUCE_SCATTER, 1, 0, &to, 2, 1, D);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 288);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 288);
 
   /* no-op: [d, _] -> [d, _]: no steps, 0 bytes */
   memset(&from, 0, sizeof from);
   cut(&from, 0, 1, D);
   to = from;
   CU_ASSERT_EQUAL(shard_plan(p, &from, &to, 2, st), 0);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 0);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 0);
 
   /* a collective-permute needs a dimension cut by two axes: there is
    * none on a 1-D mesh (test_plan_2d has it) */
@@ -280,7 +280,7 @@ static void test_plan_2d(void) {
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_REDUCE, 0, 0, &to, 2, 1, B);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 384);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 384);
 
   /* all-reduce over both axes: partial(a, b) -> replicated; b = 512, n = 8:
    * 2 * 512 * 7 / 8 = 896 */
@@ -290,7 +290,7 @@ static void test_plan_2d(void) {
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_REDUCE, 0, 0, &to, 2, 2, A, B);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 896);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 896);
 
   /* reduce-scatter over both: partial(a, b) -> [(a, b), _]; b = 512, n = 8:
    * 512 * 7 / 8 = 448 */
@@ -298,7 +298,7 @@ static void test_plan_2d(void) {
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_REDUCE_SCATTER, 0, 0, &to, 2, 2, A, B);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 448);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 448);
 
   /* reduce-scatter then all-reduce: partial(a, b) -> [b, _]:
    * 1. reduce-scatter over b onto dim 0, to [b, _] partial(a): b = 512,
@@ -313,8 +313,8 @@ static void test_plan_2d(void) {
   CU_ASSERT_EQUAL_FATAL(n, 2);
   check_step(&st[0], OP_REDUCE_SCATTER, 0, 0, &mid, 2, 1, B);
   check_step(&st[1], OP_ALL_REDUCE, 0, 0, &to, 2, 1, A);
-  CU_ASSERT_EQUAL(shard_plan_bytes(p, &g, &from, st, n), 512);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 512);
+  CU_ASSERT_EQUAL(shard_plan_bytes(p, &g, DT_F32, &from, st, n), 512);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 512);
 
   /* keeping a partial sum pending: partial(a, b) -> [b, _] partial(a) is
    * step 1 of the plan above alone (384 bytes); partial(a, b) ->
@@ -329,7 +329,7 @@ static void test_plan_2d(void) {
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_REDUCE, 0, 0, &to, 2, 1, A);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 512);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 512);
   CU_ASSERT_EQUAL(shard_plan(p, &from, &from, 2, st), 0);
 
   /* all-to-all over a: [a, _] -> [_, a]; local [4, 16], b = 256, n = 2:
@@ -341,7 +341,7 @@ static void test_plan_2d(void) {
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_TO_ALL, 1, 0, &to, 2, 1, A);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 128);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 128);
 
   /* all-to-all of a minor axis: [(a, b), _] -> [a, b]; b leaves dim 0 for
    * dim 1; local [1, 16], b = 64, n = 4: 64 * 3 / 4 = 48 */
@@ -353,7 +353,7 @@ static void test_plan_2d(void) {
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_TO_ALL, 1, 0, &to, 2, 1, B);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 48);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 48);
 
   /* and back, onto the end of a cut dim: [a, b] -> [(a, b), _] */
   n = shard_plan(p, &to, &from, 2, st);
@@ -372,7 +372,7 @@ static void test_plan_2d(void) {
   check_step(&st[0], OP_COLLECTIVE_PERMUTE, 0, 0, &to, 2, 2, A, B);
   CU_ASSERT_EQUAL(st[0].group2[0], B);
   CU_ASSERT_EQUAL(st[0].group2[1], A);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 64);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 64);
 
   /* all-gather over b: [a, b] -> [a, _]; local [4, 4], b = 64, n = 4:
    * 64 * 3 = 192 */
@@ -384,7 +384,7 @@ static void test_plan_2d(void) {
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_GATHER, 1, 0, &to, 2, 1, B);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 192);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 192);
 
   /* all-gather then local slice: [(a, b), _] -> [a, _]: (a, b) is not a
    * prefix of (a), so
@@ -398,7 +398,7 @@ static void test_plan_2d(void) {
   CU_ASSERT_EQUAL_FATAL(n, 2);
   check_step(&st[0], OP_ALL_GATHER, 0, 0, &mid, 2, 2, A, B);
   check_step(&st[1], OP_LOCAL_SLICE, 0, 0, &to, 2, 1, A);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 448);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 448);
 
   /* local slice: [a, _] -> [(a, b), _]: a is a prefix, b cuts further:
    * one local slice over b, 0 bytes */
@@ -409,7 +409,7 @@ static void test_plan_2d(void) {
   n = shard_plan(p, &from, &to, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_LOCAL_SLICE, 0, 0, &to, 2, 1, B);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 0);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 0);
 
   /* no-op: [a, b] -> [a, b] */
   memset(&from, 0, sizeof from);
@@ -417,7 +417,7 @@ static void test_plan_2d(void) {
   cut(&from, 1, 1, B);
   to = from;
   CU_ASSERT_EQUAL(shard_plan(p, &from, &to, 2, st), 0);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &to), 0);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 0);
   ir_free(p);
 }
 
