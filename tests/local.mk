@@ -31,7 +31,8 @@ SPMD_GOLDEN += tests/spmd/moe_train.explain tests/spmd/megatron.explain tests/sp
 	tests/spmd/partial_pending.explain
 
 # golden global IR after sema and propagation: NAME.ir (--emit-ir)
-IR_TESTS += tests/ir/expand.gsl tests/ir/inline.gsl tests/ir/propagate.gsl
+IR_TESTS += tests/ir/expand.gsl tests/ir/inline.gsl tests/ir/propagate.gsl tests/ir/bf16.gsl \
+	tests/ir/precision.gsl tests/ir/precision_moe.gsl
 
 # compiled gradients against finite differences (tests/gradcheck.c)
 GRAD_TESTS += tests/grad/unary.gsl tests/grad/binary.gsl tests/grad/select.gsl tests/grad/matmul.gsl \
@@ -50,7 +51,7 @@ ERROR_TESTS += \
 	tests/errors/shapes.gsl tests/errors/inlined.gsl tests/errors/sharding.gsl tests/errors/train.gsl \
 	tests/errors/overflow.gsl tests/errors/elem_limits.gsl tests/errors/uniform_bounds.gsl \
 	tests/errors/inline_bound.gsl \
-	tests/errors/flood.gsl tests/errors/moe.gsl tests/errors/iota.gsl
+	tests/errors/flood.gsl tests/errors/moe.gsl tests/errors/iota.gsl tests/errors/bf16.gsl
 
 # scripts
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \

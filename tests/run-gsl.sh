@@ -5,7 +5,8 @@
 # NAME.explain, where that file exists): golden partitioner tests.
 #
 # tests/ir/NAME.gsl: gslc --emit-ir must print NAME.ir (the global IR after
-# sema and propagation): golden tests of those passes.
+# sema and propagation): golden tests of those passes. A comment line
+# "# GSLC --precision bf16 ..." gives gslc more options.
 #
 # tests/grad/NAME.gsl: compiled gradients against finite differences
 # (tests/gradcheck.c says how).
@@ -49,7 +50,9 @@ case $dir in
   [ $status -eq 0 ] && echo "PASS: $name"
   exit $status ;;
 */ir)
-  (cd "$dir" && "$GSLC" --emit-ir "$name.gsl") >"$work/ir" 2>&1 || fail "gslc --emit-ir failed"
+  flags=$(sed -n 's/^# GSLC //p' "$test")
+  # shellcheck disable=SC2086 # the flags are words
+  (cd "$dir" && "$GSLC" $flags --emit-ir "$name.gsl") >"$work/ir" 2>&1 || fail "gslc --emit-ir failed"
   diff -u "$dir/$name.ir" "$work/ir" || fail "--emit-ir differs from $name.ir"
   echo "PASS: $name"
   exit 0 ;;

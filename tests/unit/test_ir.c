@@ -149,6 +149,49 @@ static void test_builder(void) {
   ir_free(p);
 }
 
+/* bf16 constants are rounded to nearest even when made; values worked out
+ * by hand from the bit patterns (bf16 keeps 8 bits of significand). */
+static void test_round_bf16(void) {
+  CU_ASSERT_EQUAL(ir_round_bf16(1.0), 1.0);
+  CU_ASSERT_EQUAL(ir_round_bf16(1.0 + 1.0 / 256), 1.0);                 /* a tie: to the even 1.0 */
+  CU_ASSERT_EQUAL(ir_round_bf16(1.0 + 3.0 / 256), 1.0 + 4.0 / 256);     /* a tie: to the even 1 + 2^-6 */
+  CU_ASSERT_EQUAL(ir_round_bf16(1.0 + 1.5 / 256), 1.0 + 2.0 / 256);     /* above the tie: up */
+  CU_ASSERT_EQUAL(ir_round_bf16(-(1.0 + 0.9 / 256)), -1.0);             /* below it: down in magnitude */
+  CU_ASSERT_EQUAL(ir_round_bf16(0.1), 0.10009765625);                  /* 0x3dcd */
+  CU_ASSERT_EQUAL(ir_round_bf16(65504.0), 65536.0);                    /* f16's largest is not a bf16 */
+  CU_ASSERT_TRUE(isinf(ir_round_bf16(3.4e38)));                        /* past bf16's largest 3.3895e38 */
+  CU_ASSERT_EQUAL(ir_round_bf16(3.3895313892515355e38), 3.3895313892515355e38); /* bf16's largest */
+  CU_ASSERT_TRUE(isnan(ir_round_bf16(NAN)));
+  CU_ASSERT_EQUAL(ir_round_bf16(-INFINITY), -INFINITY);
+  CU_ASSERT_EQUAL(ir_round_bf16(0x1p-133), 0x1p-133);                   /* a bf16 subnormal: exact */
+  CU_ASSERT_EQUAL(ir_round_bf16(0x1p-149), 0.0);                       /* f32's least subnormal: to 0 */
+  /* casts between bf16 and f32: the round trip bf16 -> f32 -> bf16 folds away */
+  Program *p = ir_new("t.gsl");
+  Value *x = add_input(p, "x", shape_of(1, (int64_t[]){3}));
+  Value *h = ir_cast(p, x, DT_BF16, nospan2);
+  Value *w = ir_cast(p, h, DT_F32, nospan2);
+  CU_ASSERT_PTR_EQUAL(ir_cast(p, w, DT_BF16, nospan2), h);
+  CU_ASSERT_PTR_NOT_EQUAL(ir_cast(p, h, DT_F32, nospan2), x); /* f32 -> bf16 -> f32 rounds: kept */
+  /* a product of bf16 operands is its f32 accumulation, rounded once */
+  EinsumSpec e;
+  char err[128];
+  CU_ASSERT_TRUE_FATAL(ein_parse("a,a->", 2, &e, err, sizeof err));
+  Value *ops[2] = {h, h};
+  Value *d = ir_einsum(p, &e, ops, nospan2);
+  CU_ASSERT_EQUAL(d->op, OP_CAST);
+  CU_ASSERT_EQUAL(d->dtype, DT_BF16);
+  CU_ASSERT_EQUAL(d->args[0]->op, OP_EINSUM);
+  CU_ASSERT_EQUAL(d->args[0]->dtype, DT_F32);
+  Value *s = ir_reduce(p, RF_SUM, h, 1, nospan2); /* summed in f32 */
+  CU_ASSERT_EQUAL(s->dtype, DT_BF16);
+  CU_ASSERT_EQUAL(s->args[0]->op, OP_REDUCE);
+  CU_ASSERT_EQUAL(s->args[0]->args[0]->dtype, DT_F32);
+  add_output(p, "d", d);
+  add_output(p, "s", s);
+  CU_ASSERT_TRUE(ir_verify(p, stderr));
+  ir_free(p);
+}
+
 /* Spec errors read as the text after 'einsum spec "..."'. */
 static void test_ein_parse(void) {
   EinsumSpec e;
@@ -306,6 +349,7 @@ void add_ir_tests(void) {
   tests_add(s, "dce", test_dce);
   tests_add(s, "shapes", test_shapes);
   tests_add(s, "builder", test_builder);
+  tests_add(s, "bf16 rounding and builder rules", test_round_bf16);
   tests_add(s, "einsum specs", test_ein_parse);
   tests_add(s, "verify checks einsum shapes", test_verify_einsum);
   tests_add(s, "verify checks op shapes and shardings", test_verify_shapes);

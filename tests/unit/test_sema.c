@@ -230,9 +230,9 @@ static void test_indices(void) {
                "t.gsl:2:17: error: one_hot needs i32 indices, got f32[5] (use cast(x, i32))");
   expect_error("input t: f32[10, 4]\ninput x: f32[5]\nlet a = gather(t, x)\n",
                "t.gsl:3:19: error: gather needs i32 indices, got f32[5] (use cast(x, i32))");
-  expect_error("input x: f32[5]\nlet a = cast(x, f64)\n", "t.gsl:2:17: error: cast: the type must be f32 or i32");
+  expect_error("input x: f32[5]\nlet a = cast(x, f64)\n", "t.gsl:2:17: error: cast: the type must be f32, bf16 or i32");
   expect_error("input x: i32[5]\nlet a = exp(x)\n",
-               "t.gsl:2:9: error: exp needs an f32 tensor, got i32[5] (use cast(x, f32))");
+               "t.gsl:2:9: error: exp needs an f32 or bf16 tensor, got i32[5] (use f32(x))");
 }
 
 static void test_functions(void) {

@@ -323,7 +323,7 @@ static void test_plan_2d(void) {
   n = shard_plan(p, &from, &mid, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_REDUCE_SCATTER, 0, 0, &mid, 2, 1, B);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &from, &mid), 384);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &mid), 384);
   memset(&to, 0, sizeof to);
   to.partial = 1u << B;
   n = shard_plan(p, &from, &to, 2, st);
@@ -359,7 +359,7 @@ static void test_plan_2d(void) {
   n = shard_plan(p, &to, &from, 2, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_TO_ALL, 0, 1, &from, 2, 1, B);
-  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, &to, &from), 48);
+  CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &to, &from), 48);
 
   /* collective-permute: [(a, b), _] -> [(b, a), _]; local [1, 16], b = 64,
    * n = 8: 64 */
