@@ -15,6 +15,7 @@
 #include <llvm-c/Core.h>
 
 #include "codegen.h"
+#include "gslrt.h" /* the runtime's dtype codes, for its routing calls */
 
 static LLVMValueRef reduce_op(CG *g, int fn, DType dt, LLVMValueRef acc, LLVMValueRef x) {
   if (fn == RF_SUM)
@@ -253,18 +254,28 @@ void cg_emit_scatter_add(CG *g, const Value *v) {
   cg_nest_close(g, l, src->shape.rank);
 }
 
+/* The runtime's code (enum gslrt_dtype) of an element type. */
+static int32_t rt_dtype(DType t) {
+  return t == DT_BF16 ? GSLRT_BF16 : t == DT_I32 ? GSLRT_I32 : GSLRT_F32;
+}
+
 /* dispatch and combine: one libgslrt call each on the local tiles (rows
- * of M floats copied or accumulated by index; the routes are checked there):
- *   gslrt_dispatch(ctx, out, x, expert, slot, weight or NULL, E, G, C, M, S, K)
- *   gslrt_combine(ctx, out, y, expert, slot, weight, E, G, C, M, S, K) */
+ * of M elements copied or accumulated by index; the routes are checked there):
+ *   gslrt_dispatch(ctx, out, x, dtype, expert, slot, weight or NULL, E, G, C, M, S, K)
+ *   gslrt_combine(ctx, out, out_dtype, y, y_dtype, expert, slot, weight, E, G, C, M, S, K) */
 void cg_emit_route(CG *g, const Value *v) {
   const Value *big = v->op == OP_DISPATCH ? v : v->args[0], *ex = v->args[1];
-  LLVMValueRef a[12];
+  LLVMValueRef a[14];
   int n = 0;
   a[n++] = g->ctx_arg;
   a[n++] = LLVMBuildBitCast(g->b, cg_buffer_of(g, v), g->t_ptr, "");
-  for (int k = 0; k < v->nargs; k++)
+  if (v->op == OP_COMBINE)
+    a[n++] = cg_ci32(g, rt_dtype(v->dtype));
+  for (int k = 0; k < v->nargs; k++) {
     a[n++] = LLVMBuildBitCast(g->b, cg_buffer_of(g, v->args[k]), g->t_ptr, "");
+    if (k == 0) /* x of a dispatch (out has its dtype), y of a combine */
+      a[n++] = cg_ci32(g, rt_dtype(v->args[0]->dtype));
+  }
   if (v->op == OP_DISPATCH && v->nargs == 3)
     a[n++] = LLVMConstNull(g->t_ptr);
   for (int i = 0; i < 4; i++)

@@ -41,6 +41,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "codegen.h"
+#include "gslrt.h" /* gslrt_program_info's precision codes */
 
 /* ---- groups of mesh axes ---------------------------------------------------- */
 
@@ -477,9 +478,10 @@ static void emit_main(CG *g, LLVMValueRef setup, LLVMValueRef step, LLVMValueRef
 #else
   const char *version = "0.1.0";
 #endif
-  LLVMValueRef fields[5] = {cg_cstr(g, g->p->path), cg_cstr(g, version), setup, step,
-                            eval ? eval : LLVMConstNull(g->t_ptr)};
-  LLVMValueRef init = LLVMConstStructInContext(g->ctx, fields, 5, 0);
+  LLVMValueRef fields[6] = {cg_cstr(g, g->p->path), cg_cstr(g, version), setup, step,
+                            eval ? eval : LLVMConstNull(g->t_ptr),
+                            cg_ci32(g, g->p->precision == DT_BF16 ? GSLRT_BF16 : GSLRT_F32)};
+  LLVMValueRef init = LLVMConstStructInContext(g->ctx, fields, 6, 0);
   LLVMValueRef info = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "gsl_program_info");
   LLVMSetInitializer(info, init);
   LLVMSetGlobalConstant(info, 1);

@@ -9,6 +9,8 @@
  * string: it may exceed what JSON readers hold exactly), the program's
  * source and compiler, its optimizer with every hyperparameter
  * (gslrt_declare_optimizer; "none" for a program that does not train),
+ * the precision it was compiled with ("f32" or "bf16", gslc --precision;
+ * format version 3, a version 2 manifest has none and reads as "f32"),
  * the mesh it was saved on, every cycling --input's batch count and
  * position, and per tensor its name, kind, dtype, global shape, file, size
  * and zlib crc32 (of the whole file, in decimal). A directory is a
@@ -62,6 +64,16 @@
  * stream, step, global index) or read as batch step mod B, continue as if
  * the run had never stopped.
  *
+ * bf16 (issue 19). A bf16 tensor is saved as float32, every element
+ * widened exactly (its file's header says '<f4', its manifest dtype
+ * "bf16"): each rank widens its tile into a temporary and writes that. On
+ * resume a float32 file is read into a temporary and rounded into a bf16
+ * tensor, exactly, since a widened value rounds back to itself, so a
+ * resumed run continues bit for bit. Across precisions an "f32" tensor
+ * restored into a bf16 one is rounded to nearest even, a "bf16" one into
+ * an f32 tensor widened; each such tensor, and a precision that differs
+ * from the manifest's, is one note on rank 0's stderr, not an error.
+ *
  * Errors. A failure on any rank is shared (the first in rank or file
  * order, with its message) before anyone moves on; rank 0 removes the
  * temporary directory, prints one line, and every rank exits 1. */
@@ -82,7 +94,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define CKPT_VERSION 2             /* manifest format version */
+#define CKPT_VERSION 3             /* manifest format version written */
+#define CKPT_VERSION_OLD 2         /* the older one still read (no "precision": f32) */
 #define CKPT_CHUNK (1 << 20)       /* bytes read at a time for a crc32 */
 #define CKPT_MAX_MANIFEST (64 << 20) /* longest manifest accepted */
 #define CKPT_PATH 4096             /* room for a path */
@@ -92,7 +105,15 @@
 
 static int is_saved(const gslrt_tensor *t) { return t->kind == GSLRT_PARAM || t->kind == GSLRT_STATE; }
 static const char *kind_name(int32_t kind) { return kind == GSLRT_STATE ? "state" : "param"; }
-static const char *dtype_name(int32_t dtype) { return dtype == GSLRT_I32 ? "i32" : "f32"; }
+static const char *dtype_name(int32_t dtype) {
+  return dtype == GSLRT_I32 ? "i32" : dtype == GSLRT_BF16 ? "bf16" : "f32";
+}
+/* The dtype of a tensor's file: bf16 is saved as float32. */
+static int32_t file_dtype(int32_t dtype) { return dtype == GSLRT_BF16 ? GSLRT_F32 : dtype; }
+/* The program's precision as a manifest names it. */
+static const char *precision_name(const gslrt_ctx *ctx) {
+  return ctx->info->precision == GSLRT_BF16 ? "bf16" : "f32";
+}
 
 static void shape_str(char *buf, size_t len, int32_t dtype, int32_t rank, const int64_t *shape) {
   size_t n = (size_t)snprintf(buf, len, "%s[", dtype_name(dtype));
@@ -472,7 +493,7 @@ static int tile_type(const gslrt_tensor *t, MPI_Datatype *etype, MPI_Datatype *t
                  kind_name(t->kind), t->name, (long long)t->local_count);
     return -1;
   }
-  *etype = t->dtype == GSLRT_I32 ? MPI_INT32_T : MPI_FLOAT;
+  *etype = file_dtype(t->dtype) == GSLRT_I32 ? MPI_INT32_T : MPI_FLOAT;
   if (MPI_Type_create_subarray(n, sizes, subs, starts, MPI_ORDER_C, *etype, type) != MPI_SUCCESS ||
       MPI_Type_commit(type) != MPI_SUCCESS) {
     gslrt_seterr(err, GSLRT_ERRLEN, "%s %s: MPI_Type_create_subarray failed", kind_name(t->kind), t->name);
@@ -495,15 +516,27 @@ static int writes_tile(const gslrt_ctx *ctx, const gslrt_tensor *t) {
 }
 
 /* Writes (or, if !save, reads) t's tile in path, whose data starts at
- * disp; every rank together; 0 or -1 with err on this rank. */
+ * disp; every rank together; 0 or -1 with err on this rank. A bf16 tile
+ * goes through an f32 temporary: widened before a write, rounded after a
+ * read. */
 static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, const char *head,
                    int64_t disp, int save, char *err) {
   MPI_Datatype etype = MPI_FLOAT, type = MPI_DATATYPE_NULL;
   MPI_File fh = MPI_FILE_NULL;
   MPI_Status st;
   int fail = 0, rc;
+  void *buf = *t->slot;
+  float *wide = NULL;
   if (tile_type(t, &etype, &type, err) != 0)
     fail = 1;
+  if (!fail && t->dtype == GSLRT_BF16) {
+    if (!(wide = malloc((size_t)t->local_count * 4 + 4)))
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s %s: out of memory for its f32 copy", kind_name(t->kind), t->name),
+          fail = 1;
+    else if (save)
+      gslrt_bf16_widen_n(wide, *t->slot, t->local_count);
+    buf = wide;
+  }
   if (agree(ctx, fail ? ctx->rank : INT_MAX, err))
     goto fn_fail;
   rc = MPI_File_open(ctx->comm, path, save ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY,
@@ -526,7 +559,7 @@ static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, cons
   if (save) {
     int n = writes_tile(ctx, t) ? (int)t->local_count : 0;
     int got = 0;
-    rc = MPI_File_write_all(fh, *t->slot, n, etype, &st);
+    rc = MPI_File_write_all(fh, buf, n, etype, &st);
     if (rc != MPI_SUCCESS && !fail)
       mpi_err(rc, "MPI_File_write_all", path, err), fail = 1;
     else if (!fail && (MPI_Get_count(&st, etype, &got) != MPI_SUCCESS || got != n))
@@ -535,7 +568,7 @@ static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, cons
     if (rc != MPI_SUCCESS && !fail)
       mpi_err(rc, "MPI_File_sync", path, err), fail = 1;
   } else {
-    rc = MPI_File_read_all(fh, *t->slot, (int)t->local_count, etype, &st);
+    rc = MPI_File_read_all(fh, buf, (int)t->local_count, etype, &st);
     int got = 0;
     if (rc != MPI_SUCCESS && !fail)
       mpi_err(rc, "MPI_File_read_all", path, err), fail = 1;
@@ -546,12 +579,16 @@ static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, cons
   if (rc != MPI_SUCCESS && !fail)
     mpi_err(rc, "MPI_File_close", path, err), fail = 1;
   MPI_Type_free(&type);
+  if (!save && !fail && wide)
+    gslrt_bf16_round_n(*t->slot, wide, t->local_count);
+  free(wide);
   return agree(ctx, fail ? ctx->rank : INT_MAX, err) ? -1 : 0;
 fn_fail:
   if (fh != MPI_FILE_NULL)
     MPI_File_close(&fh);
   if (type != MPI_DATATYPE_NULL)
     MPI_Type_free(&type);
+  free(wide);
   return -1;
 }
 
@@ -584,7 +621,8 @@ static json_t *manifest_doc(gslrt_ctx *ctx, int64_t done, const uint32_t *crc, c
        put(doc, "seed", json_string(seed)) &&
        put(doc, "program", json_string(ctx->info->source ? ctx->info->source : "")) &&
        put(doc, "compiler", json_string(ctx->info->compiler_version ? ctx->info->compiler_version : "")) &&
-       put(doc, "optimizer", json_string(ctx->optimizer ? ctx->optimizer : "none"));
+       put(doc, "optimizer", json_string(ctx->optimizer ? ctx->optimizer : "none")) &&
+       put(doc, "precision", json_string(precision_name(ctx)));
   for (int a = 0; ok && a < ctx->naxes; a++) {
     json_t *ax = json_object();
     ok = json_array_append_new(mesh, ax) == 0 && put(ax, "axis", json_string(ctx->axis_name[a])) &&
@@ -880,6 +918,7 @@ typedef struct manifest {
   int64_t step;                  /* steps done */
   uint64_t seed;                 /* the seed */
   char optimizer[GSLRT_ERRLEN / 2]; /* the optimizer's description */
+  char precision[8];             /* "f32" or "bf16" ("f32" in a version 2 manifest) */
   ckpt_entry *list;              /* the tensors (malloc'd) */
   int n;                         /* entries in list */
 } manifest;
@@ -935,7 +974,8 @@ static void describe(const json_t *v, char *buf, size_t len) {
 
 /* The fields a manifest's object may have, NULL-terminated. */
 static const char *const top_fields[] = {"format", "version", "run", "step", "seed", "program",
-                                         "compiler", "optimizer", "mesh", "inputs", "tensors", NULL};
+                                         "compiler", "optimizer", "precision", "mesh", "inputs", "tensors",
+                                         NULL};
 static const char *const axis_fields[] = {"axis", "size", NULL};
 static const char *const input_fields[] = {"name", "batches", "position", NULL};
 static const char *const tensor_fields[] = {"name", "kind", "dtype", "shape", "file", "bytes", "crc32", NULL};
@@ -1069,7 +1109,8 @@ static json_t *get_array(const json_t *obj, const char *path, const char *key, s
 static int plain_name(const char *s) { return *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, ".."); }
 
 static const char *const kinds[] = {"param", "state", NULL};
-static const char *const dtypes[] = {"f32", "i32", NULL};
+static const char *const dtypes[] = {"f32", "i32", "bf16", NULL};
+static const char *const precisions[] = {"f32", "bf16", NULL};
 
 /* One entry of "tensors", at index i, into e. */
 static int parse_tensor(const json_t *t, size_t i, ckpt_entry *e, char *err) {
@@ -1090,7 +1131,7 @@ static int parse_tensor(const json_t *t, size_t i, ckpt_entry *e, char *err) {
     return -1;
   e->crc = (uint32_t)v;
   e->kind = !strcmp(kind, "state") ? GSLRT_STATE : GSLRT_PARAM;
-  e->dtype = !strcmp(dtype, "i32") ? GSLRT_I32 : GSLRT_F32;
+  e->dtype = !strcmp(dtype, "i32") ? GSLRT_I32 : !strcmp(dtype, "bf16") ? GSLRT_BF16 : GSLRT_F32;
   if (!*e->name) {
     gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: %s.name is empty", path);
     return -1;
@@ -1135,11 +1176,20 @@ static int parse_manifest(const char *text, size_t len, int64_t dir_step, manife
       get_str(doc, "", "format", sizeof format - 1, formats, format, err) != 0 ||
       get_int(doc, "", "version", 0, INT_MAX, &v, err) != 0)
     goto fn_exit;
-  if (v != CKPT_VERSION) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json has format version %lld, this runtime reads %d", (long long)v,
-                 CKPT_VERSION);
+  if (v != CKPT_VERSION && v != CKPT_VERSION_OLD) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json has format version %lld, this runtime reads %d and %d",
+                 (long long)v, CKPT_VERSION_OLD, CKPT_VERSION);
     goto fn_exit;
   }
+  if (v == CKPT_VERSION_OLD && json_object_get(doc, "precision")) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: format version %d has no \"precision\" (it came in %d)",
+                 CKPT_VERSION_OLD, CKPT_VERSION);
+    goto fn_exit;
+  }
+  if (v == CKPT_VERSION_OLD)
+    snprintf(m->precision, sizeof m->precision, "f32");
+  else if (get_str(doc, "", "precision", sizeof m->precision - 1, precisions, m->precision, err) != 0)
+    goto fn_exit;
   if (get_str(doc, "", "run", 32, NULL, m->run, err) != 0)
     goto fn_exit;
   if (strlen(m->run) != 32 || strspn(m->run, "0123456789abcdef") != 32) {
@@ -1238,8 +1288,12 @@ static int match(gslrt_ctx *ctx, ckpt_entry *list, int n, char *err) {
       return -1;
     }
     e->used = 1;
-    shape_str(there, sizeof there, e->dtype, e->rank, e->shape);
+    /* f32 and bf16 restore into each other (rounded or widened, with a note) */
+    int32_t same = e->dtype != GSLRT_I32 && t->dtype != GSLRT_I32 ? t->dtype : e->dtype;
+    shape_str(there, sizeof there, same, e->rank, e->shape);
     shape_str(here, sizeof here, t->dtype, t->rank, t->global_shape);
+    if (strcmp(there, here)) /* the shapes differ: name both dtypes as they are */
+      shape_str(there, sizeof there, e->dtype, e->rank, e->shape);
     if (e->kind != t->kind) {
       gslrt_seterr(err, GSLRT_ERRLEN, "%s is a %s there, a %s in this program", t->name, kind_name(e->kind),
                    kind_name(t->kind));
@@ -1260,6 +1314,28 @@ static int match(gslrt_ctx *ctx, ckpt_entry *list, int n, char *err) {
   return 0;
 }
 
+
+/* Rank 0, after a resume from where: a note on stderr for a precision
+ * that differs from the manifest's, and one per tensor restored from f32
+ * into bf16 (rounded) or from bf16 into f32 (widened). */
+static void precision_notes(const gslrt_ctx *ctx, const char *where, const manifest *m) {
+  gslrt_erase_progress();
+  if (strcmp(m->precision, precision_name(ctx)))
+    fprintf(stderr, "%s: note: checkpoint %s was saved by a program compiled with --precision %s, this one "
+            "has --precision %s: resuming\n", ctx->prog, where, m->precision, precision_name(ctx));
+  for (int i = 0; i < ctx->ntensors; i++) {
+    const gslrt_tensor *t = &ctx->tensors[i];
+    const ckpt_entry *e = NULL;
+    for (int k = 0; is_saved(t) && k < m->n && !e; k++)
+      if (!strcmp(m->list[k].name, t->name))
+        e = &m->list[k];
+    if (e && e->dtype != t->dtype)
+      fprintf(stderr, "%s: note: checkpoint tensor '%s' is %s, the program's is %s: %s\n", ctx->prog, t->name,
+              dtype_name(e->dtype), dtype_name(t->dtype),
+              t->dtype == GSLRT_BF16 ? "rounded to nearest even" : "widened exactly");
+  }
+  fflush(stderr);
+}
 
 /* Rank 0: the newest complete checkpoint in DIR, its name in found and its
  * manifest in *text (malloc'd, *len bytes). 0 found, 1 none, -1 error with
@@ -1360,7 +1436,8 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
                    (unsigned long)crc, (unsigned long)e->crc), fail = 1;
     else if (gslrt_npy_read_header(path, &h, msg, sizeof msg) != 0)
       gslrt_seterr(err, sizeof err, "%s", msg), fail = 1;
-    else if (h.dtype != e->dtype || h.rank != e->rank || memcmp(h.shape, e->shape, (size_t)e->rank * sizeof *h.shape))
+    else if (h.dtype != file_dtype(e->dtype) || h.rank != e->rank ||
+             memcmp(h.shape, e->shape, (size_t)e->rank * sizeof *h.shape))
       gslrt_seterr(err, sizeof err, "%s: its header does not match the manifest", e->file), fail = 1;
     else
       disp[k] = h.data_offset;
@@ -1387,6 +1464,8 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
       gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
     }
   }
+  if (ctx->rank == 0)
+    precision_notes(ctx, where, &m);
   free(list), free(disp), free(disp_all);
   if (ctx->rank == 0 && !ctx->opts.quiet) {
     printf("resumed from %s at step %lld\n", where, (long long)m.step);

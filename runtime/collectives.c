@@ -32,6 +32,14 @@
  *                   caller's buffers (all_to_all_direct), or, for chunks
  *                   under 16 KiB, input packed along dim, MPI_Alltoall,
  *                   output unpacked along dim2.
+ * bf16 buffers (2-byte elements) move as they are (MPI_UINT16_T); their
+ * sums and maxima are taken in f32: all_reduce widens the buffer into
+ * scratch, reduces it there with the same MPI_Allreduce as an f32 buffer,
+ * and rounds it back; reduce_scatter widens the input into scratch while
+ * packing it, reduces in place there (MPI_IN_PLACE: the f32 call on the
+ * same data), and rounds this member's block into out. So a bf16
+ * reduction is the f32 one of the widened values, rounded once, and as
+ * independent of the mesh as that is. Scratch sizes: gslrt.h.
  * The scratch space grows to the largest need and is kept until exit.
  * Element counts above INT_MAX per call (8 GiB of f32) go through the MPI-4
  * large-count calls (MPI_Allgather_c, ...); all_reduce is cut into chunks. */
@@ -159,12 +167,14 @@ void gslrt_unpack_blocks(void *dst, const void *src, int64_t outer, int64_t g, i
              run);
 }
 
-/* The MPI type of dtype; dies naming call on a bad one. */
+/* The MPI type that moves elements of dtype; dies naming call on a bad one. */
 static MPI_Datatype mpi_type(gslrt_ctx *ctx, int32_t dtype, const char *call) {
   if (dtype == GSLRT_F32)
     return MPI_FLOAT;
   if (dtype == GSLRT_I32)
     return MPI_INT;
+  if (dtype == GSLRT_BF16)
+    return MPI_UINT16_T;
   gslrt_fatal(ctx, "%s: bad dtype %d", call, (int)dtype);
 }
 
@@ -216,12 +226,22 @@ void gslrt_all_reduce(gslrt_ctx *ctx, int32_t group, int32_t dtype, int32_t op, 
     gslrt_fatal(ctx, "%s: negative count %lld", call, (long long)count);
   if (gr->size == 1 || count == 0)
     return;
+  void *data = buf;
+  if (dtype == GSLRT_BF16) { /* reduced in f32, rounded once */
+    if ((uint64_t)count > SIZE_MAX / 4)
+      gslrt_fatal(ctx, "%s: %lld elements are too many", call, (long long)count);
+    data = scratch(ctx, (size_t)count * 4, call);
+    gslrt_bf16_widen_n(data, buf, count);
+    type = MPI_FLOAT;
+  }
   for (int64_t at = 0; at < count; at += GSLRT_MPI_COUNT_MAX) {
     int64_t n = count - at < GSLRT_MPI_COUNT_MAX ? count - at : GSLRT_MPI_COUNT_MAX;
-    gslrt_mpi_check(ctx, MPI_Allreduce(MPI_IN_PLACE, (char *)buf + 4 * at, (int)n, type,
+    gslrt_mpi_check(ctx, MPI_Allreduce(MPI_IN_PLACE, (char *)data + 4 * at, (int)n, type,
                                        op == GSLRT_SUM ? MPI_SUM : MPI_MAX, gr->comm),
                     "MPI_Allreduce");
   }
+  if (data != buf)
+    gslrt_bf16_round_n(buf, data, count);
 }
 
 #if MPI_VERSION < 4
@@ -240,14 +260,15 @@ void gslrt_all_gather(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
   MPI_Datatype type = mpi_type(ctx, dtype, call);
   span s = span_of(ctx, call, rank, in_shape, dim);
   int64_t count = s.outer * s.d * s.inner, g = gr->size;
+  int es = gslrt_dtype_size(dtype);
   if (count == 0)
     return;
   if (g == 1) {
     if (out != in)
-      memmove(out, in, (size_t)count * 4);
+      memmove(out, in, (size_t)count * es);
     return;
   }
-  void *recv = s.outer == 1 ? out : scratch(ctx, (size_t)(g * count) * 4, call);
+  void *recv = s.outer == 1 ? out : scratch(ctx, (size_t)(g * count) * es, call);
   int rc;
   if (count <= GSLRT_MPI_COUNT_MAX)
     rc = MPI_Allgather(in, (int)count, type, recv, (int)count, type, gr->comm);
@@ -259,7 +280,7 @@ void gslrt_all_gather(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
 #endif
   gslrt_mpi_check(ctx, rc, "MPI_Allgather");
   if (recv != out)
-    gslrt_unpack_blocks(out, recv, s.outer, g, s.d, s.inner, 4);
+    gslrt_unpack_blocks(out, recv, s.outer, g, s.d, s.inner, es);
 }
 
 void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
@@ -273,29 +294,42 @@ void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const vo
     gslrt_fatal(ctx, "%s: dimension %d of extent %lld cannot be cut into %lld blocks", call,
                 (int)dim, (long long)s.d, (long long)g);
   int64_t count = s.outer * (s.d / g) * s.inner;
+  int es = gslrt_dtype_size(dtype);
   if (count == 0)
     return;
   if (g == 1) {
     if (out != in)
-      memmove(out, in, (size_t)count * 4);
+      memmove(out, in, (size_t)count * es);
     return;
   }
   const void *send = in;
-  if (s.outer != 1) {
-    void *packed = scratch(ctx, (size_t)(g * count) * 4, call);
-    gslrt_pack_blocks(packed, in, s.outer, g, s.d / g, s.inner, 4);
+  void *recv = out;
+  if (dtype == GSLRT_BF16) {
+    /* widened while packed into [g][block] f32, reduced in place there;
+     * this member's block ends at the start, rounded into out */
+    float *wide = scratch(ctx, (size_t)(g * count) * 4, call);
+    int64_t run = (s.d / g) * s.inner;
+    for (int64_t o = 0; o < s.outer; o++)
+      for (int64_t j = 0; j < g; j++)
+        gslrt_bf16_widen_n(wide + (j * s.outer + o) * run, (const uint16_t *)in + (o * g + j) * run, run);
+    send = MPI_IN_PLACE, recv = wide, type = MPI_FLOAT;
+  } else if (s.outer != 1) {
+    void *packed = scratch(ctx, (size_t)(g * count) * es, call);
+    gslrt_pack_blocks(packed, in, s.outer, g, s.d / g, s.inner, es);
     send = packed;
   }
   int rc;
   if (count <= GSLRT_MPI_COUNT_MAX)
-    rc = MPI_Reduce_scatter_block(send, out, (int)count, type, MPI_SUM, gr->comm);
+    rc = MPI_Reduce_scatter_block(send, recv, (int)count, type, MPI_SUM, gr->comm);
   else
 #if MPI_VERSION >= 4
-    rc = MPI_Reduce_scatter_block_c(send, out, count, type, MPI_SUM, gr->comm);
+    rc = MPI_Reduce_scatter_block_c(send, recv, count, type, MPI_SUM, gr->comm);
 #else
     too_large(ctx, call, count);
 #endif
   gslrt_mpi_check(ctx, rc, "MPI_Reduce_scatter_block");
+  if (recv != out)
+    gslrt_bf16_round_n(out, recv, count);
 }
 
 /* The all-to-all in place: the block for (and from) each member is a run
@@ -306,10 +340,10 @@ void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const vo
  * Each chunk is one message, straight from in to out: no packing, and MPI
  * moves every byte once. Returns false (nothing done) when the chunks are
  * too small or too many for messages to beat packing. */
-static bool all_to_all_direct(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type, const char *in, char *out,
-                              int64_t count, int64_t ls, int64_t lr) {
+static bool all_to_all_direct(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type, int es, const char *in,
+                              char *out, int64_t count, int64_t ls, int64_t lr) {
   int64_t g = gr->size, len = ls < lr ? ls : lr, chunks = count / len;
-  if (g < 2 || len * 4 < GSLRT_A2A_MIN_CHUNK || chunks > GSLRT_A2A_MAX_CHUNKS || len > INT_MAX)
+  if (g < 2 || len * es < GSLRT_A2A_MIN_CHUNK || chunks > GSLRT_A2A_MAX_CHUNKS || len > INT_MAX)
     return false;
   size_t n = (size_t)(2 * (g - 1) * chunks);
   MPI_Request *req = malloc(sizeof *req * n);
@@ -322,10 +356,10 @@ static bool all_to_all_direct(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type
   int rc = MPI_SUCCESS;
   for (int64_t k = 0; k < count && rc == MPI_SUCCESS; k += len) {
     for (int64_t j = 0; j < g && rc == MPI_SUCCESS; j++) {
-      const char *src = in + 4 * ((k / ls) * g * ls + j * ls + k % ls);  /* my chunk k for member j */
-      char *dst = out + 4 * ((k / lr) * g * lr + j * lr + k % lr);       /* member j's chunk k for me */
+      const char *src = in + es * ((k / ls) * g * ls + j * ls + k % ls); /* my chunk k for member j */
+      char *dst = out + es * ((k / lr) * g * lr + j * lr + k % lr);      /* member j's chunk k for me */
       if (j == me) {
-        memcpy(dst, src, (size_t)len * 4);
+        memcpy(dst, src, (size_t)len * es);
         continue;
       }
       rc = MPI_Irecv(dst, (int)len, type, (int)j, (int)(k / len), gr->comm, &req[nreq++]);
@@ -353,26 +387,27 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
     gslrt_fatal(ctx, "%s: dimension %d of extent %lld cannot be cut into %lld blocks", call,
                 (int)dim, (long long)s.d, (long long)g);
   int64_t count = s.outer * (s.d / g) * s.inner; /* elements of one block */
+  int es = gslrt_dtype_size(dtype);
   if (count == 0)
     return;
   if (g == 1) {
     if (out != in)
-      memmove(out, in, (size_t)count * 4);
+      memmove(out, in, (size_t)count * es);
     return;
   }
   int64_t block[GSLRT_MAX_RANK]; /* the shape of one block */
   memcpy(block, in_shape, (size_t)rank * sizeof *block);
   block[dim] /= g;
   span r = span_of(ctx, call, rank, block, dim2);
-  size_t bytes = (size_t)(g * count) * 4;
+  size_t bytes = (size_t)(g * count) * es;
   int staged = (s.outer != 1) + (r.outer != 1); /* sides that go through scratch */
-  if (staged && all_to_all_direct(ctx, gr, type, in, out, count, (s.d / g) * s.inner, r.d * r.inner))
+  if (staged && all_to_all_direct(ctx, gr, type, es, in, out, count, (s.d / g) * s.inner, r.d * r.inner))
     return;
   char *space = staged ? scratch(ctx, (size_t)staged * bytes, call) : NULL;
   const void *send = in;
   void *recv = out;
   if (s.outer != 1) {
-    gslrt_pack_blocks(space, in, s.outer, g, s.d / g, s.inner, 4);
+    gslrt_pack_blocks(space, in, s.outer, g, s.d / g, s.inner, es);
     send = space;
     space += bytes;
   }
@@ -389,7 +424,7 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
 #endif
   gslrt_mpi_check(ctx, rc, "MPI_Alltoall");
   if (recv != out)
-    gslrt_unpack_blocks(out, recv, r.outer, g, r.d, r.inner, 4);
+    gslrt_unpack_blocks(out, recv, r.outer, g, r.d, r.inner, es);
 }
 
 void gslrt_collective_permute(gslrt_ctx *ctx, int32_t from, int32_t to, int32_t dtype, const void *in,
@@ -406,7 +441,7 @@ void gslrt_collective_permute(gslrt_ctx *ctx, int32_t from, int32_t to, int32_t 
     gslrt_fatal(ctx, "%s: groups %d and %d are not the same axes", call, (int)from, (int)to);
   if (gf->size == 1 || count == 0) {
     if (out != in && count > 0)
-      memmove(out, in, (size_t)count * 4);
+      memmove(out, in, (size_t)count * (size_t)gslrt_dtype_size(dtype));
     return;
   }
   /* receive the block numbered (in from's order) by this device's index in

@@ -83,7 +83,7 @@ int gslrt_eval_due(const gslrt_ctx *ctx, int64_t done) {
 static void keep_outputs(gslrt_ctx *ctx, void **copy, int restore) {
   for (int k = 0; k < ctx->noutputs; k++) {
     const gslrt_output *o = &ctx->outputs[k];
-    size_t bytes = (size_t)o->local_count * 4;
+    size_t bytes = (size_t)o->local_count * (size_t)gslrt_dtype_size(o->dtype);
     if (!o->file || !*o->slot || !bytes)
       continue;
     if (restore) {

@@ -79,6 +79,10 @@ typedef struct gslrt_program_info {
    * runtime passes GSLRT_EVAL_KEY + j for held-out batch j, so an
    * evaluation gives the same numbers whenever it runs. */
   void (*eval)(gslrt_ctx *ctx, int64_t key, float *values);
+  /* gslc --precision: GSLRT_F32, or GSLRT_BF16 (products in bf16); a
+   * checkpoint's manifest records it, and a resume under the other prints
+   * a note. 0 (GSLRT_F32) in a program that does not set it. */
+  int32_t precision;
 } gslrt_program_info;
 
 /* gsl_eval's key for held-out batch 0: far past any training step. */
@@ -91,7 +95,8 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info);
 /* One mesh axis; called in axis order before any tensor. No call: one device. */
 void gslrt_declare_axis(gslrt_ctx *ctx, const char *name, int64_t size);
 
-/* A param, input or optimizer state. global_shape has rank entries.
+/* A param, input or optimizer state (dtype GSLRT_F32, GSLRT_I32 or
+ * GSLRT_BF16, whose buffer has 2-byte elements). global_shape has rank entries.
  * dim_axes has rank * GSLRT_MAX_AXES entries: for dimension i, the mesh axes
  * splitting it (major first), padded with -1 (all -1: replicated). The runtime allocates
  * the local buffer (zeroed, 64-byte aligned) and stores its address in
@@ -100,7 +105,11 @@ void gslrt_declare_axis(gslrt_ctx *ctx, const char *name, int64_t size);
  * one, from their initializer drawn anew for that step. A state (an
  * optimizer's moment, e.g. "adam.m.wi") is kept like a param, initialized
  * once and never bound by --input, but is not one: checkpoints tell them
- * apart. */
+ * apart. A bf16 tensor's initializer is drawn in f32, exactly as for an
+ * f32 one (the same numbers on any mesh), and each element rounded
+ * (gslrt_bf16_round); its --input file is float32 (numpy has no bf16),
+ * each element rounded as it is read; --output files and checkpoints hold
+ * it as float32, each element widened exactly. */
 void gslrt_declare_tensor(gslrt_ctx *ctx, const char *name, int32_t kind, int32_t dtype,
                           int32_t rank, const int64_t *global_shape, const int32_t *dim_axes,
                           void **slot, int32_t init, double a, double b, uint32_t stream,
@@ -181,8 +190,13 @@ int32_t gslrt_declare_group(gslrt_ctx *ctx, int32_t n, const int32_t *axes);
 int64_t gslrt_group_index(gslrt_ctx *ctx, int32_t group);
 int64_t gslrt_group_size(gslrt_ctx *ctx, int32_t group);
 
-/* The collectives, on dtype GSLRT_F32 or GSLRT_I32 buffers. A tensor's
- * local shape is (rank, shape); dim is the dimension acted on.
+/* The collectives, on dtype GSLRT_F32, GSLRT_I32 or GSLRT_BF16 buffers
+ * (bf16: 2-byte elements). A tensor's local shape is (rank, shape); dim is
+ * the dimension acted on. all_gather, all_to_all and collective_permute
+ * move bf16 elements as they are; all_reduce and reduce_scatter on bf16
+ * widen the buffer into f32, reduce that exactly as the f32 path does (the
+ * same MPI call, so the same order), and round each result once: a bf16
+ * reduction gives round(the f32 reduction of the widened values).
  * all_reduce: buf (count elements) is summed (op GSLRT_SUM) or maxed
  *   (GSLRT_MAX) over the group, in place.
  * all_gather: out, of in's shape with dim times the group size, holds every
@@ -206,6 +220,19 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
  * otherwise through the context's scratch space (gslc's --stats counts it). */
 #define GSLRT_A2A_MIN_CHUNK 16384
 #define GSLRT_A2A_MAX_CHUNKS 4096
+/* The context's scratch space (what gslc's --stats counts as collective
+ * scratch) is the largest any one call takes, in bytes, with b the bytes
+ * of the call's input buffer (count times the element size, 2 for bf16):
+ *   all_gather        g * b when the dimension is not the first non-1 one
+ *                     (outer != 1), else none;
+ *   reduce_scatter    f32, i32: b when outer != 1, else none;
+ *                     bf16: 2 * b (the widened input, packed), always;
+ *   all_reduce        f32, i32: none; bf16: 2 * b (the widened buffer);
+ *   all_to_all        none when it goes direct (above), else b per side
+ *                     that is staged (outer != 1 on that side);
+ *   collective_permute  none.
+ * (the direct all_to_all's chunk rule counts bytes: a bf16 run needs twice
+ * the elements of an f32 one). */
 /* collective_permute: from and to are groups of the same axes in two
  * orders; in (count elements) is this device's block as numbered in from's
  * order; out receives the block whose number in from's order is this
@@ -215,18 +242,23 @@ void gslrt_collective_permute(gslrt_ctx *ctx, int32_t from, int32_t to, int32_t 
 
 /* ---- moe routing (runtime/moe.c) ------------------------------------------ */
 
-/* dispatch: out f32[E, G, C, M] = 0, then for each choice k of token s of
+/* dispatch: out [E, G, C, M] = 0, then for each choice k of token s of
  * group g routed to (e, c) = (expert, slot)[g, s, k] with 0 <= c < C, row
- * (e, g, c) of out = row (g, s) of x f32[G, S, M]. combine: out f32[G, S, M],
- * row (g, s) = sum over those choices of weight[g, s, k] * row (e, g, c) of
- * y f32[E, G, C, M]. dispatch's weight, when not NULL, scales each copied
- * row by its choice's weight (the backward pass of combine). A slot outside
- * [0, C) is a dropped choice; an expert
- * outside [0, E) is a fatal error. */
-void gslrt_dispatch(gslrt_ctx *ctx, float *out, const float *x, const int32_t *expert, const int32_t *slot,
-                    const float *weight, int64_t E, int64_t G, int64_t C, int64_t M, int64_t S, int64_t K);
-void gslrt_combine(gslrt_ctx *ctx, float *out, const float *y, const int32_t *expert, const int32_t *slot,
-                   const float *weight, int64_t E, int64_t G, int64_t C, int64_t M, int64_t S, int64_t K);
+ * (e, g, c) of out = row (g, s) of x [G, S, M]; x and out are of dtype
+ * (GSLRT_F32 or GSLRT_BF16). combine: out [G, S, M] of out_dtype, row
+ * (g, s) = sum over those choices of weight[g, s, k] * row (e, g, c) of
+ * y [E, G, C, M] of y_dtype (each GSLRT_F32 or GSLRT_BF16), summed in f32
+ * in choice order and rounded once if out is bf16. dispatch's weight, when
+ * not NULL, scales each copied row by its choice's weight (the backward
+ * pass of combine), in f32, rounded once if x is bf16. weight is f32. A
+ * slot outside [0, C) is a dropped choice; an expert outside [0, E) is a
+ * fatal error. */
+void gslrt_dispatch(gslrt_ctx *ctx, void *out, const void *x, int32_t dtype, const int32_t *expert,
+                    const int32_t *slot, const float *weight, int64_t E, int64_t G, int64_t C, int64_t M,
+                    int64_t S, int64_t K);
+void gslrt_combine(gslrt_ctx *ctx, void *out, int32_t out_dtype, const void *y, int32_t y_dtype,
+                   const int32_t *expert, const int32_t *slot, const float *weight, int64_t E, int64_t G,
+                   int64_t C, int64_t M, int64_t S, int64_t K);
 
 /* The step's scalar loss (global: the same on every rank), for the log
  * line and --metrics (training). A NaN or infinite loss ends the run after
@@ -251,9 +283,12 @@ void gslrt_fail_index(gslrt_ctx *ctx, const char *what, int64_t rows, const int3
 /* Philox-4x32-10: four 32-bit words from a 128-bit counter and 64-bit key. */
 void gslrt_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
-/* .npy files. A header describes dtype, rank and shape (C order, little endian). */
+/* .npy files. A header describes dtype, rank and shape (C order, little
+ * endian). On disk only float32 ('<f4') and int32 ('<i4'): a bf16 array is
+ * written as float32, every element widened exactly, and read from float32,
+ * every element rounded (gslrt_bf16_round). */
 typedef struct gslrt_npy {
-  int32_t dtype;                 /* GSLRT_F32 or GSLRT_I32 */
+  int32_t dtype;                 /* GSLRT_F32 or GSLRT_I32 (of the file) */
   int32_t rank;
   int64_t shape[GSLRT_MAX_RANK + 1];
   int64_t data_offset;           /* byte offset of element 0 in the file */
@@ -266,11 +301,21 @@ int gslrt_npy_read_header(const char *path, gslrt_npy *h, char *err, int errlen)
  * elements are 4 bytes. */
 int gslrt_npy_read_tile(const char *path, const gslrt_npy *h, const int64_t *offset,
                         const int64_t *count, void *out, char *err, int errlen);
+/* The same into out of out_dtype: h's own dtype (as gslrt_npy_read_tile),
+ * or GSLRT_BF16 from a float32 file, each element rounded; any other pair
+ * is refused with a message. */
+int gslrt_npy_read_tile_as(const char *path, const gslrt_npy *h, const int64_t *offset,
+                           const int64_t *count, void *out, int32_t out_dtype, char *err, int errlen);
+/* n bf16 values widened into f32 (exact), and n f32 values rounded to bf16. */
+void gslrt_bf16_widen_n(float *dst, const uint16_t *src, int64_t n);
+void gslrt_bf16_round_n(uint16_t *dst, const float *src, int64_t n);
 /* The header numpy.save writes for an array (version 1.0, or 2.0 if it
  * needs more room), padded so that the data starts at a multiple of 64
- * bytes: its length in bytes, written to buf, or -1 if cap is too small. */
+ * bytes: its length in bytes, written to buf, or -1 if cap is too small.
+ * GSLRT_BF16 is described as '<f4', as written. */
 int gslrt_npy_header(int32_t dtype, int32_t rank, const int64_t *shape, char *buf, size_t cap);
-/* Writes a whole array; to a new temporary beside path first, renamed over
+/* Writes a whole array (data of dtype; GSLRT_BF16 data is written as
+ * float32, widened); to a new temporary beside path first, renamed over
  * path when complete. */
 int gslrt_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
                     const void *data, char *err, int errlen);

@@ -9,9 +9,17 @@
  * Layout (C order): x, out [G, S, M]; the expert side [E, G, C, M];
  * expert, slot [G, S, K] (i32); weight [G, S, K]. A slot outside [0, C)
  * is a dropped choice: skipped. An expert outside [0, E) is a broken
- * route (routing computed elsewhere than stdlib/moe.gsl): a fatal error. */
+ * route (routing computed elsewhere than stdlib/moe.gsl): a fatal error.
+ *
+ * Element types (issue 19): x, y and out are f32 or bf16, weight f32. A
+ * plain dispatch copies rows as they are; a weighted one computes
+ * w * x in f32 and rounds once into a bf16 out; combine sums a token's
+ * choices in f32, in choice order, from f32 or widened bf16 rows, and
+ * rounds the sum once into a bf16 out: the numbers of the f32 code on the
+ * widened values, rounded at the end. */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Choice r (of token s of group g): the offset of its row in the
@@ -31,9 +39,33 @@ static int64_t route(gslrt_ctx *ctx, const int32_t *expert, const int32_t *slot,
   return ((e * G + g) * C + c) * M;
 }
 
-void gslrt_dispatch(gslrt_ctx *ctx, float *out, const float *x, const int32_t *expert, const int32_t *slot,
-                    const float *weight, int64_t E, int64_t G, int64_t C, int64_t M, int64_t S, int64_t K) {
-  memset(out, 0, sizeof *out * (size_t)(E * G * C * M));
+/* Dies naming call unless dtype is one routing handles (f32 or bf16). */
+static void check_dtype(gslrt_ctx *ctx, const char *call, const char *what, int32_t dtype) {
+  if (dtype != GSLRT_F32 && dtype != GSLRT_BF16)
+    gslrt_fatal(ctx, "%s: %s has dtype %d, not f32 or bf16", call, what, (int)dtype);
+}
+
+/* Element m of a row of dtype, in f32. */
+static inline float load(const void *row, int32_t dtype, int64_t m) {
+  return dtype == GSLRT_BF16 ? gslrt_bf16_widen(((const uint16_t *)row)[m]) : ((const float *)row)[m];
+}
+
+/* Stores v (rounded for bf16) as element m of a row of dtype. */
+static inline void store(void *row, int32_t dtype, int64_t m, float v) {
+  if (dtype == GSLRT_BF16)
+    ((uint16_t *)row)[m] = gslrt_bf16_round(v);
+  else
+    ((float *)row)[m] = v;
+}
+
+void gslrt_dispatch(gslrt_ctx *ctx, void *out, const void *x, int32_t dtype, const int32_t *expert,
+                    const int32_t *slot, const float *weight, int64_t E, int64_t G, int64_t C, int64_t M,
+                    int64_t S, int64_t K) {
+  check_dtype(ctx, "gslrt_dispatch", "x", dtype);
+  size_t es = (size_t)gslrt_dtype_size(dtype);
+  char *o = out;
+  const char *in = x;
+  memset(out, 0, es * (size_t)(E * G * C * M));
   for (int64_t g = 0; g < G; g++)
     for (int64_t s = 0; s < S; s++)
       for (int64_t k = 0; k < K; k++) {
@@ -42,31 +74,51 @@ void gslrt_dispatch(gslrt_ctx *ctx, float *out, const float *x, const int32_t *e
           return;
         if (at < 0)
           continue;
+        const char *row = in + es * (size_t)((g * S + s) * M);
         if (!weight) {
-          memcpy(out + at, x + (g * S + s) * M, sizeof *out * (size_t)M);
+          memcpy(o + es * (size_t)at, row, es * (size_t)M);
           continue;
         }
-        const float w = weight[r], *row = x + (g * S + s) * M;
+        const float w = weight[r];
         for (int64_t m = 0; m < M; m++)
-          out[at + m] = w * row[m];
+          store(o + es * (size_t)at, dtype, m, w * load(row, dtype, m));
       }
 }
 
-void gslrt_combine(gslrt_ctx *ctx, float *out, const float *y, const int32_t *expert, const int32_t *slot,
-                   const float *weight, int64_t E, int64_t G, int64_t C, int64_t M, int64_t S, int64_t K) {
+void gslrt_combine(gslrt_ctx *ctx, void *out, int32_t out_dtype, const void *y, int32_t y_dtype,
+                   const int32_t *expert, const int32_t *slot, const float *weight, int64_t E, int64_t G,
+                   int64_t C, int64_t M, int64_t S, int64_t K) {
+  check_dtype(ctx, "gslrt_combine", "out", out_dtype);
+  check_dtype(ctx, "gslrt_combine", "y", y_dtype);
+  size_t eo = (size_t)gslrt_dtype_size(out_dtype), ey = (size_t)gslrt_dtype_size(y_dtype);
+  /* the sums, in f32: out itself, or one row of scratch for a bf16 out */
+  float *acc = out_dtype == GSLRT_F32 ? NULL : malloc(sizeof *acc * (size_t)(M > 0 ? M : 1));
+  if (out_dtype != GSLRT_F32 && !acc)
+    gslrt_fatal(ctx, "gslrt_combine: cannot allocate a row of %lld floats", (long long)M);
   for (int64_t g = 0; g < G; g++)
     for (int64_t s = 0; s < S; s++) {
-      float *o = out + (g * S + s) * M;
+      char *orow = (char *)out + eo * (size_t)((g * S + s) * M);
+      float *o = acc ? acc : (float *)orow;
       memset(o, 0, sizeof *o * (size_t)M);
       for (int64_t k = 0; k < K; k++) {
         int64_t r = (g * S + s) * K + k, at = route(ctx, expert, slot, r, g, E, G, C, M);
-        if (at == -2)
+        if (at == -2) {
+          free(acc);
           return;
+        }
         if (at < 0)
           continue;
-        const float w = weight[r], *row = y + at;
-        for (int64_t m = 0; m < M; m++)
-          o[m] += w * row[m];
+        const float w = weight[r];
+        const char *row = (const char *)y + ey * (size_t)at;
+        if (y_dtype == GSLRT_F32)
+          for (int64_t m = 0; m < M; m++)
+            o[m] += w * ((const float *)row)[m];
+        else
+          for (int64_t m = 0; m < M; m++)
+            o[m] += w * load(row, y_dtype, m);
       }
+      if (acc)
+        gslrt_bf16_round_n((uint16_t *)orow, acc, M);
     }
+  free(acc);
 }

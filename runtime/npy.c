@@ -15,6 +15,12 @@
  * Tiles are read with pread, one call per contiguous run: the trailing
  * dimensions a tile covers fully merge into one run.
  *
+ * bf16 (issue 19) never reaches the disk: numpy has no bf16, so a bf16
+ * array is written as float32, each element widened exactly (the header
+ * says '<f4'), and a float32 file is read into a bf16 tile by rounding each
+ * element to nearest, ties to even (the runs go through a small f32 buffer
+ * on the stack). A value a bf16 tensor held reads back as itself.
+ *
  * Only regular files are read: a directory, a FIFO or a device is refused
  * by name before it is opened (fopen of a directory succeeds and the first
  * read fails with a bare EISDIR).
@@ -390,9 +396,60 @@ fn_exit:
   return rc;
 }
 
+void gslrt_bf16_widen_n(float *dst, const uint16_t *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    dst[i] = gslrt_bf16_widen(src[i]);
+}
+
+void gslrt_bf16_round_n(uint16_t *dst, const float *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    dst[i] = gslrt_bf16_round(src[i]);
+}
+
+#define NPY_STAGE 4096 /* f32 elements converted at a time */
+
+/* Reads n 4-byte elements at byte pos of fd into dst, as elements of
+ * out_dtype (bf16: each rounded from f32); 0 or -1 with err. */
+static int read_run(int fd, const char *path, int64_t pos, int64_t n, char *dst, int32_t out_dtype,
+                    char *err, int errlen) {
+  float stage[NPY_STAGE];
+  int bf16 = out_dtype == GSLRT_BF16;
+  for (int64_t at = 0; at < n;) {
+    int64_t m = bf16 ? (n - at < NPY_STAGE ? n - at : NPY_STAGE) : n;
+    char *into = bf16 ? (char *)stage : dst;
+    size_t want = (size_t)m * 4, got = 0;
+    while (got < want) {
+      ssize_t k = pread(fd, into + got, want - got, (off_t)(pos + 4 * at + (int64_t)got));
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0) {
+        gslrt_seterr(err, errlen, "cannot read %s: %s", path, k < 0 ? strerror(errno) : "unexpected end of file");
+        return -1;
+      }
+      got += (size_t)k;
+    }
+    if (bf16)
+      gslrt_bf16_round_n((uint16_t *)dst + at, stage, m);
+    at += m;
+  }
+  return 0;
+}
+
 int gslrt_npy_read_tile(const char *path, const gslrt_npy *h, const int64_t *offset,
                         const int64_t *count, void *out, char *err, int errlen) {
+  return gslrt_npy_read_tile_as(path, h, offset, count, out, h->dtype, err, errlen);
+}
+
+int gslrt_npy_read_tile_as(const char *path, const gslrt_npy *h, const int64_t *offset,
+                           const int64_t *count, void *out, int32_t out_dtype, char *err, int errlen) {
   int rc = -1, fd = -1;
+  if (out_dtype != h->dtype && !(out_dtype == GSLRT_BF16 && h->dtype == GSLRT_F32)) {
+    gslrt_seterr(err, errlen, "%s: cannot read a %s file into a %s tile", path,
+                 h->dtype == GSLRT_I32 ? "int32" : "float32",
+                 out_dtype == GSLRT_I32 ? "i32" : out_dtype == GSLRT_BF16 ? "bf16" : "f32");
+    return -1;
+  }
+  int esize = gslrt_dtype_size(out_dtype);
   int32_t r = h->rank;
   int64_t idx[NPY_MAX_DIMS] = {0}, stride[NPY_MAX_DIMS], total = 1;
   for (int32_t d = 0; d < r; d++) {
@@ -421,18 +478,9 @@ int gslrt_npy_read_tile(const char *path, const gslrt_npy *h, const int64_t *off
     int64_t e = 0;
     for (int32_t d = 0; d < r; d++)
       e += (offset[d] + (d <= outer ? idx[d] : 0)) * stride[d];
-    size_t want = (size_t)run * 4, got = 0;
-    while (got < want) {
-      ssize_t k = pread(fd, dst + got, want - got, (off_t)(h->data_offset + e * 4 + (int64_t)got));
-      if (k < 0 && errno == EINTR)
-        continue;
-      if (k <= 0) {
-        gslrt_seterr(err, errlen, "cannot read %s: %s", path, k < 0 ? strerror(errno) : "unexpected end of file");
-        goto fn_exit;
-      }
-      got += (size_t)k;
-    }
-    dst += want;
+    if (read_run(fd, path, h->data_offset + e * 4, run, dst, out_dtype, err, errlen) != 0)
+      goto fn_exit;
+    dst += (size_t)run * (size_t)esize;
     for (int32_t d = outer - 1; d >= 0; d--) {
       if (++idx[d] < count[d])
         break;
@@ -503,7 +551,16 @@ int gslrt_npy_write_temp(const char *path, int32_t dtype, int32_t rank, const in
   }
   fd = -1;
   int ok = fwrite(head, 1, (size_t)hlen, f) == (size_t)hlen;
-  ok = ok && (n == 0 || fwrite(data, 4, (size_t)n, f) == (size_t)n);
+  if (dtype == GSLRT_BF16) {
+    float stage[NPY_STAGE];
+    for (int64_t at = 0; ok && at < n; at += NPY_STAGE) {
+      int64_t m = n - at < NPY_STAGE ? n - at : NPY_STAGE;
+      gslrt_bf16_widen_n(stage, (const uint16_t *)data + at, m);
+      ok = fwrite(stage, 4, (size_t)m, f) == (size_t)m;
+    }
+  } else {
+    ok = ok && (n == 0 || fwrite(data, 4, (size_t)n, f) == (size_t)n);
+  }
   if (!ok) {
     gslrt_seterr(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     goto fn_exit;

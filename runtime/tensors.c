@@ -48,6 +48,15 @@
  * outputs are written all or none. The result is shared so every rank
  * exits the same way.
  *
+ * bf16 (issue 19): a bf16 tensor's buffer has 2-byte elements. Its
+ * initializer is drawn in f32 exactly as an f32 tensor's (the same Philox
+ * numbers, so the same on any mesh) into a temporary, then each element is
+ * rounded to nearest, ties to even; ones are 0x3f80. Its --input file is
+ * float32, each element rounded as it is read (a value bf16 can hold reads
+ * exactly); an int32 file is refused as for an f32 input. An --output of
+ * it is gathered as 2-byte elements and written as float32, each element
+ * widened exactly.
+ *
  * Storage: every tensor and intermediate buffer (gsl_setup's arena too)
  * comes from gslrt_alloc, zeroed and 64-byte aligned, kept in ctx->allocs
  * and freed when the run ends. */
@@ -85,7 +94,18 @@ void *gslrt_alloc(gslrt_ctx *ctx, int64_t bytes) {
   return p;
 }
 
-static const char *dtype_name(int32_t dtype) { return dtype == GSLRT_I32 ? "i32" : "f32"; }
+static const char *dtype_name(int32_t dtype) {
+  return dtype == GSLRT_I32 ? "i32" : dtype == GSLRT_BF16 ? "bf16" : "f32";
+}
+
+/* The dtype of the .npy file that binds or receives a tensor of dtype:
+ * bf16 lives on disk as float32. */
+static int32_t file_dtype(int32_t dtype) { return dtype == GSLRT_BF16 ? GSLRT_F32 : dtype; }
+
+/* The MPI type that moves elements of dtype as they are. */
+static MPI_Datatype move_type(int32_t dtype) {
+  return dtype == GSLRT_BF16 ? MPI_UINT16_T : dtype == GSLRT_I32 ? MPI_INT32_T : MPI_FLOAT;
+}
 
 static void shape_str(char *buf, size_t len, const char *lead, int32_t rank, const int64_t *shape) {
   size_t n = (size_t)snprintf(buf, len, "[%s", lead);
@@ -186,7 +206,7 @@ static void check_decl(gslrt_ctx *ctx, const char *call, const char *name, int32
   for (int i = 0; i < ctx->noutputs; i++)
     if (!strcmp(ctx->outputs[i].name, name) && !strcmp(call, "gslrt_declare_output"))
       gslrt_fail_all(ctx, "%s: %s declared twice", call, name);
-  if ((dtype != GSLRT_F32 && dtype != GSLRT_I32) || rank < 0 || rank > GSLRT_MAX_RANK || !slot)
+  if ((dtype != GSLRT_F32 && dtype != GSLRT_I32 && dtype != GSLRT_BF16) || rank < 0 || rank > GSLRT_MAX_RANK || !slot)
     gslrt_fail_all(ctx, "%s: %s has a bad dtype %d, rank %d or slot", call, name, (int)dtype,
                    (int)rank);
 }
@@ -214,7 +234,7 @@ void gslrt_declare_tensor(gslrt_ctx *ctx, const char *name, int32_t kind, int32_
     t->dim_axes[i] = dim_axes ? dim_axes[i] : -1;
   gslrt_tile(ctx, ctx->rank, name, rank, global_shape, dim_axes, t->local_shape, t->local_offset);
   t->local_count = count_of(rank, t->local_shape);
-  *slot = gslrt_alloc(ctx, t->local_count * 4);
+  *slot = gslrt_alloc(ctx, t->local_count * gslrt_dtype_size(dtype));
 }
 
 void gslrt_declare_index_check(gslrt_ctx *ctx, const char *name, int64_t rows, const int64_t *lo,
@@ -338,13 +358,14 @@ static int check_input_file(const gslrt_tensor *t, const char *what, const char 
     exact = exact && h->shape[d] == t->global_shape[d];
     batched = batched && h->shape[d + 1] == t->global_shape[d];
   }
-  if (h->dtype != t->dtype || (!exact && !batched)) {
+  if (h->dtype != file_dtype(t->dtype) || (!exact && !batched)) {
     char found[160], want[160], wantb[160];
     shape_str(found, sizeof found, "", h->rank, h->shape);
     shape_str(want, sizeof want, "", t->rank, t->global_shape);
     shape_str(wantb, sizeof wantb, "B", t->rank, t->global_shape);
     gslrt_seterr(err, errlen, "%s: %s has shape %s (%s), expected %s (%s) or %s", what, file, found,
-                 dtype_name(h->dtype), want, dtype_name(t->dtype), wantb);
+                 dtype_name(h->dtype), want,
+                 t->dtype == GSLRT_BF16 ? "f32, rounded to bf16" : dtype_name(t->dtype), wantb);
     goto fn_exit;
   }
   *batches = exact ? 0 : h->shape[0];
@@ -394,24 +415,31 @@ void gslrt_open_inputs(gslrt_ctx *ctx) {
   }
 }
 
-/* Fills t's tile from its initializer for step. */
+/* Fills t's tile from its initializer for step; a bf16 tile is drawn in
+ * f32 into a temporary and rounded. */
 static void fill_init(gslrt_ctx *ctx, gslrt_tensor *t, int64_t step) {
   void *buf = *t->slot;
   switch (t->init) {
   case GSLRT_INIT_NONE:
   case GSLRT_INIT_ZEROS:
-    memset(buf, 0, (size_t)t->local_count * 4);
+    memset(buf, 0, (size_t)t->local_count * (size_t)gslrt_dtype_size(t->dtype));
     return;
   case GSLRT_INIT_ONES:
     for (int64_t i = 0; i < t->local_count; i++) {
       if (t->dtype == GSLRT_I32)
         ((int32_t *)buf)[i] = 1;
+      else if (t->dtype == GSLRT_BF16)
+        ((uint16_t *)buf)[i] = gslrt_bf16_round(1.0f);
       else
         ((float *)buf)[i] = 1.0f;
     }
     return;
-  default:
-    gslrt_rng_fill(ctx, buf, t->init == GSLRT_INIT_NORMAL ? GSLRT_NORMAL : GSLRT_UNIFORM, t->a, t->b,
+  default: {
+    float *draw = buf;
+    if (t->dtype == GSLRT_BF16 && !(draw = malloc((size_t)t->local_count * 4 + 4)))
+      gslrt_fatal(ctx, "%s: cannot allocate %lld bytes to draw its initializer", t->name,
+                  (long long)t->local_count * 4);
+    gslrt_rng_fill(ctx, draw, t->init == GSLRT_INIT_NORMAL ? GSLRT_NORMAL : GSLRT_UNIFORM, t->a, t->b,
                    t->stream, step, t->rank, t->global_shape, t->local_offset, t->local_shape);
     if (t->dtype == GSLRT_I32)
       for (int64_t i = 0; i < t->local_count; i++) {
@@ -419,6 +447,11 @@ static void fill_init(gslrt_ctx *ctx, gslrt_tensor *t, int64_t step) {
         memcpy(&f, (char *)buf + 4 * i, 4);
         ((int32_t *)buf)[i] = (int32_t)floorf(f);
       }
+    if (t->dtype == GSLRT_BF16) {
+      gslrt_bf16_round_n(buf, draw, t->local_count);
+      free(draw);
+    }
+  }
   }
 }
 
@@ -439,7 +472,7 @@ static void read_input(gslrt_ctx *ctx, gslrt_tensor *t, const char *what, const 
   cnt[0] = 1;
   for (int32_t d = 0; d < t->rank; d++)
     off[d + lead] = t->local_offset[d], cnt[d + lead] = t->local_shape[d];
-  if (gslrt_npy_read_tile(file, h, off, cnt, *t->slot, err, sizeof err) != 0)
+  if (gslrt_npy_read_tile_as(file, h, off, cnt, *t->slot, t->dtype, err, sizeof err) != 0)
     gslrt_fatal(ctx, "%s %s: %s", what, t->name, err);
 }
 
@@ -585,9 +618,10 @@ void gslrt_bind_eval_inputs(gslrt_ctx *ctx, int64_t j) {
   check_indices(ctx, 1, j);
 }
 
-/* Copies a tile (row-major, local_shape at local_offset) into the global array. */
+/* Copies a tile (row-major, local_shape at local_offset, esize-byte
+ * elements) into the global array. */
 static void place_tile(char *global, int32_t rank, const int64_t *gshape, const int64_t *off,
-                       const int64_t *shape, const char *src) {
+                       const int64_t *shape, const char *src, int esize) {
   int64_t idx[GSLRT_MAX_RANK] = {0}, rows = 1;
   int64_t run = rank ? shape[rank - 1] : 1;
   for (int32_t d = 0; d + 1 < rank; d++)
@@ -598,8 +632,8 @@ static void place_tile(char *global, int32_t rank, const int64_t *gshape, const 
     int64_t e = 0;
     for (int32_t d = 0; d < rank; d++)
       e = e * gshape[d] + off[d] + (d + 1 < rank ? idx[d] : 0);
-    memcpy(global + 4 * e, src, (size_t)run * 4);
-    src += 4 * run;
+    memcpy(global + esize * e, src, (size_t)(run * esize));
+    src += esize * run;
     for (int32_t d = rank - 2; d >= 0; d--) {
       if (++idx[d] < shape[d])
         break;
@@ -677,6 +711,7 @@ static int write_output(gslrt_ctx *ctx, gslrt_output *o, char **tmp, char *err, 
     goto fn_exit;
   }
   int64_t total = 0, gcount = count_of(o->rank, o->global_shape);
+  int esize = gslrt_dtype_size(o->dtype);
   if (ctx->rank == 0) {
     counts = malloc((size_t)ctx->nranks * sizeof *counts);
     displs = malloc((size_t)ctx->nranks * sizeof *displs);
@@ -692,19 +727,19 @@ static int write_output(gslrt_ctx *ctx, gslrt_output *o, char **tmp, char *err, 
       counts[r] = (int)n, displs[r] = (int)total;
       total += n;
     }
-    all = malloc((size_t)total * 4 + 4);
-    global = malloc((size_t)gcount * 4 + 4);
+    all = malloc((size_t)(total * esize) + 4);
+    global = malloc((size_t)(gcount * esize) + 4);
     if (!all || !global)
       gslrt_fatal(ctx, "output %s: cannot allocate %lld bytes to gather it", o->name,
-                  (long long)(total + gcount) * 4);
+                  (long long)(total + gcount) * esize);
   }
-  gslrt_mpi_check(ctx, MPI_Gatherv(mine, (int)o->local_count, MPI_FLOAT, all, counts, displs,
-                                   MPI_FLOAT, 0, ctx->comm), "MPI_Gatherv");
+  gslrt_mpi_check(ctx, MPI_Gatherv(mine, (int)o->local_count, move_type(o->dtype), all, counts, displs,
+                                   move_type(o->dtype), 0, ctx->comm), "MPI_Gatherv");
   if (ctx->rank == 0) {
     for (int r = 0; r < ctx->nranks; r++) {
       int64_t shape[GSLRT_MAX_RANK], off[GSLRT_MAX_RANK];
       gslrt_tile(ctx, r, o->name, o->rank, o->global_shape, o->dim_axes, shape, off);
-      place_tile(global, o->rank, o->global_shape, off, shape, all + 4 * (int64_t)displs[r]);
+      place_tile(global, o->rank, o->global_shape, off, shape, all + esize * (int64_t)displs[r], esize);
     }
     rc = gslrt_npy_write_temp(o->file, o->dtype, o->rank, o->global_shape, global, tmp, err, errlen);
   } else {

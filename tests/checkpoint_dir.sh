@@ -174,12 +174,12 @@ bad "a fractional step" 'manifest.json: "step" must be a whole number, not 2.9' 
 bad "a step of 1e30" 'manifest.json: "step" must be a whole number, not 1e+30' 'd["step"] = 1e30'
 bad "a step not the directory's" 'manifest.json: "step" is 3, but the directory is step-00000002' 'd["step"] = 3'
 bad "a negative step" 'manifest.json: "step" is -2, not in [0, 9223372036854775807]' 'd["step"] = -2'
-bad "junk after the document" 'manifest.json:19:1: end of file expected near '"'"'x'"'"'' 'm = m + "x\n"'
+bad "junk after the document" 'manifest.json:20:1: end of file expected near '"'"'x'"'"'' 'm = m + "x\n"'
 bad "a key given twice" "manifest.json:5:19: duplicate object key near '\"step\"'" \
   'm = m.replace("\"step\": 2,", "\"step\": 2, \"step\": 2,")'
 bad "a tensor given twice" 'manifest.json: tensors[0] and tensors[4] both have the name "w"' \
   'd["tensors"].append(d["tensors"][0])'
-bad "dtype f64" 'manifest.json: tensors[0].dtype is "f64", not "f32" or "i32"' 'd["tensors"][0]["dtype"] = "f64"'
+bad "dtype f64" 'manifest.json: tensors[0].dtype is "f64", not "f32", "i32" or "bf16"' 'd["tensors"][0]["dtype"] = "f64"'
 bad "kind bogus" 'manifest.json: tensors[1].kind is "bogus", not "param" or "state"' 'd["tensors"][1]["kind"] = "bogus"'
 bad "a dtype not the program's" 'param w is i32[3] there, f32[3] in this program' 'd["tensors"][0]["dtype"] = "i32"'
 bad "a kind not the program's" 'w is a state there, a param in this program' 'd["tensors"][0]["kind"] = "state"'
@@ -201,7 +201,10 @@ bad "a missing field" 'manifest.json: the document has no "seed"' 'del d["seed"]
 bad "a seed as a number" 'manifest.json: "seed" must be a string, not 0' 'd["seed"] = 0'
 bad "a seed beyond 2^64" 'manifest.json: "seed" is "18446744073709551616", not a decimal integer from 0 to 18446744073709551615' \
   'd["seed"] = str(2**64)'
-bad "another format version" 'manifest.json has format version 1, this runtime reads 2' 'd["version"] = 1'
+bad "another format version" 'manifest.json has format version 1, this runtime reads 2 and 3' 'd["version"] = 1'
+bad "a precision not f32 or bf16" 'manifest.json: "precision" is "f16", not "f32" or "bf16"' 'd["precision"] = "f16"'
+bad "no precision in version 3" 'manifest.json: the document has no "precision"' 'del d["precision"]'
+bad "a precision in version 2" 'manifest.json: format version 2 has no "precision" (it came in 3)' 'd["version"] = 2'
 bad "a run identity not hex" 'manifest.json: "run" is "xyz", not 32 hexadecimal digits' 'd["run"] = "xyz"'
 bad "an optimizer not a string" 'manifest.json: "optimizer" must be a string, not an object' 'd["optimizer"] = {}'
 # a tensor's file that is a FIFO or a link (to a device that never ends) is refused, not read
