@@ -850,8 +850,22 @@ lm() {
   echo "  all below 1e-4 (upd_*: 1e-3): agree"
 }
 
+# ---- gemm: the FMA peak and the matrix-product libraries, one thread -----------
+# bench/gemm_peak.c, compiled against the build's libgslrt.a (for the
+# runtime's own gslrt_sgemm and gslrt_gemm_bf16) and the runtime's libraries
+# (RT_LIBS, which make bench passes as GEMM_LIBS), run as a plain process.
+gemm() {
+  MPICC=${MPICC:-mpicc} LIBGSLRT=${LIBGSLRT:-runtime/libgslrt.a}
+  GEMM_LIBS=${GEMM_LIBS:--ldnnl -lgomp -lopenblas -lz -ljansson -lm}
+  [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
+  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/gemm_peak.c" "$LIBGSLRT" $GEMM_LIBS -ldl \
+    -o "$tmp/gemm_peak" || die "could not compile bench/gemm_peak.c"
+  "$tmp/gemm_peak" || die "the gemm benchmark failed"
+}
+
 case $ONLY in
-  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm ;;
+  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm ;;
+  gemm) gemm ;;
   mlp) mlp ;;
   collectives) collectives ;;
   scaling) scaling ;;
@@ -859,5 +873,5 @@ case $ONLY in
   moe_a2a) moe_a2a ;;
   moe_train) moe_train ;;
   lm) lm ;;
-  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train or lm" ;;
+  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm or gemm" ;;
 esac

@@ -1,32 +1,330 @@
-/* blas.c — gslrt_sgemm: batched single-precision matrix products through
- * CBLAS (OpenBLAS), one cblas_sgemm per batch entry, row-major. Each MPI
- * process uses one BLAS thread (the ranks already fill the cores), set on
- * the first call. Dimensions must fit CBLAS's int. */
+/* blas.c — the runtime's matrix products: gslrt_sgemm (f32) and
+ * gslrt_gemm_bf16 (bf16 inputs, f32 accumulation), batched and row-major,
+ * each sent to the library that is fastest for its type on this CPU.
+ *
+ * oneDNN's matmul primitive reaches the core's vector peak where OpenBLAS
+ * (0.3.21, Haswell kernels under OPENBLAS_CORETYPE=Haswell) does not: a
+ * product goes to it as three 3-D memory descriptors with strides (batch
+ * stride, leading dimension, 1; a transposed operand swaps the last two),
+ * and its primitive is created once per distinct descriptor, the
+ * (type, batch, m, n, k, trans, ld, strides) key, and kept in a small open
+ * hash table for the rest of the run: later calls only set the data handles
+ * and execute on one CPU stream. A shape oneDNN declines, or serves only
+ * with its reference (scalar) kernel, is remembered as declined and goes
+ * to OpenBLAS: f32 directly, bf16 widened to f32 and rounded back when C is
+ * bf16. Nothing here fails for want of a kernel.
+ *
+ * Which library runs an f32 product is decided per shape by what
+ * bench/gemm_peak.c measured on this project's machine; see f32_by_onednn.
+ *
+ * One thread per process (the MPI ranks already fill the cores): OpenBLAS
+ * is set to one thread, and so is OpenMP, the threading runtime of Debian's
+ * oneDNN build, before the first primitive is created. Dimensions must fit
+ * CBLAS's int for the OpenBLAS path. */
 #include "internal.h"
 
 #include <limits.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+#include <omp.h>
+#endif
 
 void openblas_set_num_threads(int num_threads);
 
-void gslrt_sgemm(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
-                 const float *a, int64_t lda, int64_t stride_a,
-                 const float *b, int64_t ldb, int64_t stride_b,
-                 float *c, int64_t ldc, int64_t stride_c) {
+/* What the products have done since the start of the run (internal.h). */
+static gslrt_gemm_counts counts;
+
+void gslrt_gemm_get_counts(gslrt_gemm_counts *out) { *out = counts; }
+
+/* 0: oneDNN is not used (gslrt_gemm_use_onednn). */
+static int onednn_on = 1;
+
+void gslrt_gemm_use_onednn(int on) { onednn_on = on; }
+
+/* ---- OpenBLAS ---------------------------------------------------------------- */
+
+static void blas_sgemm(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                       int64_t k, const float *a, int64_t lda, int64_t stride_a, const float *b,
+                       int64_t ldb, int64_t stride_b, float *c, int64_t ldc, int64_t stride_c) {
   static int threads_set;
   if (!threads_set) {
     openblas_set_num_threads(1);
     threads_set = 1;
   }
-  if (m < 0 || n < 0 || k < 0 || batch < 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX ||
-      lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
     gslrt_fatal(NULL, "gslrt_sgemm: dimensions m=%lld n=%lld k=%lld (lda %lld, ldb %lld, ldc %lld) "
                 "out of CBLAS's range", (long long)m, (long long)n, (long long)k, (long long)lda,
                 (long long)ldb, (long long)ldc);
+  counts.blas_calls++;
   for (int64_t i = 0; i < batch; i++)
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
                 a + i * stride_a, (int)lda, b + i * stride_b, (int)ldb, 0.0f,
                 c + i * stride_c, (int)ldc);
+}
+
+/* ---- oneDNN: the engine, the stream and the primitive cache ------------------- */
+
+/* The operand types of a product: the first field of the key. */
+enum gemm_type { GEMM_F32 = 0, GEMM_BF16_F32 = 1, GEMM_BF16_BF16 = 2 };
+
+#define GEMM_KEY_LEN 13 /* type, batch, trans_a, trans_b, m, n, k, lda, ldb, ldc, 3 batch strides */
+
+/* One distinct product: its primitive, or the fact that oneDNN declined it. */
+typedef struct gemm_entry {
+  int64_t key[GEMM_KEY_LEN];     /* the descriptor (make_key) */
+  int used;                      /* the slot holds an entry */
+  dnnl_primitive_t prim;         /* the matmul; NULL: declined, OpenBLAS runs it */
+  dnnl_memory_t mem[3];          /* A, B, C (src, weights, dst); their handles set per call */
+} gemm_entry;
+
+static struct {
+  int tried;           /* the engine was attempted */
+  dnnl_engine_t eng;   /* the CPU engine, NULL if oneDNN is unusable */
+  dnnl_stream_t strm;  /* its one stream */
+  gemm_entry *slots;   /* open addressing, linear probing; cap is a power of 2 */
+  int64_t cap, n;      /* slots, and entries in them */
+} dnn;
+
+/* The engine and stream, made on first use with OpenMP set to one thread;
+ * 0 if oneDNN cannot run here. */
+static int dnn_ready(void) {
+  if (!dnn.tried) {
+    dnn.tried = 1;
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+    omp_set_num_threads(1);
+#endif
+    if (dnnl_engine_create(&dnn.eng, dnnl_cpu, 0) != dnnl_success)
+      dnn.eng = NULL;
+    else if (dnnl_stream_create(&dnn.strm, dnn.eng, dnnl_stream_default_flags) != dnnl_success) {
+      dnnl_engine_destroy(dnn.eng);
+      dnn.eng = NULL;
+    }
+  }
+  return dnn.eng != NULL;
+}
+
+static uint64_t key_hash(const int64_t *key) {
+  uint64_t h = 1469598103934665603u; /* FNV-1a over the key's bytes */
+  const unsigned char *p = (const unsigned char *)key;
+  for (size_t i = 0; i < sizeof(int64_t) * GEMM_KEY_LEN; i++)
+    h = (h ^ p[i]) * 1099511628211u;
+  return h;
+}
+
+/* The slot of key: its entry, or the empty slot where it belongs. */
+static gemm_entry *cache_slot(gemm_entry *slots, int64_t cap, const int64_t *key) {
+  for (uint64_t i = key_hash(key) & (uint64_t)(cap - 1);; i = (i + 1) & (uint64_t)(cap - 1))
+    if (!slots[i].used || !memcmp(slots[i].key, key, sizeof slots[i].key))
+      return &slots[i];
+}
+
+/* Makes room for one more entry: the table doubles at half full. */
+static void cache_grow(void) {
+  if (2 * (dnn.n + 1) <= dnn.cap)
+    return;
+  int64_t cap = dnn.cap ? 2 * dnn.cap : 64;
+  gemm_entry *slots = calloc((size_t)cap, sizeof *slots);
+  if (!slots)
+    gslrt_fatal(NULL, "gslrt_sgemm: cannot allocate the primitive cache (%lld slots)", (long long)cap);
+  for (int64_t i = 0; i < dnn.cap; i++)
+    if (dnn.slots[i].used)
+      *cache_slot(slots, cap, dnn.slots[i].key) = dnn.slots[i];
+  free(dnn.slots);
+  dnn.slots = slots;
+  dnn.cap = cap;
+}
+
+/* A plain row-major operand of rows x cols per batch entry, leading
+ * dimension ld, batch stride stride, read transposed (as cols x rows) when
+ * trans. An operand shared by every batch entry (stride 0) is described
+ * with a batch of 1, which oneDNN broadcasts. */
+static void operand_desc(dnnl_memory_desc_t *md, dnnl_data_type_t type, int64_t batch,
+                         int32_t trans, int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+  dnnl_dims_t dims, strides;
+  if (batch > 1 && stride == 0)
+    batch = 1;
+  dims[0] = batch;
+  strides[0] = batch > 1 ? stride : rows * ld;
+  if (!trans)
+    dims[1] = rows, dims[2] = cols, strides[1] = ld, strides[2] = 1;
+  else
+    dims[1] = cols, dims[2] = rows, strides[1] = 1, strides[2] = ld;
+  dnnl_memory_desc_init_by_strides(md, 3, dims, type, strides);
+}
+
+/* The primitive of a product, from the cache or made now (NULL: declined,
+ * also remembered). Kept to the end of the run. */
+static gemm_entry *primitive_for(const int64_t *key) {
+  gemm_entry *e = dnn.slots ? cache_slot(dnn.slots, dnn.cap, key) : NULL;
+  if (e && e->used) {
+    counts.hits++;
+    return e;
+  }
+  cache_grow();
+  e = cache_slot(dnn.slots, dnn.cap, key);
+  memset(e, 0, sizeof *e);
+  memcpy(e->key, key, sizeof e->key);
+  e->used = 1;
+  dnn.n++;
+
+  int64_t type = key[0], batch = key[1], m = key[4], n = key[5], k = key[6];
+  int32_t ta = (int32_t)key[2], tb = (int32_t)key[3];
+  dnnl_data_type_t in = type == GEMM_F32 ? dnnl_f32 : dnnl_bf16;
+  dnnl_data_type_t out = type == GEMM_BF16_BF16 ? dnnl_bf16 : dnnl_f32;
+  dnnl_memory_desc_t md[3];
+  dnnl_matmul_desc_t op;
+  dnnl_primitive_desc_t pd = NULL;
+  const char *impl = NULL;
+  operand_desc(&md[0], in, batch, ta, ta ? k : m, ta ? m : k, key[7], key[10]);
+  operand_desc(&md[1], in, batch, tb, tb ? n : k, tb ? k : n, key[8], key[11]);
+  operand_desc(&md[2], out, batch, 0, m, n, key[9], key[12]);
+  /* The reference kernel (impl "ref:...") is scalar code, slower than
+   * OpenBLAS by far: declined like a shape oneDNN cannot do. */
+  if (dnnl_matmul_desc_init(&op, &md[0], &md[1], NULL, &md[2]) == dnnl_success &&
+      dnnl_primitive_desc_create(&pd, &op, NULL, dnn.eng, NULL) == dnnl_success &&
+      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+      strncmp(impl, "ref", 3) != 0 && dnnl_primitive_create(&e->prim, pd) == dnnl_success) {
+    for (int i = 0; i < 3 && e->prim; i++)
+      if (dnnl_memory_create(&e->mem[i], &md[i], dnn.eng, DNNL_MEMORY_NONE) != dnnl_success) {
+        while (i-- > 0)
+          dnnl_memory_destroy(e->mem[i]);
+        dnnl_primitive_destroy(e->prim);
+        e->prim = NULL;
+      }
+  } else
+    e->prim = NULL;
+  if (pd)
+    dnnl_primitive_desc_destroy(pd);
+  if (e->prim)
+    counts.created++;
+  else
+    counts.declined++;
+  return e;
+}
+
+/* Runs the product of key on a, b, c through oneDNN; 0 if it declined. */
+static int onednn_gemm(const int64_t *key, const void *a, const void *b, void *c) {
+  if (!onednn_on || !dnn_ready())
+    return 0;
+  gemm_entry *e = primitive_for(key);
+  if (!e->prim)
+    return 0;
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->mem[0]}, {DNNL_ARG_WEIGHTS, e->mem[1]},
+                             {DNNL_ARG_DST, e->mem[2]}};
+  if (dnnl_memory_set_data_handle(e->mem[0], (void *)a) != dnnl_success ||
+      dnnl_memory_set_data_handle(e->mem[1], (void *)b) != dnnl_success ||
+      dnnl_memory_set_data_handle(e->mem[2], c) != dnnl_success ||
+      dnnl_primitive_execute(e->prim, dnn.strm, 3, args) != dnnl_success ||
+      dnnl_stream_wait(dnn.strm) != dnnl_success)
+    gslrt_fatal(NULL, "gslrt_sgemm: oneDNN's matmul failed to run (batch %lld, m=%lld n=%lld k=%lld)",
+                (long long)key[1], (long long)key[4], (long long)key[5], (long long)key[6]);
+  counts.onednn_calls++;
+  return 1;
+}
+
+static void make_key(int64_t *key, int64_t type, int64_t batch, int32_t trans_a, int32_t trans_b,
+                     int64_t m, int64_t n, int64_t k, int64_t lda, int64_t stride_a, int64_t ldb,
+                     int64_t stride_b, int64_t ldc, int64_t stride_c) {
+  int64_t v[GEMM_KEY_LEN] = {type, batch, trans_a != 0, trans_b != 0, m, n, k, lda, ldb, ldc,
+                                 batch > 1 ? stride_a : 0, batch > 1 ? stride_b : 0,
+                                 batch > 1 ? stride_c : 0};
+  memcpy(key, v, sizeof v);
+}
+
+/* ---- f32 ----------------------------------------------------------------------- */
+
+/* Whether oneDNN (rather than OpenBLAS) runs an f32 product of this shape.
+ * See the measurements in bench/README.md (ONLY=gemm). */
+static int f32_by_onednn(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                         int64_t k) {
+  return 1;
+}
+
+void gslrt_sgemm(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                 const float *a, int64_t lda, int64_t stride_a,
+                 const float *b, int64_t ldb, int64_t stride_b,
+                 float *c, int64_t ldc, int64_t stride_c) {
+  if (m < 0 || n < 0 || k < 0 || batch < 0)
+    gslrt_fatal(NULL, "gslrt_sgemm: negative dimension (batch %lld, m=%lld n=%lld k=%lld)",
+                (long long)batch, (long long)m, (long long)n, (long long)k);
+  if (batch == 0 || m == 0 || n == 0)
+    return;
+  if (k > 0 && f32_by_onednn(batch, trans_a, trans_b, m, n, k)) {
+    int64_t key[GEMM_KEY_LEN];
+    make_key(key, GEMM_F32, batch, trans_a, trans_b, m, n, k, lda, stride_a, ldb, stride_b, ldc,
+             stride_c);
+    if (onednn_gemm(key, a, b, c))
+      return;
+  }
+  blas_sgemm(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
+}
+
+/* ---- bf16 ---------------------------------------------------------------------- */
+
+/* A bf16 operand (rows x cols per batch entry as stored) widened into a
+ * dense f32 copy, batch entries rows * cols apart. */
+static float *widen(const uint16_t *x, int64_t batch, int64_t rows, int64_t cols, int64_t ld,
+                    int64_t stride) {
+  float *w = malloc((size_t)(batch * rows * cols) * sizeof *w + 1);
+  if (!w)
+    gslrt_fatal(NULL, "gslrt_gemm_bf16: cannot allocate %lld floats to widen an operand",
+                (long long)(batch * rows * cols));
+  for (int64_t e = 0; e < batch; e++)
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < cols; j++)
+        w[(e * rows + i) * cols + j] = gslrt_bf16_widen(x[e * stride + i * ld + j]);
+  return w;
+}
+
+void gslrt_gemm_bf16(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                     const uint16_t *a, int64_t lda, int64_t stride_a,
+                     const uint16_t *b, int64_t ldb, int64_t stride_b,
+                     void *c, int32_t c_dtype, int64_t ldc, int64_t stride_c) {
+  if (m < 0 || n < 0 || k < 0 || batch < 0)
+    gslrt_fatal(NULL, "gslrt_gemm_bf16: negative dimension (batch %lld, m=%lld n=%lld k=%lld)",
+                (long long)batch, (long long)m, (long long)n, (long long)k);
+  if (c_dtype != GSLRT_F32 && c_dtype != GSLRT_BF16)
+    gslrt_fatal(NULL, "gslrt_gemm_bf16: C's dtype %d is neither f32 nor bf16", (int)c_dtype);
+  if (batch == 0 || m == 0 || n == 0)
+    return;
+  if (k == 0) { /* an empty sum: zeros, in either dtype */
+    for (int64_t e = 0; e < batch; e++)
+      for (int64_t i = 0; i < m; i++)
+        memset((char *)c + (e * stride_c + i * ldc) * gslrt_dtype_size(c_dtype), 0,
+               (size_t)(n * gslrt_dtype_size(c_dtype)));
+    return;
+  }
+  {
+    int64_t key[GEMM_KEY_LEN];
+    make_key(key, c_dtype == GSLRT_BF16 ? GEMM_BF16_BF16 : GEMM_BF16_F32, batch, trans_a, trans_b,
+             m, n, k, lda, stride_a, ldb, stride_b, ldc, stride_c);
+    if (onednn_gemm(key, a, b, c))
+      return;
+  }
+  /* The fallback: widened (exactly) to f32, multiplied by OpenBLAS, each
+   * sum rounded once to bf16 if C is bf16. */
+  int64_t ra = trans_a ? k : m, ca = trans_a ? m : k, rb = trans_b ? n : k, cb = trans_b ? k : n;
+  float *wa = widen(a, batch, ra, ca, lda, stride_a), *wb = widen(b, batch, rb, cb, ldb, stride_b);
+  if (c_dtype == GSLRT_F32)
+    blas_sgemm(batch, trans_a, trans_b, m, n, k, wa, ca, ra * ca, wb, cb, rb * cb, c, ldc, stride_c);
+  else {
+    float *wc = malloc((size_t)(batch * m * n) * sizeof *wc + 1);
+    if (!wc)
+      gslrt_fatal(NULL, "gslrt_gemm_bf16: cannot allocate %lld floats for the f32 product",
+                  (long long)(batch * m * n));
+    blas_sgemm(batch, trans_a, trans_b, m, n, k, wa, ca, ra * ca, wb, cb, rb * cb, wc, n, m * n);
+    uint16_t *hc = c;
+    for (int64_t e = 0; e < batch; e++)
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+          hc[e * stride_c + i * ldc + j] = gslrt_bf16_round(wc[(e * m + i) * n + j]);
+    free(wc);
+  }
+  free(wa);
+  free(wb);
 }

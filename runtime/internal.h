@@ -311,6 +311,24 @@ void gslrt_pack_blocks(void *dst, const void *src, int64_t outer, int64_t g, int
 void gslrt_unpack_blocks(void *dst, const void *src, int64_t outer, int64_t g, int64_t d,
                          int64_t inner, int esize);
 
+/* ---- blas.c -------------------------------------------------------------- */
+
+/* What gslrt_sgemm and gslrt_gemm_bf16 have done since the run started,
+ * for the tests and the benchmark: oneDNN primitives made and shapes it
+ * declined (each once per distinct descriptor), cache lookups that found
+ * one, and calls that ran on each library. */
+typedef struct gslrt_gemm_counts {
+  int64_t created;      /* oneDNN matmul primitives made */
+  int64_t declined;     /* descriptors oneDNN could not serve (or only with its reference kernel) */
+  int64_t hits;         /* products whose descriptor was in the cache already */
+  int64_t onednn_calls; /* products run by oneDNN */
+  int64_t blas_calls;   /* products run by OpenBLAS (batched: one call) */
+} gslrt_gemm_counts;
+void gslrt_gemm_get_counts(gslrt_gemm_counts *out);
+/* on 0: every product from now on goes to OpenBLAS (bf16 widened), as if
+ * oneDNN had declined it; 1 (the default): the usual choice. For tests. */
+void gslrt_gemm_use_onednn(int on);
+
 /* ---- rng.c --------------------------------------------------------------- */
 
 /* The draw for global element index i of (seed, stream, step): uniform in

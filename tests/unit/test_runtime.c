@@ -1,7 +1,8 @@
 /* test_runtime.c — the runtime's pieces that need no MPI: Philox against
  * Random123's known answers, the draws of gslrt_rng_fill (recipe, tile
  * invariance, moments), .npy reading and writing (exact header bytes, tiles,
- * malformed files), gslrt_sgemm against a triple loop, mesh tiles, block
+ * malformed files), gslrt_sgemm and gslrt_gemm_bf16 against a triple loop
+ * (through oneDNN and through OpenBLAS, and the primitive cache), mesh tiles, block
  * indices, packing for the collectives and groups of one device, and the
  * option parser with each of its usage errors. Expected values are computed
  * independently of the code under test (published vectors, hand-written
@@ -355,31 +356,133 @@ static void test_npy_malformed(void) {
   CU_ASSERT_EQUAL(h.data_offset, (int64_t)(12 + len));
 }
 
-/* ---- sgemm ---------------------------------------------------------------- */
+/* ---- sgemm and gemm_bf16 ------------------------------------------------- */
 
-static void test_sgemm(void) {
-  enum { B = 3, M = 4, N = 5, K = 6, LD = 9, STRIDE = 64 };
-  float a[B * STRIDE], b[B * STRIDE], c[B * STRIDE], want;
-  for (int i = 0; i < B * STRIDE; i++)
-    a[i] = (float)((i * 37) % 11) - 5, b[i] = (float)((i * 53) % 13) - 6;
-  for (int ta = 0; ta < 2; ta++)
-    for (int tb = 0; tb < 2; tb++) {
-      for (int i = 0; i < B * STRIDE; i++)
-        c[i] = -999;
-      gslrt_sgemm(B, ta, tb, M, N, K, a, LD, STRIDE, b, LD, STRIDE, c, LD, STRIDE);
-      int ok = 1;
-      for (int e = 0; e < B; e++)
-        for (int i = 0; i < M; i++)
-          for (int j = 0; j < N; j++) {
-            want = 0;
-            for (int k = 0; k < K; k++)
-              want += (ta ? a[e * STRIDE + k * LD + i] : a[e * STRIDE + i * LD + k]) *
-                      (tb ? b[e * STRIDE + j * LD + k] : b[e * STRIDE + k * LD + j]);
-            ok &= c[e * STRIDE + i * LD + j] == want;
-          }
-      CU_ASSERT(ok);
-      CU_ASSERT_EQUAL(c[N], -999); /* the padding between rows is untouched */
+/* Operand values: multiples of 1/8 in [-1/2, 1/2], exact in bf16. Every
+ * product is a multiple of 1/64 of magnitude at most 1/4, so every partial
+ * sum (k <= 129 terms: |sum| <= 33) is a multiple of 1/64 below 2^6 and
+ * exact in f32: any summation order gives the same f32 sum, and the
+ * comparisons below are exact, for bf16 C too (one rounding of that sum). */
+static float gemm_value(int64_t i, int salt) {
+  return (float)((i * (salt ? 53 : 37) + salt) % 9 - 4) / 8.0f;
+}
+
+/* One product through gslrt_sgemm (bf16 0) or gslrt_gemm_bf16 (bf16 1, C
+ * of dtype c_dtype) with leading dimensions padded by pad and batch
+ * entries gap elements further apart than needed (stride_a 0 when
+ * shared_a: every batch entry multiplies the same A), against a triple loop
+ * over the same values; 1 if every element of C matches and the padding
+ * of C is untouched. */
+static int check_gemm(int bf16, int32_t c_dtype, int64_t batch, int ta, int tb, int64_t m, int64_t n,
+                      int64_t k, int64_t pad, int64_t gap, int shared_a) {
+  int64_t ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+  int64_t lda = ca + pad, ldb = cb + pad, ldc = n + pad;
+  int64_t sa = shared_a ? 0 : ra * lda + gap, sb = rb * ldb + gap, sc = m * ldc + gap;
+  int64_t na = (shared_a ? 1 : batch) * (ra * lda + gap), nb = batch * sb, nc = batch * sc;
+  float *a = malloc((size_t)na * 4), *b = malloc((size_t)nb * 4), *c = malloc((size_t)nc * 4);
+  uint16_t *ha = malloc((size_t)na * 2), *hb = malloc((size_t)nb * 2), *hc = malloc((size_t)nc * 2);
+  CU_ASSERT_FATAL(a && b && c && ha && hb && hc);
+  for (int64_t i = 0; i < na; i++)
+    a[i] = gemm_value(i, 0), ha[i] = gslrt_bf16_round(a[i]);
+  for (int64_t i = 0; i < nb; i++)
+    b[i] = gemm_value(i, 5), hb[i] = gslrt_bf16_round(b[i]);
+  for (int64_t i = 0; i < nc; i++)
+    c[i] = -999, hc[i] = 0xdead;
+  if (!bf16)
+    gslrt_sgemm(batch, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc);
+  else
+    gslrt_gemm_bf16(batch, ta, tb, m, n, k, ha, lda, sa, hb, ldb, sb,
+                    c_dtype == GSLRT_BF16 ? (void *)hc : (void *)c, c_dtype, ldc, sc);
+  int ok = 1;
+  for (int64_t e = 0; e < batch; e++)
+    for (int64_t i = 0; i < m; i++) {
+      for (int64_t j = 0; j < n; j++) {
+        float want = 0;
+        for (int64_t p = 0; p < k; p++)
+          want += a[e * sa + (ta ? p * lda + i : i * lda + p)] * b[e * sb + (tb ? j * ldb + p : p * ldb + j)];
+        int64_t at = e * sc + i * ldc + j;
+        ok &= c_dtype == GSLRT_BF16 ? hc[at] == gslrt_bf16_round(want) : c[at] == want;
+      }
+      for (int64_t j = n; j < ldc; j++) /* the padding of each row */
+        ok &= c_dtype == GSLRT_BF16 ? hc[e * sc + i * ldc + j] == 0xdead : c[e * sc + i * ldc + j] == -999;
     }
+  free(a), free(b), free(c), free(ha), free(hb), free(hc);
+  return ok;
+}
+
+/* Every kind of product, through whatever the runtime picks (oneDNN or
+ * OpenBLAS) and through OpenBLAS alone (bf16: widened, then rounded). */
+static void check_gemm_shapes(int bf16, int32_t c_dtype) {
+  static const int64_t sizes[][3] = {{1, 1, 1}, {3, 5, 7}, {37, 129, 65}, {64, 48, 32}};
+  for (int via = 1; via >= 0; via--) {
+    gslrt_gemm_use_onednn(via);
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+          int64_t m = sizes[z][0], n = sizes[z][1], k = sizes[z][2];
+          CU_ASSERT(check_gemm(bf16, c_dtype, 1, ta, tb, m, n, k, 0, 0, 0));
+          CU_ASSERT(check_gemm(bf16, c_dtype, 1, ta, tb, m, n, k, 3, 0, 0));
+          CU_ASSERT(check_gemm(bf16, c_dtype, 3, ta, tb, m, n, k, 0, 0, 0));
+          CU_ASSERT(check_gemm(bf16, c_dtype, 3, ta, tb, m, n, k, 5, 11, 0));
+          CU_ASSERT(check_gemm(bf16, c_dtype, 2, ta, tb, m, n, k, 2, 0, 1));
+        }
+    CU_ASSERT(check_gemm(bf16, c_dtype, 2, 0, 0, 4, 6, 0, 1, 0, 0)); /* k = 0: zeros */
+  }
+  gslrt_gemm_use_onednn(1);
+}
+
+static void test_sgemm(void) { check_gemm_shapes(0, GSLRT_F32); }
+static void test_gemm_bf16_f32(void) { check_gemm_shapes(1, GSLRT_F32); }
+static void test_gemm_bf16_bf16(void) { check_gemm_shapes(1, GSLRT_BF16); }
+
+/* A bf16 sum that bf16 cannot hold is rounded once, to nearest even:
+ * 256 + 1 (a tie) to 256, 256 + 3 to 260 (ties to the even 260), 256 - 1 is
+ * exact. */
+static void test_gemm_bf16_rounding(void) {
+  uint16_t a[3] = {gslrt_bf16_round(256), gslrt_bf16_round(1), gslrt_bf16_round(3)};
+  uint16_t b[3] = {gslrt_bf16_round(1), gslrt_bf16_round(1), gslrt_bf16_round(1)}, c = 0;
+  float want[3] = {256, 260, 256};
+  for (int via = 1; via >= 0; via--) {
+    gslrt_gemm_use_onednn(via);
+    /* [1, 2] x [2, 1]: 256 * 1 + x * 1 for x = 1, 3 */
+    uint16_t a1[2] = {a[0], a[1]}, a3[2] = {a[0], a[2]};
+    gslrt_gemm_bf16(1, 0, 0, 1, 1, 2, a1, 2, 0, b, 1, 0, &c, GSLRT_BF16, 1, 0);
+    CU_ASSERT_EQUAL(gslrt_bf16_widen(c), want[0]);
+    gslrt_gemm_bf16(1, 0, 0, 1, 1, 2, a3, 2, 0, b, 1, 0, &c, GSLRT_BF16, 1, 0);
+    CU_ASSERT_EQUAL(gslrt_bf16_widen(c), want[1]);
+  }
+  gslrt_gemm_use_onednn(1);
+}
+
+/* A product is set up once per distinct descriptor: the same call again
+ * finds its primitive (or the fact that oneDNN declined it) in the cache. */
+static void test_gemm_cache(void) {
+  enum { M = 19, N = 23, K = 29 };
+  uint16_t a[M * K], b[K * N];
+  float c[M * N];
+  for (int i = 0; i < M * K; i++)
+    a[i] = gslrt_bf16_round(gemm_value(i, 1));
+  for (int i = 0; i < K * N; i++)
+    b[i] = gslrt_bf16_round(gemm_value(i, 2));
+  gslrt_gemm_counts c0, c1, c2, c3;
+  gslrt_gemm_get_counts(&c0);
+  gslrt_gemm_bf16(1, 0, 1, M, N, K, a, K, 0, b, K, 0, c, GSLRT_F32, N, 0);
+  gslrt_gemm_get_counts(&c1);
+  CU_ASSERT_EQUAL((c1.created + c1.declined) - (c0.created + c0.declined), 1);
+  CU_ASSERT_EQUAL(c1.hits, c0.hits);
+  for (int r = 0; r < 5; r++)
+    gslrt_gemm_bf16(1, 0, 1, M, N, K, a, K, 0, b, K, 0, c, GSLRT_F32, N, 0);
+  gslrt_gemm_get_counts(&c2);
+  CU_ASSERT_EQUAL(c2.created, c1.created);
+  CU_ASSERT_EQUAL(c2.declined, c1.declined);
+  CU_ASSERT_EQUAL(c2.hits - c1.hits, 5);
+  CU_ASSERT_EQUAL((c2.onednn_calls + c2.blas_calls) - (c1.onednn_calls + c1.blas_calls), 5);
+  /* another ld is another descriptor; the batch strides of a batch of one are not */
+  gslrt_gemm_bf16(1, 0, 1, M, N - 1, K, a, K, 0, b, K, 0, c, GSLRT_F32, N, 7);
+  gslrt_gemm_bf16(1, 0, 1, M, N - 1, K, a, K, 5, b, K, 9, c, GSLRT_F32, N, 0);
+  gslrt_gemm_get_counts(&c3);
+  CU_ASSERT_EQUAL((c3.created + c3.declined) - (c2.created + c2.declined), 1);
+  CU_ASSERT_EQUAL(c3.hits - c2.hits, 1);
 }
 
 /* ---- mesh tiles ------------------------------------------------------------ */
@@ -679,6 +782,10 @@ void add_runtime_tests(void) {
   tests_add(s, "npy tiles", test_npy_tile);
   tests_add(s, "npy malformed", test_npy_malformed);
   tests_add(s, "sgemm", test_sgemm);
+  tests_add(s, "gemm bf16, f32 out", test_gemm_bf16_f32);
+  tests_add(s, "gemm bf16, bf16 out", test_gemm_bf16_bf16);
+  tests_add(s, "gemm bf16 rounding", test_gemm_bf16_rounding);
+  tests_add(s, "gemm primitive cache", test_gemm_cache);
   tests_add(s, "mesh tiles", test_tiles);
   tests_add(s, "block indices", test_block_index);
   tests_add(s, "pack blocks", test_pack_blocks);

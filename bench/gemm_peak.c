@@ -1,0 +1,422 @@
+/* gemm_peak.c — how close the matrix-product libraries come to this CPU's
+ * peak, one thread (bench/run.sh ONLY=gemm; see bench/README.md).
+ *
+ * First the peak, measured here: an unrolled loop of independent FMAs on
+ * the widest vectors the CPU has (zmm with AVX-512F, and ymm beside it;
+ * ymm alone without), f32, and with AVX512-BF16 the bf16 dot product
+ * vdpbf16ps (two multiply-adds per f32 lane). Then every library kernel on
+ * the shapes GSL's examples and benches multiply: OpenBLAS sgemm, oneDNN's
+ * f32 matmul, oneDNN's bf16 matmul (f32 out), OpenBLAS's sbgemm where the
+ * library exports it, and the runtime's own gslrt_sgemm and
+ * gslrt_gemm_bf16 (which pick among them). Each kernel is set up once
+ * (a oneDNN primitive created once), run WARMUP times, then timed over
+ * REPS repetitions of enough calls to fill about 50 ms; the best
+ * repetition counts. The table gives GFLOP/s (2 m n k per product) and the
+ * fraction of the measured peak of its type (f32: the FMA peak on the
+ * widest vectors; bf16: the vdpbf16ps peak). The inputs are bf16 values
+ * (exact in f32), so every kernel computes the same sums; each result is
+ * checked against OpenBLAS's sgemm.
+ *
+ * Settings (environment): GEMM_REPS (default 5), GEMM_WARMUP (default 2),
+ * GEMM_SHAPES ("b,m,n,k,ta,tb b,m,n,k,ta,tb ...", default the list below).
+ * Build: bench/run.sh compiles it against libgslrt.a and the runtime's
+ * libraries; run it with OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1. */
+#define _POSIX_C_SOURCE 200809L
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <oneapi/dnnl/dnnl.h>
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+#include <omp.h>
+#endif
+
+void openblas_set_num_threads(int num_threads);
+
+static int reps, warmup;
+static int failed;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int env_int(const char *name, int fallback) {
+  const char *v = getenv(name);
+  return v && atoi(v) > 0 ? atoi(v) : fallback;
+}
+
+/* ---- the peak: independent FMA chains ---------------------------------------- */
+
+#define PEAK_ITERS 20000000L /* loop trips; 16 vector FMAs each */
+
+/* Best of reps of a loop of 16 independent zmm FMA chains: GFLOP/s. */
+__attribute__((target("avx512f"))) static double peak_f32_zmm(void) {
+  double best = 0;
+  for (int r = 0; r < reps; r++) {
+    __m512 acc[16], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 16; i++)
+      acc[i] = _mm512_set1_ps((float)i);
+    double t = now();
+    for (long it = 0; it < PEAK_ITERS; it++) {
+      acc[0] = _mm512_fmadd_ps(acc[0], x, y), acc[1] = _mm512_fmadd_ps(acc[1], x, y);
+      acc[2] = _mm512_fmadd_ps(acc[2], x, y), acc[3] = _mm512_fmadd_ps(acc[3], x, y);
+      acc[4] = _mm512_fmadd_ps(acc[4], x, y), acc[5] = _mm512_fmadd_ps(acc[5], x, y);
+      acc[6] = _mm512_fmadd_ps(acc[6], x, y), acc[7] = _mm512_fmadd_ps(acc[7], x, y);
+      acc[8] = _mm512_fmadd_ps(acc[8], x, y), acc[9] = _mm512_fmadd_ps(acc[9], x, y);
+      acc[10] = _mm512_fmadd_ps(acc[10], x, y), acc[11] = _mm512_fmadd_ps(acc[11], x, y);
+      acc[12] = _mm512_fmadd_ps(acc[12], x, y), acc[13] = _mm512_fmadd_ps(acc[13], x, y);
+      acc[14] = _mm512_fmadd_ps(acc[14], x, y), acc[15] = _mm512_fmadd_ps(acc[15], x, y);
+    }
+    t = now() - t;
+    __m512 s = acc[0];
+    for (int i = 1; i < 16; i++)
+      s = _mm512_add_ps(s, acc[i]);
+    volatile float sink = _mm512_reduce_add_ps(s);
+    (void)sink;
+    double g = 2.0 * 16 * 16 * PEAK_ITERS / t / 1e9;
+    best = g > best ? g : best;
+  }
+  return best;
+}
+
+/* The same with 12 ymm chains (AVX2 has 16 ymm registers). */
+__attribute__((target("avx2,fma"))) static double peak_f32_ymm(void) {
+  double best = 0;
+  for (int r = 0; r < reps; r++) {
+    __m256 acc[12], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++)
+      acc[i] = _mm256_set1_ps((float)i);
+    double t = now();
+    for (long it = 0; it < PEAK_ITERS; it++) {
+      acc[0] = _mm256_fmadd_ps(acc[0], x, y), acc[1] = _mm256_fmadd_ps(acc[1], x, y);
+      acc[2] = _mm256_fmadd_ps(acc[2], x, y), acc[3] = _mm256_fmadd_ps(acc[3], x, y);
+      acc[4] = _mm256_fmadd_ps(acc[4], x, y), acc[5] = _mm256_fmadd_ps(acc[5], x, y);
+      acc[6] = _mm256_fmadd_ps(acc[6], x, y), acc[7] = _mm256_fmadd_ps(acc[7], x, y);
+      acc[8] = _mm256_fmadd_ps(acc[8], x, y), acc[9] = _mm256_fmadd_ps(acc[9], x, y);
+      acc[10] = _mm256_fmadd_ps(acc[10], x, y), acc[11] = _mm256_fmadd_ps(acc[11], x, y);
+    }
+    t = now() - t;
+    __m256 s = acc[0];
+    for (int i = 1; i < 12; i++)
+      s = _mm256_add_ps(s, acc[i]);
+    float v[8];
+    _mm256_storeu_ps(v, s);
+    volatile float sink = v[0];
+    (void)sink;
+    double g = 2.0 * 8 * 12 * PEAK_ITERS / t / 1e9;
+    best = g > best ? g : best;
+  }
+  return best;
+}
+
+/* 16 independent vdpbf16ps chains: 16 lanes x 2 multiply-adds each. */
+__attribute__((target("avx512f,avx512bf16"))) static double peak_bf16_zmm(void) {
+  double best = 0;
+  for (int r = 0; r < reps; r++) {
+    __m512 acc[16];
+    __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3380);
+    for (int i = 0; i < 16; i++)
+      acc[i] = _mm512_set1_ps((float)i);
+    double t = now();
+    for (long it = 0; it < PEAK_ITERS; it++) {
+      acc[0] = _mm512_dpbf16_ps(acc[0], x, y), acc[1] = _mm512_dpbf16_ps(acc[1], x, y);
+      acc[2] = _mm512_dpbf16_ps(acc[2], x, y), acc[3] = _mm512_dpbf16_ps(acc[3], x, y);
+      acc[4] = _mm512_dpbf16_ps(acc[4], x, y), acc[5] = _mm512_dpbf16_ps(acc[5], x, y);
+      acc[6] = _mm512_dpbf16_ps(acc[6], x, y), acc[7] = _mm512_dpbf16_ps(acc[7], x, y);
+      acc[8] = _mm512_dpbf16_ps(acc[8], x, y), acc[9] = _mm512_dpbf16_ps(acc[9], x, y);
+      acc[10] = _mm512_dpbf16_ps(acc[10], x, y), acc[11] = _mm512_dpbf16_ps(acc[11], x, y);
+      acc[12] = _mm512_dpbf16_ps(acc[12], x, y), acc[13] = _mm512_dpbf16_ps(acc[13], x, y);
+      acc[14] = _mm512_dpbf16_ps(acc[14], x, y), acc[15] = _mm512_dpbf16_ps(acc[15], x, y);
+    }
+    t = now() - t;
+    __m512 s = acc[0];
+    for (int i = 1; i < 16; i++)
+      s = _mm512_add_ps(s, acc[i]);
+    volatile float sink = _mm512_reduce_add_ps(s);
+    (void)sink;
+    double g = 4.0 * 16 * 16 * PEAK_ITERS / t / 1e9;
+    best = g > best ? g : best;
+  }
+  return best;
+}
+
+/* ---- the kernels ------------------------------------------------------------------ */
+
+/* One product: batch x op(A)[m, k] op(B)[k, n], dense operands (ld = the
+ * stored row, batch strides = the stored matrix). */
+typedef struct shape {
+  int64_t batch, m, n, k;
+  int ta, tb;
+} shape;
+
+/* The operands: f32 and bf16 copies of the same (bf16-exact) values, and a
+ * result buffer per output type. */
+typedef struct operands {
+  shape s;
+  int64_t lda, ldb, sa, sb;
+  float *a, *b, *c, *ref;
+  uint16_t *ha, *hb;
+} operands;
+
+enum kernel { K_SGEMM, K_DNNL_F32, K_DNNL_BF16, K_SBGEMM, K_GSLRT_F32, K_GSLRT_BF16, NKERNELS };
+static const char *kernel_name[NKERNELS] = {"openblas sgemm", "onednn f32", "onednn bf16", "openblas sbgemm",
+                                            "gslrt_sgemm", "gslrt_gemm_bf16"};
+static const int kernel_bf16[NKERNELS] = {0, 0, 1, 1, 0, 1};
+
+/* cblas_sbgemm, if the OpenBLAS loaded exports it (Debian's 0.3.21 does not). */
+typedef void (*sbgemm_fn)(int, int, int, int, int, int, float, const uint16_t *, int,
+                          const uint16_t *, int, float, float *, int);
+static sbgemm_fn sbgemm;
+
+static dnnl_engine_t eng;
+static dnnl_stream_t strm;
+
+/* A oneDNN matmul set up for o: primitive and memories, made once. */
+typedef struct dnn_gemm {
+  dnnl_primitive_t prim;
+  dnnl_memory_t mem[3];
+  char impl[64];
+} dnn_gemm;
+
+static void md3(dnnl_memory_desc_t *md, dnnl_data_type_t t, int64_t batch, int trans, int64_t rows,
+                int64_t cols) {
+  dnnl_dims_t dims = {batch, trans ? cols : rows, trans ? rows : cols};
+  dnnl_dims_t strides = {rows * cols, trans ? 1 : cols, trans ? cols : 1};
+  dnnl_memory_desc_init_by_strides(md, 3, dims, t, strides);
+}
+
+static int dnn_setup(dnn_gemm *g, const operands *o, int bf16) {
+  const shape *s = &o->s;
+  dnnl_data_type_t t = bf16 ? dnnl_bf16 : dnnl_f32;
+  dnnl_memory_desc_t md[3];
+  dnnl_matmul_desc_t op;
+  dnnl_primitive_desc_t pd;
+  const char *impl = "?";
+  md3(&md[0], t, s->batch, s->ta, s->ta ? s->k : s->m, s->ta ? s->m : s->k);
+  md3(&md[1], t, s->batch, s->tb, s->tb ? s->n : s->k, s->tb ? s->k : s->n);
+  md3(&md[2], dnnl_f32, s->batch, 0, s->m, s->n);
+  if (dnnl_matmul_desc_init(&op, &md[0], &md[1], NULL, &md[2]) != dnnl_success ||
+      dnnl_primitive_desc_create(&pd, &op, NULL, eng, NULL) != dnnl_success)
+    return 0;
+  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+  snprintf(g->impl, sizeof g->impl, "%s", impl);
+  int ok = dnnl_primitive_create(&g->prim, pd) == dnnl_success;
+  dnnl_primitive_desc_destroy(pd);
+  void *h[3] = {bf16 ? (void *)o->ha : o->a, bf16 ? (void *)o->hb : o->b, o->c};
+  for (int i = 0; i < 3 && ok; i++)
+    ok = dnnl_memory_create(&g->mem[i], &md[i], eng, h[i]) == dnnl_success;
+  return ok;
+}
+
+static void dnn_run(const dnn_gemm *g) {
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, g->mem[0]}, {DNNL_ARG_WEIGHTS, g->mem[1]},
+                             {DNNL_ARG_DST, g->mem[2]}};
+  dnnl_primitive_execute(g->prim, strm, 3, args);
+  dnnl_stream_wait(strm);
+}
+
+/* One call of kernel k on o (dnn: its primitive for the oneDNN kernels). */
+static void run(int k, const operands *o, const dnn_gemm *dnn) {
+  const shape *s = &o->s;
+  int64_t sc = s->m * s->n;
+  switch (k) {
+  case K_SGEMM:
+    for (int64_t e = 0; e < s->batch; e++)
+      cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans,
+                  (int)s->m, (int)s->n, (int)s->k, 1.0f, o->a + e * o->sa, (int)o->lda,
+                  o->b + e * o->sb, (int)o->ldb, 0.0f, o->c + e * sc, (int)s->n);
+    break;
+  case K_SBGEMM:
+    for (int64_t e = 0; e < s->batch; e++)
+      sbgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans,
+             (int)s->m, (int)s->n, (int)s->k, 1.0f, o->ha + e * o->sa, (int)o->lda, o->hb + e * o->sb,
+             (int)o->ldb, 0.0f, o->c + e * sc, (int)s->n);
+    break;
+  case K_DNNL_F32:
+  case K_DNNL_BF16:
+    dnn_run(dnn);
+    break;
+  case K_GSLRT_F32:
+    gslrt_sgemm(s->batch, s->ta, s->tb, s->m, s->n, s->k, o->a, o->lda, o->sa, o->b, o->ldb, o->sb,
+                o->c, s->n, sc);
+    break;
+  case K_GSLRT_BF16:
+    gslrt_gemm_bf16(s->batch, s->ta, s->tb, s->m, s->n, s->k, o->ha, o->lda, o->sa, o->hb, o->ldb,
+                    o->sb, o->c, GSLRT_F32, s->n, sc);
+    break;
+  }
+}
+
+/* Best GFLOP/s of kernel k on o over reps; -1 if it cannot run. */
+static double time_kernel(int k, const operands *o, char *note, size_t len) {
+  const shape *s = &o->s;
+  dnn_gemm dnn = {0};
+  note[0] = 0;
+  if (k == K_SBGEMM && !sbgemm)
+    return -1;
+  if ((k == K_DNNL_F32 || k == K_DNNL_BF16) && !dnn_setup(&dnn, o, k == K_DNNL_BF16)) {
+    snprintf(note, len, "no primitive");
+    return -1;
+  }
+  if (k == K_DNNL_F32 || k == K_DNNL_BF16)
+    snprintf(note, len, "%s", dnn.impl);
+  double flops = 2.0 * (double)s->batch * (double)s->m * (double)s->n * (double)s->k;
+  memset(o->c, 0, (size_t)(s->batch * s->m * s->n) * sizeof *o->c);
+  double t = now();
+  for (int w = 0; w < warmup; w++)
+    run(k, o, &dnn);
+  t = (now() - t) / (warmup > 0 ? warmup : 1);
+  int calls = t > 0 ? (int)(0.05 / t) : 1;
+  calls = calls < 1 ? 1 : calls > 10000 ? 10000 : calls;
+  double best = 0;
+  for (int r = 0; r < reps; r++) {
+    double t0 = now();
+    for (int i = 0; i < calls; i++)
+      run(k, o, &dnn);
+    double g = flops * calls / (now() - t0) / 1e9;
+    best = g > best ? g : best;
+  }
+  /* the same sums as OpenBLAS's sgemm on the same (bf16-exact) values */
+  double err = 0, scale = 0;
+  for (int64_t i = 0; i < s->batch * s->m * s->n; i++) {
+    err = fmax(err, fabs((double)o->c[i] - (double)o->ref[i]));
+    scale = fmax(scale, fabs((double)o->ref[i]));
+  }
+  if (!(err <= 1e-5 * scale)) {
+    size_t used = strlen(note);
+    snprintf(note + used, len - used, "%sWRONG: max error %.3g of %.3g", used ? "; " : "", err, scale);
+    failed = 1;
+  }
+  if (dnn.prim) {
+    for (int i = 0; i < 3; i++)
+      dnnl_memory_destroy(dnn.mem[i]);
+    dnnl_primitive_destroy(dnn.prim);
+  }
+  return best;
+}
+
+static const char *default_shapes =
+    "1,512,512,128,0,0 1,520,256,128,0,0 1,2048,256,64,0,0 1,2048,64,256,0,0 "
+    "1,1024,1024,1024,0,0 1,8192,1024,256,0,0 "
+    "1,64,256,2048,1,0 1,2048,64,256,0,1 1,256,1024,8192,1,0 1,8192,256,1024,0,1 "
+    "8,256,1024,256,0,0";
+
+static void describe(const shape *s, char *buf, size_t len) {
+  char b[16] = "";
+  if (s->batch > 1)
+    snprintf(b, sizeof b, "%lld x ", (long long)s->batch);
+  snprintf(buf, len, "%s[%lld,%lld]%sx[%lld,%lld]%s", b, (long long)s->m, (long long)s->k,
+           s->ta ? "^T" : "", (long long)s->k, (long long)s->n, s->tb ? "^T" : "");
+}
+
+int main(void) {
+  reps = env_int("GEMM_REPS", 5);
+  warmup = env_int("GEMM_WARMUP", 2);
+  openblas_set_num_threads(1);
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+  omp_set_num_threads(1);
+#endif
+  sbgemm = (sbgemm_fn)dlsym(RTLD_DEFAULT, "cblas_sbgemm");
+  if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success ||
+      dnnl_stream_create(&strm, eng, dnnl_stream_default_flags) != dnnl_success) {
+    fprintf(stderr, "gemm_peak: cannot create oneDNN's CPU engine\n");
+    return 1;
+  }
+  __builtin_cpu_init();
+  int zmm = __builtin_cpu_supports("avx512f"), ymm = __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma"), bf16 = zmm && __builtin_cpu_supports("avx512bf16");
+
+  printf("GSL gemm benchmark: the FMA peak and the library kernels, one thread\n");
+  printf("  best of %d repetitions (each about 50 ms of calls after %d warm-up calls)\n", reps, warmup);
+  printf("  OpenBLAS %s (core %s%s%s), oneDNN %d.%d.%d, sbgemm %s\n", openblas_get_config(),
+         openblas_get_corename(), getenv("OPENBLAS_CORETYPE") ? ", OPENBLAS_CORETYPE=" : "",
+         getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "",
+         (int)dnnl_version()->major, (int)dnnl_version()->minor, (int)dnnl_version()->patch,
+         sbgemm ? "exported" : "not exported by this OpenBLAS");
+  double pf = 0, pb = 0;
+  if (zmm) {
+    pf = peak_f32_zmm();
+    printf("peak f32 FMA, zmm (16 chains):     %7.1f GFLOP/s\n", pf);
+  }
+  if (ymm) {
+    double y = peak_f32_ymm();
+    printf("peak f32 FMA, ymm (12 chains):     %7.1f GFLOP/s%s\n", y, zmm ? "" : " (the widest here)");
+    pf = pf > 0 ? pf : y;
+  }
+  if (bf16) {
+    pb = peak_bf16_zmm();
+    printf("peak bf16 vdpbf16ps, zmm (16 chains): %7.1f GFLOP/s\n", pb);
+  } else
+    printf("peak bf16: no AVX512-BF16 here; bf16 fractions are of the f32 peak\n");
+  if (pb <= 0)
+    pb = pf;
+  if (pf <= 0)
+    printf("peak f32: neither AVX-512F nor AVX2 with FMA; fractions left out\n");
+  printf("\n%-28s %-16s %9s %8s   %s\n", "shape", "kernel", "GFLOP/s", "of peak", "oneDNN kernel / note");
+
+  const char *list = getenv("GEMM_SHAPES") ? getenv("GEMM_SHAPES") : default_shapes;
+  char *copy = strdup(list), *save = NULL;
+  for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+    operands o = {0};
+    shape *s = &o.s;
+    long long v[6];
+    if (sscanf(tok, "%lld,%lld,%lld,%lld,%lld,%lld", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6 ||
+        v[0] < 1 || v[1] < 1 || v[2] < 1 || v[3] < 1) {
+      fprintf(stderr, "gemm_peak: GEMM_SHAPES: bad entry '%s' (want b,m,n,k,ta,tb)\n", tok);
+      return 2;
+    }
+    *s = (shape){v[0], v[1], v[2], v[3], v[4] != 0, v[5] != 0};
+    o.lda = s->ta ? s->m : s->k, o.ldb = s->tb ? s->k : s->n;
+    o.sa = s->m * s->k, o.sb = s->k * s->n;
+    size_t na = (size_t)(s->batch * o.sa), nb = (size_t)(s->batch * o.sb),
+           nc = (size_t)(s->batch * s->m * s->n);
+    o.a = malloc(na * 4), o.b = malloc(nb * 4), o.c = malloc(nc * 4), o.ref = malloc(nc * 4);
+    o.ha = malloc(na * 2), o.hb = malloc(nb * 2);
+    if (!o.a || !o.b || !o.c || !o.ref || !o.ha || !o.hb) {
+      fprintf(stderr, "gemm_peak: out of memory for %s\n", tok);
+      return 1;
+    }
+    /* values in [-1, 1) with 8 significant bits: exact in bf16 */
+    uint32_t x = 12345;
+    for (size_t i = 0; i < na + nb; i++) {
+      x = x * 1664525u + 1013904223u;
+      float f = (float)((int)(x >> 24) - 128) / 128.0f;
+      if (i < na)
+        o.a[i] = f, o.ha[i] = gslrt_bf16_round(f);
+      else
+        o.b[i - na] = f, o.hb[i - na] = gslrt_bf16_round(f);
+    }
+    run(K_SGEMM, &o, NULL);
+    memcpy(o.ref, o.c, nc * 4);
+    char name[64], note[160];
+    describe(s, name, sizeof name);
+    for (int k = 0; k < NKERNELS; k++) {
+      double g = time_kernel(k, &o, note, sizeof note);
+      if (g < 0 && k == K_SBGEMM)
+        continue;
+      if (g < 0)
+        printf("%-28s %-16s %9s %8s   %s\n", name, kernel_name[k], "-", "-", note);
+      else
+        printf("%-28s %-16s %9.1f %7.0f%%   %s\n", name, kernel_name[k], g,
+               100 * g / (kernel_bf16[k] ? pb : pf), note);
+    }
+    free(o.a), free(o.b), free(o.c), free(o.ref), free(o.ha), free(o.hb);
+  }
+  free(copy);
+  gslrt_gemm_counts n;
+  gslrt_gemm_get_counts(&n);
+  printf("(of peak: f32 kernels against the f32 FMA peak, bf16 kernels against the bf16 peak;\n"
+         " gslrt_*: the runtime's choice, %lld oneDNN primitives made, %lld declined, %lld cache hits)\n",
+         (long long)n.created, (long long)n.declined, (long long)n.hits);
+  if (failed)
+    printf("FAILED: some kernel's result differs from OpenBLAS's sgemm\n");
+  return failed;
+}
