@@ -78,6 +78,22 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
   } else {
     fputs("one device (no mesh)\n", f);
   }
+  if (g->precision == DT_BF16) { /* which values --precision bf16 made bf16 */
+    int prod[3] = {0}, routed = 0, vals = 0;
+    for (int i = 0; i < g->nvalues; i++) {
+      const Value *v = g->values[i];
+      vals += v->dtype == DT_BF16;
+      if (v->op == OP_EINSUM && v->args[0]->dtype == DT_BF16)
+        prod[v->pass]++;
+      if ((v->op == OP_DISPATCH && v->dtype == DT_BF16) || (v->op == OP_COMBINE && v->args[0]->dtype == DT_BF16))
+        routed++;
+    }
+    fprintf(f, "\n## precision bf16 (gslc --precision bf16)\n"
+               "%d values are bf16 (the dtype column below); products with bf16 operands and f32 accumulation: "
+               "%d forward, %d backward; moe dispatches and combines moving bf16: %d; params, optimizer states "
+               "and updates, the loss, norms, softmaxes and moe gating stay f32\n",
+            vals, prod[PASS_FORWARD], prod[PASS_BACKWARD], routed);
+  }
   fputs("\n## values: sharding (per dimension the mesh axes that cut it), and why\n", f);
   for (int i = 0; i < g->nvalues; i++) {
     const Value *v = g->values[i];

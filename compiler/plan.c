@@ -929,5 +929,28 @@ void plan_stats(FILE *f, const Program *p, const Plan *pl) {
     n++;
   }
   fprintf(f, "total: %" PRId64 " bytes in %d collective%s\n", total, n, n == 1 ? "" : "s");
+  /* bf16 (a program's own, or gslc --precision bf16's): what it saves */
+  int nbf = 0, nbuf = 0;
+  int64_t buf = 0, moved = 0;
+  for (int i = 0; i < p->nvalues; i++) {
+    const Value *v = p->values[i];
+    if (v->dtype != DT_BF16)
+      continue;
+    nbf++;
+    if (ir_op(v->op)->cls == OC_COLLECTIVE)
+      moved += shard_collective_bytes(p, v);
+    if (pl->mat[i] && pl->root[i] == i && pl->offset[i] >= 0) {
+      nbuf++;
+      buf += value_bytes(v);
+    }
+  }
+  if (nbf) {
+    fprintf(f, "\n## bf16 (%s)\n", p->precision == DT_BF16 ? "gslc --precision bf16" : "the program's own");
+    fprintf(f, "bf16 values              %12d   (%d with a buffer of their own)\n", nbf, nbuf);
+    fprintf(f, "bf16 buffers             %12" PRId64 "   bytes (the same values as f32: %" PRId64 ")\n", buf,
+            2 * buf);
+    fprintf(f, "bf16 collectives         %12" PRId64 "   bytes a step (%" PRId64 " as f32: %" PRId64 " saved)\n", moved,
+            2 * moved, moved);
+  }
   arena_free(a);
 }

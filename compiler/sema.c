@@ -343,7 +343,7 @@ Value *sema_elementwise2(Sema *s, int fn, Value *a, Value *b, Span sp) {
     return NULL;
   }
   Value *v = ir_binary(s->p, fn, a, b, sp);
-  if (binary_is_compare(fn) && v->dtype == DT_I32)
+  if (binary_is_compare(fn) && v->dtype != DT_F32) /* 1.0 or 0.0, f32 whatever the operands */
     v = ir_cast(s->p, v, DT_F32, sp);
   return v;
 }
