@@ -53,7 +53,7 @@ static int env_int(const char *name, int fallback) {
 /* gslrt_main on the program prog whose step is step; non-zero if it
  * failed or a result was wrong */
 static int bench_main(int argc, char **argv, const char *prog, void (*step)(gslrt_ctx *, int64_t)) {
-  gslrt_program_info info = {prog, "none", setup, step, NULL};
+  gslrt_program_info info = {prog, "none", setup, step, NULL, GSLRT_F32};
   reps = env_int("BENCH_REPS", 25);
   warmup = env_int("BENCH_WARMUP", 3);
   int rc = gslrt_main(argc, argv, &info);

@@ -54,7 +54,8 @@
  *
  * Resuming. Rank 0 finds the newest complete checkpoint and reads its
  * manifest, which every rank then parses and checks alike against the
- * program (every param and state, the same kind, dtype and global shape,
+ * program (every param and state, the same kind, dtype (f32 and bf16 may
+ * stand for each other, see below) and global shape,
  * and nothing else; then the same optimizer description, character for
  * character), so all decide together. Each file's size and crc32 is
  * checked by rank i mod nranks as above, its header read; then every rank

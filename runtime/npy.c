@@ -444,7 +444,7 @@ int gslrt_npy_read_tile_as(const char *path, const gslrt_npy *h, const int64_t *
                            const int64_t *count, void *out, int32_t out_dtype, char *err, int errlen) {
   int rc = -1, fd = -1;
   if (out_dtype != h->dtype && !(out_dtype == GSLRT_BF16 && h->dtype == GSLRT_F32)) {
-    gslrt_seterr(err, errlen, "%s: cannot read a %s file into a %s tile", path,
+    gslrt_seterr(err, errlen, "%s: holds %s, which cannot be read as %s", path,
                  h->dtype == GSLRT_I32 ? "int32" : "float32",
                  out_dtype == GSLRT_I32 ? "i32" : out_dtype == GSLRT_BF16 ? "bf16" : "f32");
     return -1;

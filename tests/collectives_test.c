@@ -17,9 +17,14 @@
  * the comparison is ==. Checked per group: its size and this device's index;
  * that a dimension tiled over the group's axes starts at index * extent;
  * all_reduce (sum and max), all_gather, reduce_scatter, all_to_all and
- * collective_permute (between groups of the same axes in two orders) on f32
- * and i32, along the first, middle and last dimension of a rank-3 tile with
- * unequal extents (all_to_all with both sides direct, packed or unpacked).
+ * collective_permute (between groups of the same axes in two orders) on f32,
+ * i32 and bf16 (whose multiples of 1/4 here are exact too), along the first,
+ * middle and last dimension of a rank-3 tile with unequal extents
+ * (all_to_all with both sides direct, packed or unpacked). bf16 sums are
+ * also checked where rounding shows: bit patterns worked out by hand for
+ * 1 + (g - 1) 2^-9 and 1 + 2^-7 + (g - 1) 2^-8 over g members (rounded once
+ * from f32, not step by step), and, on values that are not exact, against
+ * the f32 collective on the widened values, rounded (the same bits).
  *
  * Every failed check prints one line; rank 0 prints "collectives: N checks
  * passed" (summed over the ranks) and the exit status is 1 if any rank saw
@@ -48,10 +53,19 @@ static void fill(void *buf, int32_t dtype, int64_t r, int s, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     if (dtype == GSLRT_F32)
       ((float *)buf)[i] = (float)datum(r, s, i) * 0.25f;
+    else if (dtype == GSLRT_BF16)
+      ((uint16_t *)buf)[i] = gslrt_bf16_round((float)datum(r, s, i) * 0.25f);
     else
       ((int32_t *)buf)[i] = (int32_t)datum(r, s, i);
   }
 }
+
+static const char *dtype_name(int32_t dtype) {
+  return dtype == GSLRT_F32 ? "f32" : dtype == GSLRT_BF16 ? "bf16" : "i32";
+}
+
+/* Bytes of n elements of dtype. */
+static size_t bytes_of(int32_t dtype, int64_t n) { return (size_t)n * (size_t)gslrt_dtype_size(dtype); }
 
 static int64_t count_of(const int64_t *shape) { return shape[0] * shape[1] * shape[2]; }
 
@@ -88,8 +102,10 @@ static void compare(gslrt_ctx *ctx, const char *what, int32_t dtype, const void 
                     const int64_t *want, int64_t n) {
   checks++;
   for (int64_t e = 0; e < n; e++) {
-    double got = dtype == GSLRT_F32 ? ((const float *)out)[e] : ((const int32_t *)out)[e];
-    double w = dtype == GSLRT_F32 ? (double)want[e] * 0.25 : (double)want[e];
+    double got = dtype == GSLRT_F32    ? ((const float *)out)[e]
+                 : dtype == GSLRT_BF16 ? gslrt_bf16_widen(((const uint16_t *)out)[e])
+                                       : ((const int32_t *)out)[e];
+    double w = dtype == GSLRT_I32 ? (double)want[e] : (double)want[e] * 0.25;
     if (got != w) {
       fail(ctx, what, e, got, w);
       return;
@@ -129,7 +145,7 @@ static void describe(gslrt_ctx *ctx, tgroup *t) {
 
 static void check_all_reduce(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t op) {
   int64_t n = 30, *want = xmalloc((size_t)n * sizeof *want);
-  void *buf = xmalloc((size_t)n * 4);
+  void *buf = xmalloc(bytes_of(dtype, n));
   int s = ++salt;
   fill(buf, dtype, ctx->rank, s, n);
   for (int64_t e = 0; e < n; e++) {
@@ -140,7 +156,9 @@ static void check_all_reduce(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int
     }
   }
   gslrt_all_reduce(ctx, t->id, dtype, op, buf, n);
-  compare(ctx, op == GSLRT_SUM ? "all_reduce sum" : "all_reduce max", dtype, buf, want, n);
+  char what[64];
+  snprintf(what, sizeof what, "all_reduce %s %s", op == GSLRT_SUM ? "sum" : "max", dtype_name(dtype));
+  compare(ctx, what, dtype, buf, want, n);
   free(want), free(buf);
 }
 
@@ -149,7 +167,7 @@ static void check_all_gather(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int
   memcpy(out_shape, in_shape, sizeof out_shape);
   out_shape[dim] *= t->size;
   int64_t n = count_of(out_shape), *want = xmalloc((size_t)n * sizeof *want);
-  void *in = xmalloc((size_t)count_of(in_shape) * 4), *out = xmalloc((size_t)n * 4);
+  void *in = xmalloc(bytes_of(dtype, count_of(in_shape))), *out = xmalloc(bytes_of(dtype, n));
   int s = ++salt;
   fill(in, dtype, ctx->rank, s, count_of(in_shape));
   for (int64_t e = 0; e < n; e++) {
@@ -160,7 +178,7 @@ static void check_all_gather(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int
   }
   gslrt_all_gather(ctx, t->id, dtype, in, out, RANK, in_shape, dim);
   char what[64];
-  snprintf(what, sizeof what, "all_gather %s dim %d", dtype == GSLRT_F32 ? "f32" : "i32", dim);
+  snprintf(what, sizeof what, "all_gather %s dim %d", dtype_name(dtype), dim);
   compare(ctx, what, dtype, out, want, n);
   free(want), free(in), free(out);
 }
@@ -171,7 +189,7 @@ static void check_reduce_scatter(gslrt_ctx *ctx, const tgroup *t, int32_t dtype,
   memcpy(out_shape, in_shape, sizeof out_shape);
   out_shape[dim] /= t->size;
   int64_t n = count_of(out_shape), *want = xmalloc((size_t)n * sizeof *want);
-  void *in = xmalloc((size_t)count_of(in_shape) * 4), *out = xmalloc((size_t)n * 4);
+  void *in = xmalloc(bytes_of(dtype, count_of(in_shape))), *out = xmalloc(bytes_of(dtype, n));
   int s = ++salt;
   fill(in, dtype, ctx->rank, s, count_of(in_shape));
   for (int64_t e = 0; e < n; e++) {
@@ -183,7 +201,7 @@ static void check_reduce_scatter(gslrt_ctx *ctx, const tgroup *t, int32_t dtype,
   }
   gslrt_reduce_scatter(ctx, t->id, dtype, in, out, RANK, in_shape, dim);
   char what[64];
-  snprintf(what, sizeof what, "reduce_scatter %s dim %d", dtype == GSLRT_F32 ? "f32" : "i32", dim);
+  snprintf(what, sizeof what, "reduce_scatter %s dim %d", dtype_name(dtype), dim);
   compare(ctx, what, dtype, out, want, n);
   free(want), free(in), free(out);
 }
@@ -201,7 +219,7 @@ static void check_all_to_all(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int
   memcpy(out_shape, block, sizeof out_shape);
   out_shape[dim2] *= t->size;
   int64_t n = count_of(out_shape), *want = xmalloc((size_t)n * sizeof *want);
-  void *in = xmalloc((size_t)count_of(in_shape) * 4), *out = xmalloc((size_t)n * 4);
+  void *in = xmalloc(bytes_of(dtype, count_of(in_shape))), *out = xmalloc(bytes_of(dtype, n));
   int s = ++salt;
   fill(in, dtype, ctx->rank, s, count_of(in_shape));
   for (int64_t e = 0; e < n; e++) {
@@ -213,7 +231,7 @@ static void check_all_to_all(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int
   }
   gslrt_all_to_all(ctx, t->id, dtype, in, out, RANK, in_shape, dim, dim2);
   char what[64];
-  snprintf(what, sizeof what, "all_to_all %s dims %d, %d", dtype == GSLRT_F32 ? "f32" : "i32",
+  snprintf(what, sizeof what, "all_to_all %s dims %d, %d", dtype_name(dtype),
            dim, dim2);
   compare(ctx, what, dtype, out, want, n);
   free(want), free(in), free(out);
@@ -224,16 +242,79 @@ static void check_all_to_all(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int
  * order, by its own index in t's order. */
 static void check_permute(gslrt_ctx *ctx, const tgroup *f, const tgroup *t, int32_t dtype) {
   int64_t n = 13, *want = xmalloc((size_t)n * sizeof *want);
-  void *in = xmalloc((size_t)n * 4), *out = xmalloc((size_t)n * 4);
+  void *in = xmalloc(bytes_of(dtype, n)), *out = xmalloc(bytes_of(dtype, n));
   int s = ++salt;
   fill(in, dtype, ctx->rank, s, n);
   for (int64_t e = 0; e < n; e++)
     want[e] = datum(f->member[t->index], s, e);
   gslrt_collective_permute(ctx, f->id, t->id, dtype, in, out, n);
   char what[64];
-  snprintf(what, sizeof what, "collective_permute %s", dtype == GSLRT_F32 ? "f32" : "i32");
+  snprintf(what, sizeof what, "collective_permute %s", dtype_name(dtype));
   compare(ctx, what, dtype, out, want, n);
   free(want), free(in), free(out);
+}
+
+/* bf16 sums rounded once from f32, by hand: over g members, element 0
+ * is 1 (member 0) + 2^-9 from each other member, element 1 is 1 + 2^-7
+ * (member 0) + 2^-8 from each other; 1 + (g-1) 2^-9 rounds to 0x3f80
+ * (g = 2: below the tie; g = 3: the tie 1 + 2^-8, to even) or 0x3f81 (g =
+ * 4: past it); 1 + 2^-7 + (g-1) 2^-8 to 0x3f82 (g = 2: a tie, to even;
+ * g = 3: exact; g = 4: 1 + 5 2^-8, a tie, to even). Rounding after each
+ * addition would give 0x3f80 and 0x3f81 throughout. all_reduce on [2];
+ * reduce_scatter on [2 g] along dim 0, member i keeping elements 2i, 2i+1. */
+static void check_bf16_rounding(gslrt_ctx *ctx, const tgroup *t) {
+  static const uint16_t want0[4] = {0x3f80, 0x3f80, 0x3f80, 0x3f81}, want1[4] = {0x3f81, 0x3f82, 0x3f82, 0x3f82};
+  int64_t g = t->size, shape[1] = {2 * g};
+  uint16_t buf[2], *in = xmalloc(bytes_of(GSLRT_BF16, 2 * g)), out[2];
+  if (g > 4)
+    return;
+  int first = t->index == 0;
+  buf[0] = gslrt_bf16_round(first ? 1.0f : 0x1p-9f);
+  buf[1] = gslrt_bf16_round(first ? 1.0f + 0x1p-7f : 0x1p-8f);
+  for (int64_t j = 0; j < g; j++)
+    in[2 * j] = buf[0], in[2 * j + 1] = buf[1];
+  gslrt_all_reduce(ctx, t->id, GSLRT_BF16, GSLRT_SUM, buf, 2);
+  gslrt_reduce_scatter(ctx, t->id, GSLRT_BF16, in, out, 1, shape, 0);
+  checks += 2;
+  if (buf[0] != want0[g - 1] || buf[1] != want1[g - 1] || out[0] != want0[g - 1] || out[1] != want1[g - 1]) {
+    failures++;
+    fprintf(stderr, "FAIL rank %d: %s: bf16 sums over %lld members are all_reduce 0x%04x 0x%04x, "
+            "reduce_scatter 0x%04x 0x%04x, expected 0x%04x 0x%04x\n", ctx->rank, where, (long long)g,
+            buf[0], buf[1], out[0], out[1], want0[g - 1], want1[g - 1]);
+  }
+  free(in);
+}
+
+/* bf16 sums that are not exact (thirds, tenths) against the f32 collective
+ * on the same values widened, then rounded: the same bits. all_reduce on
+ * [2, 3, 5] and reduce_scatter along dim. */
+static void check_bf16_as_f32(gslrt_ctx *ctx, const tgroup *t, int32_t dim) {
+  int64_t in_shape[RANK] = {2, 3, 5};
+  in_shape[dim] *= t->size;
+  int64_t n = count_of(in_shape), m = n / t->size;
+  uint16_t *h = xmalloc(bytes_of(GSLRT_BF16, n)), *ho = xmalloc(bytes_of(GSLRT_BF16, m));
+  float *f = xmalloc((size_t)n * 4), *fo = xmalloc((size_t)m * 4);
+  for (int64_t i = 0; i < n; i++) {
+    h[i] = gslrt_bf16_round((float)datum(ctx->rank, salt, i) / 3.0f + (float)ctx->rank * 0.1f);
+    f[i] = gslrt_bf16_widen(h[i]);
+  }
+  salt++;
+  gslrt_reduce_scatter(ctx, t->id, GSLRT_BF16, h, ho, RANK, in_shape, dim);
+  gslrt_reduce_scatter(ctx, t->id, GSLRT_F32, f, fo, RANK, in_shape, dim);
+  gslrt_all_reduce(ctx, t->id, GSLRT_BF16, GSLRT_SUM, h, n);
+  gslrt_all_reduce(ctx, t->id, GSLRT_F32, GSLRT_SUM, f, n);
+  checks += 2;
+  for (int64_t i = 0; i < n; i++)
+    if (h[i] != gslrt_bf16_round(f[i])) {
+      fail(ctx, "all_reduce bf16 against f32", i, gslrt_bf16_widen(h[i]), gslrt_bf16_round(f[i]));
+      break;
+    }
+  for (int64_t i = 0; i < m; i++)
+    if (ho[i] != gslrt_bf16_round(fo[i])) {
+      fail(ctx, "reduce_scatter bf16 against f32", i, gslrt_bf16_widen(ho[i]), gslrt_bf16_round(fo[i]));
+      break;
+    }
+  free(h), free(ho), free(f), free(fo);
 }
 
 /* Every check on one group of ctx. */
@@ -268,7 +349,7 @@ static void check_group(gslrt_ctx *ctx, tgroup *t) {
             "expected %lld\n", ctx->rank, where, (long long)off[1], (long long)(3 * t->index));
   }
 
-  for (int32_t dtype = GSLRT_F32; dtype <= GSLRT_I32; dtype++) {
+  for (int32_t dtype = GSLRT_F32; dtype <= GSLRT_BF16; dtype++) {
     check_all_reduce(ctx, t, dtype, GSLRT_SUM);
     check_all_reduce(ctx, t, dtype, GSLRT_MAX);
     for (int32_t dim = 0; dim < RANK; dim++) {
@@ -278,10 +359,13 @@ static void check_group(gslrt_ctx *ctx, tgroup *t) {
     static const int64_t small[RANK] = {2, 3, 5}, big[RANK] = {3, 2, 2048};
     for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
       check_all_to_all(ctx, t, dtype, pairs[p][0], pairs[p][1], small);
-      if (dtype == GSLRT_F32)
+      if (dtype != GSLRT_I32)
         check_all_to_all(ctx, t, dtype, pairs[p][0], pairs[p][1], big);
     }
   }
+  check_bf16_rounding(ctx, t);
+  for (int32_t dim = 0; dim < RANK; dim++)
+    check_bf16_as_f32(ctx, t, dim);
 }
 
 /* Declares group (n axes) in ctx and records it in t. */
@@ -334,7 +418,7 @@ static void check_mesh(gslrt_ctx *world, int naxes, const int64_t *sizes) {
       for (int x = 0; x < ts[j].n; x++)
         mj |= 1u << ts[j].axes[x];
       if (i != j && ts[i].n >= 2 && mi == mj)
-        for (int32_t dtype = GSLRT_F32; dtype <= GSLRT_I32; dtype++)
+        for (int32_t dtype = GSLRT_F32; dtype <= GSLRT_BF16; dtype++)
           check_permute(&c, &ts[i], &ts[j], dtype);
     }
   gslrt_free_groups(&c);
@@ -396,7 +480,7 @@ static void step(gslrt_ctx *ctx, int64_t s) {
 }
 
 int main(int argc, char **argv) {
-  static const gslrt_program_info info = {"tests/collectives_test.c", "none", setup, step, NULL};
+  static const gslrt_program_info info = {"tests/collectives_test.c", "none", setup, step, NULL, GSLRT_F32};
   int rc = gslrt_main(argc, argv, &info);
   return rc ? rc : failures ? 1 : 0;
 }

@@ -120,7 +120,7 @@ static void eval(gslrt_ctx *ctx, int64_t key, float *values) {
 }
 
 int main(int argc, char **argv) {
-  gslrt_program_info info = {"tests/eval_prog.c", "none", setup, step, eval};
+  gslrt_program_info info = {"tests/eval_prog.c", "none", setup, step, eval, GSLRT_F32};
   if (env_long("EVAL_PROG_NO_TRAIN"))
     info.eval = NULL;
   return gslrt_main(argc, argv, &info);

@@ -79,6 +79,6 @@ static void step(gslrt_ctx *ctx, int64_t s) {
 }
 
 int main(int argc, char **argv) {
-  static const gslrt_program_info info = {"tests/train_log_prog.c", "none", setup, step, NULL};
+  static const gslrt_program_info info = {"tests/train_log_prog.c", "none", setup, step, NULL, GSLRT_F32};
   return gslrt_main(argc, argv, &info);
 }

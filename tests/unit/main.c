@@ -50,6 +50,7 @@ int main(void) {
   add_plan_tests();
   add_codegen_tests();
   add_runtime_tests();
+  add_bf16_tests();
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();

@@ -14,6 +14,7 @@ void add_sharding_tests(void); /* test_sharding.c */
 void add_codegen_tests(void); /* test_codegen.c */
 void add_plan_tests(void);    /* test_plan.c */
 void add_runtime_tests(void); /* test_runtime.c */
+void add_bf16_tests(void);    /* test_bf16.c */
 
 /* Adds a suite and its tests, dying on a registry error. */
 CU_pSuite tests_suite(const char *name);
