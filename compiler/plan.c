@@ -703,6 +703,8 @@ static int64_t scratch_of(const Program *p, const Value *v) {
   int64_t esize = a ? dtype_size(a->dtype) : 4, g = group_size(p, v), in = a ? esize * shape_elems(&a->shape) : 0;
   if (g == 1 || in == 0)
     return 0;
+  if (esize == 2 && (v->op == OP_ALL_REDUCE || v->op == OP_REDUCE_SCATTER))
+    return round_up(2 * in); /* bf16 sums: widened to f32 (gslrt.h) */
   switch (v->op) {
   case OP_ALL_GATHER:
     return outer(&a->shape, v->axis) != 1 ? round_up(g * in) : 0;
