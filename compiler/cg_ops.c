@@ -15,7 +15,6 @@
 #include <llvm-c/Core.h>
 
 #include "codegen.h"
-#include "gslrt.h" /* the runtime's dtype codes, for its routing calls */
 
 static LLVMValueRef reduce_op(CG *g, int fn, DType dt, LLVMValueRef acc, LLVMValueRef x) {
   if (fn == RF_SUM)
@@ -254,11 +253,6 @@ void cg_emit_scatter_add(CG *g, const Value *v) {
   cg_nest_close(g, l, src->shape.rank);
 }
 
-/* The runtime's code (enum gslrt_dtype) of an element type. */
-static int32_t rt_dtype(DType t) {
-  return t == DT_BF16 ? GSLRT_BF16 : t == DT_I32 ? GSLRT_I32 : GSLRT_F32;
-}
-
 /* dispatch and combine: one libgslrt call each on the local tiles (rows
  * of M elements copied or accumulated by index; the routes are checked there):
  *   gslrt_dispatch(ctx, out, x, dtype, expert, slot, weight or NULL, E, G, C, M, S, K)
@@ -270,11 +264,11 @@ void cg_emit_route(CG *g, const Value *v) {
   a[n++] = g->ctx_arg;
   a[n++] = LLVMBuildBitCast(g->b, cg_buffer_of(g, v), g->t_ptr, "");
   if (v->op == OP_COMBINE)
-    a[n++] = cg_ci32(g, rt_dtype(v->dtype));
+    a[n++] = cg_ci32(g, cg_rt_dtype(v->dtype));
   for (int k = 0; k < v->nargs; k++) {
     a[n++] = LLVMBuildBitCast(g->b, cg_buffer_of(g, v->args[k]), g->t_ptr, "");
     if (k == 0) /* x of a dispatch (out has its dtype), y of a combine */
-      a[n++] = cg_ci32(g, rt_dtype(v->args[0]->dtype));
+      a[n++] = cg_ci32(g, cg_rt_dtype(v->args[0]->dtype));
   }
   if (v->op == OP_DISPATCH && v->nargs == 3)
     a[n++] = LLVMConstNull(g->t_ptr);
