@@ -1,7 +1,7 @@
 # tests/local.mk — the test lists, included by Makefile.am.
 
 # programs compiled and run, their outputs compared (tests/run-gsl.sh)
-E2E_TESTS += tests/e2e/output_alias.gsl tests/e2e/bf16_ops.gsl \
+E2E_TESTS += tests/e2e/output_alias.gsl tests/e2e/bf16_ops.gsl tests/e2e/bf16_more.gsl \
 	tests/e2e/elementwise.gsl tests/e2e/transcendental.gsl tests/e2e/broadcast.gsl \
 	tests/e2e/matmul.gsl tests/e2e/reductions.gsl tests/e2e/softmax.gsl \
 	tests/e2e/layout.gsl tests/e2e/indices.gsl tests/e2e/stdlib_nn.gsl \
@@ -17,7 +17,8 @@ E2E_TESTS += tests/e2e/output_alias.gsl tests/e2e/bf16_ops.gsl \
 EXTRA_DIST += tests/e2e/mlp_check.c \
 	tests/e2e/npy_load.h tests/e2e/moe_ref.h tests/e2e/moe_top2_drop_check.c tests/e2e/moe_top2_random_check.c \
 	tests/e2e/moe_top1_check.c tests/e2e/moe_idle_expert_check.c tests/e2e/moe_bias_check.c \
-	tests/e2e/moe_mesh2d_check.c tests/e2e/moe_mesh2d_a2a_check.c tests/e2e/moe_dense_check.c tests/e2e/optim_check.c
+	tests/e2e/moe_mesh2d_check.c tests/e2e/moe_mesh2d_a2a_check.c tests/e2e/moe_dense_check.c tests/e2e/optim_check.c \
+	tests/e2e/bf16_more_check.c
 
 # golden partitioner output: NAME.spmd (--emit-spmd), NAME.explain (--explain)
 SPMD_TESTS += \
