@@ -1,6 +1,6 @@
 /* main.c — the gslc driver: options, then the whole pipeline in one function.
  *
- *   source -> parse_source -> sema_run -> ad_train -> shard_propagate
+ *   source -> parse_source -> sema_run -> ad_train -> slots_skip_empty -> shard_propagate
  *          -> spmd_partition -> plan_buffers -> cg_emit -> link
  *
  * with ir_verify after every pass that makes or changes IR, and
@@ -42,6 +42,7 @@ typedef struct Options {
   int ninclude;
   Define *defines;        /* -D */
   int ndefine;
+  bool no_skip_empty;     /* -fno-moe-skip-empty: moe bodies compute every capacity slot */
 } Options;
 
 static const char usage[] =
@@ -59,6 +60,8 @@ static const char usage[] =
     "  -D NAME=VALUE  override const NAME\n"
     "  -I DIR         search DIR for imports before the stdlib\n"
     "  -O0 .. -O3     optimization level (default -O2)\n"
+    "  -fno-moe-skip-empty  run moe bodies' matrix products over every capacity slot,\n"
+    "                 empty ones too (default: over the filled slots where the body is row by row)\n"
     "  --help         show this help\n"
     "  --version      show the version\n";
 
@@ -109,6 +112,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->mode = MODE_EXPLAIN;
     } else if (strcmp(a, "--stats") == 0) {
       o->mode = MODE_STATS;
+    } else if (strcmp(a, "-fno-moe-skip-empty") == 0 || strcmp(a, "-fmoe-skip-empty") == 0) {
+      o->no_skip_empty = a[2] == 'n';
     } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
       o->opt_level = a[2] - '0';
     } else if (strncmp(a, "-o", 2) == 0) {
@@ -298,7 +303,7 @@ static int compile(const Options *o) {
   }
   bool uninstalled = running_uninstalled();
   Arena *ast_arena = arena_new();
-  Program *p = NULL, *spmd = NULL;
+  Program *p = NULL, *sema_p = NULL, *spmd = NULL;
   Plan *plan = NULL;
   int rc = 1;
   char *obj = NULL;
@@ -318,6 +323,9 @@ static int compile(const Options *o) {
   ir_dce(p);
   if (!ir_verify(p, stderr))
     die("the IR sema built does not verify");
+  p = slots_skip_empty(sema_p = p, !o->no_skip_empty);
+  if (p != sema_p && !ir_verify(p, stderr))
+    die("the IR with moe fill counts does not verify");
   shard_propagate(p);
   if (!ir_verify(p, stderr))
     die("the shardings propagation found do not verify");
@@ -381,6 +389,8 @@ done:
   }
   plan_free(plan);
   ir_free(spmd);
+  if (p != sema_p)
+    ir_free(sema_p);
   ir_free(p);
   arena_free(ast_arena);
   source_free(src);
