@@ -9,8 +9,10 @@
  * a row computed is the same product as in the whole GEMM (a row of C is
  * its row of A against B, whatever the number of rows). By depth: C is the
  * sum over the blocks of their filled terms, each block's product added
- * to C (beta 1) after the first; C is zeroed when no block has any. A count
- * outside [0, slots] is clamped to it. */
+ * to C (beta 1) after the first; C is zeroed when no block has any. A batch
+ * entry whose blocks are all full is one product, the same call as
+ * gslrt_sgemm's (so the same bits). A count outside [0, slots] is clamped
+ * to it. */
 #include "internal.h"
 
 #include <stdbool.h>
@@ -29,6 +31,13 @@ void gslrt_sgemm_fill(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m
   for (int64_t i = 0; i < batch; i++) {
     const float *ai = a + i * stride_a, *bi = b + i * stride_b;
     float *ci = c + i * stride_c;
+    bool full = true;
+    for (int64_t j = 0; j < blocks && full; j++)
+      full = fill[i * blocks + j] >= slots;
+    if (full) { /* every slot filled: the whole product, as gslrt_sgemm computes it */
+      gslrt_sgemm(1, trans_a, trans_b, m, n, k, ai, lda, 0, bi, ldb, 0, ci, ldc, 0);
+      continue;
+    }
     bool first = true;
     for (int64_t j = 0; j < blocks; j++) {
       int64_t f = fill[i * blocks + j], r0 = j * slots;
