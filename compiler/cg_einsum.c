@@ -7,7 +7,9 @@
  * an operand that does not is copied to a canonical temporary first, and a
  * result not in [batch, M, N] order (or [batch, N, M], by swapping the
  * operands) is written to a temporary and copied out permuted. The
- * temporaries lie in the arena, live only during their einsum. Anything
+ * temporaries lie in the arena, live only during their einsum. An einsum
+ * with fill counts (slots.c) that the plan can use calls gslrt_sgemm_fill,
+ * which runs each block's filled rows (or summed terms) alone. Anything
  * else (i32, repeated letters, one operand, a letter summed out of one
  * operand) is one loop nest: the result's letters, then the summed ones. */
 #include <string.h>
@@ -35,7 +37,7 @@ static void append(char *s, char c) {
 static void spec_of(const Value *v, Spec *s) {
   memset(s, 0, sizeof *s);
   const EinsumSpec *e = &v->ein;
-  if (e->nin != v->nargs || e->nin < 1 || e->nin > 2 || strlen(e->out) != (size_t)v->shape.rank)
+  if (e->nin + (e->fill[0] != '\0') != v->nargs || e->nin < 1 || e->nin > 2 || strlen(e->out) != (size_t)v->shape.rank)
     die("einsum %%%d does not fit its operands", v->id);
   s->nops = e->nin;
   for (int j = 0; j < s->nops; j++)
@@ -145,14 +147,24 @@ void cg_emit_einsum(CG *g, const Value *v) {
                            pa, cg_ci64(g, ta ? m : k), cg_ci64(g, m * k),
                            pb, cg_ci64(g, tb ? k : n), cg_ci64(g, k * n),
                            pc, cg_ci64(g, n), cg_ci64(g, m * n)};
-  if (bf) {
+  if (bf) { /* every slot: the fill counts' rows are not restricted on bf16 (yet) */
     memmove(&args[13], &args[12], 3 * sizeof args[0]); /* c_dtype after c */
     args[12] = LLVMBuildBitCast(g->b, pc, g->t_ptr, "");
     args[13] = cg_ci32(g, cg_rt_dtype(DT_F32));
     args[6] = LLVMBuildBitCast(g->b, pa, LLVMPointerType(LLVMInt16TypeInContext(g->ctx), 0), "");
     args[9] = LLVMBuildBitCast(g->b, pb, LLVMPointerType(LLVMInt16TypeInContext(g->ctx), 0), "");
+    cg_call(g, "gslrt_gemm_bf16", g->t_void, 16, args);
+  } else if (gp->fill == GF_NONE) {
+    cg_call(g, "gslrt_sgemm", g->t_void, 15, args);
+  } else { /* the same product over each block's filled rows (or terms) alone */
+    LLVMValueRef fa[19];
+    memcpy(fa, args, 15 * sizeof args[0]);
+    fa[15] = cg_buffer_of(g, gp->fills);
+    fa[16] = cg_ci64(g, gp->blocks);
+    fa[17] = cg_ci64(g, gp->slots);
+    fa[18] = cg_ci32(g, gp->fill == GF_DEPTH);
+    cg_call(g, "gslrt_sgemm_fill", g->t_void, 19, fa);
   }
-  cg_call(g, bf ? "gslrt_gemm_bf16" : "gslrt_sgemm", g->t_void, bf ? 16 : 15, args);
   if (gp->tmp_c >= 0)
     permute_copy(g, DT_F32, cg_buffer_of(g, v), s.out, pc, cat3(t1, gp->bl, gp->ml, gp->nl), &s);
 }

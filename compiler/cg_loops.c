@@ -45,7 +45,9 @@ static LLVMValueRef declare_fn(CG *g, const char *name, LLVMTypeRef ft) {
 }
 
 LLVMValueRef cg_call(CG *g, const char *name, LLVMTypeRef ret, int n, LLVMValueRef *args) {
-  LLVMTypeRef pt[16];
+  LLVMTypeRef pt[24];
+  if (n > 24)
+    die("a call of %s with %d arguments", name, n);
   for (int i = 0; i < n; i++)
     pt[i] = LLVMTypeOf(args[i]);
   LLVMTypeRef ft = LLVMFunctionType(ret, pt, (unsigned)n, 0);

@@ -4,7 +4,8 @@
  * Part 1 lists every value of the global program with its sharding and
  * where the sharding came from: the user's annotation, propagation from a
  * neighbour (named, with the op it came through and the direction), or
- * nothing (replicated). Part 2 lists every collective of the SPMD program
+ * nothing (replicated). Then each moe block: whether its products skip
+ * empty capacity slots (slots.c), or why not. Part 2 lists every collective of the SPMD program
  * with its kind, mesh axes, the bytes each device receives per step, the
  * source line of the op that needed it and why. Part 3 sums them up.
  *
@@ -109,6 +110,16 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
       fprintf(f, "%-14s %s%-16s %s\n", g->tensors[i].name, dtype_name(g->tensors[i].dtype),
               shape_str(a, &g->tensors[i].shape), g->tensors[i].update_note);
     }
+  if (g->nmoe)
+    fputs("\n## moe blocks: matrix products over the filled capacity slots only, or over every slot\n", f);
+  for (int i = 0; i < g->nmoe; i++) {
+    const MoeNote *m = &g->moe[i];
+    fprintf(f, "moe at %s (E = %" PRId64 ", G = %" PRId64 ", C = %" PRId64 "): ", where(a, m->span), m->e, m->g, m->c);
+    if (m->why)
+      fprintf(f, "padded (%s)\n", m->why);
+    else
+      fprintf(f, "empty slots skipped: %d products by rows, %d by summed slots\n", m->rows, m->depth);
+  }
   fputs("\n## collectives (bytes: received per device per step)\n", f);
   int counts[OP__COUNT] = {0}, per_pass[3] = {0};
   int64_t total = 0;

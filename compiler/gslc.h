@@ -259,6 +259,11 @@ typedef struct EinsumSpec {
   int nin;                      /* operands: 1 or 2 */
   char in[2][GSL_MAX_RANK + 1]; /* each operand's letters, one per dimension */
   char out[GSL_MAX_RANK + 1];   /* the result's letters */
+  char fill[GSL_MAX_RANK + 1];  /* "" or, with a third operand (i32, one dim per letter here), the
+                                   letters that index the fill counts (moe_skip_empty's) */
+  char fill_of;                 /* with fill: the letter the counts bound: terms and result elements
+                                   whose fill_of index is at or past the count may be left out
+                                   (result elements then zero); 0 without */
 } EinsumSpec;
 
 /* Parses "ab,bc->ac" (or numpy's implicit form "ab,bc") for nin operands;
@@ -378,6 +383,14 @@ typedef struct Train {
   int nupdates;             /* entries of updates */
 } Train;
 
+/* What slots_skip_empty made of one moe block, for --explain. */
+typedef struct MoeNote {
+  Span span;       /* the block (its dispatch) */
+  int64_t e, g, c; /* experts, groups, capacity slots */
+  int rows, depth; /* products restricted to the filled slots: by rows, by summed slots */
+  const char *why; /* padded: why (the op that mixes slots, or the option); NULL: skipped */
+} MoeNote;
+
 typedef struct Program {
   Arena *arena;     /* owns everything below */
   const char *path; /* main source file */
@@ -392,6 +405,8 @@ typedef struct Program {
   uint32_t nstreams; /* RNG streams handed out */
   bool spmd;         /* values carry local shapes (partition.c's output) */
   DType precision;   /* gslc --precision: DT_F32, or DT_BF16 (products and moe bodies in bf16) */
+  MoeNote *moe;      /* slots_skip_empty's notes, one per moe block (in the arena), not carried by rewrites */
+  int nmoe;          /* entries of moe */
   Span site;         /* builder state: the outermost call being inlined, stamped on new values (src NULL: none) */
   Pass pass;         /* builder state: stamped on new values */
   bool keep_f32;     /* builder state: under --precision bf16, products stay f32 (a moe block's gating) */
@@ -521,6 +536,17 @@ void ir_print(FILE *f, const Program *p); /* --emit-ir, --emit-spmd */
  * have more than GSL_MAX_ELEMS elements batched; out is then unset. */
 const Value *ir_vmap(Program *p, int first, int64_t n, Value **seeds, Value **batch, int nseeds,
                      const Value *member, Value **results, Value **out, int nresults);
+
+/* ---- slots.c: no products over empty moe slots ------------------------------- */
+
+/* After autodiff, before propagation. Each moe block whose body treats its
+ * capacity slots row by row (slots.c's header says how that is found) gets
+ * its fill counts (i32[E, G], from the routing) and its matrix products,
+ * forward and backward, a third operand: those counts (EinsumSpec.fill).
+ * Returns the new program (p stays alive: the new one shares its strings),
+ * or p itself when no block qualifies or enable is false; either way with
+ * a MoeNote per block. */
+Program *slots_skip_empty(Program *p, bool enable);
 
 /* ---- verify.c: the IR verifier --------------------------------------------- */
 
@@ -664,6 +690,13 @@ void explain_print(FILE *f, const Program *global, const Program *spmd);
 
 /* ---- plan.c: buffers, their lifetimes, one arena ------------------------ */
 
+/* Which rows of a GEMM its fill counts let it skip (gslrt_sgemm_fill). */
+typedef enum GemmFill {
+  GF_NONE,  /* all of them: no counts, or counts the layout cannot use */
+  GF_ROWS,  /* rows of A and C past each block's count: C's are zeroed */
+  GF_DEPTH  /* terms of the sum past each block's count */
+} GemmFill;
+
 /* How an einsum is lowered: a plain loop nest, or one batched GEMM on
  * operands (and a result) laid out [batch, M, K] x [batch, K, N] ->
  * [batch, M, N] up to a transpose of A or B, through temporaries where not. */
@@ -680,6 +713,9 @@ typedef struct GemmPlan {
   int64_t nb, m, n, k;           /* batch count and GEMM sizes */
   int tmp_a, tmp_b, tmp_c;       /* Plan.temps: A, B copied to [batch, M, K], [batch, K, N]; C before its
                                     permuting copy to the result; -1: none */
+  GemmFill fill;                 /* an einsum with fill counts: how the GEMM reads them */
+  const Value *fills;            /* GF_ROWS, GF_DEPTH: the i32 counts, one per batch entry and block */
+  int64_t blocks, slots;         /* GF_ROWS (GF_DEPTH): M (K) is blocks blocks of slots, per batch entry */
 } GemmPlan;
 
 /* A buffer that lives within one value's code (an einsum's copies). */

@@ -1109,6 +1109,8 @@ static void print_attrs(FILE *f, Arena *tmp, const Program *p, const Value *v) {
     break;
   case OP_EINSUM:
     fprintf(f, " \"%s\"", ein_str(tmp, &v->ein));
+    if (v->ein.fill[0]) /* the last operand: counts that bound fill_of, indexed by fill */
+      fprintf(f, " fill \"%s:%c\"", v->ein.fill, v->ein.fill_of);
     break;
   case OP_REDUCE:
     fprintf(f, " %s [", reduce_fn_name(v->fn));

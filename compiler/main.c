@@ -1,6 +1,6 @@
 /* main.c — the gslc driver: options, then the whole pipeline in one function.
  *
- *   source -> parse_source -> sema_run -> ad_train -> shard_propagate
+ *   source -> parse_source -> sema_run -> ad_train -> slots_skip_empty -> shard_propagate
  *          -> spmd_partition -> plan_buffers -> cg_emit -> link
  *
  * with ir_verify after every pass that makes or changes IR, and
@@ -43,6 +43,7 @@ typedef struct Options {
   int ninclude;
   Define *defines;        /* -D */
   int ndefine;
+  bool no_skip_empty;     /* -fno-moe-skip-empty: moe bodies compute every capacity slot */
 } Options;
 
 static const char usage[] =
@@ -62,6 +63,8 @@ static const char usage[] =
     "  -O0 .. -O3     optimization level (default -O2)\n"
     "  --precision P  f32 (default) or bf16: products and moe bodies in bf16 with f32 accumulation,\n"
     "                 params, optimizer states, losses, norms and softmaxes in f32\n"
+    "  -fno-moe-skip-empty  run moe bodies' matrix products over every capacity slot,\n"
+    "                 empty ones too (default: over the filled slots where the body is row by row)\n"
     "  --help         show this help\n"
     "  --version      show the version\n";
 
@@ -117,6 +120,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       if (!v || (strcmp(v, "f32") != 0 && strcmp(v, "bf16") != 0))
         return usage_error("--precision takes f32 or bf16, got '%s'", v ? v : "");
       o->precision = strcmp(v, "bf16") == 0 ? DT_BF16 : DT_F32;
+    } else if (strcmp(a, "-fno-moe-skip-empty") == 0 || strcmp(a, "-fmoe-skip-empty") == 0) {
+      o->no_skip_empty = a[2] == 'n';
     } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
       o->opt_level = a[2] - '0';
     } else if (strncmp(a, "-o", 2) == 0) {
@@ -306,7 +311,7 @@ static int compile(const Options *o) {
   }
   bool uninstalled = running_uninstalled();
   Arena *ast_arena = arena_new();
-  Program *p = NULL, *spmd = NULL;
+  Program *p = NULL, *sema_p = NULL, *spmd = NULL;
   Plan *plan = NULL;
   int rc = 1;
   char *obj = NULL;
@@ -327,6 +332,9 @@ static int compile(const Options *o) {
   ir_dce(p);
   if (!ir_verify(p, stderr))
     die("the IR sema built does not verify");
+  p = slots_skip_empty(sema_p = p, !o->no_skip_empty);
+  if (p != sema_p && !ir_verify(p, stderr))
+    die("the IR with moe fill counts does not verify");
   shard_propagate(p);
   if (!ir_verify(p, stderr))
     die("the shardings propagation found do not verify");
@@ -390,6 +398,8 @@ done:
   }
   plan_free(plan);
   ir_free(spmd);
+  if (p != sema_p)
+    ir_free(sema_p);
   ir_free(p);
   arena_free(ast_arena);
   source_free(src);

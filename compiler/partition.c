@@ -276,7 +276,15 @@ static Value *part_einsum(Part *P, const Value *v) {
   const EinsumSpec z = v->ein;
   Layout a = einsum_layout(P, v, &z, false), b = einsum_layout(P, v, &z, true);
   const Layout *L = b.cost < a.cost ? &b : &a;
-  Value *ops[2] = {operand(P, v, 0, &L->want[0]), operand(P, v, 1, &L->want[1])};
+  Value *ops[3] = {operand(P, v, 0, &L->want[0]), operand(P, v, 1, &L->want[1])};
+  if (z.fill[0]) { /* the fill counts follow the cuts of their letters in the operand that has them */
+    Sharding fs = {0};
+    for (int i = 0; z.fill[i]; i++) {
+      int k = strchr(z.in[0], z.fill[i]) ? 0 : 1;
+      shard_copy_dim(&fs, i, &L->want[k], (int)(strchr(z.in[k], z.fill[i]) - z.in[k]));
+    }
+    ops[2] = operand(P, v, 2, &fs);
+  }
   return finish(P, v, emit_like(P, v, &L->result, ops));
 }
 
@@ -497,7 +505,7 @@ static Value *part_value(Part *P, const Value *v) {
   case OP_REDUCE:
     return part_reduce(P, v);
   case OP_EINSUM:
-    if (v->nargs == 2)
+    if (v->ein.nin == 2)
       return part_einsum(P, v);
     die("one-operand einsum reached the partitioner");
   case OP_ALL_REDUCE:

@@ -231,6 +231,37 @@ static int add_temp(Plan *pl, const Value *v, int64_t bytes) {
   return pl->ntemps++;
 }
 
+/* An einsum with fill counts (slots.c): the GEMM skips the rows (or the
+ * summed terms) past each block's count when the counted letter is the
+ * last of the row (summed) letters and the counts' letters are the batch
+ * letters then the other row (summed) letters, in order, and the counted
+ * dim is whole on this device; else it computes them all. */
+static void plan_fill(GemmPlan *g, const Value *v, const int64_t *ext) {
+  const EinsumSpec *e = &v->ein;
+  if (!e->fill[0])
+    return;
+  for (int k = 0; k < e->nin; k++) {
+    const char *at = strchr(e->in[k], e->fill_of);
+    if (at && v->args[k]->gshape.rank && v->args[k]->gshape.d[at - e->in[k]] != v->args[k]->shape.d[at - e->in[k]])
+      return;
+  }
+  const char *lists[2] = {g->ml, g->kl};
+  for (int mode = 0; mode < 2; mode++) {
+    size_t n = strlen(lists[mode]);
+    char t[3 * GSL_MAX_RANK + 1];
+    if (!n || lists[mode][n - 1] != e->fill_of)
+      continue;
+    snprintf(t, sizeof t, "%s%.*s", g->bl, (int)(n - 1), lists[mode]);
+    if (strcmp(t, e->fill))
+      continue;
+    g->fill = mode ? GF_DEPTH : GF_ROWS;
+    g->fills = v->args[e->nin];
+    g->slots = ext[(unsigned char)e->fill_of];
+    g->blocks = (mode ? g->k : g->m) / g->slots;
+    return;
+  }
+}
+
 /* v's lowering into pl->gemm[v->id] (see the file comment). */
 static void plan_einsum(Plan *pl, const Value *v) {
   GemmPlan *g = &pl->gemm[v->id];
@@ -238,7 +269,7 @@ static void plan_einsum(Plan *pl, const Value *v) {
   int64_t ext[256] = {0};
   memset(g, 0, sizeof *g);
   g->tmp_a = g->tmp_b = g->tmp_c = -1;
-  if (e->nin != v->nargs || strlen(e->out) != (size_t)v->shape.rank)
+  if (e->nin + (e->fill[0] != '\0') != v->nargs || strlen(e->out) != (size_t)v->shape.rank)
     die("einsum %%%d does not fit its operands", v->id);
   for (int j = 0; j < e->nin; j++)
     for (int i = 0; e->in[j][i]; i++)
@@ -307,6 +338,7 @@ static void plan_einsum(Plan *pl, const Value *v) {
   char t[3 * GSL_MAX_RANK + 1];
   if (strcmp(e->out, cat3(t, g->bl, g->ml, g->nl)))
     g->tmp_c = add_temp(pl, v, 4 * g->nb * g->m * g->n);
+  plan_fill(g, v, ext);
 }
 
 /* ---- lifetimes ----------------------------------------------------------- */

@@ -231,7 +231,7 @@ static void forward(Prop *P, Value *v) {
     return;
   }
   case OP_EINSUM: {
-    if (v->nargs != 2)
+    if (v->ein.nin != 2)
       die("one-operand einsum reached propagation (ir_einsum makes it a transpose)");
     const EinsumSpec l = v->ein;
     uint32_t used = 0;
@@ -357,7 +357,7 @@ static void backward(Prop *P, Value *v) {
     return;
   }
   case OP_EINSUM: {
-    if (v->nargs != 2)
+    if (v->ein.nin != 2)
       die("one-operand einsum reached propagation (ir_einsum makes it a transpose)");
     const EinsumSpec l = v->ein;
     for (int k = 0; k < 2; k++) {

@@ -42,7 +42,7 @@ static uint32_t partial_axes(const Value *v, int depth) {
     return 0;
   switch (v->op) {
   case OP_EINSUM:
-    for (int k = 0; k < v->nargs; k++)
+    for (int k = 0; k < v->ein.nin; k++)
       for (int i = 0; v->ein.in[k][i]; i++)
         if (!strchr(v->ein.out, v->ein.in[k][i]))
           m |= shard_dim_axes(&v->args[k]->sh, i);

@@ -41,8 +41,9 @@ static bool same(const Shape *a, const Shape *b) { return shape_eq(a, b); }
 /* an einsum's letters against its operands' and result's shapes */
 static void verify_einsum(Check *c, const Value *v) {
   const EinsumSpec *e = &v->ein;
-  if (e->nin != v->nargs || e->nin < 1 || e->nin > 2) {
-    fail(c, v, "spec names %d operands, the op has %d", e->nin, v->nargs);
+  int nfill = e->fill[0] != '\0';
+  if (e->nin + nfill != v->nargs || e->nin < 1 || e->nin > 2) {
+    fail(c, v, "spec names %d operands%s, the op has %d", e->nin, nfill ? " and fill counts" : "", v->nargs);
     return;
   }
   int64_t size[128];
@@ -76,6 +77,23 @@ static void verify_einsum(Check *c, const Value *v) {
     for (int i = 0; e->in[k][i]; i++)
       if (!strchr(e->out, e->in[k][i]) && !(e->nin == 2 && strchr(e->in[1 - k], e->in[k][i])))
         fail(c, v, "letter '%c' of operand %d is in neither the other operand nor the result", e->in[k][i], k + 1);
+  if (!nfill) {
+    if (e->fill_of)
+      fail(c, v, "fill letter '%c' without fill counts", e->fill_of);
+    return;
+  }
+  const Value *f = v->args[e->nin];
+  if (f->dtype != DT_I32 || (int)strlen(e->fill) != f->shape.rank) {
+    fail(c, v, "fill counts (%s of rank %d) do not fit their letters \"%s\"", dtype_name(f->dtype),
+         f->shape.rank, e->fill);
+    return;
+  }
+  for (int i = 0; e->fill[i]; i++)
+    if (size[e->fill[i] & 127] != f->shape.d[i] || e->fill[i] == e->fill_of)
+      fail(c, v, "fill letter '%c' has extent %" PRId64 ", the operands say %" PRId64, e->fill[i], f->shape.d[i],
+           size[e->fill[i] & 127]);
+  if (!e->fill_of || size[e->fill_of & 127] < 0)
+    fail(c, v, "the letter the fill counts bound, '%c', is in no operand", e->fill_of ? e->fill_of : '?');
 }
 
 static void verify_collective(Check *c, const Program *p, const Value *v) {

@@ -174,6 +174,16 @@ void gslrt_gemm_bf16(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m,
                      const uint16_t *a, int64_t lda, int64_t stride_a,
                      const uint16_t *b, int64_t ldb, int64_t stride_b,
                      void *c, int32_t c_dtype, int64_t ldc, int64_t stride_c);
+/* gslrt_sgemm over a moe block's filled slots alone (slots.c): per batch
+ * entry, the rows of C (depth: the summed index) are `blocks` blocks of
+ * `slots`, block j of entry i filled in its first fill[i * blocks + j];
+ * rows past a block's count are zeroed (depth: terms past it are left
+ * out of the sum). */
+void gslrt_sgemm_fill(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                      const float *a, int64_t lda, int64_t stride_a,
+                      const float *b, int64_t ldb, int64_t stride_b,
+                      float *c, int64_t ldc, int64_t stride_c,
+                      const int32_t *fill, int64_t blocks, int64_t slots, int32_t depth);
 
 /* ---- groups of mesh axes and collectives --------------------------------- */
 
