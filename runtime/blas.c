@@ -17,6 +17,9 @@
  * Which library runs an f32 product is decided per shape by what
  * bench/gemm_peak.c measured on this project's machine; see f32_by_onednn.
  *
+ * GSL_GEMM=openblas in the environment sends every product to OpenBLAS, as
+ * before oneDNN (for comparisons; gslrun(7)).
+ *
  * One thread per process (the MPI ranks already fill the cores): OpenBLAS
  * is set to one thread, and so is OpenMP, the threading runtime of Debian's
  * oneDNN build, before the first primitive is created. Dimensions must fit
@@ -40,8 +43,9 @@ static gslrt_gemm_counts counts;
 
 void gslrt_gemm_get_counts(gslrt_gemm_counts *out) { *out = counts; }
 
-/* 0: oneDNN is not used (gslrt_gemm_use_onednn). */
-static int onednn_on = 1;
+/* 0: oneDNN is not used (gslrt_gemm_use_onednn, or GSL_GEMM=openblas in
+ * the environment); -1: not decided yet. */
+static int onednn_on = -1;
 
 void gslrt_gemm_use_onednn(int on) { onednn_on = on; }
 
@@ -212,6 +216,10 @@ static gemm_entry *primitive_for(const int64_t *key) {
 
 /* Runs the product of key on a, b, c through oneDNN; 0 if it declined. */
 static int onednn_gemm(const int64_t *key, const void *a, const void *b, void *c) {
+  if (onednn_on < 0) {
+    const char *v = getenv("GSL_GEMM");
+    onednn_on = !(v && !strcmp(v, "openblas"));
+  }
   if (!onednn_on || !dnn_ready())
     return 0;
   gemm_entry *e = primitive_for(key);
