@@ -1,28 +1,29 @@
 /* gemm_peak.c — how close the matrix-product libraries come to this CPU's
  * peak, one thread (bench/run.sh ONLY=gemm; see bench/README.md).
  *
- * First the peak, measured here: an unrolled loop of independent FMAs on
- * the widest vectors the CPU has (zmm with AVX-512F, and ymm beside it;
- * ymm alone without), f32, and with AVX512-BF16 the bf16 dot product
- * vdpbf16ps (two multiply-adds per f32 lane). Then every library kernel on
- * the shapes GSL's examples and benches multiply: OpenBLAS sgemm, oneDNN's
- * f32 matmul, oneDNN's bf16 matmul (f32 out), OpenBLAS's sbgemm where the
- * library exports it, and the runtime's own gslrt_sgemm and
- * gslrt_gemm_bf16 (which pick among them). Each kernel is set up once
- * (a oneDNN primitive created once), run WARMUP times, then timed over
- * GEMM_REPS repetitions of enough calls to fill about GEMM_MS ms; the
- * best repetition counts (on a loaded machine, many short repetitions
- * find the moments it had a core to itself). The table gives GFLOP/s (2 m n k per product) and the
- * fraction of the measured peak of its type (f32: the FMA peak on the
- * widest vectors; bf16: the vdpbf16ps peak). The inputs are bf16 values
- * (exact in f32), so every kernel computes the same sums; each result is
- * checked against OpenBLAS's sgemm.
+ * First the peak, measured here, before and after the kernels (the better
+ * counts): an unrolled loop of independent FMAs on the widest vectors the
+ * CPU has (zmm with AVX-512F, and ymm beside it; ymm alone without), f32,
+ * and with AVX512-BF16 the bf16 dot product vdpbf16ps (two multiply-adds
+ * per f32 lane). Then every library kernel on the shapes GSL's examples
+ * and benches multiply: OpenBLAS sgemm, oneDNN's f32 matmul, oneDNN's bf16
+ * matmul (f32 out), OpenBLAS's sbgemm where the library exports it, and
+ * the runtime's own gslrt_sgemm and gslrt_gemm_bf16 (which pick among
+ * them). Each kernel is set up once (a oneDNN primitive created once), run
+ * GEMM_WARMUP times, then timed over GEMM_REPS repetitions of enough calls
+ * to fill about GEMM_MS ms; the best repetition counts (on a loaded
+ * machine, many short repetitions find the moments it had a core to
+ * itself). The table gives GFLOP/s (2 m n k per product) and the fraction
+ * of the measured peak of its type (f32: the FMA peak on the widest
+ * vectors; bf16: the vdpbf16ps peak, or f32's without AVX512-BF16). The
+ * inputs are bf16 values (exact in f32), so every kernel computes the same
+ * sums; each result is checked against OpenBLAS's sgemm.
  *
  * Settings (environment): GEMM_REPS (default 5), GEMM_WARMUP (default 2),
- * GEMM_MS (default 50),
- * GEMM_SHAPES ("b,m,n,k,ta,tb b,m,n,k,ta,tb ...", default the list below).
- * Build: bench/run.sh compiles it against libgslrt.a and the runtime's
- * libraries; run it with OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1. */
+ * GEMM_MS (default 50), GEMM_SHAPES ("b,m,n,k,ta,tb b,m,n,k,ta,tb ...",
+ * default the list below). Build: bench/run.sh compiles it against
+ * libgslrt.a and the runtime's libraries; run it with
+ * OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1. */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
