@@ -1,26 +1,29 @@
 /* gemm_peak.c — how close the matrix-product libraries come to this CPU's
  * peak, one thread (bench/run.sh ONLY=gemm; see bench/README.md).
  *
- * First the peak, measured here: an unrolled loop of independent FMAs on
- * the widest vectors the CPU has (zmm with AVX-512F, and ymm beside it;
- * ymm alone without), f32, and with AVX512-BF16 the bf16 dot product
- * vdpbf16ps (two multiply-adds per f32 lane). Then every library kernel on
- * the shapes GSL's examples and benches multiply: OpenBLAS sgemm, oneDNN's
- * f32 matmul, oneDNN's bf16 matmul (f32 out), OpenBLAS's sbgemm where the
- * library exports it, and the runtime's own gslrt_sgemm and
- * gslrt_gemm_bf16 (which pick among them). Each kernel is set up once
- * (a oneDNN primitive created once), run WARMUP times, then timed over
- * REPS repetitions of enough calls to fill about 50 ms; the best
- * repetition counts. The table gives GFLOP/s (2 m n k per product) and the
- * fraction of the measured peak of its type (f32: the FMA peak on the
- * widest vectors; bf16: the vdpbf16ps peak). The inputs are bf16 values
- * (exact in f32), so every kernel computes the same sums; each result is
- * checked against OpenBLAS's sgemm.
+ * First the peak, measured here, before and after the kernels (the better
+ * counts): an unrolled loop of independent FMAs on the widest vectors the
+ * CPU has (zmm with AVX-512F, and ymm beside it; ymm alone without), f32,
+ * and with AVX512-BF16 the bf16 dot product vdpbf16ps (two multiply-adds
+ * per f32 lane). Then every library kernel on the shapes GSL's examples
+ * and benches multiply: OpenBLAS sgemm, oneDNN's f32 matmul, oneDNN's bf16
+ * matmul (f32 out), OpenBLAS's sbgemm where the library exports it, and
+ * the runtime's own gslrt_sgemm and gslrt_gemm_bf16 (which pick among
+ * them). Each kernel is set up once (a oneDNN primitive created once), run
+ * GEMM_WARMUP times, then timed over GEMM_REPS repetitions of enough calls
+ * to fill about GEMM_MS ms; the best repetition counts (on a loaded
+ * machine, many short repetitions find the moments it had a core to
+ * itself). The table gives GFLOP/s (2 m n k per product) and the fraction
+ * of the measured peak of its type (f32: the FMA peak on the widest
+ * vectors; bf16: the vdpbf16ps peak, or f32's without AVX512-BF16). The
+ * inputs are bf16 values (exact in f32), so every kernel computes the same
+ * sums; each result is checked against OpenBLAS's sgemm.
  *
  * Settings (environment): GEMM_REPS (default 5), GEMM_WARMUP (default 2),
- * GEMM_SHAPES ("b,m,n,k,ta,tb b,m,n,k,ta,tb ...", default the list below).
- * Build: bench/run.sh compiles it against libgslrt.a and the runtime's
- * libraries; run it with OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1. */
+ * GEMM_MS (default 50), GEMM_SHAPES ("b,m,n,k,ta,tb b,m,n,k,ta,tb ...",
+ * default the list below). Build: bench/run.sh compiles it against
+ * libgslrt.a and the runtime's libraries; run it with
+ * OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1. */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
@@ -40,6 +43,8 @@
 void openblas_set_num_threads(int num_threads);
 
 static int reps, warmup;
+/* Seconds of calls a repetition times (GEMM_MS). */
+static double window;
 static int failed;
 
 static double now(void) {
@@ -55,7 +60,9 @@ static int env_int(const char *name, int fallback) {
 
 /* ---- the peak: independent FMA chains ---------------------------------------- */
 
-#define PEAK_ITERS 20000000L /* loop trips; 16 vector FMAs each */
+/* Loop trips of one repetition of a peak loop (16 vector FMAs each):
+ * about window seconds at 250 GFLOP/s with zmm. */
+static long peak_iters;
 
 /* Best of reps of a loop of 16 independent zmm FMA chains: GFLOP/s. */
 __attribute__((target("avx512f"))) static double peak_f32_zmm(void) {
@@ -65,7 +72,7 @@ __attribute__((target("avx512f"))) static double peak_f32_zmm(void) {
     for (int i = 0; i < 16; i++)
       acc[i] = _mm512_set1_ps((float)i);
     double t = now();
-    for (long it = 0; it < PEAK_ITERS; it++) {
+    for (long it = 0; it < peak_iters; it++) {
       acc[0] = _mm512_fmadd_ps(acc[0], x, y), acc[1] = _mm512_fmadd_ps(acc[1], x, y);
       acc[2] = _mm512_fmadd_ps(acc[2], x, y), acc[3] = _mm512_fmadd_ps(acc[3], x, y);
       acc[4] = _mm512_fmadd_ps(acc[4], x, y), acc[5] = _mm512_fmadd_ps(acc[5], x, y);
@@ -81,7 +88,7 @@ __attribute__((target("avx512f"))) static double peak_f32_zmm(void) {
       s = _mm512_add_ps(s, acc[i]);
     volatile float sink = _mm512_reduce_add_ps(s);
     (void)sink;
-    double g = 2.0 * 16 * 16 * PEAK_ITERS / t / 1e9;
+    double g = 2.0 * 16 * 16 * peak_iters / t / 1e9;
     best = g > best ? g : best;
   }
   return best;
@@ -95,7 +102,7 @@ __attribute__((target("avx2,fma"))) static double peak_f32_ymm(void) {
     for (int i = 0; i < 12; i++)
       acc[i] = _mm256_set1_ps((float)i);
     double t = now();
-    for (long it = 0; it < PEAK_ITERS; it++) {
+    for (long it = 0; it < peak_iters; it++) {
       acc[0] = _mm256_fmadd_ps(acc[0], x, y), acc[1] = _mm256_fmadd_ps(acc[1], x, y);
       acc[2] = _mm256_fmadd_ps(acc[2], x, y), acc[3] = _mm256_fmadd_ps(acc[3], x, y);
       acc[4] = _mm256_fmadd_ps(acc[4], x, y), acc[5] = _mm256_fmadd_ps(acc[5], x, y);
@@ -111,7 +118,7 @@ __attribute__((target("avx2,fma"))) static double peak_f32_ymm(void) {
     _mm256_storeu_ps(v, s);
     volatile float sink = v[0];
     (void)sink;
-    double g = 2.0 * 8 * 12 * PEAK_ITERS / t / 1e9;
+    double g = 2.0 * 8 * 12 * peak_iters / t / 1e9;
     best = g > best ? g : best;
   }
   return best;
@@ -126,7 +133,7 @@ __attribute__((target("avx512f,avx512bf16"))) static double peak_bf16_zmm(void) 
     for (int i = 0; i < 16; i++)
       acc[i] = _mm512_set1_ps((float)i);
     double t = now();
-    for (long it = 0; it < PEAK_ITERS; it++) {
+    for (long it = 0; it < peak_iters; it++) {
       acc[0] = _mm512_dpbf16_ps(acc[0], x, y), acc[1] = _mm512_dpbf16_ps(acc[1], x, y);
       acc[2] = _mm512_dpbf16_ps(acc[2], x, y), acc[3] = _mm512_dpbf16_ps(acc[3], x, y);
       acc[4] = _mm512_dpbf16_ps(acc[4], x, y), acc[5] = _mm512_dpbf16_ps(acc[5], x, y);
@@ -142,7 +149,7 @@ __attribute__((target("avx512f,avx512bf16"))) static double peak_bf16_zmm(void) 
       s = _mm512_add_ps(s, acc[i]);
     volatile float sink = _mm512_reduce_add_ps(s);
     (void)sink;
-    double g = 4.0 * 16 * 16 * PEAK_ITERS / t / 1e9;
+    double g = 4.0 * 16 * 16 * peak_iters / t / 1e9;
     best = g > best ? g : best;
   }
   return best;
@@ -274,7 +281,7 @@ static double time_kernel(int k, const operands *o, char *note, size_t len) {
   for (int w = 0; w < warmup; w++)
     run(k, o, &dnn);
   t = (now() - t) / (warmup > 0 ? warmup : 1);
-  int calls = t > 0 ? (int)(0.05 / t) : 1;
+  int calls = t > 0 ? (int)(window / t) : 1;
   calls = calls < 1 ? 1 : calls > 10000 ? 10000 : calls;
   double best = 0;
   for (int r = 0; r < reps; r++) {
@@ -307,10 +314,41 @@ static const char *default_shapes =
     "1,512,512,128,0,0 1,520,256,128,0,0 1,2048,256,64,0,0 1,2048,64,256,0,0 "
     "1,1024,1024,1024,0,0 1,8192,1024,256,0,0 "
     "1,64,256,2048,1,0 1,2048,64,256,0,1 1,256,1024,8192,1,0 1,8192,256,1024,0,1 "
-    "8,256,1024,256,0,0";
+    "8,256,1024,256,0,0 32,64,64,32,0,1 32,64,32,64,0,0";
+
+/* The peaks of this run: the better of the measurements before and after
+ * the kernels (f32: on the widest vectors; bf16: vdpbf16ps, else f32's). */
+static double peak_f32, peak_bf16;
+
+static void peaks(int zmm, int ymm, int bf16, const char *when) {
+  double z = zmm ? peak_f32_zmm() : 0, y = ymm ? peak_f32_ymm() : 0, b = bf16 ? peak_bf16_zmm() : 0;
+  printf("peak, %s: f32 FMA zmm (16 chains) ", when);
+  printf(zmm ? "%.1f" : "-", z);
+  printf(", ymm (12 chains) ");
+  printf(ymm ? "%.1f" : "-", y);
+  printf(", bf16 vdpbf16ps zmm (16 chains) ");
+  printf(bf16 ? "%.1f" : "-", b);
+  printf(" GFLOP/s\n");
+  double f = zmm ? z : y;
+  peak_f32 = f > peak_f32 ? f : peak_f32;
+  b = bf16 ? b : peak_f32;
+  peak_bf16 = b > peak_bf16 ? b : peak_bf16;
+}
+
+/* One line of the table, printed once the peaks are known. */
+typedef struct row {
+  char shape[64]; /* the product, as describe writes it */
+  int kernel;     /* enum kernel */
+  double gflops;  /* best GFLOP/s; -1: the kernel could not run it */
+  char note[160]; /* oneDNN's kernel, or why not, or WRONG */
+} row;
+
+#define MAX_ROWS 512
+static row rows[MAX_ROWS];
+static int nrows;
 
 static void describe(const shape *s, char *buf, size_t len) {
-  char b[16] = "";
+  char b[24] = "";
   if (s->batch > 1)
     snprintf(b, sizeof b, "%lld x ", (long long)s->batch);
   snprintf(buf, len, "%s[%lld,%lld]%sx[%lld,%lld]%s", b, (long long)s->m, (long long)s->k,
@@ -320,6 +358,8 @@ static void describe(const shape *s, char *buf, size_t len) {
 int main(void) {
   reps = env_int("GEMM_REPS", 5);
   warmup = env_int("GEMM_WARMUP", 2);
+  window = env_int("GEMM_MS", 50) / 1000.0;
+  peak_iters = (long)(window * 250e9 / 512);
   openblas_set_num_threads(1);
 #if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
   omp_set_num_threads(1);
@@ -335,32 +375,14 @@ int main(void) {
       __builtin_cpu_supports("fma"), bf16 = zmm && __builtin_cpu_supports("avx512bf16");
 
   printf("GSL gemm benchmark: the FMA peak and the library kernels, one thread\n");
-  printf("  best of %d repetitions (each about 50 ms of calls after %d warm-up calls)\n", reps, warmup);
+  printf("  best of %d repetitions (each about %g ms of calls after %d warm-up calls)\n", reps,
+         window * 1000, warmup);
   printf("  OpenBLAS %s (core %s%s%s), oneDNN %d.%d.%d, sbgemm %s\n", openblas_get_config(),
          openblas_get_corename(), getenv("OPENBLAS_CORETYPE") ? ", OPENBLAS_CORETYPE=" : "",
          getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "",
          (int)dnnl_version()->major, (int)dnnl_version()->minor, (int)dnnl_version()->patch,
          sbgemm ? "exported" : "not exported by this OpenBLAS");
-  double pf = 0, pb = 0;
-  if (zmm) {
-    pf = peak_f32_zmm();
-    printf("peak f32 FMA, zmm (16 chains):     %7.1f GFLOP/s\n", pf);
-  }
-  if (ymm) {
-    double y = peak_f32_ymm();
-    printf("peak f32 FMA, ymm (12 chains):     %7.1f GFLOP/s%s\n", y, zmm ? "" : " (the widest here)");
-    pf = pf > 0 ? pf : y;
-  }
-  if (bf16) {
-    pb = peak_bf16_zmm();
-    printf("peak bf16 vdpbf16ps, zmm (16 chains): %7.1f GFLOP/s\n", pb);
-  } else
-    printf("peak bf16: no AVX512-BF16 here; bf16 fractions are of the f32 peak\n");
-  if (pb <= 0)
-    pb = pf;
-  if (pf <= 0)
-    printf("peak f32: neither AVX-512F nor AVX2 with FMA; fractions left out\n");
-  printf("\n%-28s %-16s %9s %8s   %s\n", "shape", "kernel", "GFLOP/s", "of peak", "oneDNN kernel / note");
+  peaks(zmm, ymm, bf16, "before the kernels");
 
   const char *list = getenv("GEMM_SHAPES") ? getenv("GEMM_SHAPES") : default_shapes;
   char *copy = strdup(list), *save = NULL;
@@ -402,15 +424,33 @@ int main(void) {
       double g = time_kernel(k, &o, note, sizeof note);
       if (g < 0 && k == K_SBGEMM)
         continue;
-      if (g < 0)
-        printf("%-28s %-16s %9s %8s   %s\n", name, kernel_name[k], "-", "-", note);
-      else
-        printf("%-28s %-16s %9.1f %7.0f%%   %s\n", name, kernel_name[k], g,
-               100 * g / (kernel_bf16[k] ? pb : pf), note);
+      if (nrows == MAX_ROWS) {
+        fprintf(stderr, "gemm_peak: more than %d rows\n", MAX_ROWS);
+        return 2;
+      }
+      row *r = &rows[nrows++];
+      snprintf(r->shape, sizeof r->shape, "%s", name);
+      snprintf(r->note, sizeof r->note, "%s", note);
+      r->kernel = k, r->gflops = g;
     }
     free(o.a), free(o.b), free(o.c), free(o.ref), free(o.ha), free(o.hb);
   }
   free(copy);
+  peaks(zmm, ymm, bf16, "after them");
+  printf("peaks used: f32 %.1f, bf16 %.1f GFLOP/s (the better of the two measurements)\n", peak_f32,
+         peak_bf16);
+  printf("\n%-28s %-16s %9s %8s   %s\n", "shape", "kernel", "GFLOP/s", "of peak", "oneDNN kernel / note");
+  for (int i = 0; i < nrows; i++) {
+    const row *r = &rows[i];
+    double p = kernel_bf16[r->kernel] ? peak_bf16 : peak_f32;
+    if (r->gflops < 0)
+      printf("%-28s %-16s %9s %8s   %s\n", r->shape, kernel_name[r->kernel], "-", "-", r->note);
+    else if (p <= 0)
+      printf("%-28s %-16s %9.1f %8s   %s\n", r->shape, kernel_name[r->kernel], r->gflops, "-", r->note);
+    else
+      printf("%-28s %-16s %9.1f %7.0f%%   %s\n", r->shape, kernel_name[r->kernel], r->gflops,
+             100 * r->gflops / p, r->note);
+  }
   gslrt_gemm_counts n;
   gslrt_gemm_get_counts(&n);
   printf("(of peak: f32 kernels against the f32 FMA peak, bf16 kernels against the bf16 peak;\n"

@@ -9,7 +9,9 @@
 # bench/moe_train.gsl's training step (forward, backward, Adam) against
 # PyTorch's (bench/moe_train_torch.py) and its weak scaling at mpiexec -n 1
 # and 2; then examples/lm.gsl's training step against PyTorch's
-# (bench/lm_torch.py) at mpiexec -n 1. `make bench` runs it from the build
+# (bench/lm_torch.py) at mpiexec -n 1; then the FMA peak and the
+# matrix-product libraries on GSL's shapes, one thread (bench/gemm_peak.c).
+# `make bench` runs it from the build
 # directory after building gslc and the runtime. See bench/README.md.
 # PyTorch and numpy are needed only here, from Debian: apt-get install
 # python3-torch python3-numpy.
@@ -35,7 +37,10 @@
 # step against PyTorch (bench/lm_torch.py; STEPS WARMUP REPS MPIEXEC, LM_GSL
 # (default examples/lm.gsl), LM_DIMS ("B T M NH H E", default
 # "8 64 128 4 512 8"), LM_TORCH (as MOE_TORCH) and LM_CHECK_STEPS (default
-# 5); its data from scripts/lm_data.py, which needs Debian's fortunes).
+# 5); its data from scripts/lm_data.py, which needs Debian's fortunes);
+# ONLY=gemm measures the FMA peak and the matrix-product libraries on GSL's
+# shapes, one thread (bench/gemm_peak.c; GEMM_REPS GEMM_WARMUP GEMM_MS
+# GEMM_SHAPES, MPICC LIBGSLRT, GEMM_LIBS: the runtime's libraries).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)

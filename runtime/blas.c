@@ -17,6 +17,9 @@
  * Which library runs an f32 product is decided per shape by what
  * bench/gemm_peak.c measured on this project's machine; see f32_by_onednn.
  *
+ * GSL_GEMM=openblas in the environment sends every product to OpenBLAS, as
+ * before oneDNN (for comparisons; gslrun(7)).
+ *
  * One thread per process (the MPI ranks already fill the cores): OpenBLAS
  * is set to one thread, and so is OpenMP, the threading runtime of Debian's
  * oneDNN build, before the first primitive is created. Dimensions must fit
@@ -40,8 +43,9 @@ static gslrt_gemm_counts counts;
 
 void gslrt_gemm_get_counts(gslrt_gemm_counts *out) { *out = counts; }
 
-/* 0: oneDNN is not used (gslrt_gemm_use_onednn). */
-static int onednn_on = 1;
+/* 0: oneDNN is not used (gslrt_gemm_use_onednn, or GSL_GEMM=openblas in
+ * the environment); -1: not decided yet. */
+static int onednn_on = -1;
 
 void gslrt_gemm_use_onednn(int on) { onednn_on = on; }
 
@@ -108,11 +112,14 @@ static int dnn_ready(void) {
   return dnn.eng != NULL;
 }
 
+/* A multiply-xorshift mix of the key's words (a lookup is on every call:
+ * byte-wise FNV-1a cost a third of a microsecond). */
 static uint64_t key_hash(const int64_t *key) {
-  uint64_t h = 1469598103934665603u; /* FNV-1a over the key's bytes */
-  const unsigned char *p = (const unsigned char *)key;
-  for (size_t i = 0; i < sizeof(int64_t) * GEMM_KEY_LEN; i++)
-    h = (h ^ p[i]) * 1099511628211u;
+  uint64_t h = 0;
+  for (int i = 0; i < GEMM_KEY_LEN; i++) {
+    h = (h ^ (uint64_t)key[i]) * 0x9e3779b97f4a7c15u;
+    h ^= h >> 29;
+  }
   return h;
 }
 
@@ -209,6 +216,10 @@ static gemm_entry *primitive_for(const int64_t *key) {
 
 /* Runs the product of key on a, b, c through oneDNN; 0 if it declined. */
 static int onednn_gemm(const int64_t *key, const void *a, const void *b, void *c) {
+  if (onednn_on < 0) {
+    const char *v = getenv("GSL_GEMM");
+    onednn_on = !(v && !strcmp(v, "openblas"));
+  }
   if (!onednn_on || !dnn_ready())
     return 0;
   gemm_entry *e = primitive_for(key);
@@ -238,11 +249,29 @@ static void make_key(int64_t *key, int64_t type, int64_t batch, int32_t trans_a,
 
 /* ---- f32 ----------------------------------------------------------------------- */
 
-/* Whether oneDNN (rather than OpenBLAS) runs an f32 product of this shape.
- * See the measurements in bench/README.md (ONLY=gemm). */
-static int f32_by_onednn(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
-                         int64_t k) {
-  return 1;
+/* Whether oneDNN (rather than OpenBLAS) runs an f32 product of this shape,
+ * by what bench/gemm_peak.c measured on this project's 2-core Zen 5 (one
+ * thread, OpenBLAS 0.3.21 with its Cooperlake kernels, best of 20-40 short
+ * repetitions on a loaded machine; GFLOP/s OpenBLAS vs oneDNN through
+ * gslrt_sgemm):
+ * - every shape of GSL's examples and benches goes to oneDNN: [512,128] x
+ *   [128,512] 101 vs 113, [2048,256] x [256,64]^T 100 vs 115, 32 x [64,32]
+ *   x [32,64]^T 78 vs 101, 8 x [256,256] x [256,1024] 37 vs 61, as do
+ *   thin ones ([8,512] x [512,512] 57 vs 74, [512,8] x [8,512] 65 vs 92);
+ * - a product of one matrix with at most 2^20 multiply-adds goes to
+ *   OpenBLAS, whose call costs less: 16^3 87 vs 13, 32^3 108 vs 68, 64^3
+ *   115 vs 105, 96^3 115 vs 113, [16,128] x [128,128] 115 vs 107; 128^3 is
+ *   already oneDNN's (99 vs 115);
+ * - batched, OpenBLAS only below 2^15 multiply-adds an entry (8 x [16,32]
+ *   x [32,64]^T 54 vs 78: OpenBLAS pays its call per entry);
+ * - a matrix times a column (n = 1) goes to OpenBLAS's gemv: [4096,1024] x
+ *   [1024,1] 6.6 vs 3.2.
+ * With OPENBLAS_CORETYPE=Haswell OpenBLAS only loses more (bench/README.md). */
+static int f32_by_onednn(int64_t batch, int64_t m, int64_t n, int64_t k) {
+  double volume = (double)m * (double)n * (double)k;
+  if (n == 1)
+    return 0;
+  return batch == 1 ? volume > 1048576.0 : volume >= 32768.0;
 }
 
 void gslrt_sgemm(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
@@ -254,7 +283,7 @@ void gslrt_sgemm(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int
                 (long long)batch, (long long)m, (long long)n, (long long)k);
   if (batch == 0 || m == 0 || n == 0)
     return;
-  if (k > 0 && f32_by_onednn(batch, trans_a, trans_b, m, n, k)) {
+  if (k > 0 && f32_by_onednn(batch, m, n, k)) {
     int64_t key[GEMM_KEY_LEN];
     make_key(key, GEMM_F32, batch, trans_a, trans_b, m, n, k, lda, stride_a, ldb, stride_b, ldc,
              stride_c);

@@ -413,8 +413,12 @@ static int check_gemm(int bf16, int32_t c_dtype, int64_t batch, int ta, int tb, 
 /* Every kind of product, through whatever the runtime picks (oneDNN or
  * OpenBLAS) and through OpenBLAS alone (bf16: widened, then rounded). */
 static void check_gemm_shapes(int bf16, int32_t c_dtype) {
-  static const int64_t sizes[][3] = {{1, 1, 1}, {3, 5, 7}, {37, 129, 65}, {64, 48, 32}};
+  /* (131 x 129 x 67 is past the size up to which gslrt_sgemm sends one
+   * f32 matrix to OpenBLAS) */
+  static const int64_t sizes[][3] = {{1, 1, 1}, {3, 5, 7}, {37, 129, 65}, {64, 48, 32}, {131, 129, 67}};
   for (int via = 1; via >= 0; via--) {
+    gslrt_gemm_counts before, after;
+    gslrt_gemm_get_counts(&before);
     gslrt_gemm_use_onednn(via);
     for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
       for (int ta = 0; ta < 2; ta++)
@@ -427,6 +431,12 @@ static void check_gemm_shapes(int bf16, int32_t c_dtype) {
           CU_ASSERT(check_gemm(bf16, c_dtype, 2, ta, tb, m, n, k, 2, 0, 1));
         }
     CU_ASSERT(check_gemm(bf16, c_dtype, 2, 0, 0, 4, 6, 0, 1, 0, 0)); /* k = 0: zeros */
+    gslrt_gemm_get_counts(&after);
+    if (via) { /* oneDNN was asked (it ran them, or declined some here) */
+      CU_ASSERT(after.onednn_calls > before.onednn_calls || after.declined > before.declined);
+    } else {
+      CU_ASSERT_EQUAL(after.onednn_calls, before.onednn_calls);
+    }
   }
   gslrt_gemm_use_onednn(1);
 }
