@@ -27,8 +27,12 @@
 #include "internal.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <mpi.h>
 
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -274,10 +278,135 @@ static int f32_by_onednn(int64_t batch, int64_t m, int64_t n, int64_t k) {
   return batch == 1 ? volume > 1048576.0 : volume >= 32768.0;
 }
 
+/* ---- GSL_GEMM_PROFILE: each product shape's calls and time ---------------------- */
+
+/* With GSL_GEMM_PROFILE=FILE in the environment, every product is timed
+ * and, at exit, rank 0 writes one JSON line per distinct (dtype, batch,
+ * m, n, k, transposes) to FILE: its calls after the first (which makes
+ * oneDNN's primitive, and is not timed), their seconds and GFLOP/s (2 m n
+ * k batch per call), and how many of them oneDNN ran. bench/run.sh compares
+ * those with bench/gemm_peak.c's measured peaks. */
+typedef struct prof_entry {
+  int64_t key[7]; /* dtype (0 f32, 1 bf16 -> f32, 2 bf16 -> bf16), batch, m, n, k, trans_a, trans_b */
+  int64_t calls, onednn;
+  double seconds;
+} prof_entry;
+static struct {
+  int on; /* -1: not looked at yet */
+  const char *path;
+  int rank;
+  prof_entry *e;
+  int n, cap;
+} prof = {-1, NULL, 0, NULL, 0, 0};
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void prof_write(void) {
+  if (prof.rank != 0 || !prof.n)
+    return;
+  FILE *f = fopen(prof.path, "w");
+  if (!f) {
+    fprintf(stderr, "gslrt: GSL_GEMM_PROFILE: cannot write %s\n", prof.path);
+    return;
+  }
+  static const char *const type[] = {"f32", "bf16", "bf16"}, *const out[] = {"f32", "f32", "bf16"};
+  for (int i = 0; i < prof.n; i++) {
+    const prof_entry *e = &prof.e[i];
+    double flop = 2.0 * (double)e->key[1] * (double)e->key[2] * (double)e->key[3] * (double)e->key[4];
+    fprintf(f, "{\"type\": \"%s\", \"out\": \"%s\", \"batch\": %lld, \"m\": %lld, \"n\": %lld, \"k\": %lld, "
+               "\"trans_a\": %lld, \"trans_b\": %lld, \"calls\": %lld, \"onednn_calls\": %lld, "
+               "\"seconds\": %.6f, \"gflops\": %.2f}\n",
+            type[e->key[0]], out[e->key[0]], (long long)e->key[1], (long long)e->key[2], (long long)e->key[3],
+            (long long)e->key[4], (long long)e->key[5], (long long)e->key[6], (long long)e->calls,
+            (long long)e->onednn, e->seconds, e->seconds > 0 ? flop * (double)e->calls / e->seconds * 1e-9 : 0.0);
+  }
+  fclose(f);
+}
+
+static int prof_enabled(void) {
+  if (prof.on < 0) {
+    prof.path = getenv("GSL_GEMM_PROFILE");
+    prof.on = prof.path && *prof.path;
+    if (prof.on) {
+      int init = 0;
+      MPI_Initialized(&init);
+      if (init)
+        MPI_Comm_rank(MPI_COMM_WORLD, &prof.rank);
+      atexit(prof_write);
+    }
+  }
+  return prof.on;
+}
+
+static void prof_add(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t k, int32_t ta, int32_t tb,
+                     double seconds, int64_t onednn) {
+  int64_t key[7] = {type, batch, m, n, k, ta, tb};
+  for (int i = 0; i < prof.n; i++)
+    if (!memcmp(prof.e[i].key, key, sizeof key)) {
+      prof.e[i].calls++;
+      prof.e[i].onednn += onednn;
+      prof.e[i].seconds += seconds;
+      return;
+    }
+  if (prof.n == prof.cap) {
+    int cap = prof.cap ? 2 * prof.cap : 32;
+    prof_entry *e = realloc(prof.e, sizeof *e * (size_t)cap);
+    if (!e)
+      return; /* a profile is not worth failing a run for */
+    prof.e = e;
+    prof.cap = cap;
+  }
+  prof_entry *e = &prof.e[prof.n++]; /* the first call (it makes the primitive) is not timed */
+  memcpy(e->key, key, sizeof key);
+  e->calls = 0;
+  e->onednn = 0;
+  e->seconds = 0;
+  (void)seconds, (void)onednn;
+}
+
+static void sgemm_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                      const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
+                      int64_t stride_b, float *c, int64_t ldc, int64_t stride_c);
+static void bf16_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                     const uint16_t *a, int64_t lda, int64_t stride_a, const uint16_t *b, int64_t ldb,
+                     int64_t stride_b, void *c, int32_t c_dtype, int64_t ldc, int64_t stride_c);
+
 void gslrt_sgemm(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
                  const float *a, int64_t lda, int64_t stride_a,
                  const float *b, int64_t ldb, int64_t stride_b,
                  float *c, int64_t ldc, int64_t stride_c) {
+  if (!prof_enabled()) {
+    sgemm_run(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
+    return;
+  }
+  int64_t before = counts.onednn_calls;
+  double t = now();
+  sgemm_run(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
+  prof_add(0, batch, m, n, k, trans_a, trans_b, now() - t, counts.onednn_calls - before);
+}
+
+void gslrt_gemm_bf16(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                     const uint16_t *a, int64_t lda, int64_t stride_a,
+                     const uint16_t *b, int64_t ldb, int64_t stride_b,
+                     void *c, int32_t c_dtype, int64_t ldc, int64_t stride_c) {
+  if (!prof_enabled()) {
+    bf16_run(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, c_dtype, ldc, stride_c);
+    return;
+  }
+  int64_t before = counts.onednn_calls;
+  double t = now();
+  bf16_run(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, c_dtype, ldc, stride_c);
+  prof_add(c_dtype == GSLRT_BF16 ? 2 : 1, batch, m, n, k, trans_a, trans_b, now() - t,
+           counts.onednn_calls - before);
+}
+
+static void sgemm_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                      const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
+                      int64_t stride_b, float *c, int64_t ldc, int64_t stride_c) {
   if (m < 0 || n < 0 || k < 0 || batch < 0)
     gslrt_fatal(NULL, "gslrt_sgemm: negative dimension (batch %lld, m=%lld n=%lld k=%lld)",
                 (long long)batch, (long long)m, (long long)n, (long long)k);
@@ -310,10 +439,9 @@ static float *widen(const uint16_t *x, int64_t batch, int64_t rows, int64_t cols
   return w;
 }
 
-void gslrt_gemm_bf16(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
-                     const uint16_t *a, int64_t lda, int64_t stride_a,
-                     const uint16_t *b, int64_t ldb, int64_t stride_b,
-                     void *c, int32_t c_dtype, int64_t ldc, int64_t stride_c) {
+static void bf16_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                     const uint16_t *a, int64_t lda, int64_t stride_a, const uint16_t *b, int64_t ldb,
+                     int64_t stride_b, void *c, int32_t c_dtype, int64_t ldc, int64_t stride_c) {
   if (m < 0 || n < 0 || k < 0 || batch < 0)
     gslrt_fatal(NULL, "gslrt_gemm_bf16: negative dimension (batch %lld, m=%lld n=%lld k=%lld)",
                 (long long)batch, (long long)m, (long long)n, (long long)k);

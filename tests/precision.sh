@@ -18,6 +18,7 @@
 #    O(1). And the bf16 gradient must differ from the f32 one (or the
 #    products did not run in bf16).
 # 3. --stats under bf16: the moe example's all-to-alls move half the bytes.
+# 4. GSL_GEMM_PROFILE counts a product's calls, with its dtypes.
 set -u
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslprec.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -95,5 +96,17 @@ else
   echo "moe all-to-alls: $a32 bytes a step in f32, $a16 in bf16"
 fi
 grep -q 'bf16\[' "$work/bf16.stats" || { echo "FAIL: --stats does not show bf16 collectives"; status=1; }
+# 4. GSL_GEMM_PROFILE: x @ w1 ([8, 16] x [16, 32]) runs once a step; over 3
+#    steps the profile counts the 2 after the first (which is not timed),
+#    f32 when compiled as written, bf16 operands into f32 under bf16
+for v in b1 g32; do
+  rm -f "$work/$v.prof"
+  (cd "$work" && GSL_GEMM_PROFILE="$v.prof" timeout 300 $MPIEXEC -n 1 "./$v" --steps 3 --quiet) ||
+    { echo "FAIL: $v with GSL_GEMM_PROFILE"; status=1; continue; }
+  want='"type": "f32", "out": "f32", "batch": 1, "m": 8, "n": 32, "k": 16, "trans_a": 0, "trans_b": 0, "calls": 2,'
+  [ $v = b1 ] && want='"type": "bf16", "out": "f32", "batch": 1, "m": 8, "n": 32, "k": 16, "trans_a": 0, "trans_b": 0, "calls": 2,'
+  grep -qF "$want" "$work/$v.prof" || { echo "FAIL: $v's GEMM profile lacks $want:"; cat "$work/$v.prof"; status=1; }
+done
+[ $status -eq 0 ] && echo "GSL_GEMM_PROFILE: x @ w1 counted, f32 and bf16"
 [ $status -eq 0 ] && echo "PASS: precision"
 exit $status
