@@ -147,12 +147,14 @@ void cg_emit_einsum(CG *g, const Value *v) {
                            pa, cg_ci64(g, ta ? m : k), cg_ci64(g, m * k),
                            pb, cg_ci64(g, tb ? k : n), cg_ci64(g, k * n),
                            pc, cg_ci64(g, n), cg_ci64(g, m * n)};
-  if (bf) { /* every slot: the fill counts' rows are not restricted on bf16 (yet) */
+  if (bf) { /* bf16 operands: i16 pointers */
+    args[6] = LLVMBuildBitCast(g->b, pa, LLVMPointerType(LLVMInt16TypeInContext(g->ctx), 0), "");
+    args[9] = LLVMBuildBitCast(g->b, pb, LLVMPointerType(LLVMInt16TypeInContext(g->ctx), 0), "");
+  }
+  if (gp->fill == GF_NONE && bf) {
     memmove(&args[13], &args[12], 3 * sizeof args[0]); /* c_dtype after c */
     args[12] = LLVMBuildBitCast(g->b, pc, g->t_ptr, "");
     args[13] = cg_ci32(g, cg_rt_dtype(DT_F32));
-    args[6] = LLVMBuildBitCast(g->b, pa, LLVMPointerType(LLVMInt16TypeInContext(g->ctx), 0), "");
-    args[9] = LLVMBuildBitCast(g->b, pb, LLVMPointerType(LLVMInt16TypeInContext(g->ctx), 0), "");
     cg_call(g, "gslrt_gemm_bf16", g->t_void, 16, args);
   } else if (gp->fill == GF_NONE) {
     cg_call(g, "gslrt_sgemm", g->t_void, 15, args);
@@ -163,7 +165,7 @@ void cg_emit_einsum(CG *g, const Value *v) {
     fa[16] = cg_ci64(g, gp->blocks);
     fa[17] = cg_ci64(g, gp->slots);
     fa[18] = cg_ci32(g, gp->fill == GF_DEPTH);
-    cg_call(g, "gslrt_sgemm_fill", g->t_void, 19, fa);
+    cg_call(g, bf ? "gslrt_gemm_bf16_fill" : "gslrt_sgemm_fill", g->t_void, 19, fa);
   }
   if (gp->tmp_c >= 0)
     permute_copy(g, DT_F32, cg_buffer_of(g, v), s.out, pc, cat3(t1, gp->bl, gp->ml, gp->nl), &s);

@@ -317,7 +317,7 @@ Program *slots_skip_empty(Program *p, bool enable) {
     devices *= p->mesh.size[i];
   bool any = false;
   for (int i = 0; i < S.nblk; i++)
-    any |= enable && devices == 1 && p->precision != DT_BF16 && !S.blk[i].bad;
+    any |= enable && devices == 1 && !S.blk[i].bad;
   Program *q = any ? ir_rewrite(p, false, rewrite, &S) : p;
   q->nmoe = S.nblk;
   q->moe = arena_alloc(q->arena, sizeof *q->moe * (size_t)(S.nblk + 1));
@@ -337,8 +337,6 @@ Program *slots_skip_empty(Program *p, bool enable) {
                             !sp.src ? "-" : base ? base + 1 : sp.src->path, sp.line);
     } else if (!enable) {
       m->why = "-fno-moe-skip-empty";
-    } else if (p->precision == DT_BF16) {
-      m->why = "its products run in bf16 (--precision bf16), whose products skip no slots yet";
     } else if (devices > 1) {
       m->why = arena_printf(q->arena, "on %" PRId64 " devices its fill counts would need an all-to-all of their own "
                             "beside the block's two", devices);

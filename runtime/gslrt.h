@@ -184,6 +184,12 @@ void gslrt_sgemm_fill(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m
                       const float *b, int64_t ldb, int64_t stride_b,
                       float *c, int64_t ldc, int64_t stride_c,
                       const int32_t *fill, int64_t blocks, int64_t slots, int32_t depth);
+/* The same with bf16 A and B and an f32 C (gslrt_gemm_bf16's products). */
+void gslrt_gemm_bf16_fill(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                          const uint16_t *a, int64_t lda, int64_t stride_a,
+                          const uint16_t *b, int64_t ldb, int64_t stride_b,
+                          float *c, int64_t ldc, int64_t stride_c,
+                          const int32_t *fill, int64_t blocks, int64_t slots, int32_t depth);
 
 /* ---- groups of mesh axes and collectives --------------------------------- */
 

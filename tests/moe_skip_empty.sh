@@ -104,6 +104,21 @@ build sparse "$work/rows.gsl" && build sparse_pad "$work/rows.gsl" -fno-moe-skip
 # shellcheck disable=SC2086
 build full "$work/rows.gsl" $full && build full_pad "$work/rows.gsl" $full -fno-moe-skip-empty &&
   run full 1 && run full_pad 1 && same_bits full full_pad
+# under --precision bf16 (gslrt_gemm_bf16_fill): one step's y against the
+# padded bf16 build; a product over fewer rows may sum in another order,
+# and its f32 result then rounds to the bf16 neighbour (2^-8 relative) in
+# the expert's output, so y (a gate-weighted sum of two such rows) agrees
+# to 8e-3 relative, 1e-4 absolute
+build b16 "$work/rows.gsl" --precision bf16 && build b16_pad "$work/rows.gsl" --precision bf16 -fno-moe-skip-empty &&
+  (cd "$work" && $MPIEXEC -n 1 ./b16 --steps 1 --quiet --output y=b16.y.npy &&
+    $MPIEXEC -n 1 ./b16_pad --steps 1 --quiet --output y=b16_pad.y.npy) || fail "the bf16 builds do not run"
+head=$("$NPYTOOL" print "$work/b16_pad.y.npy" | sed 1q)
+"$NPYTOOL" print "$work/b16_pad.y.npy" | sed 1d |
+  "$NPYTOOL" compare "$work/b16.y.npy" ${head%% *} "$(echo "${head#* }" | tr -d '[] ')" --rtol 8e-3 --atol 1e-4 - ||
+  fail "y under --precision bf16 differs from the padded bf16 build's"
+cmp -s "$work/b16.y.npy" "$work/b16_pad.y.npy" && echo "(bf16: the same bits)"
+"$GSLC" --explain --precision bf16 "$work/rows.gsl" | grep -q 'empty slots skipped' || fail "bf16 blocks do not skip"
+
 explain mesh2 "$work/rows.gsl" -D D=2 -D G=4
 grep -q 'padded (on 2 devices its fill counts would need an all-to-all of their own' "$work/mesh2.explain" ||
   fail "rows.gsl on 2 devices: $(cat "$work/mesh2.explain")"

@@ -466,6 +466,64 @@ static void test_gemm_bf16_rounding(void) {
 
 /* A product is set up once per distinct descriptor: the same call again
  * finds its primitive (or the fact that oneDNN declined it) in the cache. */
+/* gslrt_sgemm_fill and gslrt_gemm_bf16_fill against a plain loop over the
+ * filled slots: by rows (rows past a block's count zero) and by depth (the
+ * sum over each block's first terms only), both transposes of A, with
+ * values that are multiples of 1/8 (exact in bf16, every sum exact in f32:
+ * the comparison is exact). 3 blocks of 4 slots: counts 4, 0, 2 (and a
+ * batch entry all full). */
+static void check_fill(int bf, int depth, int ta) {
+  enum { BL = 3, SL = 4, N = 5, O = 6 };
+  int64_t m = depth ? O : BL * SL, k = depth ? BL * SL : O;
+  int32_t fill[2 * BL] = {4, 0, 2, 4, 4, 4};
+  float a[2][BL * SL * O], b[2][BL * SL * N], c[2][BL * SL * N], want[2][BL * SL * N];
+  uint16_t ha[2][BL * SL * O], hb[2][BL * SL * N];
+  for (int e = 0; e < 2; e++) {
+    for (int i = 0; i < BL * SL * O; i++) {
+      a[e][i] = (float)(((i * 7 + e * 3) % 17) - 8) / 8.0f;
+      ha[e][i] = gslrt_bf16_round(a[e][i]);
+    }
+    for (int i = 0; i < BL * SL * N; i++) {
+      b[e][i] = (float)(((i * 5 + e) % 13) - 6) / 8.0f;
+      hb[e][i] = gslrt_bf16_round(b[e][i]);
+    }
+  }
+  /* A is m x k (ta: stored k x m); B is k x N */
+  int64_t lda = ta ? m : k;
+  for (int e = 0; e < 2; e++)
+    for (int64_t r = 0; r < m; r++)
+      for (int q = 0; q < N; q++) {
+        double acc = 0;
+        for (int64_t t = 0; t < k; t++) {
+          int64_t slot = depth ? t : r, blk = slot / SL;
+          if (slot % SL >= fill[e * BL + blk])
+            continue;
+          acc += (double)a[e][ta ? t * lda + r : r * lda + t] * b[e][t * N + q];
+        }
+        want[e][r * N + q] = (float)acc;
+        c[e][r * N + q] = 99.0f; /* every element must be written */
+      }
+  int64_t sa = BL * SL * O, sb = BL * SL * N, sc = BL * SL * N; /* the arrays' rows */
+  if (bf)
+    gslrt_gemm_bf16_fill(2, ta, 0, m, N, k, ha[0], lda, sa, hb[0], N, sb, c[0], N, sc, fill, BL, SL, depth);
+  else
+    gslrt_sgemm_fill(2, ta, 0, m, N, k, a[0], lda, sa, b[0], N, sb, c[0], N, sc, fill, BL, SL, depth);
+  int bad = 0;
+  for (int e = 0; e < 2; e++)
+    for (int i = 0; i < m * N; i++)
+      if (c[e][i] != want[e][i] && bad++ < 3)
+        fprintf(stderr, "fill bf %d depth %d ta %d: entry %d [%d] = %g, want %g\n", bf, depth, ta, e, i, c[e][i],
+                want[e][i]);
+  CU_ASSERT_EQUAL(bad, 0);
+}
+
+static void test_gemm_fill(void) {
+  for (int bf = 0; bf < 2; bf++)
+    for (int depth = 0; depth < 2; depth++)
+      for (int ta = 0; ta < 2; ta++)
+        check_fill(bf, depth, ta);
+}
+
 static void test_gemm_cache(void) {
   enum { M = 19, N = 23, K = 29 };
   uint16_t a[M * K], b[K * N];
@@ -796,6 +854,7 @@ void add_runtime_tests(void) {
   tests_add(s, "gemm bf16, bf16 out", test_gemm_bf16_bf16);
   tests_add(s, "gemm bf16 rounding", test_gemm_bf16_rounding);
   tests_add(s, "gemm primitive cache", test_gemm_cache);
+  tests_add(s, "gemm over filled slots", test_gemm_fill);
   tests_add(s, "mesh tiles", test_tiles);
   tests_add(s, "block indices", test_block_index);
   tests_add(s, "pack blocks", test_pack_blocks);
