@@ -19,7 +19,8 @@
 # PYTHON (default /usr/bin/python3), GSLC (default ./gslc), OPENBLAS_CORETYPE
 # (see below); for the collectives MPICC (default mpicc), MPIEXEC (default
 # mpiexec), LIBGSLRT (default runtime/libgslrt.a), BENCH_REPS (default 25),
-# BENCH_WARMUP (default 3); ONLY=mlp, ONLY=collectives, ONLY=scaling,
+# BENCH_WARMUP (default 3), RT_LIBS (the libraries libgslrt.a needs, default
+# "-lopenblas -lz -ljansson -lm"; make bench passes configure's); ONLY=mlp, ONLY=collectives, ONLY=scaling,
 # ONLY=moe or ONLY=moe_a2a runs one part (scaling: the mlp forward at -np 1
 # and 2, data and model parallel, with B D H O STEPS WARMUP REPS MPIEXEC as
 # above; moe: bench/moe.gsl's forward moe layer against PyTorch, then
@@ -49,6 +50,8 @@ OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 export OPENBLAS_NUM_THREADS OMP_NUM_THREADS MKL_NUM_THREADS
 
 ONLY=${ONLY:-}
+# what a program linked against libgslrt.a needs (make bench passes configure's)
+RT_LIBS=${RT_LIBS:--lopenblas -lz -ljansson -lm}
 die() { echo "bench: $*" >&2; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gslbench.XXXXXX") || die "mktemp failed"
 trap 'rm -rf "$tmp"' EXIT
@@ -187,7 +190,7 @@ collectives() {
   BENCH_REPS=${BENCH_REPS:-25} BENCH_WARMUP=${BENCH_WARMUP:-3}
   export BENCH_REPS BENCH_WARMUP
   [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
-  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/collectives.c" "$LIBGSLRT" -lz -lm \
+  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/collectives.c" "$LIBGSLRT" $RT_LIBS \
     -o "$tmp/collectives" || die "could not compile bench/collectives.c"
   $MPIEXEC -n 2 "$tmp/collectives" --quiet || die "the collectives benchmark failed"
 }
@@ -498,7 +501,7 @@ moe_a2a() {
       "$tmp/moe_explain" | tr -s ' '
   done
   echo
-  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/moe_a2a.c" "$LIBGSLRT" -lz -lm \
+  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/moe_a2a.c" "$LIBGSLRT" $RT_LIBS \
     -o "$tmp/moe_a2a" || die "could not compile bench/moe_a2a.c"
   MOE_A2A_SHAPES=$shapes $MPIEXEC -n 2 "$tmp/moe_a2a" --quiet || die "the moe all-to-all benchmark failed"
 }
