@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bench/lm_torch.py: examples/lm.gsl's training step in PyTorch (CPU, float32).
+"""bench/lm_torch.py: examples/lm.gsl's training step in PyTorch (CPU).
 
 The model is examples/lm.gsl's decoder-only byte-level Transformer with
 stdlib/transformer.gsl's blocks, layer for layer:
@@ -17,16 +17,17 @@ stdlib/transformer.gsl's blocks, layer for layer:
   loss     = ce + 0.01 * (aux_1 + aux_3)
 
 LN is layer norm over M with gain and bias, eps 1e-5; gelu the tanh form.
-The moe layer is bench/moe_torch.py's top2gating (imported: GShard's top-2
-gating with the dense one-hot dispatch and combine tensors [G, S, E, C] as
-PyTorch users write it), with every sequence a group (G = B, S = T),
+The moe layer is bench/moe_torch.py's (imported: GShard's top-2 gating, then
+--way einsum, dense one-hot dispatch and combine tensors [G, S, E, C], or
+--way index, index_copy into the experts' slots, bmm, index_add back),
+with every sequence a group (G = B, S = T),
 capacity factor F = 1.0 as in stdlib/transformer.gsl (C = ceil(F * 2 * T /
 E) = 2T/E; --capacity F for another; bench/run.sh passes the factor it
 reads in the model's source), random routing as GSL's
 moe block does by default (a second choice is routed only where 2 * w2 > u,
 u uniform per token: torch.rand here, GSL's counter-based draws there, so
 the two route alike in law, not token for token), and the expert FFN
-gelu(t @ wi[e]) @ we[e] as four einsums. The params are lm.gsl's, one
+gelu(t @ wi[e]) @ we[e]. The params are lm.gsl's, one
 tensor per layer: emb, pos, the 9 layer norms' gains (ones) and biases
 (zeros), per layer wq wk wv wo, per dense layer w1 w2, per moe layer wg
 [M, E], wi [E, M, H], we [E, H, M], and wout; every weight drawn
@@ -37,10 +38,15 @@ normal(0.02). One step is what a PyTorch user writes:
 with torch.optim.Adam(params, lr=0.001) (betas (0.9, 0.999), eps 1e-8, as
 GSL's adam). Step k (from 1) trains on batch (k - 1) mod N of the data
 [N, B, T + 1] (scripts/lm_data.py's train.npy), as GSL cycles through an
---input file. One intra-op thread (torch.set_num_threads(1)).
+--input file. With --autocast the loss is computed under
+torch.autocast("cpu", dtype=torch.bfloat16) (the router and the
+cross-entropy in f32), the backward pass and Adam outside it. One
+intra-op thread (torch.set_num_threads(1)); bench runs
+moe_torch.self_check(train=True) first.
 
 Timing:  lm_torch.py --data train.npy [--B 8 --T 64 --M 128 --NH 4 --H 512
-         --E 8 --capacity 1.0] --steps 20 --warmup 3 [--log-every K]
+         --E 8 --capacity 1.0] --steps 20 --warmup 3 [--way einsum|index]
+         [--autocast] [--log-every K]
          [--metrics FILE]
          prints "ms_per_step X" and "tokens_per_s Y" (over the --steps
          steps after --warmup steps; tokens = B * (T + 1) a step, what the
@@ -57,7 +63,8 @@ Check:   lm_torch.py --check DIR --steps N [--data FILE] [sizes as above]
          steps (gsl_{name}.npy). Prints a "routing" line, "loss K GSL TORCH"
          for each step, "check loss ERR" (max |a - b| / max |ref|, ref =
          GSL's) and "check upd_NAME ERR" (the relative L2 error ||a - b|| /
-         ||ref|| of the N steps' updates p_N - p_0 of each param).
+         ||ref|| of the N steps' updates p_N - p_0 of each param), in
+         float32, for each way (the index way's lines named index_*).
 Exits 3 if torch cannot be imported. Run with OPENBLAS_NUM_THREADS=1 (set
 here if unset, before torch loads OpenBLAS: two BLAS threads on a 2-core
 machine fight torch's own thread pool).

@@ -1,32 +1,47 @@
 #!/usr/bin/python3
-"""bench/moe_torch.py: bench/moe.gsl's forward MoE layer in PyTorch (CPU, float32).
+"""bench/moe_torch.py: bench/moe.gsl's forward MoE layer in PyTorch (CPU).
 
 GShard's top-2 mixture of experts (SPEC section 6; Algorithms 1 and 2 of the
-paper), written the way PyTorch users write it (GShard, fairseq's and
-DeepSpeed-MoE's reference top2gating): dense one-hot dispatch and combine
-tensors [G, S, E, C] and einsums.
+paper), two ways (--way), both from the same routes (top2routes, [G, S, E]
+tensors only):
 
-  gates    = softmax(x @ wg) over E                       [G, S, E]
+  gates    = softmax(x @ wg) over E, in float32 (even under autocast)  [G, S, E]
   e1, e2   = argmax, argmax of the rest (ties: lower index)
   w1, w2   = g1, g2 / (g1 + g2)            (renormalized before any dropping)
   slots    = exclusive cumsum of first choices in token order; second choices
              after all kept first choices of the group; a slot >= C drops the
              choice.  C = ceil(F * K * S / E), K = 2, no random routing (top2gating
              routes randomly when given u: bench/lm_torch.py).
-  t        = einsum("gsec,gsm->egcm", dispatch, x)
-  out      = einsum("egch,ehm->egcm", relu(einsum("egcm,emh->egch", t, wi)), wo)
-  y        = einsum("gsec,egcm->gsm", combine, out)
   aux      = E * sum_e mean_s(one_hot(e1))_e * mean_s(gates)_e, mean over groups
+
+  einsum (GShard's pseudo-code, fairseq's and DeepSpeed-MoE's reference
+  top2gating): dense one-hot dispatch and combine tensors [G, S, E, C],
+    t      = einsum("gsec,gsm->egcm", dispatch, x)
+    out    = einsum("egch,ehm->egcm", relu(einsum("egcm,emh->egch", t, wi)), wo)
+    y      = einsum("gsec,egcm->gsm", combine, out)
+  index (what a careful PyTorch MoE layer does today): every kept choice's
+  token copied into its slot (e * G + g) * C + s of an [E * G * C, M] buffer
+  (index_select, index_copy), one torch.bmm per weight over [E, G * C, .],
+  and the slots' outputs added into their tokens weighted by the gate
+  (index_add); no [G, S, E, C] tensor.
+
+self_check() asserts at a tiny size (drops, random routing, gradients) that
+the two ways compute the same numbers in float32 (to 1e-5 of max |ref|);
+bench runs it first.
 
 One intra-op thread (torch.set_num_threads(1)), torch.inference_mode().
 Timing:  moe_torch.py --G 4 --S 256 --M 64 --H 256 --E 8 --steps 20 --warmup 3
-         [--x FILE.npy]  prints "ms_per_step X" (mean over --steps steps after
-         --warmup steps); x is read from FILE (the batch GSL is given), else
-         drawn; the weights are drawn with bench/moe.gsl's stds.
+         [--way einsum|index] [--autocast] [--x FILE.npy]
+         prints "ms_per_step X" (mean over --steps steps after --warmup
+         steps); x is read from FILE (the batch GSL is given), else drawn;
+         the weights are drawn with bench/moe.gsl's stds. --autocast runs
+         the steps under torch.autocast("cpu", dtype=torch.bfloat16) (the
+         products in bf16, the weights kept in f32), else all is float32.
 Check:   moe_torch.py --check DIR [--capacity F]
          reads DIR/{x,wg,wi,wo,y,aux}.npy (y, aux and the weights from GSL)
          and prints "check NAME ERR" lines: max |a - b| / max |ref| of torch's
-         y and aux against GSL's, and a "routing" line (choices dropped).
+         y and aux against GSL's in float32, for each way (the index way's
+         named index_y, index_aux), and a "routing" line (choices dropped).
 Exits 3 if torch cannot be imported. Run with OPENBLAS_NUM_THREADS=1 (set
 here if unset, before torch loads OpenBLAS: two BLAS threads on a 2-core
 machine with one intra-op thread are much slower).

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""bench/moe_train_torch.py: bench/moe_train.gsl's training step in PyTorch (CPU, float32).
+"""bench/moe_train_torch.py: bench/moe_train.gsl's training step in PyTorch (CPU).
 
 The layer is bench/moe_torch.py's (GShard's top-2 gating, capacity factor
-2.0, no random routing, dense one-hot dispatch and combine tensors
-[G, S, E, C] and einsums, as PyTorch users write it); the loss is
-examples/moe.gsl's,
+2.0, no random routing; --way einsum: dense one-hot dispatch and combine
+tensors [G, S, E, C] and einsums, --way index: index_copy into expert
+slots, bmm, index_add back); the loss is examples/moe.gsl's,
 
   loss = mean((y - tanh(x @ teacher))^2) + 0.01 * aux      (teacher frozen)
 
@@ -13,10 +13,14 @@ and one step is what a PyTorch user writes:
   opt.zero_grad(set_to_none=True); loss = f(x); loss.backward(); opt.step()
 
 with opt = torch.optim.Adam([wg, wi, wo], lr=0.001) (PyTorch's defaults
-otherwise, as GSL's adam). One intra-op thread (torch.set_num_threads(1)).
+otherwise, as GSL's adam). With --autocast the loss is computed under
+torch.autocast("cpu", dtype=torch.bfloat16) (the mean square in f32), the
+backward pass and Adam outside it, on f32 weights, as autocast's recipe
+says. One intra-op thread (torch.set_num_threads(1)); bench runs
+moe_torch.self_check(train=True) first.
 
 Timing:  moe_train_torch.py --G 4 --S 256 --M 64 --H 256 --E 8 --steps 20
-         --warmup 3 [--x FILE.npy] [--opt sgd]
+         --warmup 3 [--way einsum|index] [--autocast] [--x FILE.npy] [--opt sgd]
          prints "ms_per_step X" (mean over --steps steps after --warmup
          steps) and "loss FIRST LAST" (the loss of the first and of the last
          timed step); x is read from FILE (the fixed batch GSL is given),
@@ -30,8 +34,10 @@ Check:   moe_train_torch.py --check DIR --steps N [--capacity F] [--sgd-lr LR]
          (gsl_loss.txt, one a line) and its weights after them
          (gsl_{wg,wi,wo}.npy), and its weights after one SGD step of
          learning rate LR (sgd_{wg,wi,wo}.npy; the gradient is (p0 - p1) /
-         LR). PyTorch makes the same N Adam steps and the same SGD step and
-         prints a "routing" line, "loss K GSL TORCH" for each step, and
+         LR). PyTorch makes the same N Adam steps and the same SGD step, in
+         float32, each way (the index way's lines named index_*; "loss K"
+         lines for the einsum way), and prints a "routing" line, "loss K GSL
+         TORCH" for each step, and
          "check NAME ERR" lines: max |a - b| / max |ref| (ref = GSL's) of
          the losses and of the first step's gradients (grad_*), and the
          relative L2 error ||a - b|| / ||ref|| of the N steps' updates p_N -

@@ -28,14 +28,18 @@
 # and MOE_LARGE ("G S M H E", default "4 256 64 256 8" and
 # "8 1024 256 1024 16"), STEPS WARMUP REPS for the SPEC size and
 # MOE_LARGE_STEPS MOE_LARGE_WARMUP MOE_LARGE_REPS (default 3 3 3) for the
-# large one, MOE_TORCH (PyTorch's ways, default "default kept"), and MPICC
+# large one, MOE_TORCH (PyTorch's ways, default "kept index_kept": of
+# default, kept, index and index_kept, see torch_ways), TORCH_PREC (the
+# precisions each way runs in, default "f32 bf16": bf16 is torch.autocast
+# to bfloat16), and MPICC
 # MPIEXEC LIBGSLRT BENCH_REPS BENCH_WARMUP as for the collectives);
 # ONLY=moe_train runs the training part alone (the same MOE_* settings,
 # STEPS WARMUP REPS and MPIEXEC, and MOE_CHECK_STEPS, the Adam steps of its
 # agreement check, default 5); ONLY=lm runs the language model's training
 # step against PyTorch (bench/lm_torch.py; STEPS WARMUP REPS MPIEXEC, LM_GSL
 # (default examples/lm.gsl), LM_DIMS ("B T M NH H E", default
-# "8 64 128 4 512 8"), LM_TORCH (as MOE_TORCH) and LM_CHECK_STEPS (default
+# "8 64 128 4 512 8"), LM_TORCH (as MOE_TORCH, default all four ways),
+# TORCH_PREC and LM_CHECK_STEPS (default
 # 5); its data from scripts/lm_data.py, which needs Debian's fortunes).
 set -u
 
@@ -307,15 +311,19 @@ for c in sys.argv[2:]:
 
 # ---- moe: bench/moe.gsl's forward moe layer against PyTorch -------------------
 # GShard's top-2 moe layer (SPEC section 6, no random routing), compiled by
-# gslc, against the same layer in PyTorch written with dense one-hot dispatch
-# and combine tensors (bench/moe_torch.py), at two sizes, on one core; timed
-# like the mlp part (GSL from its own log, the same fixed x bound with --input,
-# interleaved runs, medians). PyTorch runs twice: as it comes, and with glibc
-# malloc keeping freed memory (MALLOC_MMAP_MAX_=0): its [G, S, E, C] temporaries
-# (128 MiB each at the large size) are otherwise mmapped and unmapped every
-# step, and on a VM that reports free pages to its host every step then
-# faults them in afresh (see bench/README.md). Then y and aux of GSL and
-# PyTorch must agree on the same x and weights, also with choices dropped.
+# gslc (f32, and bf16 with --precision bf16 when gslc has it), against the
+# same layer in PyTorch (bench/moe_torch.py) dispatched by index (index_copy,
+# bmm, index_add) or with GShard's dense one-hot tensors and einsums, each in
+# f32 and under torch.autocast bf16, at two sizes, on one core; timed like
+# the mlp part (GSL from its own log, the same fixed x bound with --input,
+# interleaved runs, medians), the goal judged against the fastest peer.
+# PyTorch's ways run with glibc malloc keeping freed memory
+# (MALLOC_MMAP_MAX_=0; "kept", "index_kept") and, if asked, as it comes
+# ("default", "index"): its temporaries (128 MiB each at the large size) are
+# otherwise mmapped and unmapped every step, and on a VM that reports free
+# pages to its host every step then faults them in afresh (see
+# bench/README.md). Then y and aux of GSL and both PyTorch ways must agree
+# on the same x and weights, also with choices dropped.
 
 # The moe parts' size $1 (spec or large): dims, timed steps st, warm-up wu,
 # repetitions rp, and G S M Hd E with the capacity C of top-2 at factor 2.
@@ -585,8 +593,8 @@ moe_a2a() {
 # 0.01 * aux, teacher frozen, Adam): forward, backward and the update, GSL
 # against PyTorch's autograd and torch.optim.Adam (bench/moe_train_torch.py),
 # one core each, at both sizes of the moe part, timed like it (GSL from rank
-# 0's --metrics, the same fixed x, interleaved runs, medians; PyTorch as it
-# comes and with malloc keeping memory). Every run's loss must fall over its
+# 0's --metrics, the same fixed x, interleaved runs, medians; PyTorch's ways
+# and precisions as in the moe part). Every run's loss must fall over its
 # timed steps. Then the weak scaling of the GSL step: mesh [d = 1] with G
 # groups under $MPIEXEC -n 1 against [d = 2] with 2G groups under -n 2 (the
 # same work per rank; efficiency = t1 / t2). Then GSL and PyTorch must agree
@@ -769,11 +777,12 @@ np.save(sys.argv[1], np.random.default_rng(2).standard_normal(($1, $2, $3)).asty
 # the FFN of layers 1 and 3 a top-2 moe block with random routing), trained on
 # scripts/lm_data.py's fortunes windows: GSL at -O2 on one rank (-D DATA=1
 # -D EXPERT=1 under $MPIEXEC -n 1) against the same model in PyTorch
-# (bench/lm_torch.py: autograd, torch.optim.Adam, the moe layer's dense
-# dispatch from bench/moe_torch.py), one core each, the same batches in the
-# same order; timed like moe_train (GSL from rank 0's --metrics, interleaved
-# runs, medians, PyTorch as it comes and with malloc keeping memory), the goal
-# GSL >= 1.5x the better PyTorch's tokens/s. Every run's loss must fall over
+# (bench/lm_torch.py: autograd, torch.optim.Adam, the moe layer of
+# bench/moe_torch.py by index or by einsum, f32 or autocast bf16), one core
+# each, the same batches in the same order; timed like moe_train (GSL from
+# rank 0's --metrics, interleaved runs, medians, PyTorch's ways as in the
+# moe parts), the goal GSL >= 2x the fastest peer's tokens/s. Every run's
+# loss must fall over
 # its timed steps. Then the two must agree from the same initial weights with
 # random routing off (the one difference left between them: GSL's draws
 # against torch.rand): the losses of LM_CHECK_STEPS Adam steps and the
