@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bench/lm_torch.py: examples/lm.gsl's training step in PyTorch (CPU, float32).
+"""bench/lm_torch.py: examples/lm.gsl's training step in PyTorch (CPU).
 
 The model is examples/lm.gsl's decoder-only byte-level Transformer with
 stdlib/transformer.gsl's blocks, layer for layer:
@@ -17,16 +17,17 @@ stdlib/transformer.gsl's blocks, layer for layer:
   loss     = ce + 0.01 * (aux_1 + aux_3)
 
 LN is layer norm over M with gain and bias, eps 1e-5; gelu the tanh form.
-The moe layer is bench/moe_torch.py's top2gating (imported: GShard's top-2
-gating with the dense one-hot dispatch and combine tensors [G, S, E, C] as
-PyTorch users write it), with every sequence a group (G = B, S = T),
+The moe layer is bench/moe_torch.py's (imported: GShard's top-2 gating, then
+--way einsum, dense one-hot dispatch and combine tensors [G, S, E, C], or
+--way index, index_copy into the experts' slots, bmm, index_add back),
+with every sequence a group (G = B, S = T),
 capacity factor F = 1.0 as in stdlib/transformer.gsl (C = ceil(F * 2 * T /
 E) = 2T/E; --capacity F for another; bench/run.sh passes the factor it
 reads in the model's source), random routing as GSL's
 moe block does by default (a second choice is routed only where 2 * w2 > u,
 u uniform per token: torch.rand here, GSL's counter-based draws there, so
 the two route alike in law, not token for token), and the expert FFN
-gelu(t @ wi[e]) @ we[e] as four einsums. The params are lm.gsl's, one
+gelu(t @ wi[e]) @ we[e]. The params are lm.gsl's, one
 tensor per layer: emb, pos, the 9 layer norms' gains (ones) and biases
 (zeros), per layer wq wk wv wo, per dense layer w1 w2, per moe layer wg
 [M, E], wi [E, M, H], we [E, H, M], and wout; every weight drawn
@@ -37,10 +38,15 @@ normal(0.02). One step is what a PyTorch user writes:
 with torch.optim.Adam(params, lr=0.001) (betas (0.9, 0.999), eps 1e-8, as
 GSL's adam). Step k (from 1) trains on batch (k - 1) mod N of the data
 [N, B, T + 1] (scripts/lm_data.py's train.npy), as GSL cycles through an
---input file. One intra-op thread (torch.set_num_threads(1)).
+--input file. With --autocast the loss is computed under
+torch.autocast("cpu", dtype=torch.bfloat16) (the router and the
+cross-entropy in f32), the backward pass and Adam outside it. One
+intra-op thread (torch.set_num_threads(1)); bench runs
+moe_torch.self_check(train=True) first.
 
 Timing:  lm_torch.py --data train.npy [--B 8 --T 64 --M 128 --NH 4 --H 512
-         --E 8 --capacity 1.0] --steps 20 --warmup 3 [--log-every K]
+         --E 8 --capacity 1.0] --steps 20 --warmup 3 [--way einsum|index]
+         [--autocast] [--log-every K]
          [--metrics FILE]
          prints "ms_per_step X" and "tokens_per_s Y" (over the --steps
          steps after --warmup steps; tokens = B * (T + 1) a step, what the
@@ -57,7 +63,8 @@ Check:   lm_torch.py --check DIR --steps N [--data FILE] [sizes as above]
          steps (gsl_{name}.npy). Prints a "routing" line, "loss K GSL TORCH"
          for each step, "check loss ERR" (max |a - b| / max |ref|, ref =
          GSL's) and "check upd_NAME ERR" (the relative L2 error ||a - b|| /
-         ||ref|| of the N steps' updates p_N - p_0 of each param).
+         ||ref|| of the N steps' updates p_N - p_0 of each param), in
+         float32, for each way (the index way's lines named index_*).
 Exits 3 if torch cannot be imported. Run with OPENBLAS_NUM_THREADS=1 (set
 here if unset, before torch loads OpenBLAS: two BLAS threads on a 2-core
 machine fight torch's own thread pool).
@@ -72,7 +79,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # importing moe_torch leaves no __pycache__ in bench/
 # moe_torch sets OPENBLAS_NUM_THREADS and OMP_NUM_THREADS before it imports torch,
 # and exits 3 without torch
-from moe_torch import F, capacity_of, top2gating, torch  # noqa: E402  (the gating and its dense tensors)
+from moe_torch import WAYS, F, capacity_of, moe, precision, self_check, torch  # noqa: E402  (the moe layer)
 
 LAYERS = 4          # attention + FFN blocks; the FFN of odd layers is the moe
 LN_EPS = 1e-5
@@ -143,18 +150,19 @@ def attention(x, wq, wk, wv, wo, maskadd):
     return torch.einsum("bhtd,hdm->btm", o, wo)
 
 
-def moe_ffn(x, wg, wi, we, C, routing):
-    """The moe block on x [B, T, M], every sequence a group: y, aux, and
-    the number of choices kept (a tensor)."""
+def gelu(x):
+    return F.gelu(x, approximate="tanh")
+
+
+def moe_ffn(x, wg, wi, we, C, routing, way):
+    """The moe block on x [B, T, M], every sequence a group, dispatched by
+    way (bench/moe_torch.py's einsum or index): y, aux, and the number of
+    choices kept (a tensor)."""
     u = torch.rand(x.shape[:2]) if routing else None
-    combine, dispatch, aux, kept = top2gating(torch.einsum("gsm,me->gse", x, wg), C, u)
-    t = torch.einsum("gsec,gsm->egcm", dispatch, x)
-    h = F.gelu(torch.einsum("egcm,emh->egch", t, wi), approximate="tanh")
-    out = torch.einsum("egch,ehm->egcm", h, we)
-    return torch.einsum("gsec,egcm->gsm", combine, out), aux, kept
+    return moe(x, wg, wi, we, C, way, gelu, u)
 
 
-def loss_fn(p, tokens, a, maskadd, C, routing, kept=None):
+def loss_fn(p, tokens, a, maskadd, C, routing, kept=None, way="einsum"):
     """The loss of one batch; appends each moe layer's kept choices to kept."""
     T = tokens.shape[1] - 1
     x, y = tokens[:, :T], tokens[:, 1:]
@@ -166,20 +174,21 @@ def loss_fn(p, tokens, a, maskadd, C, routing, kept=None):
         if l % 2 == 0:
             h = h + F.gelu(n @ p["w1"][l // 2], approximate="tanh") @ p["w2"][l // 2]
         else:
-            dh, la, k = moe_ffn(n, p["wg"][l // 2], p["wi"][l // 2], p["we"][l // 2], C, routing)
+            dh, la, k = moe_ffn(n, p["wg"][l // 2], p["wi"][l // 2], p["we"][l // 2], C, routing, way)
             h, aux = h + dh, aux + la
             if kept is not None:
                 kept.append(int(k.item()))
     logits = layer_norm(h, p, 2 * LAYERS) @ p["wout"]
-    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
     return ce + a.aux * aux
 
 
 class Trainer:
     """The params, Adam, and the step on batch k of the data."""
 
-    def __init__(self, a, p, data, routing):
+    def __init__(self, a, p, data, routing, way="einsum", autocast=False):
         self.a, self.p, self.data, self.routing = a, p, data, routing
+        self.way, self.autocast = way, autocast
         self.opt = torch.optim.Adam(leaves(p), lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
         keep = torch.tril(torch.ones(a.T, a.T))
         self.maskadd = (keep - 1) * 1e9          # 0 where the key is at or before the query
@@ -190,7 +199,8 @@ class Trainer:
         tokens = torch.from_numpy(self.data[self.k % len(self.data)]).long()
         self.k += 1
         self.opt.zero_grad(set_to_none=True)
-        loss = loss_fn(self.p, tokens, self.a, self.maskadd, self.C, self.routing)
+        with precision(self.autocast):        # the forward pass only, as autocast's recipe says
+            loss = loss_fn(self.p, tokens, self.a, self.maskadd, self.C, self.routing, way=self.way)
         loss.backward()
         self.opt.step()
         return loss.detach()
@@ -207,7 +217,8 @@ def load_data(a):
 
 
 def bench(a):
-    tr = Trainer(a, init_params(a), load_data(a), routing=True)
+    self_check(train=True)
+    tr = Trainer(a, init_params(a), load_data(a), True, a.way, a.autocast)
     for _ in range(a.warmup):
         tr.step()
     tokens = a.B * (a.T + 1)
@@ -245,25 +256,29 @@ def check(a):
     for n, shape in param_shapes(a).items():
         if p0[n].shape != shape:
             sys.exit("lm_torch.py: %s.npy: expected %s, got %s" % (n, list(shape), list(p0[n].shape)))
-    p = split_params({n: torch.from_numpy(v) for n, v in p0.items()})
-    tr = Trainer(a, p, load_data(a), routing=False)
-    kept = []
-    with torch.no_grad():                     # the routing of step 1
-        loss_fn(p, torch.from_numpy(tr.data[0]).long(), a, tr.maskadd, tr.C, False, kept)
-    print("routing B=%d T=%d E=%d C=%d, no random routing: %s of %d choices dropped at step 1 in the"
-          " moe layers" % (a.B, a.T, a.E, tr.C, " and ".join(str(2 * a.B * a.T - k) for k in kept),
-                           2 * a.B * a.T))
     gsl_loss = [float(v) for v in open(os.path.join(d, "gsl_loss.txt")).read().split()]
     assert len(gsl_loss) == a.steps, (len(gsl_loss), a.steps)
-    losses = [tr.step().item() for _ in range(a.steps)]
-    for k, (g, t) in enumerate(zip(gsl_loss, losses)):
-        print("loss %d %.9g %.9g" % (k + 1, g, t))
-    print("check loss %.3g" % max(abs(t - g) / abs(g) for g, t in zip(gsl_loss, losses)))
-    for n in sorted(p0):
-        pn = torch.stack(p[n]) if isinstance(p[n], list) else p[n]
-        start = p0[n].astype(np.float64)
-        upd, ref = pn.detach().numpy() - start, ld("gsl_" + n) - start
-        print("check upd_%s %.3g" % (n, np.linalg.norm(upd - ref) / max(np.linalg.norm(ref), 1e-30)))
+    for way in WAYS:                          # the einsum way's lines unprefixed
+        pre = "" if way == "einsum" else way + "_"
+        p = split_params({n: torch.from_numpy(v) for n, v in p0.items()})
+        tr = Trainer(a, p, load_data(a), False, way)
+        if not pre:
+            kept = []
+            with torch.no_grad():                 # the routing of step 1
+                loss_fn(p, torch.from_numpy(tr.data[0]).long(), a, tr.maskadd, tr.C, False, kept, way)
+            print("routing B=%d T=%d E=%d C=%d, no random routing: %s of %d choices dropped at step 1 in"
+                  " the moe layers" % (a.B, a.T, a.E, tr.C, " and ".join(str(2 * a.B * a.T - k) for k in kept),
+                                       2 * a.B * a.T))
+        losses = [tr.step().item() for _ in range(a.steps)]
+        if not pre:
+            for k, (g, t) in enumerate(zip(gsl_loss, losses)):
+                print("loss %d %.9g %.9g" % (k + 1, g, t))
+        print("check %sloss %.3g" % (pre, max(abs(t - g) / abs(g) for g, t in zip(gsl_loss, losses))))
+        for n in sorted(p0):
+            pn = torch.stack(p[n]) if isinstance(p[n], list) else p[n]
+            start = p0[n].astype(np.float64)
+            upd, ref = pn.detach().numpy() - start, ld("gsl_" + n) - start
+            print("check %supd_%s %.3g" % (pre, n, np.linalg.norm(upd - ref) / max(np.linalg.norm(ref), 1e-30)))
 
 
 def main():
@@ -280,6 +295,9 @@ def main():
                    help="int32 batches [N, B, T + 1] (default data/fortunes/train.npy)")
     p.add_argument("--log-every", metavar="K", type=int, default=0, help="print the loss every K timed steps")
     p.add_argument("--metrics", metavar="FILE", help="with --log-every: JSON Lines as GSL's --metrics")
+    p.add_argument("--way", choices=sorted(WAYS), default="einsum",
+                   help="the moe layers' dispatch: einsum (one-hot tensors, the default) or index")
+    p.add_argument("--autocast", action="store_true", help="the forward pass under torch.autocast bfloat16")
     p.add_argument("--check", metavar="DIR")
     a = p.parse_args()
     if a.M % a.NH:

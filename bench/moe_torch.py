@@ -1,32 +1,47 @@
 #!/usr/bin/python3
-"""bench/moe_torch.py: bench/moe.gsl's forward MoE layer in PyTorch (CPU, float32).
+"""bench/moe_torch.py: bench/moe.gsl's forward MoE layer in PyTorch (CPU).
 
 GShard's top-2 mixture of experts (SPEC section 6; Algorithms 1 and 2 of the
-paper), written the way PyTorch users write it (GShard, fairseq's and
-DeepSpeed-MoE's reference top2gating): dense one-hot dispatch and combine
-tensors [G, S, E, C] and einsums.
+paper), two ways (--way), both from the same routes (top2routes, [G, S, E]
+tensors only):
 
-  gates    = softmax(x @ wg) over E                       [G, S, E]
+  gates    = softmax(x @ wg) over E, in float32 (even under autocast)  [G, S, E]
   e1, e2   = argmax, argmax of the rest (ties: lower index)
   w1, w2   = g1, g2 / (g1 + g2)            (renormalized before any dropping)
   slots    = exclusive cumsum of first choices in token order; second choices
              after all kept first choices of the group; a slot >= C drops the
              choice.  C = ceil(F * K * S / E), K = 2, no random routing (top2gating
              routes randomly when given u: bench/lm_torch.py).
-  t        = einsum("gsec,gsm->egcm", dispatch, x)
-  out      = einsum("egch,ehm->egcm", relu(einsum("egcm,emh->egch", t, wi)), wo)
-  y        = einsum("gsec,egcm->gsm", combine, out)
   aux      = E * sum_e mean_s(one_hot(e1))_e * mean_s(gates)_e, mean over groups
+
+  einsum (GShard's pseudo-code, fairseq's and DeepSpeed-MoE's reference
+  top2gating): dense one-hot dispatch and combine tensors [G, S, E, C],
+    t      = einsum("gsec,gsm->egcm", dispatch, x)
+    out    = einsum("egch,ehm->egcm", relu(einsum("egcm,emh->egch", t, wi)), wo)
+    y      = einsum("gsec,egcm->gsm", combine, out)
+  index (what a careful PyTorch MoE layer does today): every kept choice's
+  token copied into its slot (e * G + g) * C + s of an [E * G * C, M] buffer
+  (index_select, index_copy), one torch.bmm per weight over [E, G * C, .],
+  and the slots' outputs added into their tokens weighted by the gate
+  (index_add); no [G, S, E, C] tensor.
+
+self_check() asserts at a tiny size (drops, random routing, gradients) that
+the two ways compute the same numbers in float32 (to 1e-5 of max |ref|);
+bench runs it first.
 
 One intra-op thread (torch.set_num_threads(1)), torch.inference_mode().
 Timing:  moe_torch.py --G 4 --S 256 --M 64 --H 256 --E 8 --steps 20 --warmup 3
-         [--x FILE.npy]  prints "ms_per_step X" (mean over --steps steps after
-         --warmup steps); x is read from FILE (the batch GSL is given), else
-         drawn; the weights are drawn with bench/moe.gsl's stds.
+         [--way einsum|index] [--autocast] [--x FILE.npy]
+         prints "ms_per_step X" (mean over --steps steps after --warmup
+         steps); x is read from FILE (the batch GSL is given), else drawn;
+         the weights are drawn with bench/moe.gsl's stds. --autocast runs
+         the steps under torch.autocast("cpu", dtype=torch.bfloat16) (the
+         products in bf16, the weights kept in f32), else all is float32.
 Check:   moe_torch.py --check DIR [--capacity F]
          reads DIR/{x,wg,wi,wo,y,aux}.npy (y, aux and the weights from GSL)
          and prints "check NAME ERR" lines: max |a - b| / max |ref| of torch's
-         y and aux against GSL's, and a "routing" line (choices dropped).
+         y and aux against GSL's in float32, for each way (the index way's
+         named index_y, index_aux), and a "routing" line (choices dropped).
 Exits 3 if torch cannot be imported. Run with OPENBLAS_NUM_THREADS=1 (set
 here if unset, before torch loads OpenBLAS: two BLAS threads on a 2-core
 machine with one intra-op thread are much slower).
@@ -52,11 +67,24 @@ def capacity_of(S, E, factor, k=2):
     return int(math.ceil(factor * k * S / E))
 
 
-def top2gating(logits, C, u=None):
-    """logits [G, S, E] -> combine [G, S, E, C] (gate-weighted), dispatch
-    [G, S, E, C] (0/1), aux (scalar), number of choices kept (a tensor).
-    With u [G, S] (uniform in [0, 1)): random routing, a second choice is
-    routed only where 2 * w2 > u, and one not routed takes no slot."""
+class Routes:
+    """The routes of top-2 gating, per token of [G, S]: experts e1, e2
+    (long), slots s1, s2 (long, 0 where dropped), keep1, keep2 (1.0 where
+    the choice is kept), combine weights w1, w2 (renormalized over the two
+    before any dropping, not yet zeroed where dropped), and aux."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def kept(self):
+        return self.keep1.sum() + self.keep2.sum()
+
+
+def top2routes(logits, C, u=None):
+    """logits [G, S, E] -> Routes. With u [G, S] (uniform in [0, 1)):
+    random routing, a second choice is routed only where 2 * w2 > u, and
+    one not routed takes no slot. Only [G, S, E] tensors: both ways of
+    dispatch start from these routes, so they route alike to the token."""
     G, S, E = logits.shape
     gates = F.softmax(logits, dim=-1)
     # first choice; torch.argmax returns the first of equal maxima
@@ -81,27 +109,116 @@ def top2gating(logits, C, u=None):
     mask1 = mask1 * (loc1 < C)
     loc2 = torch.cumsum(mask2, dim=1) - mask2 + mask1.sum(dim=1, keepdim=True)
     mask2 = mask2 * (loc2 < C)
+    return Routes(e1=idx1, e2=idx2, w1=w1, w2=w2, aux=aux,
+                  s1=(loc1 * mask1).sum(dim=-1).long(), s2=(loc2 * mask2).sum(dim=-1).long(),
+                  keep1=mask1.sum(dim=-1), keep2=mask2.sum(dim=-1))
+
+
+def top2gating(logits, C, u=None):
+    """logits [G, S, E] -> combine [G, S, E, C] (gate-weighted), dispatch
+    [G, S, E, C] (0/1), aux (scalar), number of choices kept (a tensor):
+    GShard's dense one-hot form of top2routes."""
+    E = logits.shape[-1]
+    r = top2routes(logits, C, u)
+    mask1 = F.one_hot(r.e1, E).to(r.w1.dtype) * r.keep1[..., None]
+    mask2 = F.one_hot(r.e2, E).to(r.w1.dtype) * r.keep2[..., None]
     # each kept choice's slot, one-hot over C (0 for dropped choices)
-    s1 = (loc1 * mask1).sum(dim=-1).long()      # [G, S]
-    s2 = (loc2 * mask2).sum(dim=-1).long()
-    k1 = mask1.sum(dim=-1)                      # 1.0 where the choice is kept
-    k2 = mask2.sum(dim=-1)
-    slot1 = F.one_hot(s1, C).to(gates.dtype) * k1[..., None]
-    slot2 = F.one_hot(s2, C).to(gates.dtype) * k2[..., None]
+    slot1 = F.one_hot(r.s1, C).to(r.w1.dtype) * r.keep1[..., None]
+    slot2 = F.one_hot(r.s2, C).to(r.w1.dtype) * r.keep2[..., None]
     d1 = mask1[..., :, None] * slot1[..., None, :]   # [G, S, E, C]
     d2 = mask2[..., :, None] * slot2[..., None, :]
-    combine = w1[..., None, None] * d1 + w2[..., None, None] * d2
+    combine = r.w1[..., None, None] * d1 + r.w2[..., None, None] * d2
     dispatch = d1 + d2
-    return combine, dispatch, aux, mask1.sum() + mask2.sum()
+    return combine, dispatch, r.aux, r.kept()
 
 
-def moe(x, wg, wi, wo, C):
-    combine, dispatch, aux, kept = top2gating(torch.einsum("gsm,me->gse", x, wg), C)
+def gate_logits(x, wg):
+    """The router's logits in float32 even under autocast (routing on
+    bf16 logits would pick other experts for near ties: careful MoE code
+    keeps the router in f32)."""
+    with torch.autocast("cpu", enabled=False):
+        return torch.einsum("gsm,me->gse", x.float(), wg)
+
+
+def moe_einsum(x, wg, wi, wo, C, act=torch.relu, u=None):
+    """GShard's dense form: one-hot [G, S, E, C] tensors and four einsums."""
+    combine, dispatch, aux, kept = top2gating(gate_logits(x, wg), C, u)
     t = torch.einsum("gsec,gsm->egcm", dispatch, x)
-    h = torch.relu(torch.einsum("egcm,emh->egch", t, wi))
+    h = act(torch.einsum("egcm,emh->egch", t, wi))
     out = torch.einsum("egch,ehm->egcm", h, wo)
     y = torch.einsum("gsec,egcm->gsm", combine, out)
     return y, aux, kept
+
+
+def moe_index(x, wg, wi, wo, C, act=torch.relu, u=None):
+    """Dispatch by index: every kept choice's token copied into its slot of
+    an [E * G * C, M] buffer (flat slot (e * G + g) * C + s, the layout of
+    [E, G, C, M]; empty slots stay zero, as in the dense form), one bmm per
+    weight over [E, G * C, .], and the outputs read back from the slots and
+    added into their tokens weighted by the gate (index_add_)."""
+    G, S, M = x.shape
+    E = wg.shape[1]
+    r = top2routes(gate_logits(x, wg), C, u)
+    grp = torch.arange(G).view(G, 1)
+    keep = torch.stack([r.keep1, r.keep2], -1) > 0                          # [G, S, 2]
+    slot = torch.stack([(r.e1 * G + grp) * C + r.s1, (r.e2 * G + grp) * C + r.s2], -1)[keep]
+    token = torch.arange(G * S).view(G, S, 1).expand(G, S, 2)[keep]
+    weight = torch.stack([r.w1, r.w2], -1)[keep]
+    xs = x.reshape(G * S, M)
+    t = xs.new_zeros(E * G * C, M).index_copy(0, slot, xs.index_select(0, token))
+    h = act(torch.bmm(t.view(E, G * C, M), wi))
+    out = torch.bmm(h, wo).view(E * G * C, M)
+    y = xs.new_zeros(G * S, M).index_add(0, token, out.index_select(0, slot) * weight[:, None])
+    return y.view(G, S, M), r.aux, keep.sum()
+
+
+WAYS = {"einsum": moe_einsum, "index": moe_index}
+
+
+def moe(x, wg, wi, wo, C, way="einsum", act=torch.relu, u=None):
+    """The layer: y [G, S, M], aux, the number of choices kept (a tensor)."""
+    return WAYS[way](x, wg, wi, wo, C, act, u)
+
+
+def precision(autocast):
+    """The context of the step: torch.autocast to bfloat16 if autocast
+    (--autocast), else none (float32)."""
+    if autocast:
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    import contextlib
+    return contextlib.nullcontext()
+
+
+def self_check(train=False):
+    """The index way must compute the einsum way's numbers in float32: y and
+    aux (and with train, the gradients of every weight) at a tiny size with
+    choices dropped and random routing, to 1e-5 of max |ref|; under
+    autocast bf16 the same routes and y within 5e-2 (bf16 rounding)."""
+    g = torch.Generator().manual_seed(7)
+    G, S, M, H, E = 2, 24, 8, 16, 4
+    x = torch.randn((G, S, M), generator=g)
+    u = torch.rand((G, S), generator=g)
+    ws = [torch.randn(s, generator=g) * sd for s, sd in (((M, E), 1.0), ((E, M, H), 0.3), ((E, H, M), 0.3))]
+    C = capacity_of(S, E, 1.0)
+    res = {}
+    for way in WAYS:
+        for amp in (False, True):
+            w = [t.clone().requires_grad_(train) for t in ws]
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+                y, aux, kept = moe(x, *w, C, way, torch.relu, u)
+            out = [y.float(), aux.float()]
+            if train:
+                ((y.float() ** 2).mean() + aux).backward()
+                out += [t.grad for t in w]
+            res[way, amp] = out, int(kept)
+    err = lambda a, b: float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+    (ref, k), (idx, ki) = res["einsum", False], res["index", False]
+    assert k == ki and 0 < k < 2 * G * S, (k, ki)
+    bad = [(i, err(a, b)) for i, (a, b) in enumerate(zip(idx, ref)) if not err(a, b) < 1e-5]
+    assert not bad, "index and einsum dispatch differ in float32: %s" % bad
+    for way in WAYS:
+        (y16, _), k16 = res[way, True][0][:2], res[way, True][1]
+        assert k16 == k and err(y16, ref[0]) < 5e-2, (way, k16, err(y16, ref[0]))
 
 
 def relerr(a, ref):
@@ -113,19 +230,24 @@ def relerr(a, ref):
 
 
 def check(d, factor):
+    """GSL's y and aux against both ways' (the index way's lines named
+    index_*), in float32."""
     import numpy as np
     ld = lambda n: np.load(os.path.join(d, n + ".npy"))
     x, wg, wi, wo = (torch.from_numpy(ld(n)) for n in ("x", "wg", "wi", "wo"))
     G, S, M = x.shape
     E = wg.shape[1]
     C = capacity_of(S, E, factor)
-    with torch.inference_mode():
-        y, aux, kept = moe(x, wg, wi, wo, C)
-    assert y.dtype == torch.float32
-    print("routing G=%d S=%d E=%d C=%d: %d of %d choices dropped"
-          % (G, S, E, C, 2 * G * S - int(kept.item()), 2 * G * S))
-    print("check y %.3g" % relerr(y.numpy(), ld("y")))
-    print("check aux %.3g" % relerr(aux.numpy(), ld("aux")))
+    for way in WAYS:
+        with torch.inference_mode():
+            y, aux, kept = moe(x, wg, wi, wo, C, way)
+        assert y.dtype == torch.float32
+        pre = "" if way == "einsum" else way + "_"
+        if way == "einsum":
+            print("routing G=%d S=%d E=%d C=%d: %d of %d choices dropped"
+                  % (G, S, E, C, 2 * G * S - int(kept.item()), 2 * G * S))
+        print("check %sy %.3g" % (pre, relerr(y.numpy(), ld("y"))))
+        print("check %saux %.3g" % (pre, relerr(aux.numpy(), ld("aux"))))
 
 
 def inputs(a):
@@ -144,16 +266,18 @@ def inputs(a):
 
 
 def bench(a):
+    self_check()
     x, wg, wi, wo, _ = inputs(a)
     C = capacity_of(a.S, a.E, a.capacity)
-    with torch.inference_mode():
+    with torch.inference_mode(), precision(a.autocast):
         for _ in range(a.warmup):
-            y, aux, _ = moe(x, wg, wi, wo, C)
+            y, aux, _ = moe(x, wg, wi, wo, C, a.way)
         t = time.perf_counter()
         for _ in range(a.steps):
-            y, aux, _ = moe(x, wg, wi, wo, C)
+            y, aux, _ = moe(x, wg, wi, wo, C, a.way)
         t = time.perf_counter() - t
-    assert y.dtype == torch.float32
+        mm = torch.bmm(x[:1], wi[:1]).dtype       # what the products ran in
+    assert mm == (torch.bfloat16 if a.autocast else torch.float32), mm
     print("ms_per_step %.3f" % (1000.0 * t / a.steps))
 
 
@@ -163,6 +287,9 @@ def arguments(doc):
     for n, v in (("G", 4), ("S", 256), ("M", 64), ("H", 256), ("E", 8), ("steps", 8), ("warmup", 2)):
         p.add_argument("--" + n, type=int, default=v)
     p.add_argument("--capacity", type=float, default=2.0, help="capacity factor F (default 2.0)")
+    p.add_argument("--way", choices=sorted(WAYS), default="einsum",
+                   help="dispatch: einsum (GShard's one-hot tensors, the default) or index")
+    p.add_argument("--autocast", action="store_true", help="run the step under torch.autocast bfloat16")
     return p
 
 

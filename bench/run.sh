@@ -21,7 +21,8 @@
 # PYTHON (default /usr/bin/python3), GSLC (default ./gslc), OPENBLAS_CORETYPE
 # (see below); for the collectives MPICC (default mpicc), MPIEXEC (default
 # mpiexec), LIBGSLRT (default runtime/libgslrt.a), BENCH_REPS (default 25),
-# BENCH_WARMUP (default 3); ONLY=mlp, ONLY=collectives, ONLY=scaling,
+# BENCH_WARMUP (default 3), RT_LIBS (the libraries libgslrt.a needs, default
+# "-lopenblas -lz -ljansson -lm"; make bench passes configure's); ONLY=mlp, ONLY=collectives, ONLY=scaling,
 # ONLY=moe or ONLY=moe_a2a runs one part (scaling: the mlp forward at -np 1
 # and 2, data and model parallel, with B D H O STEPS WARMUP REPS MPIEXEC as
 # above; moe: bench/moe.gsl's forward moe layer against PyTorch, then
@@ -29,18 +30,23 @@
 # and MOE_LARGE ("G S M H E", default "4 256 64 256 8" and
 # "8 1024 256 1024 16"), STEPS WARMUP REPS for the SPEC size and
 # MOE_LARGE_STEPS MOE_LARGE_WARMUP MOE_LARGE_REPS (default 3 3 3) for the
-# large one, MOE_TORCH (PyTorch's ways, default "default kept"), and MPICC
+# large one, MOE_TORCH (PyTorch's ways, default "kept index_kept": of
+# default, kept, index and index_kept, see torch_ways), TORCH_PREC (the
+# precisions each way runs in, default "f32 bf16": bf16 is torch.autocast
+# to bfloat16), and MPICC
 # MPIEXEC LIBGSLRT BENCH_REPS BENCH_WARMUP as for the collectives);
 # ONLY=moe_train runs the training part alone (the same MOE_* settings,
 # STEPS WARMUP REPS and MPIEXEC, and MOE_CHECK_STEPS, the Adam steps of its
 # agreement check, default 5); ONLY=lm runs the language model's training
 # step against PyTorch (bench/lm_torch.py; STEPS WARMUP REPS MPIEXEC, LM_GSL
 # (default examples/lm.gsl), LM_DIMS ("B T M NH H E", default
-# "8 64 128 4 512 8"), LM_TORCH (as MOE_TORCH) and LM_CHECK_STEPS (default
-# 5); its data from scripts/lm_data.py, which needs Debian's fortunes);
+# "8 64 128 4 512 8"), LM_TORCH (as MOE_TORCH, default all four ways),
+# TORCH_PREC and LM_CHECK_STEPS (default 5); its data from
+# scripts/lm_data.py, which needs Debian's fortunes);
 # ONLY=gemm measures the FMA peak and the matrix-product libraries on GSL's
 # shapes, one thread (bench/gemm_peak.c; GEMM_REPS GEMM_WARMUP GEMM_MS
-# GEMM_SHAPES, MPICC LIBGSLRT, GEMM_LIBS: the runtime's libraries).
+# GEMM_SHAPES, MPICC LIBGSLRT, GEMM_LIBS: the runtime's libraries, default
+# RT_LIBS).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,6 +60,8 @@ OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 export OPENBLAS_NUM_THREADS OMP_NUM_THREADS MKL_NUM_THREADS
 
 ONLY=${ONLY:-}
+# what a program linked against libgslrt.a needs (make bench passes configure's)
+RT_LIBS=${RT_LIBS:--ldnnl -lgomp -lopenblas -lz -ljansson -lm}
 die() { echo "bench: $*" >&2; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gslbench.XXXXXX") || die "mktemp failed"
 trap 'rm -rf "$tmp"' EXIT
@@ -192,7 +200,7 @@ collectives() {
   BENCH_REPS=${BENCH_REPS:-25} BENCH_WARMUP=${BENCH_WARMUP:-3}
   export BENCH_REPS BENCH_WARMUP
   [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
-  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/collectives.c" "$LIBGSLRT" -lz -lm \
+  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/collectives.c" "$LIBGSLRT" $RT_LIBS \
     -o "$tmp/collectives" || die "could not compile bench/collectives.c"
   $MPIEXEC -n 2 "$tmp/collectives" --quiet || die "the collectives benchmark failed"
 }
@@ -309,15 +317,19 @@ for c in sys.argv[2:]:
 
 # ---- moe: bench/moe.gsl's forward moe layer against PyTorch -------------------
 # GShard's top-2 moe layer (SPEC section 6, no random routing), compiled by
-# gslc, against the same layer in PyTorch written with dense one-hot dispatch
-# and combine tensors (bench/moe_torch.py), at two sizes, on one core; timed
-# like the mlp part (GSL from its own log, the same fixed x bound with --input,
-# interleaved runs, medians). PyTorch runs twice: as it comes, and with glibc
-# malloc keeping freed memory (MALLOC_MMAP_MAX_=0): its [G, S, E, C] temporaries
-# (128 MiB each at the large size) are otherwise mmapped and unmapped every
-# step, and on a VM that reports free pages to its host every step then
-# faults them in afresh (see bench/README.md). Then y and aux of GSL and
-# PyTorch must agree on the same x and weights, also with choices dropped.
+# gslc (f32, and bf16 with --precision bf16), against the
+# same layer in PyTorch (bench/moe_torch.py) dispatched by index (index_copy,
+# bmm, index_add) or with GShard's dense one-hot tensors and einsums, each in
+# f32 and under torch.autocast bf16, at two sizes, on one core; timed like
+# the mlp part (GSL from its own log, the same fixed x bound with --input,
+# interleaved runs, medians), the goal judged against the fastest peer.
+# PyTorch's ways run with glibc malloc keeping freed memory
+# (MALLOC_MMAP_MAX_=0; "kept", "index_kept") and, if asked, as it comes
+# ("default", "index"): its temporaries (128 MiB each at the large size) are
+# otherwise mmapped and unmapped every step, and on a VM that reports free
+# pages to its host every step then faults them in afresh (see
+# bench/README.md). Then y and aux of GSL and both PyTorch ways must agree
+# on the same x and weights, also with choices dropped.
 
 # The moe parts' size $1 (spec or large): dims, timed steps st, warm-up wu,
 # repetitions rp, and G S M Hd E with the capacity C of top-2 at factor 2.
@@ -332,7 +344,9 @@ moe_size() {
 # The PyTorch parts' peers: whether numpy (needed: false when it is
 # missing, the part then skipped; $2 says what for) and torch are there, and
 # kept_env, glibc malloc without mmap and without trimming (freed memory
-# stays in the heap). $1: the part's name, for messages.
+# stays in the heap); TORCH_PREC, the precisions every way runs in ("f32"
+# and "bf16", torch.autocast to bfloat16); gsl_bf16=yes: GSL runs in f32
+# and with --precision bf16. $1: the part's name, for messages.
 peers_setup() {  # PART NUMPY_FOR
   [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
   if ! $PYTHON -c 'import numpy' 2>/dev/null; then
@@ -344,35 +358,112 @@ peers_setup() {  # PART NUMPY_FOR
   [ $have_torch = yes ] ||
     echo "  PyTorch: skipped ($PYTHON cannot import torch; apt-get install python3-torch): GSL alone"
   kept_env="MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736"
+  TORCH_PREC=${TORCH_PREC:-f32 bf16}
+  for prec in $TORCH_PREC; do
+    case $prec in f32|bf16) ;; *) die "TORCH_PREC: expected f32 and/or bf16, got '$prec'" ;; esac
+  done
+  gsl_bf16=yes
 }
 
 # The moe parts' settings (the sizes' defaults) and peers. $1: the part's name.
 moe_setup() {
   MOE_SPEC=${MOE_SPEC:-4 256 64 256 8} MOE_LARGE=${MOE_LARGE:-8 1024 256 1024 16}
   MOE_LARGE_STEPS=${MOE_LARGE_STEPS:-3} MOE_LARGE_WARMUP=${MOE_LARGE_WARMUP:-3}
-  MOE_LARGE_REPS=${MOE_LARGE_REPS:-3} MOE_TORCH=${MOE_TORCH:-default kept}
+  MOE_LARGE_REPS=${MOE_LARGE_REPS:-3} MOE_TORCH=${MOE_TORCH:-kept index_kept}
   peers_setup "$1" "for the fixed batch and the check"
 }
 
-# One timed run of a PyTorch peer per way in WAYS: "default" as it comes,
-# "kept" with kept_env; a line "PREFIXtorch_WAY MS" each, appended to FILE.
-# ONCE is the peer's one-run function ([VAR=VALUE ...] -> ms/step); VAR
-# names the setting that lists the ways, WHAT the peer, for messages.
+# One timed run of a PyTorch peer per way in WAYS and precision in
+# TORCH_PREC. The ways: "default" (GShard's one-hot einsums, malloc as it
+# comes), "kept" (the same with kept_env), "index" (dispatch by index,
+# malloc as it comes), "index_kept" (by index with kept_env); a line
+# "PREFIXtorch_WAY_PREC MS ..." each (whatever ONCE prints), appended to
+# FILE. ONCE is the peer's one-run function (DISPATCH PREC [VAR=VALUE ...]
+# -> ms/step ...; DISPATCH einsum or index, PREC f32 or bf16); VAR names the
+# setting that lists the ways, WHAT the peer, for messages.
 torch_ways() {  # WAYS ONCE FILE PREFIX VAR WHAT
   for way in $1; do
-    case $way in
-      default) t=$($2) ;;
-      kept) t=$($2 $kept_env) ;;
-      *) die "$5: expected default and/or kept, got '$way'" ;;
-    esac
-    [ -n "$t" ] || die "$6 failed"
-    echo "$4torch_$way $t" >>"$3"
+    for prec in $TORCH_PREC; do
+      case $way in
+        default) t=$($2 einsum $prec) ;;
+        kept) t=$($2 einsum $prec $kept_env) ;;
+        index) t=$($2 index $prec) ;;
+        index_kept) t=$($2 index $prec $kept_env) ;;
+        *) die "$5: expected default, kept, index and/or index_kept, got '$way'" ;;
+      esac
+      [ -n "$t" ] || die "$6 failed ($way, $prec)"
+      echo "$4torch_${way}_$prec $t" >>"$3"
+    done
   done
+}
+# The options of a peer script for DISPATCH and PREC (torch_ways' ONCE).
+torch_opts() {  # DISPATCH PREC
+  echo "--way $1"
+  [ "$2" = f32 ] || echo --autocast
+}
+
+# The table of the PyTorch parts: one row a key of SIZE in FILE (lines
+# "SIZE KEY MS [FIRST-LOSS LAST-LOSS]", KEY gsl, gsl_bf16 or a torch_ways
+# key): the median ms/step, tokens/s (TOKENS a step), GFLOP/s (FLOP a step:
+# the same useful count for every row), the speed relative to the fastest
+# PyTorch row (its ms/step over this row's: the ratio the goals are about),
+# the first run's losses (LOSS yes) and every run; then the goal line,
+# GSL >= GOAL x the fastest peer, for each GSL row. peer_header prints the
+# columns' names.
+peer_header() {  # LOSS
+  printf '%-6s %-42s %9s %10s %8s %9s' size implementation ms/step tokens/s GFLOP/s "x fastest"
+  [ "$1" = yes ] && printf '  %-21s' "loss (first→last)"
+  printf '  %s\n' "runs (ms/step)"
+}
+peer_table() {  # FILE SIZE TOKENS FLOP LOSS GOAL WHAT
+  awk -v s="$2" -v tok="$3" -v flop="$4" -v loss="$5" -v goal="$6" -v what="$7" '
+    function median(k,   n, i, j, x, w) {
+      n = cnt[k]; for (i = 1; i <= n; i++) w[i] = v[k, i]
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (w[j] < w[i]) { x = w[i]; w[i] = w[j]; w[j] = x }
+      return n % 2 ? w[(n + 1) / 2] : (w[n / 2] + w[n / 2 + 1]) / 2
+    }
+    function name(k,   p, d) {
+      if (k == "gsl") return "GSL f32 (gslc -O2)"
+      if (k == "gsl_bf16") return "GSL bf16 (gslc -O2 --precision bf16)"
+      p = k; sub(/.*_/, "", p); d = k; sub(/^torch_/, "", d); sub(/_[^_]*$/, "", d)
+      return "PyTorch " (d ~ /^index/ ? "index" : "einsum") ", " (p == "bf16" ? "autocast bf16" : "f32") \
+        (d ~ /kept$/ ? ", malloc kept" : "")
+    }
+    $1 == s { k = $2; if (!(k in cnt)) { order[++nk] = k }
+      v[k, ++cnt[k]] = $3; runs[k] = runs[k] (cnt[k] > 1 ? " " : "") sprintf("%.1f", $3)
+      if (cnt[k] == 1 && NF >= 5) lo[k] = sprintf("%.4f→%.4f", $4, $5) }
+    END {
+      best = ""
+      for (i = 1; i <= nk; i++) if (order[i] ~ /^torch_/) { m = median(order[i])
+        if (best == "" || m < best) { best = m; bk = order[i] } }
+      for (pass = 1; pass <= 2; pass++) for (i = 1; i <= nk; i++) {
+        k = order[i]; if (pass == 1 ? k != "gsl" && k != "gsl_bf16" : k !~ /^torch_/) continue
+        m = median(k)
+        printf "%-6s %-42s %9.1f %10.0f %8s %9s", s, name(k), m, 1000 * tok / m,
+          flop == "" ? "-" : sprintf("%.1f", flop / m / 1e6), best == "" ? "-" : sprintf("%.2f", best / m)
+        if (loss == "yes") printf "  %-21s", lo[k]
+        printf "  %s\n", runs[k]
+      }
+      if (best == "") exit
+      printf "goal (%s, %s): GSL >= %gx the fastest peer (%s, %.1f ms):", what, s, goal, name(bk), best
+      for (i = 1; i <= nk; i++) if (order[i] == "gsl" || order[i] == "gsl_bf16") { r = best / median(order[i])
+        printf " %s %.2fx %s;", (order[i] == "gsl" ? "f32" : "bf16"), r, (r >= goal ? "met" : "NOT MET") }
+      if (!("gsl_bf16" in cnt)) printf " bf16 not run"
+      printf "\n"
+    }' "$1"
+}
+
+peer_footnote() {
+  echo "(x fastest = the fastest PyTorch row's ms/step over this row's: GSL's ratio against the faster peer;" \
+       "GFLOP/s = the same useful FLOP a step for every row over its time; einsum: GShard's one-hot" \
+       "[G, S, E, C] dispatch and combine; index: index_copy into [E, G*C, M], bmm, index_add back;" \
+       "autocast bf16: torch.autocast(\"cpu\", dtype=torch.bfloat16) around the forward pass, the router in" \
+       "f32; malloc kept: $kept_env)"
 }
 
 moe() {
   echo "GSL moe benchmark: bench/moe.gsl's forward moe layer (top-2, capacity 2.0, no random routing)" \
-       "against PyTorch, float32, one core (OPENBLAS_NUM_THREADS=1)"
+       "against PyTorch, one core (OPENBLAS_NUM_THREADS=1)"
   moe_setup moe || return 0
 
   : >"$tmp/moetimes"
@@ -383,6 +474,10 @@ moe() {
          "median of $rp runs"
     $GSLC -D G=$G -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe.gsl" -o "$tmp/moe_$size" ||
       die "gslc failed (bench/moe.gsl, $size size)"
+    if [ $gsl_bf16 = yes ]; then
+      $GSLC --precision bf16 -D G=$G -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe.gsl" \
+        -o "$tmp/moe16_$size" || die "gslc --precision bf16 failed (bench/moe.gsl, $size size)"
+    fi
     [ $size = spec ] && blas_core "$tmp/moe_$size" "GSL and PyTorch"
     $PYTHON -c "import numpy as np, sys
 np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($G, $S, $M)).astype(np.float32))" \
@@ -391,21 +486,26 @@ np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($G, $S, $M)).asty
     # GSL: ms/step from the log's tokens/s (tokens = G * S; printed to more
     # digits than the ms/step, which is 0.1 ms), averaged over the steps
     # after the warm-up.
-    moe_gsl_once() {
-      "$tmp/moe_$size" --steps $((wu + st)) --log-every 1 --input x="$tmp/moex_$size.npy" \
+    moe_gsl_once() {  # PROG
+      "$1" --steps $((wu + st)) --log-every 1 --input x="$tmp/moex_$size.npy" \
         >"$tmp/moe.log" 2>&1 || { cat "$tmp/moe.log" >&2; return 1; }
       awk -v w=$wu -v tok=$((G * S)) '/^step /{ split($2, a, "/"); if (a[1] + 0 > w) {
           for (i = 3; i < NF; i++) if ($i == "tokens/s") t += 1000 * tok / $(i + 1); n++ } }
         END { if (n) printf "%.3f\n", t / n; else exit 1 }' "$tmp/moe.log"
     }
-    moe_torch_once() {  # [VAR=VALUE ...]
-      env "$@" $PYTHON "$here/moe_torch.py" --G $G --S $S --M $M --H $Hd --E $E \
+    moe_torch_once() {  # DISPATCH PREC [VAR=VALUE ...]
+      o=$(torch_opts $1 $2); shift 2
+      env "$@" $PYTHON "$here/moe_torch.py" --G $G --S $S --M $M --H $Hd --E $E $o \
         --steps $st --warmup $wu --x "$tmp/moex_$size.npy" | sed -n 's/^ms_per_step //p'
     }
     r=1
     while [ $r -le $rp ]; do  # interleaved, so that load on the machine hits all alike
-      t=$(moe_gsl_once) && [ -n "$t" ] || die "the GSL moe program failed ($size size)"
+      t=$(moe_gsl_once "$tmp/moe_$size") && [ -n "$t" ] || die "the GSL moe program failed ($size size)"
       echo "$size gsl $t" >>"$tmp/moetimes"
+      if [ $gsl_bf16 = yes ]; then
+        t=$(moe_gsl_once "$tmp/moe16_$size") && [ -n "$t" ] || die "the GSL bf16 moe program failed ($size size)"
+        echo "$size gsl_bf16 $t" >>"$tmp/moetimes"
+      fi
       [ $have_torch = no ] ||
         torch_ways "$MOE_TORCH" moe_torch_once "$tmp/moetimes" "$size " MOE_TORCH "moe_torch.py ($size size)"
       r=$((r + 1))
@@ -413,31 +513,16 @@ np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($G, $S, $M)).asty
   done
 
   echo
-  printf '%-6s %-36s %10s %11s %9s   %s\n' size implementation ms/step tokens/s torch/GSL "runs (ms/step)"
   tv=$($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)
+  echo "PyTorch ${tv:-(not run)}; FLOP a step: the gate and the expert FFN's two GEMMs over all E*G*C slots"
+  peer_header no
   for size in spec large; do
     eval "set -- \$moe_dims_$size"
-    tok=$(($1 * $2))
-    g=$(awk -v s=$size '$1 == s && $2 == "gsl" { print $3 }' "$tmp/moetimes" | sort -n |
-      awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
-    for k in gsl torch_default torch_kept; do
-      case $k in
-        gsl) name="GSL (gslc -O2)" ;;
-        torch_default) name="PyTorch $tv" ;;
-        torch_kept) name="PyTorch $tv, malloc keeps memory" ;;
-      esac
-      awk -v s=$size -v k=$k -v n="$name" -v g="$g" -v tok=$tok '
-        $1 == s && $2 == k { v[++c] = $3; runs = runs sep sprintf("%.1f", $3); sep = " " }
-        END { if (!c) exit
-          for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
-          m = c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2
-          printf "%-6s %-36s %10.1f %11.0f %9s   %s\n", s, n, m, 1000 * tok / m,
-            k == "gsl" ? "1.00" : sprintf("%.2f", m / g), runs }' "$tmp/moetimes"
-    done
+    # x @ wg, then t @ wi[e] and h @ wo[e] on [E, G * C] rows
+    flop=$(awk -v g=$1 -v s=$2 -v m=$3 -v h=$4 -v e=$5 -v c=$6 'BEGIN { printf "%.0f", 2 * g * s * m * e + 4 * e * g * c * m * h }')
+    peer_table "$tmp/moetimes" $size $(($1 * $2)) $flop no 1.5 "moe forward"
   done
-  echo "(spec: G S M H E = $MOE_SPEC; large: $MOE_LARGE; torch/GSL = PyTorch's ms/step over GSL's:" \
-       "above 1 means GSL is faster; \"malloc keeps memory\": $kept_env)"
-
+  peer_footnote
   # Agreement: GSL's y and aux against PyTorch's from the same x and weights,
   # at both sizes as timed, and at the SPEC size with a sharp gate (wg
   # normal(1.0)) and capacity 1.0, so that many choices are dropped.
@@ -469,7 +554,7 @@ np.save(sys.argv[1], np.random.default_rng(2).standard_normal(($1, $2, $3)).asty
     env $kept_env $PYTHON "$here/moe_torch.py" --check "$d" --capacity $cf >"$d/out" ||
       die "moe_torch.py --check failed ($c)"
     echo "  $what: $(sed -n 's/^routing //p' "$d/out")"
-    sed -n 's/^check \([a-z]*\) \(.*\)/    \1: \2/p' "$d/out"
+    sed -n 's/^check \([a-z_]*\) \(.*\)/    \1: \2/p' "$d/out"
     sed -n 's/^check /check /p' "$d/out" >>"$tmp/moecheck"
   done
   awk '$1 == "check" && !($3 < 1e-4) { bad = 1 } END { exit bad }' "$tmp/moecheck" ||
@@ -503,7 +588,7 @@ moe_a2a() {
       "$tmp/moe_explain" | tr -s ' '
   done
   echo
-  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/moe_a2a.c" "$LIBGSLRT" -lz -lm \
+  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/moe_a2a.c" "$LIBGSLRT" $RT_LIBS \
     -o "$tmp/moe_a2a" || die "could not compile bench/moe_a2a.c"
   MOE_A2A_SHAPES=$shapes $MPIEXEC -n 2 "$tmp/moe_a2a" --quiet || die "the moe all-to-all benchmark failed"
 }
@@ -513,8 +598,8 @@ moe_a2a() {
 # 0.01 * aux, teacher frozen, Adam): forward, backward and the update, GSL
 # against PyTorch's autograd and torch.optim.Adam (bench/moe_train_torch.py),
 # one core each, at both sizes of the moe part, timed like it (GSL from rank
-# 0's --metrics, the same fixed x, interleaved runs, medians; PyTorch as it
-# comes and with malloc keeping memory). Every run's loss must fall over its
+# 0's --metrics, the same fixed x, interleaved runs, medians; PyTorch's ways
+# and precisions as in the moe part). Every run's loss must fall over its
 # timed steps. Then the weak scaling of the GSL step: mesh [d = 1] with G
 # groups under $MPIEXEC -n 1 against [d = 2] with 2G groups under -n 2 (the
 # same work per rank; efficiency = t1 / t2). Then GSL and PyTorch must agree
@@ -525,7 +610,7 @@ moe_train() {
   MPIEXEC=${MPIEXEC:-mpiexec}
   MOE_CHECK_STEPS=${MOE_CHECK_STEPS:-5}
   echo "GSL moe_train benchmark: bench/moe_train.gsl's training step (forward, backward, Adam) against" \
-       "PyTorch (autograd, torch.optim.Adam), float32, one core (OPENBLAS_NUM_THREADS=1)"
+       "PyTorch (autograd, torch.optim.Adam), one core (OPENBLAS_NUM_THREADS=1)"
   moe_setup moe_train || return 0
 
   # One GSL run: "ms/step first-loss last-loss" over the steps after the
@@ -539,8 +624,9 @@ moe_train() {
         if (k > w) { t += m; n++; if (n == 1) first = l; last = l } }
       END { if (n) printf "%.3f %.9g %.9g\n", t / n, first, last; else exit 1 }' "$tmp/mt.jsonl"
   }
-  mt_torch_once() {  # [VAR=VALUE ...]
-    env "$@" $PYTHON "$here/moe_train_torch.py" --G $G --S $S --M $M --H $Hd --E $E \
+  mt_torch_once() {  # DISPATCH PREC [VAR=VALUE ...]
+    o=$(torch_opts $1 $2); shift 2
+    env "$@" $PYTHON "$here/moe_train_torch.py" --G $G --S $S --M $M --H $Hd --E $E $o \
       --steps $st --warmup $wu --x "$tmp/mtx_$size.npy" >"$tmp/mt.out" || return 1
     awk '$1 == "ms_per_step" { t = $2 } $1 == "loss" { f = $2; l = $3 }
       END { if (t != "") print t, f, l; else exit 1 }' "$tmp/mt.out"
@@ -556,6 +642,10 @@ moe_train() {
       die "gslc failed (bench/moe_train.gsl, $size size)"
     $GSLC -D D=2 -D G=$((2 * G)) -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe_train.gsl" \
       -o "$tmp/mt2_$size" || die "gslc failed (bench/moe_train.gsl, $size size, D=2)"
+    if [ $gsl_bf16 = yes ]; then
+      $GSLC --precision bf16 -D G=$G -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe_train.gsl" \
+        -o "$tmp/mt16_$size" || die "gslc --precision bf16 failed (bench/moe_train.gsl, $size size)"
+    fi
     [ $size = spec ] && blas_core "$tmp/mt1_$size" "GSL and PyTorch"
     # what the compiler puts between the 2 devices (gslc --explain)
     $GSLC -D D=2 -D G=$((2 * G)) -D S=$S -D M=$M -D H=$Hd -D E=$E --explain "$top/bench/moe_train.gsl" \
@@ -575,6 +665,11 @@ for f, g in ((sys.argv[1], $G), (sys.argv[2], 2 * $G)):
       t=$(mt_gsl_once 2 "$tmp/mt2_$size" "$tmp/mtx2_$size.npy") ||
         die "the GSL train program failed under $MPIEXEC -n 2 ($size size)"
       echo "$size gsl2 $t" >>"$tmp/mttimes"
+      if [ $gsl_bf16 = yes ]; then
+        t=$(mt_gsl_once 1 "$tmp/mt16_$size" "$tmp/mtx_$size.npy") ||
+          die "the GSL bf16 train program failed ($size size)"
+        echo "$size gsl_bf16 $t" >>"$tmp/mttimes"
+      fi
       [ $have_torch = no ] ||
         torch_ways "$MOE_TORCH" mt_torch_once "$tmp/mttimes" "$size " MOE_TORCH "moe_train_torch.py ($size size)"
       r=$((r + 1))
@@ -587,40 +682,19 @@ for f, g in ((sys.argv[1], $G), (sys.argv[2], 2 * $G)):
       awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
   }
   echo
-  printf '%-6s %-36s %10s %11s %9s  %-21s  %s\n' size implementation ms/step tokens/s GSL/torch \
-    "loss (first→last)" "runs (ms/step)"
   tv=$($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)
+  echo "PyTorch ${tv:-(not run)}; FLOP a step: the forward's gate, teacher and expert GEMMs (all E*G*C" \
+       "slots), the backward's three expert GEMMs and the gate's weight gradient"
+  peer_header yes
   for size in spec large; do
     eval "set -- \$mt_dims_$size"
-    tok=$(($1 * $2))
-    g=$(mt_median $size gsl)
-    for k in gsl torch_default torch_kept; do
-      case $k in
-        gsl) name="GSL (gslc -O2)" ;;
-        torch_default) name="PyTorch $tv" ;;
-        torch_kept) name="PyTorch $tv, malloc keeps memory" ;;
-      esac
-      awk -v s=$size -v k=$k -v n="$name" -v g="$g" -v m="$(mt_median $size $k)" -v tok=$tok '
-        $1 == s && $2 == k { c++; runs = runs sep sprintf("%.1f", $3); sep = " "
-          if (c == 1) loss = sprintf("%.4f→%.4f", $4, $5) }
-        END { if (!c) exit
-          printf "%-6s %-36s %10.1f %11.0f %9s  %-21s  %s\n", s, n, m, 1000 * tok / m,
-            k == "gsl" ? "1.00" : sprintf("%.2f", m / g), loss, runs }' "$tmp/mttimes"
-    done
+    # forward: x @ wg, x @ teacher, two expert GEMMs; backward: three expert GEMMs and x^T @ dlogits
+    flop=$(awk -v g=$1 -v s=$2 -v m=$3 -v h=$4 -v e=$5 -v c=$6 \
+      'BEGIN { printf "%.0f", 4 * g * s * m * e + 2 * g * s * m * m + 10 * e * g * c * m * h }')
+    peer_table "$tmp/mttimes" $size $(($1 * $2)) $flop yes 2 "moe train step"
   done
-  echo "(spec: G S M H E = $MOE_SPEC; large: $MOE_LARGE; GSL/torch = GSL's tokens/s over PyTorch's" \
-       "(PyTorch's ms/step over GSL's): above 1 means GSL is faster; loss: the first and last timed" \
-       "step of the first run; \"malloc keeps memory\": $kept_env)"
-  if [ $have_torch = yes ]; then
-    for size in spec large; do
-      case $size in spec) goal=1.5 ;; large) goal=2 ;; esac
-      awk -v s=$size -v goal=$goal -v g="$(mt_median $size gsl)" -v a="$(mt_median $size torch_default)" \
-        -v b="$(mt_median $size torch_kept)" 'BEGIN { best = a; if (b != "" && (best == "" || b + 0 < best + 0)) best = b
-          if (best == "") exit
-          r = best / g; printf "goal at the %s size: GSL >= %gx the better PyTorch: %.2fx, %s\n", s, goal, r,
-            (r >= goal ? "met" : "NOT MET") }'
-    done
-  fi
+  peer_footnote
+  echo "(loss: the first and last timed step of the first run)"
   # every run's loss must have fallen over its timed steps
   awk '!($5 < $4) { printf "bench: FAILED: the loss did not fall (%s %s: %s -> %s)\n", $1, $2, $4, $5; bad = 1 }
     END { exit bad }' "$tmp/mttimes" >&2 || exit 1
@@ -698,7 +772,7 @@ np.save(sys.argv[1], np.random.default_rng(2).standard_normal(($1, $2, $3)).asty
   echo "  (loss: the $MOE_CHECK_STEPS Adam steps' losses and grad_*: the first step's gradients, max |a - b| /" \
        "max |ref|; upd_*: the $MOE_CHECK_STEPS steps' updates p_N - p_0, ||a - b|| / ||ref||; maxupd_*: their" \
        "largest difference in one element, in units of lr, not checked: see bench/moe_train_torch.py)"
-  awk '$1 == "check" && !($3 < ($2 ~ /^upd_/ ? 1e-3 : 1e-4)) { bad = 1 } END { exit bad }' "$tmp/mtcheck" ||
+  awk '$1 == "check" && !($3 < ($2 ~ /upd_/ ? 1e-3 : 1e-4)) { bad = 1 } END { exit bad }' "$tmp/mtcheck" ||
     die "FAILED: some error is not below its bound (1e-4; 1e-3 for upd_*)"
   echo "  all below 1e-4 (upd_*: 1e-3): agree"
 }
@@ -708,11 +782,12 @@ np.save(sys.argv[1], np.random.default_rng(2).standard_normal(($1, $2, $3)).asty
 # the FFN of layers 1 and 3 a top-2 moe block with random routing), trained on
 # scripts/lm_data.py's fortunes windows: GSL at -O2 on one rank (-D DATA=1
 # -D EXPERT=1 under $MPIEXEC -n 1) against the same model in PyTorch
-# (bench/lm_torch.py: autograd, torch.optim.Adam, the moe layer's dense
-# dispatch from bench/moe_torch.py), one core each, the same batches in the
-# same order; timed like moe_train (GSL from rank 0's --metrics, interleaved
-# runs, medians, PyTorch as it comes and with malloc keeping memory), the goal
-# GSL >= 1.5x the better PyTorch's tokens/s. Every run's loss must fall over
+# (bench/lm_torch.py: autograd, torch.optim.Adam, the moe layer of
+# bench/moe_torch.py by index or by einsum, f32 or autocast bf16), one core
+# each, the same batches in the same order; timed like moe_train (GSL from
+# rank 0's --metrics, interleaved runs, medians, PyTorch's ways as in the
+# moe parts), the goal GSL >= 2x the fastest peer's tokens/s. Every run's
+# loss must fall over
 # its timed steps. Then the two must agree from the same initial weights with
 # random routing off (the one difference left between them: GSL's draws
 # against torch.rand): the losses of LM_CHECK_STEPS Adam steps and the
@@ -720,9 +795,9 @@ np.save(sys.argv[1], np.random.default_rng(2).standard_normal(($1, $2, $3)).asty
 lm() {
   MPIEXEC=${MPIEXEC:-mpiexec}
   LM_GSL=${LM_GSL:-$top/examples/lm.gsl} LM_DIMS=${LM_DIMS:-8 64 128 4 512 8}
-  LM_TORCH=${LM_TORCH:-default kept} LM_CHECK_STEPS=${LM_CHECK_STEPS:-5}
+  LM_TORCH=${LM_TORCH:-default kept index index_kept} LM_CHECK_STEPS=${LM_CHECK_STEPS:-5}
   echo "GSL lm benchmark: examples/lm.gsl's training step (byte-level MoE Transformer: forward, backward," \
-       "Adam) against PyTorch (autograd, torch.optim.Adam), float32, one core (OPENBLAS_NUM_THREADS=1)"
+       "Adam) against PyTorch (autograd, torch.optim.Adam), one core (OPENBLAS_NUM_THREADS=1)"
   [ -f "$LM_GSL" ] || die "no $LM_GSL (set LM_GSL to the language model's source)"
   peers_setup lm "by the PyTorch peer and the check" || return 0
   set -- $LM_DIMS
@@ -746,12 +821,15 @@ lm() {
        "of scripts/lm_data.py --batch $lB --seq $lT, the same ones in the same order for both"
   data="$tmp/lmdata/train.npy"
   $GSLC $dims -O2 "$LM_GSL" -o "$tmp/lm" || die "gslc failed ($LM_GSL)"
+  if [ $gsl_bf16 = yes ]; then
+    $GSLC --precision bf16 $dims -O2 "$LM_GSL" -o "$tmp/lm16" || die "gslc --precision bf16 failed ($LM_GSL)"
+  fi
   blas_core "$tmp/lm" "GSL and PyTorch"
 
   # One GSL run: "ms/step first-loss last-loss" over the steps after the
   # warm-up, from rank 0's --metrics (ms/step to 6 digits, the loss exactly).
-  lm_gsl_once() {
-    $MPIEXEC -n 1 "$tmp/lm" --quiet --steps $((WARMUP + STEPS)) --log-every 1 --input tokens="$data" \
+  lm_gsl_once() {  # PROG
+    $MPIEXEC -n 1 "$1" --quiet --steps $((WARMUP + STEPS)) --log-every 1 --input tokens="$data" \
       --metrics "$tmp/lm.jsonl" >"$tmp/lm.log" 2>&1 || { cat "$tmp/lm.log" >&2; return 1; }
     awk -v w=$WARMUP '/"loss": / { k = $0; sub(/.*"step": /, "", k); k += 0
         l = $0; sub(/.*"loss": /, "", l); l += 0
@@ -759,8 +837,9 @@ lm() {
         if (k > w) { t += m; n++; if (n == 1) first = l; last = l } }
       END { if (n) printf "%.3f %.9g %.9g\n", t / n, first, last; else exit 1 }' "$tmp/lm.jsonl"
   }
-  lm_torch_once() {  # [VAR=VALUE ...]
-    env "$@" $PYTHON "$here/lm_torch.py" $pdims --steps $STEPS --warmup $WARMUP --data "$data" \
+  lm_torch_once() {  # DISPATCH PREC [VAR=VALUE ...]
+    o=$(torch_opts $1 $2); shift 2
+    env "$@" $PYTHON "$here/lm_torch.py" $pdims $o --steps $STEPS --warmup $WARMUP --data "$data" \
       >"$tmp/lm.out" || return 1
     awk '$1 == "ms_per_step" { t = $2 } $1 == "loss" { f = $2; l = $3 }
       END { if (t != "") print t, f, l; else exit 1 }' "$tmp/lm.out"
@@ -768,45 +847,33 @@ lm() {
   : >"$tmp/lmtimes"
   r=1
   while [ $r -le $REPS ]; do  # interleaved, so that load on the machine hits all alike
-    t=$(lm_gsl_once) || die "the GSL lm program failed"
-    echo "gsl $t" >>"$tmp/lmtimes"
-    [ $have_torch = no ] || torch_ways "$LM_TORCH" lm_torch_once "$tmp/lmtimes" "" LM_TORCH lm_torch.py
+    t=$(lm_gsl_once "$tmp/lm") || die "the GSL lm program failed"
+    echo "lm gsl $t" >>"$tmp/lmtimes"
+    if [ $gsl_bf16 = yes ]; then
+      t=$(lm_gsl_once "$tmp/lm16") || die "the GSL bf16 lm program failed"
+      echo "lm gsl_bf16 $t" >>"$tmp/lmtimes"
+    fi
+    [ $have_torch = no ] || torch_ways "$LM_TORCH" lm_torch_once "$tmp/lmtimes" "lm " LM_TORCH lm_torch.py
     r=$((r + 1))
   done
 
-  lm_median() {  # KEY
-    awk -v k=$1 '$1 == k { print $2 }' "$tmp/lmtimes" | sort -n |
-      awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
-  }
   echo
-  printf '%-36s %10s %11s %9s  %-21s  %s\n' implementation ms/step tokens/s GSL/torch "loss (first→last)" \
-    "runs (ms/step)"
   tv=$($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)
-  g=$(lm_median gsl)
-  for k in gsl torch_default torch_kept; do
-    case $k in
-      gsl) name="GSL (gslc -O2)" ;;
-      torch_default) name="PyTorch $tv" ;;
-      torch_kept) name="PyTorch $tv, malloc keeps memory" ;;
-    esac
-    awk -v k=$k -v n="$name" -v g="$g" -v m="$(lm_median $k)" -v tok=$tok '
-      $1 == k { c++; runs = runs sep sprintf("%.1f", $2); sep = " "
-        if (c == 1) loss = sprintf("%.4f→%.4f", $3, $4) }
-      END { if (!c) exit
-        printf "%-36s %10.1f %11.0f %9s  %-21s  %s\n", n, m, 1000 * tok / m,
-          k == "gsl" ? "1.00" : sprintf("%.2f", m / g), loss, runs }' "$tmp/lmtimes"
-  done
-  echo "(GSL/torch = GSL's tokens/s over PyTorch's (PyTorch's ms/step over GSL's): above 1 means GSL is" \
-       "faster; loss: the first and last timed step of the first run, on different batches;" \
-       "\"malloc keeps memory\": $kept_env)"
-  if [ $have_torch = yes ]; then
-    awk -v g="$g" -v a="$(lm_median torch_default)" -v b="$(lm_median torch_kept)" '
-      BEGIN { best = a; if (b != "" && (best == "" || b + 0 < best + 0)) best = b
-        if (best == "") exit
-        r = best / g; printf "goal: GSL >= 1.5x the better PyTorch: %.2fx, %s\n", r, (r >= 1.5 ? "met" : "NOT MET") }'
-  fi
+  # The matrix products of a step: per predicted token forward, each of the
+  # 4 layers' four projections (8 M^2) and the scores and weighted sum
+  # (4 T M), the 2 dense FFNs (4 M H each), the 2 moe layers' expert FFNs
+  # over all E * C slots of a sequence (E C / T slots a token, 4 M H each),
+  # the logits (2 M 256); times 3 for the backward pass.
+  flop=$(awk -v b=$lB -v t=$lT -v m=$lM -v h=$lH -v e=$lE -v c=$C 'BEGIN {
+    printf "%.0f", 3 * b * t * (4 * (8 * m * m + 4 * t * m) + 2 * 4 * m * h + 2 * (e * c / t) * 4 * m * h + 2 * m * 256) }')
+  echo "PyTorch ${tv:-(not run)}; FLOP a step: the matrix products, 3x the forward's (see bench/run.sh)"
+  peer_header yes
+  peer_table "$tmp/lmtimes" lm $tok $flop yes 2 "lm train step"
+  peer_footnote
+  echo "(tokens/s: B * (T + 1) tokens a step; loss: the first and last timed step of the first run, on" \
+       "different batches)"
   # every run's loss must have fallen over its timed steps
-  awk '!($4 < $3) { printf "bench: FAILED: the loss did not fall (lm %s: %s -> %s)\n", $1, $3, $4; bad = 1 }
+  awk '!($5 < $4) { printf "bench: FAILED: the loss did not fall (lm %s: %s -> %s)\n", $2, $4, $5; bad = 1 }
     END { exit bad }' "$tmp/lmtimes" >&2 || exit 1
   echo "the loss fell over the timed steps in every run"
 
@@ -850,7 +917,7 @@ lm() {
   awk '$1 == "check" { printf "%s%s %s", (n++ ? ", " : "  "), $2, $3 } END { if (n) print "" }' "$d/out"
   echo "  (loss: max |a - b| / |ref| over the $LM_CHECK_STEPS Adam steps, ref = GSL; upd_*: the steps'" \
        "updates p_N - p_0 of each param, ||a - b|| / ||ref||)"
-  awk '$1 == "check" && !($3 < ($2 ~ /^upd_/ ? 1e-3 : 1e-4)) { bad = 1 } END { exit bad }' "$d/out" ||
+  awk '$1 == "check" && !($3 < ($2 ~ /upd_/ ? 1e-3 : 1e-4)) { bad = 1 } END { exit bad }' "$d/out" ||
     die "FAILED: some error is not below its bound (1e-4; 1e-3 for upd_*)"
   echo "  all below 1e-4 (upd_*: 1e-3): agree"
 }
@@ -858,10 +925,10 @@ lm() {
 # ---- gemm: the FMA peak and the matrix-product libraries, one thread -----------
 # bench/gemm_peak.c, compiled against the build's libgslrt.a (for the
 # runtime's own gslrt_sgemm and gslrt_gemm_bf16) and the runtime's libraries
-# (RT_LIBS, which make bench passes as GEMM_LIBS), run as a plain process.
+# (GEMM_LIBS, by default RT_LIBS, which make bench passes), run as a plain process.
 gemm() {
   MPICC=${MPICC:-mpicc} LIBGSLRT=${LIBGSLRT:-runtime/libgslrt.a}
-  GEMM_LIBS=${GEMM_LIBS:--ldnnl -lgomp -lopenblas -lz -ljansson -lm}
+  GEMM_LIBS=${GEMM_LIBS:-$RT_LIBS}
   [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
   $MPICC -std=c11 -O2 -I"$top/runtime" "$here/gemm_peak.c" "$LIBGSLRT" $GEMM_LIBS -ldl \
     -o "$tmp/gemm_peak" || die "could not compile bench/gemm_peak.c"
