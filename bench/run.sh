@@ -932,7 +932,52 @@ gemm() {
   [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
   $MPICC -std=c11 -O2 -I"$top/runtime" "$here/gemm_peak.c" "$LIBGSLRT" $GEMM_LIBS -ldl \
     -o "$tmp/gemm_peak" || die "could not compile bench/gemm_peak.c"
-  "$tmp/gemm_peak" || die "the gemm benchmark failed"
+  "$tmp/gemm_peak" | tee "$tmp/gemm_peak.out" || die "the gemm benchmark failed"
+  pf=$(sed -n 's/^peaks used: f32 \([0-9.]*\), bf16 \([0-9.]*\).*/\1/p' "$tmp/gemm_peak.out")
+  pb=$(sed -n 's/^peaks used: f32 \([0-9.]*\), bf16 \([0-9.]*\).*/\2/p' "$tmp/gemm_peak.out")
+  [ -n "$pf" ] && [ -n "$pb" ] || die "bench/gemm_peak.c printed no peaks"
+
+  # Every product of the examples, timed in the programs themselves
+  # (GSL_GEMM_PROFILE, gslrun(7)): examples/lm.gsl on one rank and
+  # bench/moe_train.gsl at the specification's size, each in f32 and with
+  # --precision bf16, GEMM_STEPS steps (default 30) on fixed inputs
+  echo
+  echo "the examples' matrix products, timed in the programs (GSL_GEMM_PROFILE), against the peaks above:"
+  steps=${GEMM_STEPS:-30}
+  $PYTHON -c "import numpy as np, sys
+np.save(sys.argv[1], np.random.default_rng(1).integers(0, 256, (8, 65)).astype(np.int32))" "$tmp/tok.npy" ||
+    die "could not write the lm's tokens (numpy)"
+  for prog in lm lm16 mt mt16; do
+    case $prog in
+      lm) src=$top/examples/lm.gsl opts="-D DATA=1 -D EXPERT=1" args="--input tokens=$tmp/tok.npy" ;;
+      lm16) src=$top/examples/lm.gsl opts="-D DATA=1 -D EXPERT=1 --precision bf16" args="--input tokens=$tmp/tok.npy" ;;
+      mt) src=$top/bench/moe_train.gsl opts="" args="" ;;
+      mt16) src=$top/bench/moe_train.gsl opts="--precision bf16" args="" ;;
+    esac
+    # shellcheck disable=SC2086
+    $GSLC $opts "$src" -o "$tmp/g_$prog" || die "gslc failed ($src $opts)"
+    # shellcheck disable=SC2086
+    (cd "$tmp" && GSL_GEMM_PROFILE="$tmp/g_$prog.prof" $MPIEXEC -n 1 "./g_$prog" --steps "$steps" --quiet $args) ||
+      die "g_$prog failed"
+    echo "  $(basename "$src") $opts:"
+    awk -v pf="$pf" -v pb="$pb" '
+      { n = split($0, kv, /[{}:,]+/); delete f
+        for (i = 2; i < n; i += 2) { k = kv[i]; gsub(/[" ]/, "", k); v = kv[i + 1]; gsub(/[" ]/, "", v); f[k] = v }
+        if (f["calls"] == 0) next
+        peak = f["type"] == "bf16" ? pb : pf
+        flop = 2 * f["batch"] * f["m"] * f["n"] * f["k"] * f["calls"]
+        tf += flop; ts += f["seconds"]; tp += flop / (peak * 1e9)
+        rows[++nr] = sprintf("%012.6f    %-5s %4s x [%5d,%5d]%sx[%5d,%5d]%s %6d calls %8.1f GFLOP/s %5.0f%%", f["seconds"], f["type"],
+          f["batch"], f["m"], f["k"], f["trans_a"] + 0 ? "T" : " ", f["k"], f["n"], f["trans_b"] + 0 ? "T" : " ", f["calls"],
+          f["gflops"], 100 * f["gflops"] / peak) }
+      END { for (i = 1; i <= nr; i++) print rows[i] >"/dev/stderr"
+        if (ts > 0) printf "    all %d shapes: %.1f GFLOP/s over %.1f ms a step in products, %.0f%% of the peak time-weighted\n",
+          nr, tf / ts / 1e9, 1000 * ts / '"$steps"', 100 * tp / ts }' "$tmp/g_$prog.prof" 2>"$tmp/g_rows"
+    sort -r "$tmp/g_rows" | head -n 8 | cut -c13-
+  done
+  echo "(the 8 shapes that took longest; each: its calls after the first, which is not timed; GFLOP/s of peak: against f32 $pf or bf16 $pb;" \
+       "all: the products' FLOP over their time, and the share of the peak: the time they would take at the peak" \
+       "over the time they took)"
 }
 
 case $ONLY in
