@@ -23,22 +23,53 @@
 
 #include <cblas.h>
 
-void gslrt_sgemm_fill(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
-                      const float *a, int64_t lda, int64_t stride_a,
-                      const float *b, int64_t ldb, int64_t stride_b,
-                      float *c, int64_t ldc, int64_t stride_c,
-                      const int32_t *fill, int64_t blocks, int64_t slots, int32_t depth) {
+/* One product of the loop below: C (f32, ldc) = op(A) op(B) over m x n x k,
+ * or C += it when add; A and B in the element type of the caller. */
+typedef void FillGemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const void *a,
+                      int64_t lda, const void *b, int64_t ldb, float *c, int64_t ldc, bool add, float **scratch);
+
+static void f32_gemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                     const void *b, int64_t ldb, float *c, int64_t ldc, bool add, float **scratch) {
+  (void)scratch;
+  if (!add) /* through gslrt_sgemm: its checks, its library choice and its one BLAS thread */
+    gslrt_sgemm(1, trans_a, trans_b, m, n, k, a, lda, 0, b, ldb, 0, c, ldc, 0);
+  else
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)m,
+                (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 1.0f, c, (int)ldc);
+}
+
+static void bf16_gemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                      const void *b, int64_t ldb, float *c, int64_t ldc, bool add, float **scratch) {
+  if (!add) {
+    gslrt_gemm_bf16(1, trans_a, trans_b, m, n, k, a, lda, 0, b, ldb, 0, c, GSLRT_F32, ldc, 0);
+    return;
+  }
+  /* gslrt_gemm_bf16 has no beta: the product into scratch, then added */
+  if (!*scratch && !(*scratch = malloc(sizeof **scratch * (size_t)(m * n) + 1)))
+    gslrt_fatal(NULL, "gslrt_gemm_bf16_fill: cannot allocate %lld floats", (long long)(m * n));
+  gslrt_gemm_bf16(1, trans_a, trans_b, m, n, k, a, lda, 0, b, ldb, 0, *scratch, GSLRT_F32, n, 0);
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t q = 0; q < n; q++)
+      c[r * ldc + q] += (*scratch)[r * n + q];
+}
+
+/* The loop of both: A and B of esize-byte elements, multiplied by gemm. */
+static void fill_product(const char *name, FillGemm *gemm, int esize, int64_t batch, int32_t trans_a, int32_t trans_b,
+                         int64_t m, int64_t n, int64_t k, const char *a, int64_t lda, int64_t stride_a, const char *b,
+                         int64_t ldb, int64_t stride_b, float *c, int64_t ldc, int64_t stride_c, const int32_t *fill,
+                         int64_t blocks, int64_t slots, int32_t depth) {
   if (blocks * slots != (depth ? k : m))
-    gslrt_fatal(NULL, "gslrt_sgemm_fill: %lld blocks of %lld slots for %s %lld", (long long)blocks,
-                (long long)slots, depth ? "a sum over" : "rows", (long long)(depth ? k : m));
+    gslrt_fatal(NULL, "%s: %lld blocks of %lld slots for %s %lld", name, (long long)blocks, (long long)slots,
+                depth ? "a sum over" : "rows", (long long)(depth ? k : m));
+  float *scratch = NULL;
   for (int64_t i = 0; i < batch; i++) {
-    const float *ai = a + i * stride_a, *bi = b + i * stride_b;
+    const char *ai = a + i * stride_a * esize, *bi = b + i * stride_b * esize;
     float *ci = c + i * stride_c;
     bool full = true;
     for (int64_t j = 0; j < blocks && full; j++)
       full = fill[i * blocks + j] >= slots;
-    if (full) { /* every slot filled: the whole product, as gslrt_sgemm computes it */
-      gslrt_sgemm(1, trans_a, trans_b, m, n, k, ai, lda, 0, bi, ldb, 0, ci, ldc, 0);
+    if (full) { /* every slot filled: the whole product, as the padded path computes it */
+      gemm(trans_a, trans_b, m, n, k, ai, lda, bi, ldb, ci, ldc, false, &scratch);
       continue;
     }
     bool first = true;
@@ -47,27 +78,32 @@ void gslrt_sgemm_fill(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m
       f = f < 0 ? 0 : f > slots ? slots : f;
       if (!depth) {
         if (f)
-          gslrt_sgemm(1, trans_a, trans_b, f, n, k, trans_a ? ai + r0 : ai + r0 * lda, lda, 0, bi, ldb, 0,
-                      ci + r0 * ldc, ldc, 0);
+          gemm(trans_a, trans_b, f, n, k, ai + (trans_a ? r0 : r0 * lda) * esize, lda, bi, ldb, ci + r0 * ldc, ldc,
+               false, &scratch);
         for (int64_t r = r0 + f; r < r0 + slots; r++)
           memset(ci + r * ldc, 0, sizeof *ci * (size_t)n);
         continue;
       }
       if (!f)
         continue;
-      if (first) /* through gslrt_sgemm: its checks and its one BLAS thread */
-        gslrt_sgemm(1, trans_a, trans_b, m, n, f, trans_a ? ai + r0 * lda : ai + r0, lda, 0,
-                    trans_b ? bi + r0 : bi + r0 * ldb, ldb, 0, ci, ldc, 0);
-      else
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                    (int)m, (int)n, (int)f, 1.0f, trans_a ? ai + r0 * lda : ai + r0, (int)lda,
-                    trans_b ? bi + r0 : bi + r0 * ldb, (int)ldb, 1.0f, ci, (int)ldc);
+      gemm(trans_a, trans_b, m, n, f, ai + (trans_a ? r0 * lda : r0) * esize, lda,
+           bi + (trans_b ? r0 : r0 * ldb) * esize, ldb, ci, ldc, !first, &scratch);
       first = false;
     }
     if (depth && first)
       for (int64_t r = 0; r < m; r++)
         memset(ci + r * ldc, 0, sizeof *ci * (size_t)n);
   }
+  free(scratch);
+}
+
+void gslrt_sgemm_fill(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                      const float *a, int64_t lda, int64_t stride_a,
+                      const float *b, int64_t ldb, int64_t stride_b,
+                      float *c, int64_t ldc, int64_t stride_c,
+                      const int32_t *fill, int64_t blocks, int64_t slots, int32_t depth) {
+  fill_product("gslrt_sgemm_fill", f32_gemm, 4, batch, trans_a, trans_b, m, n, k, (const char *)a, lda, stride_a,
+               (const char *)b, ldb, stride_b, c, ldc, stride_c, fill, blocks, slots, depth);
 }
 
 void gslrt_gemm_bf16_fill(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
@@ -75,50 +111,6 @@ void gslrt_gemm_bf16_fill(int64_t batch, int32_t trans_a, int32_t trans_b, int64
                           const uint16_t *b, int64_t ldb, int64_t stride_b,
                           float *c, int64_t ldc, int64_t stride_c,
                           const int32_t *fill, int64_t blocks, int64_t slots, int32_t depth) {
-  if (blocks * slots != (depth ? k : m))
-    gslrt_fatal(NULL, "gslrt_gemm_bf16_fill: %lld blocks of %lld slots for %s %lld", (long long)blocks,
-                (long long)slots, depth ? "a sum over" : "rows", (long long)(depth ? k : m));
-  float *part = NULL; /* depth: one block's product, before it is added to C */
-  for (int64_t i = 0; i < batch; i++) {
-    const uint16_t *ai = a + i * stride_a, *bi = b + i * stride_b;
-    float *ci = c + i * stride_c;
-    bool full = true;
-    for (int64_t j = 0; j < blocks && full; j++)
-      full = fill[i * blocks + j] >= slots;
-    if (full) {
-      gslrt_gemm_bf16(1, trans_a, trans_b, m, n, k, ai, lda, 0, bi, ldb, 0, ci, GSLRT_F32, ldc, 0);
-      continue;
-    }
-    bool first = true;
-    for (int64_t j = 0; j < blocks; j++) {
-      int64_t f = fill[i * blocks + j], r0 = j * slots;
-      f = f < 0 ? 0 : f > slots ? slots : f;
-      if (!depth) {
-        if (f)
-          gslrt_gemm_bf16(1, trans_a, trans_b, f, n, k, trans_a ? ai + r0 : ai + r0 * lda, lda, 0, bi, ldb, 0,
-                          ci + r0 * ldc, GSLRT_F32, ldc, 0);
-        for (int64_t r = r0 + f; r < r0 + slots; r++)
-          memset(ci + r * ldc, 0, sizeof *ci * (size_t)n);
-        continue;
-      }
-      if (!f)
-        continue;
-      const uint16_t *aj = trans_a ? ai + r0 * lda : ai + r0, *bj = trans_b ? bi + r0 : bi + r0 * ldb;
-      if (first) {
-        gslrt_gemm_bf16(1, trans_a, trans_b, m, n, f, aj, lda, 0, bj, ldb, 0, ci, GSLRT_F32, ldc, 0);
-        first = false;
-        continue;
-      }
-      if (!part && !(part = malloc(sizeof *part * (size_t)(m * n) + 1)))
-        gslrt_fatal(NULL, "gslrt_gemm_bf16_fill: cannot allocate %lld floats", (long long)(m * n));
-      gslrt_gemm_bf16(1, trans_a, trans_b, m, n, f, aj, lda, 0, bj, ldb, 0, part, GSLRT_F32, n, 0);
-      for (int64_t r = 0; r < m; r++)
-        for (int64_t q = 0; q < n; q++)
-          ci[r * ldc + q] += part[r * n + q];
-    }
-    if (depth && first)
-      for (int64_t r = 0; r < m; r++)
-        memset(ci + r * ldc, 0, sizeof *ci * (size_t)n);
-  }
-  free(part);
+  fill_product("gslrt_gemm_bf16_fill", bf16_gemm, 2, batch, trans_a, trans_b, m, n, k, (const char *)a, lda,
+               stride_a, (const char *)b, ldb, stride_b, c, ldc, stride_c, fill, blocks, slots, depth);
 }
