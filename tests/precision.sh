@@ -19,6 +19,7 @@
 #    products did not run in bf16).
 # 3. --stats under bf16: the moe example's all-to-alls move half the bytes.
 # 4. GSL_GEMM_PROFILE counts a product's calls, with its dtypes.
+# 5. A checkpoint of the f32 build resumes under --precision bf16, with a note.
 set -u
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslprec.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -108,5 +109,14 @@ for v in b1 g32; do
   grep -qF "$want" "$work/$v.prof" || { echo "FAIL: $v's GEMM profile lacks $want:"; cat "$work/$v.prof"; status=1; }
 done
 [ $status -eq 0 ] && echo "GSL_GEMM_PROFILE: x @ w1 counted, f32 and bf16"
+# 5. a checkpoint of the f32 build resumes in the bf16 one, with a note,
+#    and the bf16 build's checkpoints record their precision
+(cd "$work" && timeout 300 $MPIEXEC -n 1 ./g32 --steps 2 --checkpoint ck --checkpoint-every 2 --quiet &&
+  timeout 300 $MPIEXEC -n 1 ./g16 --resume --checkpoint ck --steps 4 --checkpoint-every 2 --quiet 2>resume.err) ||
+  { echo "FAIL: resuming the f32 build's checkpoint under --precision bf16"; status=1; }
+grep -q "note: checkpoint .*--precision f32, this one has --precision bf16" "$work/resume.err" ||
+  { echo "FAIL: no note of the precision change: $(cat "$work/resume.err")"; status=1; }
+grep -q '"precision": "bf16"' "$work/ck/step-00000004/manifest.json" ||
+  { echo "FAIL: the bf16 build's checkpoint does not record its precision"; status=1; }
 [ $status -eq 0 ] && echo "PASS: precision"
 exit $status
