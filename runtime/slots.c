@@ -8,49 +8,45 @@
  * cblas_sgemm (through gslrt_sgemm) and its other rows of C are zeroed, so
  * a row computed is the same product as in the whole GEMM (a row of C is
  * its row of A against B, whatever the number of rows). By depth: C is the
- * sum over the blocks of their filled terms, each block's product added
- * to C (beta 1) after the first; C is zeroed when no block has any. A batch
- * entry whose blocks are all full is one product, the same call as
+ * sum over the blocks of their filled terms: those terms (columns of
+ * op(A), rows of op(B)) are packed side by side into scratch and summed
+ * by one product over all of them; C is zeroed when no block has any. A
+ * batch entry whose blocks are all full is one product, the same call as
  * gslrt_sgemm's (so the same bits). A count outside [0, slots] is clamped
  * to it. gslrt_gemm_bf16_fill does the same for bf16 operands (through
- * gslrt_gemm_bf16, which has no beta: by depth, each block after the
- * first is multiplied into a scratch row block and added to C). */
+ * gslrt_gemm_bf16). */
 #include "internal.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 
 /* One product of the loop below: C (f32, ldc) = op(A) op(B) over m x n x k,
- * or C += it when add; A and B in the element type of the caller. */
+ * A and B in the element type of the caller. */
 typedef void FillGemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const void *a,
-                      int64_t lda, const void *b, int64_t ldb, float *c, int64_t ldc, bool add, float **scratch);
+                      int64_t lda, const void *b, int64_t ldb, float *c, int64_t ldc);
 
 static void f32_gemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
-                     const void *b, int64_t ldb, float *c, int64_t ldc, bool add, float **scratch) {
-  (void)scratch;
-  if (!add) /* through gslrt_sgemm: its checks, its library choice and its one BLAS thread */
-    gslrt_sgemm(1, trans_a, trans_b, m, n, k, a, lda, 0, b, ldb, 0, c, ldc, 0);
-  else
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)m,
-                (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 1.0f, c, (int)ldc);
+                     const void *b, int64_t ldb, float *c, int64_t ldc) {
+  gslrt_sgemm(1, trans_a, trans_b, m, n, k, a, lda, 0, b, ldb, 0, c, ldc, 0);
 }
 
 static void bf16_gemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
-                      const void *b, int64_t ldb, float *c, int64_t ldc, bool add, float **scratch) {
-  if (!add) {
-    gslrt_gemm_bf16(1, trans_a, trans_b, m, n, k, a, lda, 0, b, ldb, 0, c, GSLRT_F32, ldc, 0);
+                      const void *b, int64_t ldb, float *c, int64_t ldc) {
+  gslrt_gemm_bf16(1, trans_a, trans_b, m, n, k, a, lda, 0, b, ldb, 0, c, GSLRT_F32, ldc, 0);
+}
+
+/* Term t of a depth product's operand (a row of `len` elements of x
+ * stored with leading dimension ld: row t when the term runs along the
+ * rows, column t when across them) copied to out, contiguous. */
+static void term(char *out, const char *x, int64_t t, int64_t len, int64_t ld, bool row, int esize) {
+  if (row) {
+    memcpy(out, x + t * ld * esize, (size_t)(len * esize));
     return;
   }
-  /* gslrt_gemm_bf16 has no beta: the product into scratch, then added */
-  if (!*scratch && !(*scratch = malloc(sizeof **scratch * (size_t)(m * n) + 1)))
-    gslrt_fatal(NULL, "gslrt_gemm_bf16_fill: cannot allocate %lld floats", (long long)(m * n));
-  gslrt_gemm_bf16(1, trans_a, trans_b, m, n, k, a, lda, 0, b, ldb, 0, *scratch, GSLRT_F32, n, 0);
-  for (int64_t r = 0; r < m; r++)
-    for (int64_t q = 0; q < n; q++)
-      c[r * ldc + q] += (*scratch)[r * n + q];
+  for (int64_t i = 0; i < len; i++)
+    memcpy(out + i * esize, x + (i * ld + t) * esize, (size_t)esize);
 }
 
 /* The loop of both: A and B of esize-byte elements, multiplied by gemm. */
@@ -61,7 +57,10 @@ static void fill_product(const char *name, FillGemm *gemm, int esize, int64_t ba
   if (blocks * slots != (depth ? k : m))
     gslrt_fatal(NULL, "%s: %lld blocks of %lld slots for %s %lld", name, (long long)blocks, (long long)slots,
                 depth ? "a sum over" : "rows", (long long)(depth ? k : m));
-  float *scratch = NULL;
+  char *pa = NULL, *pb = NULL; /* depth: the filled terms, packed (k x m and k x n) */
+  if (depth && (!(pa = malloc((size_t)(k * m * esize) + 1)) || !(pb = malloc((size_t)(k * n * esize) + 1))))
+    gslrt_fatal(NULL, "%s: cannot allocate %lld bytes to pack the filled terms", name,
+                (long long)(k * (m + n) * esize));
   for (int64_t i = 0; i < batch; i++) {
     const char *ai = a + i * stride_a * esize, *bi = b + i * stride_b * esize;
     float *ci = c + i * stride_c;
@@ -69,32 +68,33 @@ static void fill_product(const char *name, FillGemm *gemm, int esize, int64_t ba
     for (int64_t j = 0; j < blocks && full; j++)
       full = fill[i * blocks + j] >= slots;
     if (full) { /* every slot filled: the whole product, as the padded path computes it */
-      gemm(trans_a, trans_b, m, n, k, ai, lda, bi, ldb, ci, ldc, false, &scratch);
+      gemm(trans_a, trans_b, m, n, k, ai, lda, bi, ldb, ci, ldc);
       continue;
     }
-    bool first = true;
+    int64_t kept = 0; /* depth: terms packed */
     for (int64_t j = 0; j < blocks; j++) {
       int64_t f = fill[i * blocks + j], r0 = j * slots;
       f = f < 0 ? 0 : f > slots ? slots : f;
       if (!depth) {
         if (f)
-          gemm(trans_a, trans_b, f, n, k, ai + (trans_a ? r0 : r0 * lda) * esize, lda, bi, ldb, ci + r0 * ldc, ldc,
-               false, &scratch);
+          gemm(trans_a, trans_b, f, n, k, ai + (trans_a ? r0 : r0 * lda) * esize, lda, bi, ldb, ci + r0 * ldc, ldc);
         for (int64_t r = r0 + f; r < r0 + slots; r++)
           memset(ci + r * ldc, 0, sizeof *ci * (size_t)n);
         continue;
       }
-      if (!f)
-        continue;
-      gemm(trans_a, trans_b, m, n, f, ai + (trans_a ? r0 * lda : r0) * esize, lda,
-           bi + (trans_b ? r0 : r0 * ldb) * esize, ldb, ci, ldc, !first, &scratch);
-      first = false;
+      for (int64_t t = r0; t < r0 + f; t++, kept++) { /* op(A)'s column t, op(B)'s row t */
+        term(pa + kept * m * esize, ai, t, m, lda, trans_a, esize);
+        term(pb + kept * n * esize, bi, t, n, ldb, !trans_b, esize);
+      }
     }
-    if (depth && first)
+    if (depth && kept) /* op(A) = pa^T (k x m stored), op(B) = pb (k x n) */
+      gemm(1, 0, m, n, kept, pa, m, pb, n, ci, ldc);
+    else if (depth)
       for (int64_t r = 0; r < m; r++)
         memset(ci + r * ldc, 0, sizeof *ci * (size_t)n);
   }
-  free(scratch);
+  free(pa);
+  free(pb);
 }
 
 void gslrt_sgemm_fill(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
