@@ -4,10 +4,11 @@
  * Per batch entry, the rows of the product (or, with depth, its summed
  * index) are `blocks` blocks of `slots` consecutive entries, one block per
  * (expert, group); block j of entry i holds fill[i * blocks + j] filled
- * slots first, then empty ones. By rows: each block's filled rows are one
- * cblas_sgemm (through gslrt_sgemm) and its other rows of C are zeroed, so
- * a row computed is the same product as in the whole GEMM (a row of C is
- * its row of A against B, whatever the number of rows). By depth: C is the
+ * slots first, then empty ones. By rows: the filled rows of op(A) of all
+ * blocks are packed one after another and multiplied by B in one product
+ * (a row of C is its row of A against B, whatever the rows beside it),
+ * whose rows go back to their slots; the empty slots' rows of C are
+ * zeroed. By depth: C is the
  * sum over the blocks of their filled terms: those terms (columns of
  * op(A), rows of op(B)) are packed side by side into scratch and summed
  * by one product over all of them; C is zeroed when no block has any. A
@@ -57,10 +58,14 @@ static void fill_product(const char *name, FillGemm *gemm, int esize, int64_t ba
   if (blocks * slots != (depth ? k : m))
     gslrt_fatal(NULL, "%s: %lld blocks of %lld slots for %s %lld", name, (long long)blocks, (long long)slots,
                 depth ? "a sum over" : "rows", (long long)(depth ? k : m));
-  char *pa = NULL, *pb = NULL; /* depth: the filled terms, packed (k x m and k x n) */
-  if (depth && (!(pa = malloc((size_t)(k * m * esize) + 1)) || !(pb = malloc((size_t)(k * n * esize) + 1))))
-    gslrt_fatal(NULL, "%s: cannot allocate %lld bytes to pack the filled terms", name,
-                (long long)(k * (m + n) * esize));
+  /* the filled rows of op(A) (by rows: m x k) and their product rows (m x
+   * n), or the filled terms of op(A) and op(B) (by depth: k x m, k x n),
+   * packed side by side */
+  char *pa = malloc((size_t)(m * k * esize) + 1), *pb = depth ? malloc((size_t)(k * n * esize) + 1) : NULL;
+  float *pc = depth ? NULL : malloc(sizeof *pc * (size_t)(m * n) + 1);
+  if (!pa || (depth ? !pb : !pc))
+    gslrt_fatal(NULL, "%s: cannot allocate room to pack the filled slots (m %lld, n %lld, k %lld)", name,
+                (long long)m, (long long)n, (long long)k);
   for (int64_t i = 0; i < batch; i++) {
     const char *ai = a + i * stride_a * esize, *bi = b + i * stride_b * esize;
     float *ci = c + i * stride_c;
@@ -71,30 +76,42 @@ static void fill_product(const char *name, FillGemm *gemm, int esize, int64_t ba
       gemm(trans_a, trans_b, m, n, k, ai, lda, bi, ldb, ci, ldc);
       continue;
     }
-    int64_t kept = 0; /* depth: terms packed */
+    int64_t kept = 0; /* rows or terms packed */
     for (int64_t j = 0; j < blocks; j++) {
       int64_t f = fill[i * blocks + j], r0 = j * slots;
       f = f < 0 ? 0 : f > slots ? slots : f;
-      if (!depth) {
-        if (f)
-          gemm(trans_a, trans_b, f, n, k, ai + (trans_a ? r0 : r0 * lda) * esize, lda, bi, ldb, ci + r0 * ldc, ldc);
-        for (int64_t r = r0 + f; r < r0 + slots; r++)
-          memset(ci + r * ldc, 0, sizeof *ci * (size_t)n);
-        continue;
-      }
-      for (int64_t t = r0; t < r0 + f; t++, kept++) { /* op(A)'s column t, op(B)'s row t */
-        term(pa + kept * m * esize, ai, t, m, lda, trans_a, esize);
-        term(pb + kept * n * esize, bi, t, n, ldb, !trans_b, esize);
-      }
+      for (int64_t t = r0; t < r0 + f; t++, kept++)
+        if (depth) { /* op(A)'s column t, op(B)'s row t */
+          term(pa + kept * m * esize, ai, t, m, lda, trans_a, esize);
+          term(pb + kept * n * esize, bi, t, n, ldb, !trans_b, esize);
+        } else { /* op(A)'s row t */
+          term(pa + kept * k * esize, ai, t, k, lda, !trans_a, esize);
+        }
     }
-    if (depth && kept) /* op(A) = pa^T (k x m stored), op(B) = pb (k x n) */
-      gemm(1, 0, m, n, kept, pa, m, pb, n, ci, ldc);
-    else if (depth)
+    if (!kept) {
       for (int64_t r = 0; r < m; r++)
         memset(ci + r * ldc, 0, sizeof *ci * (size_t)n);
+      continue;
+    }
+    if (depth) { /* op(A) = pa^T (kept x m stored), op(B) = pb (kept x n) */
+      gemm(1, 0, m, n, kept, pa, m, pb, n, ci, ldc);
+      continue;
+    }
+    gemm(0, trans_b, kept, n, k, pa, k, bi, ldb, pc, n); /* every filled row at once */
+    kept = 0;
+    for (int64_t j = 0; j < blocks; j++) { /* back to their slots; the empty ones zero */
+      int64_t f = fill[i * blocks + j], r0 = j * slots;
+      f = f < 0 ? 0 : f > slots ? slots : f;
+      for (int64_t r = r0; r < r0 + slots; r++)
+        if (r < r0 + f)
+          memcpy(ci + r * ldc, pc + kept++ * n, sizeof *ci * (size_t)n);
+        else
+          memset(ci + r * ldc, 0, sizeof *ci * (size_t)n);
+    }
   }
   free(pa);
   free(pb);
+  free(pc);
 }
 
 void gslrt_sgemm_fill(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
