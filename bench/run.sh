@@ -345,8 +345,8 @@ moe_size() {
 # missing, the part then skipped; $2 says what for) and torch are there, and
 # kept_env, glibc malloc without mmap and without trimming (freed memory
 # stays in the heap); TORCH_PREC, the precisions every way runs in ("f32"
-# and "bf16", torch.autocast to bfloat16); gsl_bf16=yes: GSL runs in f32
-# and with --precision bf16. $1: the part's name, for messages.
+# and "bf16", torch.autocast to bfloat16). GSL runs in f32 and with
+# --precision bf16. $1: the part's name, for messages.
 peers_setup() {  # PART NUMPY_FOR
   [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
   if ! $PYTHON -c 'import numpy' 2>/dev/null; then
@@ -362,7 +362,6 @@ peers_setup() {  # PART NUMPY_FOR
   for prec in $TORCH_PREC; do
     case $prec in f32|bf16) ;; *) die "TORCH_PREC: expected f32 and/or bf16, got '$prec'" ;; esac
   done
-  gsl_bf16=yes
 }
 
 # The moe parts' settings (the sizes' defaults) and peers. $1: the part's name.
@@ -474,10 +473,8 @@ moe() {
          "median of $rp runs"
     $GSLC -D G=$G -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe.gsl" -o "$tmp/moe_$size" ||
       die "gslc failed (bench/moe.gsl, $size size)"
-    if [ $gsl_bf16 = yes ]; then
-      $GSLC --precision bf16 -D G=$G -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe.gsl" \
-        -o "$tmp/moe16_$size" || die "gslc --precision bf16 failed (bench/moe.gsl, $size size)"
-    fi
+    $GSLC --precision bf16 -D G=$G -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe.gsl" \
+      -o "$tmp/moe16_$size" || die "gslc --precision bf16 failed (bench/moe.gsl, $size size)"
     [ $size = spec ] && blas_core "$tmp/moe_$size" "GSL and PyTorch"
     $PYTHON -c "import numpy as np, sys
 np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($G, $S, $M)).astype(np.float32))" \
@@ -502,10 +499,8 @@ np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($G, $S, $M)).asty
     while [ $r -le $rp ]; do  # interleaved, so that load on the machine hits all alike
       t=$(moe_gsl_once "$tmp/moe_$size") && [ -n "$t" ] || die "the GSL moe program failed ($size size)"
       echo "$size gsl $t" >>"$tmp/moetimes"
-      if [ $gsl_bf16 = yes ]; then
-        t=$(moe_gsl_once "$tmp/moe16_$size") && [ -n "$t" ] || die "the GSL bf16 moe program failed ($size size)"
-        echo "$size gsl_bf16 $t" >>"$tmp/moetimes"
-      fi
+      t=$(moe_gsl_once "$tmp/moe16_$size") && [ -n "$t" ] || die "the GSL bf16 moe program failed ($size size)"
+      echo "$size gsl_bf16 $t" >>"$tmp/moetimes"
       [ $have_torch = no ] ||
         torch_ways "$MOE_TORCH" moe_torch_once "$tmp/moetimes" "$size " MOE_TORCH "moe_torch.py ($size size)"
       r=$((r + 1))
@@ -642,10 +637,8 @@ moe_train() {
       die "gslc failed (bench/moe_train.gsl, $size size)"
     $GSLC -D D=2 -D G=$((2 * G)) -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe_train.gsl" \
       -o "$tmp/mt2_$size" || die "gslc failed (bench/moe_train.gsl, $size size, D=2)"
-    if [ $gsl_bf16 = yes ]; then
-      $GSLC --precision bf16 -D G=$G -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe_train.gsl" \
-        -o "$tmp/mt16_$size" || die "gslc --precision bf16 failed (bench/moe_train.gsl, $size size)"
-    fi
+    $GSLC --precision bf16 -D G=$G -D S=$S -D M=$M -D H=$Hd -D E=$E "$top/bench/moe_train.gsl" \
+      -o "$tmp/mt16_$size" || die "gslc --precision bf16 failed (bench/moe_train.gsl, $size size)"
     [ $size = spec ] && blas_core "$tmp/mt1_$size" "GSL and PyTorch"
     # what the compiler puts between the 2 devices (gslc --explain)
     $GSLC -D D=2 -D G=$((2 * G)) -D S=$S -D M=$M -D H=$Hd -D E=$E --explain "$top/bench/moe_train.gsl" \
@@ -665,11 +658,9 @@ for f, g in ((sys.argv[1], $G), (sys.argv[2], 2 * $G)):
       t=$(mt_gsl_once 2 "$tmp/mt2_$size" "$tmp/mtx2_$size.npy") ||
         die "the GSL train program failed under $MPIEXEC -n 2 ($size size)"
       echo "$size gsl2 $t" >>"$tmp/mttimes"
-      if [ $gsl_bf16 = yes ]; then
-        t=$(mt_gsl_once 1 "$tmp/mt16_$size" "$tmp/mtx_$size.npy") ||
-          die "the GSL bf16 train program failed ($size size)"
-        echo "$size gsl_bf16 $t" >>"$tmp/mttimes"
-      fi
+      t=$(mt_gsl_once 1 "$tmp/mt16_$size" "$tmp/mtx_$size.npy") ||
+        die "the GSL bf16 train program failed ($size size)"
+      echo "$size gsl_bf16 $t" >>"$tmp/mttimes"
       [ $have_torch = no ] ||
         torch_ways "$MOE_TORCH" mt_torch_once "$tmp/mttimes" "$size " MOE_TORCH "moe_train_torch.py ($size size)"
       r=$((r + 1))
@@ -821,9 +812,7 @@ lm() {
        "of scripts/lm_data.py --batch $lB --seq $lT, the same ones in the same order for both"
   data="$tmp/lmdata/train.npy"
   $GSLC $dims -O2 "$LM_GSL" -o "$tmp/lm" || die "gslc failed ($LM_GSL)"
-  if [ $gsl_bf16 = yes ]; then
-    $GSLC --precision bf16 $dims -O2 "$LM_GSL" -o "$tmp/lm16" || die "gslc --precision bf16 failed ($LM_GSL)"
-  fi
+  $GSLC --precision bf16 $dims -O2 "$LM_GSL" -o "$tmp/lm16" || die "gslc --precision bf16 failed ($LM_GSL)"
   blas_core "$tmp/lm" "GSL and PyTorch"
 
   # One GSL run: "ms/step first-loss last-loss" over the steps after the
@@ -849,10 +838,8 @@ lm() {
   while [ $r -le $REPS ]; do  # interleaved, so that load on the machine hits all alike
     t=$(lm_gsl_once "$tmp/lm") || die "the GSL lm program failed"
     echo "lm gsl $t" >>"$tmp/lmtimes"
-    if [ $gsl_bf16 = yes ]; then
-      t=$(lm_gsl_once "$tmp/lm16") || die "the GSL bf16 lm program failed"
-      echo "lm gsl_bf16 $t" >>"$tmp/lmtimes"
-    fi
+    t=$(lm_gsl_once "$tmp/lm16") || die "the GSL bf16 lm program failed"
+    echo "lm gsl_bf16 $t" >>"$tmp/lmtimes"
     [ $have_torch = no ] || torch_ways "$LM_TORCH" lm_torch_once "$tmp/lmtimes" "lm " LM_TORCH lm_torch.py
     r=$((r + 1))
   done

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "gslc.h"
+#include "gslrt.h" /* bf16 rounding */
 
 /* ---- the op tables ---------------------------------------------------------- */
 
@@ -486,17 +487,9 @@ static void need(bool ok, const char *what) {
     die("IR builder: %s", what);
 }
 
-double ir_round_bf16(double x) {
-  float f = (float)x;
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return x; /* NaN */
-  u += 0x7fffu + ((u >> 16) & 1u); /* to nearest, ties to even; past the largest: infinity */
-  u &= 0xffff0000u;
-  memcpy(&f, &u, 4);
-  return f;
-}
+/* the runtime's rounding (gslrt.h), so that a constant folds to the bf16
+ * the program would compute */
+double ir_round_bf16(double x) { return gslrt_bf16_widen(gslrt_bf16_round((float)x)); }
 
 Value *ir_const(Program *p, DType dt, double x, Span sp) {
   Shape sc = {0};

@@ -434,8 +434,7 @@ static float *widen(const uint16_t *x, int64_t batch, int64_t rows, int64_t cols
                 (long long)(batch * rows * cols));
   for (int64_t e = 0; e < batch; e++)
     for (int64_t i = 0; i < rows; i++)
-      for (int64_t j = 0; j < cols; j++)
-        w[(e * rows + i) * cols + j] = gslrt_bf16_widen(x[e * stride + i * ld + j]);
+      gslrt_bf16_widen_n(w + (e * rows + i) * cols, x + e * stride + i * ld, cols);
   return w;
 }
 
@@ -478,8 +477,7 @@ static void bf16_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m,
     uint16_t *hc = c;
     for (int64_t e = 0; e < batch; e++)
       for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++)
-          hc[e * stride_c + i * ldc + j] = gslrt_bf16_round(wc[(e * m + i) * n + j]);
+        gslrt_bf16_round_n(hc + e * stride_c + i * ldc, wc + (e * m + i) * n, n);
     free(wc);
   }
   free(wa);

@@ -106,18 +106,11 @@
 
 static int is_saved(const gslrt_tensor *t) { return t->kind == GSLRT_PARAM || t->kind == GSLRT_STATE; }
 static const char *kind_name(int32_t kind) { return kind == GSLRT_STATE ? "state" : "param"; }
-static const char *dtype_name(int32_t dtype) {
-  return dtype == GSLRT_I32 ? "i32" : dtype == GSLRT_BF16 ? "bf16" : "f32";
-}
-/* The dtype of a tensor's file: bf16 is saved as float32. */
-static int32_t file_dtype(int32_t dtype) { return dtype == GSLRT_BF16 ? GSLRT_F32 : dtype; }
-/* The program's precision as a manifest names it. */
-static const char *precision_name(const gslrt_ctx *ctx) {
-  return ctx->info->precision == GSLRT_BF16 ? "bf16" : "f32";
-}
+/* The program's precision as a manifest names it: "f32" or "bf16". */
+static const char *precision_name(const gslrt_ctx *ctx) { return gslrt_dtype_name(ctx->info->precision); }
 
 static void shape_str(char *buf, size_t len, int32_t dtype, int32_t rank, const int64_t *shape) {
-  size_t n = (size_t)snprintf(buf, len, "%s[", dtype_name(dtype));
+  size_t n = (size_t)snprintf(buf, len, "%s[", gslrt_dtype_name(dtype));
   for (int32_t i = 0; i < rank && n < len; i++)
     n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
   if (n < len)
@@ -494,7 +487,7 @@ static int tile_type(const gslrt_tensor *t, MPI_Datatype *etype, MPI_Datatype *t
                  kind_name(t->kind), t->name, (long long)t->local_count);
     return -1;
   }
-  *etype = file_dtype(t->dtype) == GSLRT_I32 ? MPI_INT32_T : MPI_FLOAT;
+  *etype = gslrt_file_dtype(t->dtype) == GSLRT_I32 ? MPI_INT32_T : MPI_FLOAT;
   if (MPI_Type_create_subarray(n, sizes, subs, starts, MPI_ORDER_C, *etype, type) != MPI_SUCCESS ||
       MPI_Type_commit(type) != MPI_SUCCESS) {
     gslrt_seterr(err, GSLRT_ERRLEN, "%s %s: MPI_Type_create_subarray failed", kind_name(t->kind), t->name);
@@ -648,7 +641,7 @@ static json_t *manifest_doc(gslrt_ctx *ctx, int64_t done, const uint32_t *crc, c
     }
     snprintf(shape_file, sizeof shape_file, "%s.npy", t->name);
     ok = json_array_append_new(tensors, te) == 0 && put(te, "name", json_string(t->name)) &&
-         put(te, "kind", json_string(kind_name(t->kind))) && put(te, "dtype", json_string(dtype_name(t->dtype))) &&
+         put(te, "kind", json_string(kind_name(t->kind))) && put(te, "dtype", json_string(gslrt_dtype_name(t->dtype))) &&
          put(te, "shape", shape);
     for (int32_t d = 0; ok && d < t->rank; d++)
       ok = json_array_append_new(shape, json_integer(t->global_shape[d])) == 0;
@@ -1332,7 +1325,7 @@ static void precision_notes(const gslrt_ctx *ctx, const char *where, const manif
         e = &m->list[k];
     if (e && e->dtype != t->dtype)
       fprintf(stderr, "%s: note: checkpoint tensor '%s' is %s, the program's is %s: %s\n", ctx->prog, t->name,
-              dtype_name(e->dtype), dtype_name(t->dtype),
+              gslrt_dtype_name(e->dtype), gslrt_dtype_name(t->dtype),
               t->dtype == GSLRT_BF16 ? "rounded to nearest even" : "widened exactly");
   }
   fflush(stderr);
@@ -1437,7 +1430,7 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
                    (unsigned long)crc, (unsigned long)e->crc), fail = 1;
     else if (gslrt_npy_read_header(path, &h, msg, sizeof msg) != 0)
       gslrt_seterr(err, sizeof err, "%s", msg), fail = 1;
-    else if (h.dtype != file_dtype(e->dtype) || h.rank != e->rank ||
+    else if (h.dtype != gslrt_file_dtype(e->dtype) || h.rank != e->rank ||
              memcmp(h.shape, e->shape, (size_t)e->rank * sizeof *h.shape))
       gslrt_seterr(err, sizeof err, "%s: its header does not match the manifest", e->file), fail = 1;
     else

@@ -61,6 +61,13 @@ static inline uint16_t gslrt_bf16_round(float f) {
 }
 /* Element size in bytes of a dtype. */
 static inline int gslrt_dtype_size(int32_t dtype) { return dtype == GSLRT_BF16 ? 2 : 4; }
+/* Its name in messages and manifests: "f32", "i32" or "bf16". */
+static inline const char *gslrt_dtype_name(int32_t dtype) {
+  return dtype == GSLRT_I32 ? "i32" : dtype == GSLRT_BF16 ? "bf16" : "f32";
+}
+/* The dtype of the .npy file holding a tensor of dtype: bf16 lives on disk
+ * as float32 (numpy has no bf16), exactly widened. */
+static inline int32_t gslrt_file_dtype(int32_t dtype) { return dtype == GSLRT_BF16 ? GSLRT_F32 : dtype; }
 enum gslrt_kind { GSLRT_PARAM = 0, GSLRT_INPUT = 1, GSLRT_STATE = 2 };
 enum gslrt_init { GSLRT_INIT_NONE = 0, GSLRT_INIT_ZEROS, GSLRT_INIT_ONES, GSLRT_INIT_NORMAL, GSLRT_INIT_UNIFORM };
 enum gslrt_dist { GSLRT_UNIFORM = 0, GSLRT_NORMAL = 1 };

@@ -94,14 +94,6 @@ void *gslrt_alloc(gslrt_ctx *ctx, int64_t bytes) {
   return p;
 }
 
-static const char *dtype_name(int32_t dtype) {
-  return dtype == GSLRT_I32 ? "i32" : dtype == GSLRT_BF16 ? "bf16" : "f32";
-}
-
-/* The dtype of the .npy file that binds or receives a tensor of dtype:
- * bf16 lives on disk as float32. */
-static int32_t file_dtype(int32_t dtype) { return dtype == GSLRT_BF16 ? GSLRT_F32 : dtype; }
-
 /* The MPI type that moves elements of dtype as they are. */
 static MPI_Datatype move_type(int32_t dtype) {
   return dtype == GSLRT_BF16 ? MPI_UINT16_T : dtype == GSLRT_I32 ? MPI_INT32_T : MPI_FLOAT;
@@ -358,14 +350,14 @@ static int check_input_file(const gslrt_tensor *t, const char *what, const char 
     exact = exact && h->shape[d] == t->global_shape[d];
     batched = batched && h->shape[d + 1] == t->global_shape[d];
   }
-  if (h->dtype != file_dtype(t->dtype) || (!exact && !batched)) {
+  if (h->dtype != gslrt_file_dtype(t->dtype) || (!exact && !batched)) {
     char found[160], want[160], wantb[160];
     shape_str(found, sizeof found, "", h->rank, h->shape);
     shape_str(want, sizeof want, "", t->rank, t->global_shape);
     shape_str(wantb, sizeof wantb, "B", t->rank, t->global_shape);
     gslrt_seterr(err, errlen, "%s: %s has shape %s (%s), expected %s (%s) or %s", what, file, found,
-                 dtype_name(h->dtype), want,
-                 t->dtype == GSLRT_BF16 ? "f32, rounded to bf16" : dtype_name(t->dtype), wantb);
+                 gslrt_dtype_name(h->dtype), want,
+                 t->dtype == GSLRT_BF16 ? "f32, rounded to bf16" : gslrt_dtype_name(t->dtype), wantb);
     goto fn_exit;
   }
   *batches = exact ? 0 : h->shape[0];
