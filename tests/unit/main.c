@@ -1,8 +1,11 @@
 /* main.c — the unit-test registry: every suite of tests.h, run with CUnit's
  * basic interface; the exit status is the number of failures. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <CUnit/Basic.h>
 
@@ -36,6 +39,37 @@ char *tests_first_lines(const char *diags) {
     p += n;
   }
   return out;
+}
+
+/* A scratch directory for files, made on first use, removed at exit. */
+static char tmpdir[64];
+
+static void remove_tmpdir(void) {
+  DIR *d = opendir(tmpdir);
+  struct dirent *e;
+  char path[384];
+  while (d && (e = readdir(d)) != NULL) {
+    snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      unlink(path);
+  }
+  if (d)
+    closedir(d);
+  rmdir(tmpdir);
+}
+
+const char *tests_tmp_path(const char *name) {
+  static char buf[4][128];
+  static int next;
+  if (!tmpdir[0]) {
+    strcpy(tmpdir, "/tmp/gslrt_test_XXXXXX");
+    if (!mkdtemp(tmpdir))
+      CU_FAIL_FATAL("mkdtemp failed");
+    atexit(remove_tmpdir);
+  }
+  char *p = buf[next++ % 4];
+  snprintf(p, sizeof buf[0], "%s/%s", tmpdir, name);
+  return p;
 }
 
 int main(void) {

@@ -93,37 +93,13 @@ static void test_widen(void) {
   CU_ASSERT(!memcmp(r, h, sizeof h));
 }
 
-static char dir[64];
-
-static const char *path_of(const char *name) {
-  static char buf[2][160];
-  static int next;
-  if (!dir[0]) {
-    strcpy(dir, "/tmp/gslrt_bf16_XXXXXX");
-    if (!mkdtemp(dir))
-      CU_FAIL_FATAL("mkdtemp failed");
-  }
-  char *p = buf[next++ % 2];
-  snprintf(p, sizeof buf[0], "%s/%s", dir, name);
-  return p;
-}
-
-static void cleanup(void) {
-  static const char *names[] = {"b.npy", "f.npy", "i.npy", "check.py"};
-  if (!dir[0])
-    return;
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    unlink(path_of(names[i]));
-  rmdir(dir);
-}
-
 /* A bf16 [2, 3] array written by gslrt_npy_write: a '<f4' file whose data
  * are the widened values, bit for bit; numpy reads it as float32. */
 static void test_npy_write(void) {
   static const uint16_t h[6] = {0x3f80, 0x3f81, 0xc020, 0x7f7f, 0x0001, 0xff80};
   static const int64_t shape[2] = {2, 3};
   char err[GSLRT_ERRLEN], head[128];
-  const char *p = path_of("b.npy");
+  const char *p = tests_tmp_path("b.npy");
   CU_ASSERT_EQUAL_FATAL(gslrt_npy_write(p, GSLRT_BF16, 2, shape, h, err, sizeof err), 0);
   gslrt_npy hd;
   CU_ASSERT_EQUAL_FATAL(gslrt_npy_read_header(p, &hd, err, sizeof err), 0);
@@ -148,7 +124,7 @@ static void test_npy_write(void) {
   /* numpy, when this machine's python has it: the values as float32 */
   if (access("/usr/bin/python3", X_OK) == 0 && system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") == 0) {
     char cmd[512];
-    const char *py = path_of("check.py");
+    const char *py = tests_tmp_path("check.py");
     FILE *s = fopen(py, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     fputs("import sys, numpy as np\n"
@@ -170,7 +146,7 @@ static void test_npy_read(void) {
   static const uint16_t want[8] = {0x3f80, 0x3f80, 0x3f82, 0x7f80, 0xc020, 0x0002, 0x4780, 0x3f81};
   static const int64_t shape[2] = {2, 4};
   char err[GSLRT_ERRLEN];
-  const char *p = path_of("f.npy");
+  const char *p = tests_tmp_path("f.npy");
   CU_ASSERT_EQUAL_FATAL(gslrt_npy_write(p, GSLRT_F32, 2, shape, in, err, sizeof err), 0);
   gslrt_npy h;
   CU_ASSERT_EQUAL_FATAL(gslrt_npy_read_header(p, &h, err, sizeof err), 0);
@@ -190,7 +166,7 @@ static void test_npy_read(void) {
   CU_ASSERT(!memcmp(f, in, sizeof f));
   /* int32 into bf16, float32 into i32: refused, naming both */
   static const int32_t ints[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  const char *q = path_of("i.npy");
+  const char *q = tests_tmp_path("i.npy");
   CU_ASSERT_EQUAL_FATAL(gslrt_npy_write(q, GSLRT_I32, 2, shape, ints, err, sizeof err), 0);
   gslrt_npy hi;
   CU_ASSERT_EQUAL_FATAL(gslrt_npy_read_header(q, &hi, err, sizeof err), 0);
@@ -198,7 +174,6 @@ static void test_npy_read(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "holds int32, which cannot be read as bf16"));
   CU_ASSERT_EQUAL(gslrt_npy_read_tile_as(p, &h, off, shape, out, GSLRT_I32, err, sizeof err), -1);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "holds float32, which cannot be read as i32"));
-  cleanup();
 }
 
 /* moe routing on bf16: E = 3 experts, G = 2 groups, C = 2 slots, M = 5,

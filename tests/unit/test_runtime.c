@@ -9,7 +9,6 @@
  * bytes, naive loops). */
 #include "internal.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,37 +17,6 @@
 #include "tests.h"
 
 #define TWO_M24 (1.0 / 16777216.0)
-
-/* A scratch directory for files, made on first use, removed at exit. */
-static char tmpdir[64];
-
-static void remove_tmpdir(void) {
-  DIR *d = opendir(tmpdir);
-  struct dirent *e;
-  char path[384];
-  while (d && (e = readdir(d)) != NULL) {
-    snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-      unlink(path);
-  }
-  if (d)
-    closedir(d);
-  rmdir(tmpdir);
-}
-
-static const char *tmp_path(const char *name) {
-  static char buf[4][128];
-  static int next;
-  if (!tmpdir[0]) {
-    strcpy(tmpdir, "/tmp/gslrt_test_XXXXXX");
-    if (!mkdtemp(tmpdir))
-      CU_FAIL_FATAL("mkdtemp failed");
-    atexit(remove_tmpdir);
-  }
-  char *p = buf[next++ % 4];
-  snprintf(p, sizeof buf[0], "%s/%s", tmpdir, name);
-  return p;
-}
 
 static void write_bytes(const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "wb");
@@ -64,7 +32,7 @@ static const char *npy_with_header(const char *name, const char *text, size_t n)
   memcpy(buf, "\x93NUMPY\x01\x00", 8);
   buf[8] = (unsigned char)len, buf[9] = (unsigned char)(len >> 8);
   memcpy(buf + 10, text, len);
-  const char *p = tmp_path(name);
+  const char *p = tests_tmp_path(name);
   write_bytes(p, buf, 10 + len + n);
   return p;
 }
@@ -225,7 +193,7 @@ static void test_npy_roundtrip(void) {
   float f[6] = {1.5f, -2, 3e-7f, 4, 5, 6}, g[6];
   int32_t i[6] = {1, -2, 3, 2147483647, -2147483647 - 1, 0}, j[6];
   gslrt_npy h;
-  const char *pf = tmp_path("f.npy"), *pi = tmp_path("i.npy");
+  const char *pf = tests_tmp_path("f.npy"), *pi = tests_tmp_path("i.npy");
   CU_ASSERT_EQUAL(gslrt_npy_write(pf, GSLRT_F32, 2, shape, f, err, sizeof err), 0);
   check_header_bytes(pf, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 24);
   CU_ASSERT_EQUAL(gslrt_npy_read_header(pf, &h, err, sizeof err), 0);
@@ -253,7 +221,7 @@ static void test_npy_roundtrip(void) {
   /* A failed write leaves neither the file nor its .tmp. */
   CU_ASSERT_EQUAL(gslrt_npy_write("/nonexistent-dir/x.npy", GSLRT_F32, 1, three, f, err, sizeof err), -1);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent-dir/x.npy.tmp"));
-  CU_ASSERT_EQUAL(access(tmp_path("f.npy.tmp"), F_OK), -1);
+  CU_ASSERT_EQUAL(access(tests_tmp_path("f.npy.tmp"), F_OK), -1);
 }
 
 static void test_npy_tile(void) {
@@ -263,7 +231,7 @@ static void test_npy_tile(void) {
   gslrt_npy h;
   for (int e = 0; e < 60; e++)
     all[e] = e * 7 - 3;
-  const char *p = tmp_path("t.npy");
+  const char *p = tests_tmp_path("t.npy");
   CU_ASSERT_EQUAL_FATAL(gslrt_npy_write(p, GSLRT_I32, 3, shape, all, err, sizeof err), 0);
   CU_ASSERT_EQUAL_FATAL(gslrt_npy_read_header(p, &h, err, sizeof err), 0);
   /* Whole rows (the last two dimensions merge into runs of 10). */
@@ -307,16 +275,16 @@ static void test_npy_malformed(void) {
   gslrt_npy h;
   CU_ASSERT_EQUAL(gslrt_npy_read_header(npy_with_header("ok.npy", good, 24), &h, err, sizeof err), 0);
   expect_bad(npy_with_header("short.npy", good, 23), "needs 24 bytes");
-  const char *p = tmp_path("trunc.npy");
+  const char *p = tests_tmp_path("trunc.npy");
   write_bytes(p, "\x93NUMPY\x01", 7);
   expect_bad(p, "truncated");
-  p = tmp_path("trunc2.npy");
+  p = tests_tmp_path("trunc2.npy");
   write_bytes(p, "\x93NUMPY\x01\x00\x40\x00{'descr'", 18);
   expect_bad(p, "truncated");
-  p = tmp_path("magic.npy");
+  p = tests_tmp_path("magic.npy");
   write_bytes(p, "\x93NUMPZ\x01\x00\x02\x00{}", 12);
   expect_bad(p, "bad magic");
-  p = tmp_path("version.npy");
+  p = tests_tmp_path("version.npy");
   write_bytes(p, "\x93NUMPY\x04\x00\x02\x00{}", 12);
   expect_bad(p, "version 4.0");
   expect_bad(npy_with_header("fortran.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24),
@@ -342,14 +310,14 @@ static void test_npy_malformed(void) {
   expect_bad(npy_with_header("unclosed.npy", "{'descr': '<f4", 0), "malformed");
   expect_bad(npy_with_header("huge.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999, 99999999999), }", 0),
              "too large");
-  expect_bad(tmp_path("missing.npy"), "cannot open");
+  expect_bad(tests_tmp_path("missing.npy"), "cannot open");
   /* Version 2.0 with a 4-byte length and double quotes is fine. */
   unsigned char v2[80] = "\x93NUMPY\x02\x00";
   const char *dq = "{\"descr\": \"<i4\", \"fortran_order\": False, \"shape\": (1,)}\n";
   size_t len = strlen(dq);
   v2[8] = (unsigned char)len;
   memcpy(v2 + 12, dq, len);
-  p = tmp_path("v2.npy");
+  p = tests_tmp_path("v2.npy");
   write_bytes(p, v2, 12 + len + 4);
   CU_ASSERT_EQUAL(gslrt_npy_read_header(p, &h, err, sizeof err), 0);
   CU_ASSERT_EQUAL(h.dtype, GSLRT_I32);

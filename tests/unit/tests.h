@@ -22,5 +22,8 @@ void tests_add(CU_pSuite s, const char *name, CU_TestFunc fn);
 /* The first line of each diagnostic in diags (no source lines or carets),
  * malloc'ed. */
 char *tests_first_lines(const char *diags);
+/* name in a scratch directory made on first use and removed, with what is
+ * in it, at exit (the last four paths returned stay valid) */
+const char *tests_tmp_path(const char *name);
 
 #endif
