@@ -23,6 +23,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The context of the running gslrt_main, for errors raised without one. */
@@ -107,8 +108,15 @@ void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
   /* MPI_COMM_WORLD, not our duplicate: MPICH's ch4 aborts the world through
    * the process manager (PMI_Abort), but any other communicator by sending
    * abort messages that a peer already in MPI_Finalize never answers. */
-  if (up && nranks > 1)
+  if (up && nranks > 1) {
+    /* mpiexec (Hydra) may tear the job down on MPI_Abort before its proxy
+     * has forwarded what this rank just wrote to stderr (seen here under
+     * load: 2 runs in 30 lost the message, and MPICH's own abort line too);
+     * a short pause lets the proxy forward the line first */
+    struct timespec pause = {0, 200 * 1000 * 1000};
+    nanosleep(&pause, NULL);
     MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   gslrt_exit(ctx, 1);
 }
 
