@@ -7,6 +7,7 @@
  * reduce_scatter, all_to_all and collective_permute read their operand's
  * buffer and write their own. */
 #include <llvm-c/Core.h>
+#include <string.h>
 
 #include "codegen.h"
 
@@ -39,22 +40,36 @@ void cg_emit_all_reduce(CG *g, const Value *v) {
   cg_call(g, "gslrt_all_reduce", g->t_void, 6, args);
 }
 
-/* all_gather, reduce_scatter, all_to_all: operand buffer to v's buffer. */
+/* all_gather, reduce_scatter, all_to_all: operand buffer to v's buffer.
+ * An all_to_all that carries a rider moves the rider's buffer in the same
+ * call; the rider itself emits nothing (combine.c). */
 void cg_emit_collective(CG *g, const Value *v) {
-  const Value *a = v->args[0];
+  if (v->carrier)
+    return;
+  const Value *a = v->args[0], *r = v->rider;
   const char *name = v->op == OP_ALL_GATHER       ? "gslrt_all_gather"
                      : v->op == OP_REDUCE_SCATTER ? "gslrt_reduce_scatter"
+                     : r                          ? "gslrt_all_to_all_rider"
                                                   : "gslrt_all_to_all";
-  LLVMValueRef args[9] = {g->ctx_arg,
-                          group_id(g, v),
-                          cg_ci32(g, cg_rt_dtype(v->dtype)),
-                          raw_buffer(g, a),
-                          raw_buffer(g, v),
-                          cg_ci32(g, a->shape.rank),
-                          cg_shape_array(g, &a->shape),
-                          cg_ci32(g, v->axis),
-                          cg_ci32(g, v->axis2)};
-  cg_call(g, name, g->t_void, v->op == OP_ALL_TO_ALL ? 9 : 8, args);
+  LLVMValueRef args[16] = {g->ctx_arg,
+                           group_id(g, v),
+                           cg_ci32(g, cg_rt_dtype(v->dtype)),
+                           raw_buffer(g, a),
+                           raw_buffer(g, v),
+                           cg_ci32(g, a->shape.rank),
+                           cg_shape_array(g, &a->shape),
+                           cg_ci32(g, v->axis),
+                           cg_ci32(g, v->axis2)};
+  int n = v->op == OP_ALL_TO_ALL ? 9 : 8;
+  if (r) {
+    const Value *ra = r->args[0];
+    LLVMValueRef more[7] = {cg_ci32(g, cg_rt_dtype(r->dtype)), raw_buffer(g, ra), raw_buffer(g, r),
+                            cg_ci32(g, ra->shape.rank), cg_shape_array(g, &ra->shape), cg_ci32(g, r->axis),
+                            cg_ci32(g, r->axis2)};
+    memcpy(args + n, more, sizeof more);
+    n += 7;
+  }
+  cg_call(g, name, g->t_void, n, args);
 }
 
 /* collective_permute: operand buffer to v's buffer, blocks renumbered. */

@@ -121,7 +121,7 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
       fprintf(f, "empty slots skipped: %d products by rows, %d by summed slots\n", m->rows, m->depth);
   }
   fputs("\n## collectives (bytes: received per device per step)\n", f);
-  int counts[OP__COUNT] = {0}, per_pass[3] = {0};
+  int counts[OP__COUNT] = {0}, per_pass[3] = {0}, riders = 0;
   int64_t total = 0;
   int n = 0;
   for (int i = 0; i < s->nvalues; i++) {
@@ -136,10 +136,14 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
                        : v->op == OP_ALL_TO_ALL ? arena_printf(a, " dim %d -> %d", v->axis2, v->axis)
                                                 : arena_printf(a, " dim %d", v->axis);
     const char *kind = v->op == OP_ALL_REDUCE && v->fn == RF_MAX ? "all_reduce max" : op_name(v->op);
-    fprintf(f, "%-15s over (%s)%s: %s%s -> %s, %" PRId64 " bytes   ; %s: %s\n", kind, axes, dims,
+    fprintf(f, "%-15s over (%s)%s: %s%s -> %s, %" PRId64 " bytes   ; %s: %s%s\n", kind, axes, dims,
             dtype_name(v->dtype), shape_str(a, &v->args[0]->shape), shape_str(a, &v->shape), b,
-            where_site(a, v), v->why ? v->why : "");
-    counts[v->op]++;
+            where_site(a, v), v->why ? v->why : "",
+            v->carrier ? "; rides in the call of the all_to_all above (one exchange)" : "");
+    if (v->carrier)
+      riders++;
+    else
+      counts[v->op]++;
     per_pass[v->pass]++;
     total += b;
     n++;
@@ -151,6 +155,9 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
                              OP_LOCAL_SLICE};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
     fprintf(f, "%-15s %d\n", op_name(kinds[i]), counts[kinds[i]]);
+  if (riders)
+    fprintf(f, "%d small all_to_all%s ride%s in the calls of others, with no exchange of %s own\n", riders,
+            riders == 1 ? "" : "s", riders == 1 ? "s" : "", riders == 1 ? "its" : "their");
   if (per_pass[PASS_BACKWARD] || per_pass[PASS_UPDATE])
     fprintf(f, "forward %d, backward %d, update %d (the training step's parts)\n", per_pass[PASS_FORWARD],
             per_pass[PASS_BACKWARD], per_pass[PASS_UPDATE]);

@@ -329,6 +329,9 @@ struct Value {
   Shape gshape;        /* the global shape whose tile `shape` is (== shape in global IR) */
   const Value *orig;   /* the global value it computes, or NULL (collectives) */
   const char *why;     /* collectives: what needed them, for --explain */
+  Value *rider;        /* all_to_all: a small all_to_all on the same group moved right after it and
+                          exchanged in its call (combine.c), or NULL */
+  const Value *carrier; /* an all_to_all that rides: the one whose call moves it, or NULL */
 };
 
 typedef enum InitKind { INIT_NONE, INIT_ZEROS, INIT_ONES, INIT_NORMAL, INIT_UNIFORM } InitKind;
@@ -683,6 +686,16 @@ void shard_updates(Program *p);
 /* The per-device program: every value on its local shape, with the
  * collectives that resharding needs. A new Program; p is left as it is. */
 Program *spmd_partition(const Program *p);
+
+/* ---- combine.c: small all-to-alls ride with large ones ------------------- */
+
+/* An all_to_all of at most this many bytes a device rides with an earlier
+ * one on the same group (the largest small enough in one message). */
+#define SPMD_RIDER_MAX_BYTES 65536
+/* Moves each small all_to_all whose operand is ready at an earlier
+ * all_to_all of the same group right after it, as its rider (Value.rider,
+ * Value.carrier): one exchange moves both. */
+void spmd_combine(Program *p);
 
 /* ---- explain.c: --explain ------------------------------------------------ */
 

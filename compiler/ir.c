@@ -1121,6 +1121,8 @@ static void print_attrs(FILE *f, Arena *tmp, const Program *p, const Value *v) {
   case OP_ALL_TO_ALL:
     fprintf(f, " split %d concat %d over ", v->axis, v->axis2);
     print_group(f, p, v->group, v->ngroup);
+    if (v->carrier)
+      fprintf(f, " (rides %%%d)", v->carrier->id);
     break;
   case OP_ALL_GATHER:
   case OP_REDUCE_SCATTER:

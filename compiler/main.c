@@ -1,7 +1,7 @@
 /* main.c — the gslc driver: options, then the whole pipeline in one function.
  *
  *   source -> parse_source -> sema_run -> ad_train -> slots_skip_empty -> shard_propagate
- *          -> spmd_partition -> plan_buffers -> cg_emit -> link
+ *          -> spmd_partition -> spmd_combine -> plan_buffers -> cg_emit -> link
  *
  * with ir_verify after every pass that makes or changes IR, and
  * plan_verify after planning (a broken invariant is a compiler bug and
@@ -341,6 +341,9 @@ static int compile(const Options *o) {
   spmd = spmd_partition(p);
   if (!ir_verify(spmd, stderr))
     die("the SPMD program the partitioner built does not verify");
+  spmd_combine(spmd);
+  if (!ir_verify(spmd, stderr))
+    die("the SPMD program with riding all-to-alls does not verify");
   if (output_overwrites_source(out, o->input))
     goto done;
 

@@ -349,6 +349,8 @@ static void plan_lifetimes(Plan *pl, const Program *p) {
   for (int i = 0; i < n; i++) {
     at[i] = pl->mat[i] ? i : -1;
     pl->first[i] = pl->last[i] = i;
+    if (p->values[i]->carrier) /* a rider is written by its carrier's call */
+      pl->first[i] = p->values[i]->carrier->id;
   }
   for (int i = n - 1; i >= 0; i--) {
     const Value *u = p->values[i];
@@ -785,11 +787,18 @@ static void plan_totals(Plan *pl, const Program *p) {
     if (devices > 1 && devices * local + global > pl->gather_bytes)
       pl->gather_bytes = devices * local + global;
   }
+  /* a rider packs its blocks into space of its own beside the scratch
+   * space its carrier takes (gslrt.h) */
+  int64_t rider = 0;
   for (int i = 0; i < p->nvalues; i++) {
-    int64_t s = scratch_of(p, p->values[i]);
+    const Value *v = p->values[i];
+    int64_t s = v->carrier ? 0 : scratch_of(p, v);
     if (s > pl->scratch_bytes)
       pl->scratch_bytes = s;
+    if (v->carrier && group_size(p, v) > 1 && round_up(2 * value_bytes(v)) > rider)
+      rider = round_up(2 * value_bytes(v));
   }
+  pl->scratch_bytes += rider;
 }
 
 /* ---- the plan's own check --------------------------------------------------- */
@@ -945,7 +954,7 @@ void plan_stats(FILE *f, const Program *p, const Plan *pl) {
           pl->state_bytes ? " + states" : "");
   fputs("\n## collectives per step (bytes: received per device)\n", f);
   int64_t total = 0;
-  int n = 0;
+  int n = 0, riders = 0;
   for (int i = 0; i < p->nvalues; i++) {
     const Value *v = p->values[i];
     if (ir_op(v->op)->cls != OC_COLLECTIVE)
@@ -957,12 +966,18 @@ void plan_stats(FILE *f, const Program *p, const Plan *pl) {
       k += (size_t)snprintf(axes + k, sizeof axes - k, "%s%s", j ? ", " : "", p->mesh.name[v->group[j]]);
     const char *kind = v->op == OP_ALL_REDUCE && v->fn == RF_MAX ? "all_reduce max" : op_name(v->op);
     int64_t b = shard_collective_bytes(p, v);
-    fprintf(f, "%-18s over (%s)  %s%-14s %12" PRId64 "   ; %s\n", kind, axes, dtype_name(v->args[0]->dtype),
-            shape_str(a, &v->args[0]->shape), b, where(a, v->span));
+    fprintf(f, "%-18s over (%s)  %s%-14s %12" PRId64 "   ; %s%s\n", kind, axes, dtype_name(v->args[0]->dtype),
+            shape_str(a, &v->args[0]->shape), b, where(a, v->span), v->carrier ? " (rides the one above)" : "");
     total += b;
-    n++;
+    if (v->carrier)
+      riders++;
+    else
+      n++;
   }
-  fprintf(f, "total: %" PRId64 " bytes in %d collective%s\n", total, n, n == 1 ? "" : "s");
+  fprintf(f, "total: %" PRId64 " bytes in %d collective%s", total, n, n == 1 ? "" : "s");
+  if (riders)
+    fprintf(f, " (and %d small all_to_all%s riding in them)", riders, riders == 1 ? "" : "s");
+  fputc('\n', f);
   /* bf16 (a program's own, or gslc --precision bf16's): what it saves */
   int nbf = 0, nbuf = 0;
   int64_t buf = 0, moved = 0;

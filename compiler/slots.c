@@ -9,9 +9,12 @@
  * filled slot whatever the order, and is the prefix's length here. They
  * are ordinary IR, built after the block's dispatch: max over (s, k) of
  * one_hot(expert) * (slot + 1), transposed to i32[E, G], so propagation
- * and the partitioner lay them out like any value (beside the expert side
- * of the block; on a mesh that would take an all-to-all of their own, so
- * there the blocks stay padded: see slots_skip_empty).
+ * and the partitioner lay them out like any value. On a mesh they are
+ * computed beside the routes, on the groups' devices, and reach the
+ * experts' devices by an all_to_all of their own, a few bytes, which
+ * combine.c makes ride in the tokens' all_to_all: the counts are built
+ * before the dispatch, so that they are ready by its exchange, and a moe
+ * layer still moves its tokens in one exchange each way (SPEC section 6).
  *
  * Which blocks. A forward pass over the IR after autodiff gives every
  * value a state: NONE (depends on no block's slots), ROW (its dims pos[0..2]
@@ -265,7 +268,6 @@ static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
     Block *B = &S->blk[S->b[v->id]];
     if (B->bad)
       return NULL;
-    Value *d = ir_copy(dst, v, args);
     Pass pass = dst->pass;
     Span site = dst->site;
     dst->pass = v->pass;
@@ -273,7 +275,7 @@ static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
     B->fills = make_fills(dst, args[1], args[2], v->shape.d[0], v->span);
     dst->pass = pass;
     dst->site = site;
-    return d;
+    return ir_copy(dst, v, args);
   }
   if (v->op != OP_EINSUM || !S->kind[v->id])
     return NULL;
@@ -308,16 +310,9 @@ Program *slots_skip_empty(Program *p, bool enable) {
              xcalloc((size_t)n + 1, sizeof *S.pos), xcalloc((size_t)n + 1, 1), xcalloc((size_t)n + 1, sizeof *S.letters)};
   for (int i = 0; i < n; i++)
     classify(&S, p->values[i]);
-  /* on a mesh the counts (from the groups' routes) would reach the experts'
-   * devices through an all-to-all of their own, and a moe layer moves its
-   * tokens with exactly one all-to-all each way (SPEC section 6): there
-   * the blocks stay padded */
-  int64_t devices = 1;
-  for (int i = 0; i < p->mesh.naxes; i++)
-    devices *= p->mesh.size[i];
   bool any = false;
   for (int i = 0; i < S.nblk; i++)
-    any |= enable && devices == 1 && !S.blk[i].bad;
+    any |= enable && !S.blk[i].bad;
   Program *q = any ? ir_rewrite(p, false, rewrite, &S) : p;
   q->nmoe = S.nblk;
   q->moe = arena_alloc(q->arena, sizeof *q->moe * (size_t)(S.nblk + 1));
@@ -337,11 +332,7 @@ Program *slots_skip_empty(Program *p, bool enable) {
                             !sp.src ? "-" : base ? base + 1 : sp.src->path, sp.line);
     } else if (!enable) {
       m->why = "-fno-moe-skip-empty";
-    } else if (devices > 1) {
-      m->why = arena_printf(q->arena, "on %" PRId64 " devices its fill counts would need an all-to-all of their own "
-                            "beside the block's two", devices);
-    }
-    else if (!B->rows && !B->depth)
+    } else if (!B->rows && !B->depth)
       m->why = "no matrix product runs over its slots";
   }
   free(S.blk);

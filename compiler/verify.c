@@ -132,6 +132,15 @@ static void verify_collective(Check *c, const Program *p, const Value *v) {
   }
   if (!same(&want, &v->shape) || a->dtype != v->dtype)
     fail(c, v, "collective result shape or dtype does not follow from its operand");
+  /* a rider sits right after its carrier, on its group, its operand ready
+   * before the carrier's call */
+  const Value *r = v->rider, *k = v->carrier;
+  if (r && (v->op != OP_ALL_TO_ALL || r->op != OP_ALL_TO_ALL || r->carrier != v || r->id != v->id + 1 ||
+            r->args[0]->id >= v->id || r->ngroup != v->ngroup ||
+            memcmp(r->group, v->group, (size_t)v->ngroup) || r->rider))
+    fail(c, v, "its rider is not an all_to_all on its group right after it, ready before it");
+  if (k && (k->rider != v || v->rider))
+    fail(c, v, "rides an all_to_all that does not carry it");
 }
 
 /* the value's sharding names real axes once each and cuts dims evenly; in

@@ -32,6 +32,12 @@
  *                   caller's buffers (all_to_all_direct), or, for chunks
  *                   under 16 KiB, input packed along dim, MPI_Alltoall,
  *                   output unpacked along dim2.
+ *   all_to_all_rider  a small all_to_all (the rider) moved in the call of
+ *                   another on the same group (the carrier): the rider's
+ *                   blocks are packed into space of their own, one
+ *                   MPI_Irecv and MPI_Isend per member are posted, the
+ *                   carrier's transfer runs as above, and one MPI_Waitall
+ *                   ends the rider's messages: no round of its own.
  * bf16 buffers (2-byte elements) move as they are (MPI_UINT16_T); their
  * sums and maxima are taken in f32: all_reduce widens the buffer into
  * scratch, reduces it there with the same MPI_Allreduce as an f32 buffer,
@@ -129,8 +135,9 @@ void gslrt_free_groups(gslrt_ctx *ctx) {
       gslrt_mpi_check(ctx, MPI_Comm_free(&ctx->groups[g].comm), "MPI_Comm_free");
   free(ctx->groups);
   free(ctx->scratch);
-  ctx->groups = NULL, ctx->scratch = NULL;
-  ctx->ngroups = 0, ctx->groups_built = 0, ctx->scratch_bytes = 0;
+  free(ctx->rider);
+  ctx->groups = NULL, ctx->scratch = NULL, ctx->rider = NULL;
+  ctx->ngroups = 0, ctx->groups_built = 0, ctx->scratch_bytes = 0, ctx->rider_bytes = 0;
 }
 
 /* The group with id group, built; dies naming call otherwise. */
@@ -374,19 +381,40 @@ static bool all_to_all_direct(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type
   return true;
 }
 
+/* An all_to_all's input seen as g blocks along dim (s) and one received
+ * block seen along dim2 (r); dies naming call on a bad shape or dims. */
+typedef struct a2a_layout {
+  span s;        /* the input around dim */
+  span r;        /* one block around dim2 */
+  int64_t count; /* elements of one block */
+} a2a_layout;
+
+static a2a_layout a2a_layout_of(gslrt_ctx *ctx, const char *call, int64_t g, int32_t rank,
+                                const int64_t *in_shape, int32_t dim, int32_t dim2) {
+  a2a_layout l;
+  l.s = span_of(ctx, call, rank, in_shape, dim);
+  if (dim2 < 0 || dim2 >= rank)
+    gslrt_fatal(ctx, "%s: bad dimension %d", call, (int)dim2);
+  if (l.s.d % g != 0)
+    gslrt_fatal(ctx, "%s: dimension %d of extent %lld cannot be cut into %lld blocks", call,
+                (int)dim, (long long)l.s.d, (long long)g);
+  l.count = l.s.outer * (l.s.d / g) * l.s.inner;
+  int64_t block[GSLRT_MAX_RANK]; /* the shape of one block */
+  memcpy(block, in_shape, (size_t)rank * sizeof *block);
+  block[dim] /= g;
+  l.r = span_of(ctx, call, rank, block, dim2);
+  return l;
+}
+
 void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
                       int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2) {
   static const char call[] = "gslrt_all_to_all";
   gslrt_group *gr = group_of(ctx, group, call);
   MPI_Datatype type = mpi_type(ctx, dtype, call);
-  span s = span_of(ctx, call, rank, in_shape, dim);
   int64_t g = gr->size;
-  if (dim2 < 0 || dim2 >= rank)
-    gslrt_fatal(ctx, "%s: bad dimension %d", call, (int)dim2);
-  if (s.d % g != 0)
-    gslrt_fatal(ctx, "%s: dimension %d of extent %lld cannot be cut into %lld blocks", call,
-                (int)dim, (long long)s.d, (long long)g);
-  int64_t count = s.outer * (s.d / g) * s.inner; /* elements of one block */
+  a2a_layout l = a2a_layout_of(ctx, call, g, rank, in_shape, dim, dim2);
+  span s = l.s, r = l.r;
+  int64_t count = l.count; /* elements of one block */
   int es = gslrt_dtype_size(dtype);
   if (count == 0)
     return;
@@ -395,10 +423,6 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
       memmove(out, in, (size_t)count * es);
     return;
   }
-  int64_t block[GSLRT_MAX_RANK]; /* the shape of one block */
-  memcpy(block, in_shape, (size_t)rank * sizeof *block);
-  block[dim] /= g;
-  span r = span_of(ctx, call, rank, block, dim2);
   size_t bytes = (size_t)(g * count) * es;
   int staged = (s.outer != 1) + (r.outer != 1); /* sides that go through scratch */
   if (staged && all_to_all_direct(ctx, gr, type, es, in, out, count, (s.d / g) * s.inner, r.d * r.inner))
@@ -425,6 +449,61 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
   gslrt_mpi_check(ctx, rc, "MPI_Alltoall");
   if (recv != out)
     gslrt_unpack_blocks(out, recv, r.outer, g, r.d, r.inner, es);
+}
+
+/* The rider's messages' tag: the direct all_to_all's chunks take tags
+ * below GSLRT_A2A_MAX_CHUNKS, and MPI_Alltoall matches apart from them. */
+#define RIDER_TAG (GSLRT_A2A_MAX_CHUNKS + 1)
+
+void gslrt_all_to_all_rider(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                            int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2,
+                            int32_t r_dtype, const void *r_in, void *r_out, int32_t r_rank,
+                            const int64_t *r_shape, int32_t r_dim, int32_t r_dim2) {
+  static const char call[] = "gslrt_all_to_all_rider";
+  gslrt_group *gr = group_of(ctx, group, call);
+  MPI_Datatype type = mpi_type(ctx, r_dtype, call);
+  int64_t g = gr->size, me = gr->index;
+  a2a_layout l = a2a_layout_of(ctx, call, g, r_rank, r_shape, r_dim, r_dim2);
+  int es = gslrt_dtype_size(r_dtype);
+  if (g == 1 || l.count == 0) {
+    gslrt_all_to_all(ctx, group, r_dtype, r_in, r_out, r_rank, r_shape, r_dim, r_dim2);
+    gslrt_all_to_all(ctx, group, dtype, in, out, rank, in_shape, dim, dim2);
+    return;
+  }
+  if (l.count > INT_MAX)
+    gslrt_fatal(ctx, "%s: a rider of %lld elements a member is too large to ride", call,
+                (long long)l.count);
+  size_t bytes = (size_t)(g * l.count) * (size_t)es;
+  if (2 * bytes > ctx->rider_bytes) {
+    free(ctx->rider);
+    ctx->rider = malloc(2 * bytes);
+    if (!ctx->rider)
+      gslrt_fatal(ctx, "%s: cannot allocate %zu bytes for a rider", call, 2 * bytes);
+    ctx->rider_bytes = 2 * bytes;
+  }
+  char *send = ctx->rider, *recv = send + bytes;
+  gslrt_pack_blocks(send, r_in, l.s.outer, g, l.s.d / g, l.s.inner, es);
+  MPI_Request *req = malloc(sizeof *req * (size_t)(2 * g));
+  MPI_Status *st = malloc(sizeof *st * (size_t)(2 * g));
+  if (!req || !st)
+    gslrt_fatal(ctx, "%s: out of memory", call);
+  int rc = MPI_SUCCESS, nreq = 0;
+  size_t run = (size_t)l.count * (size_t)es;
+  for (int64_t j = 0; j < g && rc == MPI_SUCCESS; j++) {
+    if (j == me) {
+      memcpy(recv + j * run, send + j * run, run);
+      continue;
+    }
+    rc = MPI_Irecv(recv + j * run, (int)l.count, type, (int)j, RIDER_TAG, gr->comm, &req[nreq++]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend(send + j * run, (int)l.count, type, (int)j, RIDER_TAG, gr->comm, &req[nreq++]);
+  }
+  gslrt_mpi_check(ctx, rc, "MPI_Isend/MPI_Irecv (all-to-all rider)");
+  gslrt_all_to_all(ctx, group, dtype, in, out, rank, in_shape, dim, dim2);
+  rc = MPI_Waitall(nreq, req, st);
+  free(req), free(st);
+  gslrt_mpi_check(ctx, rc, "MPI_Waitall (all-to-all rider)");
+  gslrt_unpack_blocks(r_out, recv, l.r.outer, g, l.r.d, l.r.inner, es);
 }
 
 void gslrt_collective_permute(gslrt_ctx *ctx, int32_t from, int32_t to, int32_t dtype, const void *in,

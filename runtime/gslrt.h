@@ -237,6 +237,14 @@ void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const vo
                           int32_t rank, const int64_t *in_shape, int32_t dim);
 void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
                       int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2);
+/* all_to_all_rider: the all_to_all of in (the carrier) and, in the same
+ * call, the all_to_all of r_in (a small rider on the same group, gslc's
+ * combine.c): the rider's blocks travel as messages beside the carrier's,
+ * ended by the same wait, so the two take one exchange. */
+void gslrt_all_to_all_rider(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                            int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2,
+                            int32_t r_dtype, const void *r_in, void *r_out, int32_t r_rank,
+                            const int64_t *r_shape, int32_t r_dim, int32_t r_dim2);
 /* all_to_all goes straight between in and out, one message per run that is
  * contiguous on both sides, when those runs are at least
  * GSLRT_A2A_MIN_CHUNK bytes and at most GSLRT_A2A_MAX_CHUNKS per member;
@@ -253,6 +261,8 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
  *   all_reduce        f32, i32: none; bf16: 2 * b (the widened buffer);
  *   all_to_all        none when it goes direct (above), else b per side
  *                     that is staged (outer != 1 on that side);
+ *   all_to_all_rider  the carrier's, and 2 * the rider's b in space of
+ *                     the rider's own (kept, as the scratch space is);
  *   collective_permute  none.
  * (the direct all_to_all's chunk rule counts bytes: a bf16 run needs twice
  * the elements of an f32 one). */

@@ -142,6 +142,8 @@ struct gslrt_ctx {
   int groups_built;                       /* their communicators exist */
   void *scratch;                          /* packing space of the collectives */
   size_t scratch_bytes;                   /* its size */
+  void *rider;                            /* packing space of all_to_all riders */
+  size_t rider_bytes;                     /* its size */
   int have_loss;                          /* gslrt_report_loss was called this step */
   float loss;                             /* the value it reported */
   const char *optimizer;                  /* gslrt_declare_optimizer's description, or NULL */

@@ -20,7 +20,9 @@
  * collective_permute (between groups of the same axes in two orders) on f32,
  * i32 and bf16 (whose multiples of 1/4 here are exact too), along the first,
  * middle and last dimension of a rank-3 tile with unequal extents
- * (all_to_all with both sides direct, packed or unpacked). bf16 sums are
+ * (all_to_all with both sides direct, packed or unpacked), and an
+ * all_to_all carrying an i32 rider (gslrt_all_to_all_rider): each gives
+ * what it would alone. bf16 sums are
  * also checked where rounding shows: bit patterns worked out by hand for
  * 1 + (g - 1) 2^-9 and 1 + 2^-7 + (g - 1) 2^-8 over g members (rounded once
  * from f32, not step by step), and, on values that are not exact, against
@@ -206,35 +208,70 @@ static void check_reduce_scatter(gslrt_ctx *ctx, const tgroup *t, int32_t dtype,
   free(want), free(in), free(out);
 }
 
+/* One all_to_all's buffers and the output it must give. */
+typedef struct a2a_case {
+  int64_t in_shape[RANK]; /* the input's shape */
+  int64_t n;              /* elements of the output */
+  int64_t *want;          /* the output, by formula */
+  void *in, *out;         /* the buffers */
+  int32_t dtype, dim, dim2;
+} a2a_case;
+
 /* base: the block's shape before dim is multiplied by the group size;
  * {2, 3, 5} makes every side packed or contiguous, {3, 2, 2048} gives
  * chunks of 16 KiB that go as messages straight between the buffers */
-static void check_all_to_all(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim,
-                             int32_t dim2, const int64_t *base) {
-  int64_t in_shape[RANK], block[RANK], out_shape[RANK], idx[RANK];
-  memcpy(in_shape, base, sizeof in_shape);
-  in_shape[dim] *= t->size;
-  memcpy(block, in_shape, sizeof block);
+static a2a_case a2a_prepare(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim, int32_t dim2,
+                            const int64_t *base) {
+  a2a_case c = {.dtype = dtype, .dim = dim, .dim2 = dim2};
+  int64_t block[RANK], out_shape[RANK], idx[RANK];
+  memcpy(c.in_shape, base, sizeof c.in_shape);
+  c.in_shape[dim] *= t->size;
+  memcpy(block, c.in_shape, sizeof block);
   block[dim] /= t->size;
   memcpy(out_shape, block, sizeof out_shape);
   out_shape[dim2] *= t->size;
-  int64_t n = count_of(out_shape), *want = xmalloc((size_t)n * sizeof *want);
-  void *in = xmalloc(bytes_of(dtype, count_of(in_shape))), *out = xmalloc(bytes_of(dtype, n));
+  c.n = count_of(out_shape);
+  c.want = xmalloc((size_t)c.n * sizeof *c.want);
+  c.in = xmalloc(bytes_of(dtype, count_of(c.in_shape)));
+  c.out = xmalloc(bytes_of(dtype, c.n));
   int s = ++salt;
-  fill(in, dtype, ctx->rank, s, count_of(in_shape));
-  for (int64_t e = 0; e < n; e++) {
+  fill(c.in, dtype, ctx->rank, s, count_of(c.in_shape));
+  for (int64_t e = 0; e < c.n; e++) {
     unflat(out_shape, e, idx);
     int64_t j = idx[dim2] / block[dim2];
     idx[dim2] %= block[dim2];
     idx[dim] += t->index * block[dim];
-    want[e] = datum(t->member[j], s, flat(in_shape, idx));
+    c.want[e] = datum(t->member[j], s, flat(c.in_shape, idx));
   }
-  gslrt_all_to_all(ctx, t->id, dtype, in, out, RANK, in_shape, dim, dim2);
+  return c;
+}
+
+static void a2a_finish(gslrt_ctx *ctx, a2a_case *c, const char *kind) {
   char what[64];
-  snprintf(what, sizeof what, "all_to_all %s dims %d, %d", dtype_name(dtype),
-           dim, dim2);
-  compare(ctx, what, dtype, out, want, n);
-  free(want), free(in), free(out);
+  snprintf(what, sizeof what, "%s %s dims %d, %d", kind, dtype_name(c->dtype), c->dim, c->dim2);
+  compare(ctx, what, c->dtype, c->out, c->want, c->n);
+  free(c->want), free(c->in), free(c->out);
+}
+
+static void check_all_to_all(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim,
+                             int32_t dim2, const int64_t *base) {
+  a2a_case c = a2a_prepare(ctx, t, dtype, dim, dim2, base);
+  gslrt_all_to_all(ctx, t->id, dtype, c.in, c.out, RANK, c.in_shape, dim, dim2);
+  a2a_finish(ctx, &c, "all_to_all");
+}
+
+/* A carrier of dtype (dims dim, dim2, block base) with an i32 rider of
+ * block {2, 3, 5} along dims 1 and 0 (both sides packed where the group is
+ * larger than 1): each must give what it gives alone. */
+static void check_all_to_all_rider(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim,
+                                   int32_t dim2, const int64_t *base) {
+  static const int64_t small[RANK] = {2, 3, 5};
+  a2a_case c = a2a_prepare(ctx, t, dtype, dim, dim2, base);
+  a2a_case r = a2a_prepare(ctx, t, GSLRT_I32, 1, 0, small);
+  gslrt_all_to_all_rider(ctx, t->id, dtype, c.in, c.out, RANK, c.in_shape, dim, dim2, GSLRT_I32, r.in, r.out, RANK,
+                         r.in_shape, 1, 0);
+  a2a_finish(ctx, &c, "all_to_all carrying a rider");
+  a2a_finish(ctx, &r, "all_to_all rider");
 }
 
 /* collective_permute from group f's order to group t's (the same axes):
@@ -361,6 +398,10 @@ static void check_group(gslrt_ctx *ctx, tgroup *t) {
       check_all_to_all(ctx, t, dtype, pairs[p][0], pairs[p][1], small);
       if (dtype != GSLRT_I32)
         check_all_to_all(ctx, t, dtype, pairs[p][0], pairs[p][1], big);
+    }
+    if (dtype != GSLRT_I32) { /* a rider with a direct carrier, and with a packed one */
+      check_all_to_all_rider(ctx, t, dtype, 1, 0, big);
+      check_all_to_all_rider(ctx, t, dtype, 0, 2, small);
     }
   }
   check_bf16_rounding(ctx, t);
