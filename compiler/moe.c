@@ -172,7 +172,7 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
 
   /* gating, in GSL */
   Program *p = s->p;
-  Value *args[4], *routes[4];
+  Value *args[4], *routes[5];
   int nargs = 0;
   args[nargs++] = x;
   args[nargs++] = wg;
@@ -182,9 +182,9 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   }
   args[nargs++] = ir_const(p, DT_F32, (double)C, sp);
   p->keep_f32 = true; /* the gates stay f32 under --precision bf16, as GShard keeps them */
-  int got = sema_call(s, "moe", K == 2 ? "top2_gating" : "top1_gating", args, nargs, routes, 4, sp);
+  int got = sema_call(s, "moe", K == 2 ? "top2_gating" : "top1_gating", args, nargs, routes, 5, sp);
   p->keep_f32 = false;
-  if (got != 4)
+  if (got != 5)
     return none;
   Value *expert = routes[0], *slot = routes[1], *weight = routes[2], *aux = routes[3];
 
