@@ -169,6 +169,8 @@ static void accum(AD *a, const Value *x, Value *d) {
 #define LT(u, w) ir_binary(a->p, BF_LT, (u), (w), a->sp)
 #define GE(u, w) ir_binary(a->p, BF_GE, (u), (w), a->sp)
 #define LE(u, w) ir_binary(a->p, BF_LE, (u), (w), a->sp)
+#define COS(u) ir_unary(a->p, UF_COS, (u), a->sp)
+#define SIN(u) ir_unary(a->p, UF_SIN, (u), a->sp)
 #define GELU_D(u) gelu_slope(a, (u))
 #define NONE NULL
 
@@ -231,6 +233,8 @@ static void d_binary(AD *a, const Value *v, Value *g) {
 #undef LT
 #undef GE
 #undef LE
+#undef COS
+#undef SIN
 #undef GELU_D
 #undef NONE
 
