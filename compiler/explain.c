@@ -125,11 +125,12 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
         fprintf(f, "%s from %g at step %g to %g at step %g, and %g after\n", ir_decay_name(t->decay), lr,
                 t->warmup + 1, t->min_lr, t->warmup + t->decay_steps + 1, t->min_lr);
     }
+    const char *over = arena_printf(a, "the gradients of %d trained param%s", ngrads, ngrads == 1 ? "" : "s");
     if (t->clip > 0)
-      fprintf(f, "clip: every gradient times min(1, %g / (grad_norm + 1e-6)); grad_norm over the %d trained params' "
-                 "gradients, before clipping\n", t->clip, ngrads);
+      fprintf(f, "clip: every gradient times min(1, %g / (grad_norm + 1e-6)); grad_norm over %s, before clipping\n",
+              t->clip, over);
     else
-      fprintf(f, "clip: none; grad_norm (over the %d trained params' gradients) is reported\n", ngrads);
+      fprintf(f, "clip: none; grad_norm (over %s) is reported\n", over);
   }
   bool updates = false;
   for (int i = 0; i < g->ntensors; i++)
