@@ -17,14 +17,19 @@
  *      adds its operands' cotangents, built with ir.c's builder on the
  *      forward value's span and call site (so --explain names the line
  *      whose backward needed a collective).
- *   3. The optimizer: per trained param, its state tensors (optim.def)
- *      are made, zeros with the param's shape and annotation, and the
- *      update is inlined (ir_inline) on the param, its gradient, the
- *      states, the step count and the hyperparameters: sema compiled the
- *      stdlib/optim.gsl function to an IR function per param shape
- *      (p->train.updates), so this pass needs nothing of the front end.
- *      The new param and states become OUT_UPDATE roots (stored at the
- *      step's end), the loss the OUT_LOSS root (reported every step). */
+ *   3. The optimizer: the step count (a state, when the optimizer or the
+ *      schedule needs it), the step's learning rate (lr, or the
+ *      schedule's IR function of the steps done), the global norm of the
+ *      gradients and, with clip, their common factor; then per trained
+ *      param its state tensors (optim.def), zeros with the param's shape
+ *      and annotation, and the update inlined (ir_inline) on the param,
+ *      its gradient (times the factor), the states, the step number and
+ *      the hyperparameters with that lr: sema compiled the
+ *      stdlib/optim.gsl functions to IR functions (p->train.updates, one
+ *      per param shape, and p->train.schedule), so this pass needs nothing
+ *      of the front end. The new param and states become OUT_UPDATE roots
+ *      (stored at the step's end), the lr and the norm OUT_SIGNAL roots,
+ *      the loss the OUT_LOSS root (the last three reported every step). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +174,8 @@ static void accum(AD *a, const Value *x, Value *d) {
 #define LT(u, w) ir_binary(a->p, BF_LT, (u), (w), a->sp)
 #define GE(u, w) ir_binary(a->p, BF_GE, (u), (w), a->sp)
 #define LE(u, w) ir_binary(a->p, BF_LE, (u), (w), a->sp)
+#define COS(u) ir_unary(a->p, UF_COS, (u), a->sp)
+#define SIN(u) ir_unary(a->p, UF_SIN, (u), a->sp)
 #define GELU_D(u) gelu_slope(a, (u))
 #define NONE NULL
 
@@ -231,6 +238,8 @@ static void d_binary(AD *a, const Value *v, Value *g) {
 #undef LT
 #undef GE
 #undef LE
+#undef COS
+#undef SIN
 #undef GELU_D
 #undef NONE
 
@@ -447,9 +456,10 @@ static bool trained(const Program *p, const Value *v) {
   return v->op == OP_PARAM && p->tensors[v->tensor].kind == TK_PARAM && !p->tensors[v->tensor].frozen;
 }
 
-/* The optimizer-wide step count t (a state tensor counting from 0) and
- * its next value, t + 1, the step number the optimizer sees. */
-static Value *step_count(Program *p, const Train *t) {
+/* The optimizer-wide step count (a state tensor counting from 0: the
+ * steps done), whose next value, one more, is the step number t the
+ * optimizer sees and the count stored for the next step. */
+static Value *step_count(Program *p, const Train *t, Value **next_out) {
   Tensor st = {0};
   st.name = arena_printf(p->arena, "%s.t", ir_optim(t->opt)->name);
   st.kind = TK_STATE;
@@ -462,7 +472,64 @@ static Value *step_count(Program *p, const Train *t) {
   Value *tv = ir_tensor(p, &st);
   Value *next = ir_binary(p, BF_ADD, tv, ir_const(p, DT_F32, 1, t->span), t->span);
   ir_root(p, OUT_UPDATE, st.name, next, idx, t->span);
-  return next;
+  *next_out = next;
+  return tv;
+}
+
+/* The learning rate of this step: lr as written, or the schedule's
+ * function (decay.def's, sema compiled it) of the steps done. */
+static Value *learning_rate(Program *p, const Train *t, Value *done) {
+  char w[64];
+  double dflt, lr = 0;
+  for (int k = 0; ir_optim_keyword(t->opt, k, w, sizeof w, &dflt); k++)
+    if (strcmp(w, "lr") == 0)
+      lr = t->args[k];
+  Value *r = ir_const(p, DT_F32, lr, t->opt_span);
+  if (!t->schedule)
+    return r;
+  Value *args[5] = {done, r, ir_const(p, DT_F32, t->warmup, t->opt_span),
+                    ir_const(p, DT_F32, t->decay_steps, t->opt_span), ir_const(p, DT_F32, t->min_lr, t->opt_span)};
+  if (ir_inline(p, t->schedule, args, 5, &r, 1) != 1 || r->dtype != DT_F32 || r->shape.rank != 0)
+    die("optim.gsl's %s does not give one f32 scalar", ir_decay_fn(t->decay));
+  return r;
+}
+
+/* The mesh axes param ti's annotation splits it over (0: none). */
+static uint32_t split_axes(const Program *p, int ti) {
+  const Tensor *t = &p->tensors[ti];
+  uint32_t m = 0;
+  for (int d = 0; t->annotated && d < t->shape.rank; d++)
+    for (int k = 0; k < t->sh.naxes[d]; k++)
+      m |= 1u << t->sh.axes[d][k];
+  return m;
+}
+
+/* The global norm of the gradients grads[k] of params ti[k], k < n: the
+ * square root of the sum of their squares, as
+ * torch.nn.utils.clip_grad_norm_ computes it up to the order of the sums:
+ * each gradient's sum over all of its elements, then these sums added
+ * in declaration order, but the params split over the same mesh axes
+ * together and first, so that their partial sums over those axes meet
+ * before the one scalar all-reduce they need. */
+static Value *grad_norm(Program *p, const int *ti, Value **grads, int n, Span sp) {
+  Value *total = NULL;
+  bool *done = xcalloc((size_t)n + 1, 1);
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < n; i++) {
+      uint32_t m = split_axes(p, ti[i]);
+      if (done[i] || (pass == 0 && !m))
+        continue;
+      for (int j = i; j < n; j++) /* i and every later param split as it is */
+        if (!done[j] && split_axes(p, ti[j]) == m) {
+          done[j] = true;
+          Value *sq = ir_binary(p, BF_MUL, grads[j], grads[j], sp);
+          uint32_t all = grads[j]->shape.rank ? (uint32_t)((1ull << grads[j]->shape.rank) - 1) : 0;
+          Value *s = all ? ir_reduce(p, RF_SUM, sq, all, sp) : sq;
+          total = total ? ir_binary(p, BF_ADD, total, s, sp) : s;
+        }
+    }
+  free(done);
+  return ir_unary(p, UF_SQRT, total ? total : ir_const(p, DT_F32, 0, sp), sp);
 }
 
 /* The update (sema's IR function) of the param's shape. */
@@ -473,8 +540,8 @@ static const Program *update_of(const Program *p, const Shape *sh) {
   die("sema made no optimizer update of the shape %s", shape_str(p->arena, sh));
 }
 
-/* The optimizer step of param ti with gradient grad. */
-static void optimize(Program *p, int ti, Value *grad, Value *step) {
+/* The optimizer step of param ti with gradient grad, at learning rate lr. */
+static void optimize(Program *p, int ti, Value *grad, Value *step, Value *lr) {
   const Train *t = &p->train;
   const OptimInfo *o = ir_optim(t->opt);
   Value *args[AD_MAX_ARGS], *res[AD_MAX_ARGS];
@@ -501,7 +568,7 @@ static void optimize(Program *p, int ti, Value *grad, Value *step) {
     args[n++] = step;
   double dflt;
   for (int k = 0; ir_optim_keyword(t->opt, k, w, sizeof w, &dflt); k++)
-    args[n++] = ir_const(p, DT_F32, t->args[k], t->opt_span);
+    args[n++] = strcmp(w, "lr") == 0 ? lr : ir_const(p, DT_F32, t->args[k], t->opt_span);
   int got = ir_inline(p, update_of(p, &p->tensors[ti].shape), args, n, res, AD_MAX_ARGS);
   if (got != 1 + ns)
     die("optim.gsl's %s gives %d values, optim.def names %d states", o->fn, got, ns);
@@ -554,8 +621,9 @@ void ad_train(Program *p) {
     p->site = site;
   }
   p->pass = PASS_UPDATE;
-  Value *step = NULL;
   int ntensors = p->ntensors; /* the optimizer adds its states after */
+  int *trained_ti = xmalloc(sizeof *trained_ti * (size_t)(ntensors + 1)), ntrained = 0;
+  Value **grads = xmalloc(sizeof *grads * (size_t)(ntensors + 1));
   for (int i = 0; i < ntensors; i++) {
     const Tensor *pt = &p->tensors[i];
     if (pt->kind != TK_PARAM || pt->frozen)
@@ -575,10 +643,30 @@ void ad_train(Program *p) {
       continue;
     }
     p->tensors[i].grad = a.ct[id];
-    if (!step && ir_optim(t->opt)->step)
-      step = step_count(p, t);
-    optimize(p, i, a.ct[id], step);
+    trained_ti[ntrained] = i;
+    grads[ntrained++] = a.ct[id];
   }
+  if (ntrained) {
+    /* the step count, the lr, the norm and clipping, then every update */
+    Value *step = NULL, *done = NULL;
+    if (ir_optim(t->opt)->step || t->schedule)
+      done = step_count(p, t, &step);
+    Value *lr = learning_rate(p, t, done);
+    Value *norm = grad_norm(p, trained_ti, grads, ntrained, t->opt_span);
+    Value *coef = NULL;
+    if (t->clip > 0) { /* min(1, clip / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_ */
+      Value *eps = ir_binary(p, BF_ADD, norm, ir_const(p, DT_F32, 1e-6, t->opt_span), t->opt_span);
+      coef = ir_binary(p, BF_MIN, ir_const(p, DT_F32, 1, t->opt_span),
+                       ir_binary(p, BF_DIV, ir_const(p, DT_F32, t->clip, t->opt_span), eps, t->opt_span),
+                       t->opt_span);
+    }
+    for (int k = 0; k < ntrained; k++)
+      optimize(p, trained_ti[k], coef ? ir_binary(p, BF_MUL, grads[k], coef, t->opt_span) : grads[k], step, lr);
+    ir_root(p, OUT_SIGNAL, ir_signal_name(SIG_LR), lr, SIG_LR, t->opt_span);
+    ir_root(p, OUT_SIGNAL, ir_signal_name(SIG_GRAD_NORM), norm, SIG_GRAD_NORM, t->opt_span);
+  }
+  free(trained_ti);
+  free(grads);
   p->pass = PASS_FORWARD;
   ir_root(p, OUT_LOSS, "loss", t->loss, -1, t->span);
   for (int k = 0; k < t->nupdates; k++)
@@ -586,6 +674,8 @@ void ad_train(Program *p) {
   free(t->updates);
   t->updates = NULL;
   t->nupdates = 0;
+  ir_free(t->schedule);
+  t->schedule = NULL;
   free(reach);
   free(dreach);
   free(dep);

@@ -106,6 +106,8 @@ static LLVMValueRef unary_f32(CG *g, int fn, LLVMValueRef x) {
     return LLVMBuildFMul(b, x, sigmoid_f32(g, u2), "");
   }
   case UF_ABS: return cg_call1(g, "llvm.fabs.f32", x);
+  case UF_COS: return cg_call1(g, "llvm.cos.f32", x); /* libm's cosf, as a C reference calls it */
+  case UF_SIN: return cg_call1(g, "llvm.sin.f32", x);
   default: die("unknown unary function %d", fn);
   }
 }

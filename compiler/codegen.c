@@ -239,18 +239,26 @@ static void call_kernels(CG *g, const bool *need) {
     }
 }
 
-/* The step's end, for a program that trains: the loss reported to the
- * log, then every update copied into its param's or state's buffer (after
- * all the step's reads of the old contents). */
+/* The step's end, for a program that trains: the loss and the signals
+ * reported to the log (signal k is the k-th OUT_SIGNAL root, as
+ * emit_setup declares them), then every update copied into its param's or
+ * state's buffer (after all the step's reads of the old contents). */
 static void emit_roots(CG *g) {
   const Program *p = g->p;
+  int nsig = 0;
   for (int i = 0; i < p->noutputs; i++) {
     const Output *o = &p->outputs[i];
-    if (o->kind == OUT_LOSS) {
+    if (o->kind == OUT_LOSS || o->kind == OUT_SIGNAL) {
       if (p->spmd && o->value->sh.partial)
-        die("the loss is a partial sum");
-      LLVMValueRef a[2] = {g->ctx_arg, cg_load_lin(g, cg_buffer_of(g, o->value), DT_F32, cg_ci64(g, 0))};
-      cg_call(g, "gslrt_report_loss", g->t_void, 2, a);
+        die("%s is a partial sum", o->name);
+      LLVMValueRef x = cg_load_lin(g, cg_buffer_of(g, o->value), DT_F32, cg_ci64(g, 0));
+      if (o->kind == OUT_LOSS) {
+        LLVMValueRef a[2] = {g->ctx_arg, x};
+        cg_call(g, "gslrt_report_loss", g->t_void, 2, a);
+      } else {
+        LLVMValueRef a[3] = {g->ctx_arg, cg_ci32(g, nsig++), x};
+        cg_call(g, "gslrt_report_signal", g->t_void, 3, a);
+      }
     } else if (o->kind == OUT_UPDATE) {
       const Value *t = p->tensors[o->tensor].value;
       if (g->pl->root[t->id] == g->pl->root[o->value->id])
@@ -423,19 +431,17 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
   }
   emit_index_checks(g, ctx);
   if (p->train.loss) {
-    /* the optimizer and its hyperparameters, for the checkpoints' manifest:
-     * "adam(lr=0.001, beta1=0.9, ...)", keywords in optim.def's order */
-    char desc[512], kw[96];
-    double dflt;
-    size_t n = (size_t)snprintf(desc, sizeof desc, "%s(", ir_optim(p->train.opt)->name);
-    for (int k = 0; n < sizeof desc && ir_optim_keyword(p->train.opt, k, kw, sizeof kw, &dflt); k++)
-      n += (size_t)snprintf(desc + n, sizeof desc - n, "%s%s=%.9g", k ? ", " : "", kw, p->train.args[k]);
-    if (n + 1 >= sizeof desc)
-      die("the description of optimizer %s is too long", ir_optim(p->train.opt)->name);
-    strcat(desc, ")");
-    LLVMValueRef a[2] = {ctx, cg_cstr(g, desc)};
+    /* the optimizer, its hyperparameters, schedule and clipping, for the
+     * checkpoints' manifest */
+    LLVMValueRef a[2] = {ctx, cg_cstr(g, ir_optim_desc(p->arena, &p->train))};
     cg_call(g, "gslrt_declare_optimizer", g->t_void, 2, a);
   }
+  for (int i = 0; i < p->noutputs; i++)
+    if (p->outputs[i].kind == OUT_SIGNAL) {
+      LLVMValueRef a[3] = {ctx, cg_cstr(g, ir_signal_name(p->outputs[i].tensor)),
+                           cg_cstr(g, ir_signal_log(p->outputs[i].tensor))};
+      cg_call(g, "gslrt_declare_signal", g->t_void, 3, a);
+    }
   if (g->pl->arena_bytes > 0) {
     LLVMValueRef a[2] = {ctx, cg_ci64(g, g->pl->arena_bytes)};
     LLVMValueRef arena = cg_call(g, "gslrt_alloc", g->t_ptr, 2, a);

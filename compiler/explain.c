@@ -101,6 +101,37 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
     fprintf(f, "%-14s %s%-16s %-14s %-10s %s   ; %s\n", label(a, v), dtype_name(v->dtype),
             shape_str(a, &v->shape), sharding_str(a, g, v), op_name(v->op), origin(a, g, v), where_site(a, v));
   }
+  if (g->train.loss) {
+    const Train *t = &g->train;
+    int ngrads = 0;
+    for (int i = 0; i < g->ntensors; i++)
+      ngrads += g->tensors[i].grad != NULL;
+    char kw[64];
+    double dflt, lr = 0;
+    for (int k = 0; ir_optim_keyword(t->opt, k, kw, sizeof kw, &dflt); k++)
+      if (strcmp(kw, "lr") == 0)
+        lr = t->args[k];
+    fprintf(f, "\n## train: the optimizer, its learning rate at step t (from 1), gradient clipping\n%s\n",
+            ir_optim_desc(a, t));
+    if (!ir_train_scheduled(t))
+      fprintf(f, "lr: %g at every step\n", lr);
+    else {
+      fputs("lr: ", f);
+      if (t->warmup > 0)
+        fprintf(f, "%g * t / %g up to step %g, then ", lr, t->warmup, t->warmup);
+      if (t->decay == DECAY_CONSTANT)
+        fprintf(f, "%g\n", lr);
+      else
+        fprintf(f, "%s from %g at step %g to %g at step %g, and %g after\n", ir_decay_name(t->decay), lr,
+                t->warmup + 1, t->min_lr, t->warmup + t->decay_steps + 1, t->min_lr);
+    }
+    const char *over = arena_printf(a, "the gradients of %d trained param%s", ngrads, ngrads == 1 ? "" : "s");
+    if (t->clip > 0)
+      fprintf(f, "clip: every gradient times min(1, %g / (grad_norm + 1e-6)); grad_norm over %s, before clipping\n",
+              t->clip, over);
+    else
+      fprintf(f, "clip: none; grad_norm (over %s) is reported\n", over);
+  }
   bool updates = false;
   for (int i = 0; i < g->ntensors; i++)
     if (g->tensors[i].update_note) {

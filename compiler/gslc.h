@@ -223,6 +223,30 @@ bool ir_optim_state(int id, int k, char *name, size_t cap);
 /* keyword k (from 0) of optimizer id: its name and default; false past the last */
 bool ir_optim_keyword(int id, int k, char *name, size_t cap, double *dflt);
 
+/* The learning-rate decays after warmup (decay.def), a keyword of every
+ * optimizer. */
+typedef enum DecayId {
+#define X(id, name, fn) DECAY_##id,
+#include "decay.def"
+#undef X
+  DECAY__COUNT
+} DecayId;
+
+const char *ir_decay_name(int id);     /* "cosine" */
+const char *ir_decay_fn(int id);       /* its stdlib/optim.gsl function */
+int ir_decay_lookup(const char *name); /* a DecayId, or -1 */
+
+/* The training signals: f32 scalars each training step reports besides
+ * the loss (OUT_SIGNAL roots; the runtime logs them, gslrt_declare_signal). */
+typedef enum SignalId {
+  SIG_LR,        /* the learning rate the step's update used */
+  SIG_GRAD_NORM, /* the global norm of the gradients, before clipping */
+  SIG__COUNT
+} SignalId;
+
+const char *ir_signal_name(int id); /* the root's name and --metrics key: "lr", "grad_norm" */
+const char *ir_signal_log(int id);  /* its key in the log line: "lr", "gnorm" */
+
 typedef struct Shape {
   int rank;                 /* number of dimensions; 0 for a scalar */
   int64_t d[GSL_MAX_RANK];  /* extents */
@@ -362,7 +386,8 @@ typedef struct Tensor {
 typedef enum OutputKind {
   OUT_VALUE,  /* `output NAME`: --output may write it */
   OUT_LOSS,   /* the training loss: a replicated f32 scalar, reported to the log every step */
-  OUT_UPDATE  /* a param's or optimizer state's contents for the next step, stored at the step's end */
+  OUT_UPDATE, /* a param's or optimizer state's contents for the next step, stored at the step's end */
+  OUT_SIGNAL  /* a training signal (SignalId): a replicated f32 scalar, reported to the log every step */
 } OutputKind;
 
 typedef struct Output {
@@ -370,7 +395,7 @@ typedef struct Output {
   Value *value;     /* what it names */
   Span span;        /* the output (or train) statement */
   OutputKind kind;  /* why the value is computed */
-  int tensor;       /* OUT_UPDATE: index in Program.tensors, else -1 */
+  int tensor;       /* OUT_UPDATE: index in Program.tensors; OUT_SIGNAL: its SignalId; else -1 */
 } Output;
 
 /* The `train LOSS with OPT(...)` statement, as sema found it, for autodiff.c. */
@@ -381,10 +406,26 @@ typedef struct Train {
   Span opt_span;    /* the optimizer's call */
   int opt;          /* an OptimId (optim.def) */
   double args[GSL_MAX_OPT_ARGS]; /* its hyperparameters, in optim.def's order, defaults filled in */
+  double warmup;    /* steps of linear warmup (0: none) */
+  int decay;        /* a DecayId: how the lr falls after warmup */
+  double decay_steps; /* steps the decay takes (0 with DECAY_CONSTANT) */
+  double min_lr;    /* the lr the decay ends at, and stays at */
+  double clip;      /* the most the global gradient norm may be (0: no clipping) */
   struct Program **updates; /* the optimizer's update as IR functions (ir_inline), one per shape of
                                a trained param: sema makes them, autodiff inlines and frees them */
   int nupdates;             /* entries of updates */
+  struct Program *schedule; /* the lr of a step (decay.def's function) as an IR function, or NULL
+                               (ir_train_scheduled false: lr constant); sema makes it, autodiff frees it */
 } Train;
+
+/* Whether the train statement's lr changes from step to step (a warmup
+ * or a decay). */
+bool ir_train_scheduled(const Train *t);
+/* Its optimizer with every hyperparameter, then the schedule's and
+ * clipping's keywords where they are not the defaults, as checkpoints'
+ * manifests and --explain give it: "adam(lr=0.001, beta1=0.9, ...,
+ * warmup=100, decay=cosine, decay_steps=1000, min_lr=0, clip=1)". */
+const char *ir_optim_desc(Arena *a, const Train *t);
 
 /* What slots_skip_empty made of one moe block, for --explain. */
 typedef struct MoeNote {
@@ -589,7 +630,8 @@ typedef struct Sema Sema;
 Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt);
 /* Elaborates root's statements into p; false after reporting errors. A
  * program that trains gets its optimizer's update as IR functions in
- * p->train.updates (sema_function), for autodiff. */
+ * p->train.updates and its lr schedule in p->train.schedule (sema_function),
+ * for autodiff. */
 bool sema_run(Sema *s, const Node *root);
 /* Inlines function fn of module (a name found as by import, e.g. "nn",
  * loaded once into a scope of its own; NULL: the program's own functions)
@@ -612,13 +654,17 @@ void sema_free(Sema *s); /* the context only; p is left as it is */
 
 /* For p->train (sema found it): the gradient of the loss with respect to
  * every param that is not frozen, built as IR after the forward values
- * (each op's rule from ops.def's rule column); then, per trained param,
- * its state tensors (made here, TK_STATE) and the optimizer's update,
- * p->train.updates' IR function of the param's shape inlined on the param,
- * its gradient, the states, the step number and the hyperparameters; the
- * new values become OUT_UPDATE roots and the loss the OUT_LOSS root.
- * Params that get no gradient are warned about and left as they are. The
- * IR functions are freed. Nothing here is an error: sema checked it all. */
+ * (each op's rule from ops.def's rule column); then the step's learning
+ * rate (p->train.schedule's IR function, if any, of the step count), the
+ * gradients' global norm and, with clip, the factor every gradient is
+ * scaled by; then, per trained param, its state tensors (made here,
+ * TK_STATE) and the optimizer's update, p->train.updates' IR function of
+ * the param's shape inlined on the param, its gradient, the states, the
+ * step number and the hyperparameters; the new values become OUT_UPDATE
+ * roots, the lr and the norm OUT_SIGNAL roots and the loss the OUT_LOSS
+ * root. Params that get no gradient are warned about and left as they
+ * are. The IR functions are freed. Nothing here is an error: sema checked
+ * it all. */
 void ad_train(Program *p);
 
 /* ---- sharding.c: the sharding algebra, resharding plans, their cost ------- */

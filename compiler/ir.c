@@ -222,6 +222,66 @@ bool ir_optim_keyword(int id, int k, char *name, size_t cap, double *dflt) {
   return true;
 }
 
+/* ---- decay.def, the schedule and the signals ---------------------------------- */
+
+static const struct {
+  const char *name; /* as written after `decay =` */
+  const char *fn;   /* its stdlib/optim.gsl function */
+} decay_table[] = {
+#define X(id, name, fn) {name, fn},
+#include "decay.def"
+#undef X
+};
+
+const char *ir_decay_name(int id) {
+  if (id < 0 || id >= DECAY__COUNT)
+    die("decay %d is not in decay.def", id);
+  return decay_table[id].name;
+}
+
+const char *ir_decay_fn(int id) {
+  ir_decay_name(id);
+  return decay_table[id].fn;
+}
+
+int ir_decay_lookup(const char *name) {
+  for (int i = 0; i < DECAY__COUNT; i++)
+    if (strcmp(decay_table[i].name, name) == 0)
+      return i;
+  return -1;
+}
+
+static const char *const signal_names[SIG__COUNT][2] = {{"lr", "lr"}, {"grad_norm", "gnorm"}};
+
+const char *ir_signal_name(int id) {
+  if (id < 0 || id >= SIG__COUNT)
+    die("signal %d unknown", id);
+  return signal_names[id][0];
+}
+
+const char *ir_signal_log(int id) {
+  ir_signal_name(id);
+  return signal_names[id][1];
+}
+
+bool ir_train_scheduled(const Train *t) { return t->warmup > 0 || t->decay != DECAY_CONSTANT; }
+
+const char *ir_optim_desc(Arena *a, const Train *t) {
+  char kw[96];
+  double dflt;
+  const char *d = arena_printf(a, "%s(", ir_optim(t->opt)->name);
+  for (int k = 0; ir_optim_keyword(t->opt, k, kw, sizeof kw, &dflt); k++)
+    d = arena_printf(a, "%s%s%s=%.9g", d, k ? ", " : "", kw, t->args[k]);
+  if (t->warmup > 0)
+    d = arena_printf(a, "%s, warmup=%.9g", d, t->warmup);
+  if (t->decay != DECAY_CONSTANT)
+    d = arena_printf(a, "%s, decay=%s, decay_steps=%.9g, min_lr=%.9g", d, ir_decay_name(t->decay), t->decay_steps,
+                     t->min_lr);
+  if (t->clip > 0)
+    d = arena_printf(a, "%s, clip=%.9g", d, t->clip);
+  return arena_printf(a, "%s)", d);
+}
+
 /* ---- programs ---------------------------------------------------------------- */
 
 
@@ -248,6 +308,7 @@ void ir_free(Program *p) {
   for (int i = 0; i < p->train.nupdates; i++)
     ir_free(p->train.updates[i]);
   free(p->train.updates);
+  ir_free(p->train.schedule);
   free(p->values);
   free(p->tensors);
   free(p->outputs);
@@ -930,6 +991,7 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
   dst->train = src->train;
   dst->train.updates = NULL; /* autodiff's, inlined before any rewrite */
   dst->train.nupdates = 0;
+  dst->train.schedule = NULL;
   if (src->train.loss)
     dst->train.loss = map[src->train.loss->id];
   free(map);
@@ -1193,7 +1255,7 @@ void ir_print(FILE *f, const Program *p) {
       fputs(v->pass == PASS_BACKWARD ? " (backward)" : " (update)", f);
     fputc('\n', f);
   }
-  static const char *const kinds[] = {"output", "loss", "update"};
+  static const char *const kinds[] = {"output", "loss", "update", "signal"};
   for (int i = 0; i < p->noutputs; i++)
     if (p->outputs[i].kind == OUT_LOSS)
       fprintf(f, "loss = %%%d\n", p->outputs[i].value->id);

@@ -21,8 +21,8 @@
  * passes get what they need of the stdlib as data instead: sema_function
  * compiles a function, specialized to its argument types, to an IR
  * function that ir_inline puts in place; a program that trains gets its
- * optimizer's update so, one per param shape (make_updates), for autodiff,
- * which never calls back into sema. */
+ * optimizer's update so, one per param shape, and its lr schedule
+ * (make_updates), for autodiff, which never calls back into sema. */
 #include <ctype.h>
 #include <errno.h>
 #include <float.h>
@@ -865,9 +865,80 @@ static double f32_of(double v) {
   return (double)(float)v;
 }
 
+/* The keywords every optimizer takes besides its own: the learning-rate
+ * schedule and gradient clipping (Train's fields). */
+static const char *const schedule_keywords[] = {"warmup", "decay", "decay_steps", "min_lr", "clip", NULL};
+
+#define SEMA_MAX_STEPS 16777216.0 /* 2^24: the most steps an f32 step count holds exactly */
+
+/* Keyword name of the train statement's a, a number >= 0 that an f32
+ * holds (whole and at most SEMA_MAX_STEPS for a count of steps), into
+ * *out; its node, or NULL if absent. *ok false after an error. */
+static const Node *schedule_number(Sema *s, Scope *sc, const Args *a, const char *name, bool steps, double *out,
+                                   bool *ok) {
+  const Node *n = sema_kwarg(a, name);
+  if (!n)
+    return NULL;
+  bool good = true;
+  double v = sema_eval_number(s, sc, n, name, &good), f = f32_of(v);
+  if (good && steps && !(v >= 0 && v <= SEMA_MAX_STEPS && v == floor(v))) {
+    sema_error(s, n->span, "%s = %g is not a number of steps (a whole number from 0 to %.0f)", name, v,
+               SEMA_MAX_STEPS);
+    good = false;
+  } else if (good && (!isfinite(v) || v < 0)) {
+    sema_error(s, n->span, "%s = %g is out of range (it must be a number >= 0)", name, v);
+    good = false;
+  } else if (good && (!isfinite(f) || (f == 0 && v != 0))) {
+    sema_error(s, n->span, "%s = %.12g becomes %.9g as an f32, the type the program computes in (%s)", name, v, f,
+               !isfinite(f) ? "the largest f32 is 3.40282347e+38" : "a nonzero value must not round to 0");
+    good = false;
+  }
+  *ok &= good;
+  if (good)
+    *out = v;
+  return n;
+}
+
+/* The schedule and clipping keywords of the train statement's a into t
+ * (lr, the optimizer's, already there); *ok false after an error. */
+static void train_schedule(Sema *s, Scope *sc, const Args *a, Train *t, double lr, bool *ok) {
+  schedule_number(s, sc, a, "warmup", true, &t->warmup, ok);
+  bool good = true;
+  const Node *dn = sema_kwarg(a, "decay");
+  if (dn && dn->kind != AST_NAME) {
+    sema_error(s, dn->span, "decay takes the name of a decay: constant, linear or cosine");
+    good = false;
+  } else if (dn && (t->decay = ir_decay_lookup(dn->name)) < 0) {
+    sema_error(s, dn->span, "unknown decay '%s' (constant, linear or cosine)", dn->name);
+    t->decay = DECAY_CONSTANT;
+    good = false;
+  }
+  const Node *sn = schedule_number(s, sc, a, "decay_steps", true, &t->decay_steps, &good);
+  const Node *mn = schedule_number(s, sc, a, "min_lr", false, &t->min_lr, &good);
+  schedule_number(s, sc, a, "clip", false, &t->clip, ok);
+  *ok &= good;
+  if (!good) /* the rest is about how these go together */
+    return;
+  if (t->decay == DECAY_CONSTANT && (sn || mn)) {
+    const Node *n = sn ? sn : mn;
+    sema_error(s, n->span, "%s has no use with decay = constant%s; name a decay that falls, e.g. decay = cosine",
+               sn ? "decay_steps" : "min_lr", dn ? "" : " (the default)");
+    *ok = false;
+  } else if (t->decay != DECAY_CONSTANT && !sn) {
+    sema_error(s, dn->span, "decay = %s needs decay_steps, the steps it takes from lr down to min_lr", dn->name);
+    *ok = false;
+  } else if (sn && t->decay_steps == 0) {
+    sema_error(s, sn->span, "decay_steps = 0: a decay takes at least one step (or leave decay constant)");
+    *ok = false;
+  } else if (mn && t->min_lr > lr) {
+    sema_error(s, mn->span, "min_lr = %g is above lr = %g; the decay falls from lr to min_lr", t->min_lr, lr);
+    *ok = false;
+  }
+}
+
 /* train LOSS with OPT(k = v, ...): the loss an f32 scalar, the optimizer a
- * row of optim.def with its keywords numbers (defaults filled in); kept in
- * p->train for autodiff.c */
+ * row of optim.def with its keywords numbers (defaults filled in), and the
+ * schedule's and clipping's keywords; kept in p->train for autodiff.c */
 static void exec_train(Sema *s, Scope *sc, const Node *st) {
   Train tr = {0}, *t = &tr;
   t->span = st->span;
@@ -939,13 +1010,20 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
     }
     ok &= good;
   }
+  double lr = 0;
+  for (int k = 0; ir_optim_keyword(t->opt, k, name, sizeof name, &dflt); k++)
+    if (strcmp(name, "lr") == 0)
+      lr = t->args[k];
+  train_schedule(s, sc, &a, t, lr, &ok);
   for (int i = 0; i < a.nkw; i++) {
     bool known = false;
     for (int k = 0; k < nk && !known; k++)
       known = ir_optim_keyword(t->opt, k, name, sizeof name, &dflt) && strcmp(name, a.kw[i]->name) == 0;
+    for (int k = 0; schedule_keywords[k] && !known; k++)
+      known = strcmp(schedule_keywords[k], a.kw[i]->name) == 0;
     if (!known) {
-      sema_error(s, a.kw[i]->span, "%s takes no keyword '%s' (it takes %s)", call->name, a.kw[i]->name,
-                 ir_optim(t->opt)->keywords);
+      sema_error(s, a.kw[i]->span, "%s takes no keyword '%s' (it takes %s; every optimizer takes warmup, decay, "
+                 "decay_steps, min_lr and clip)", call->name, a.kw[i]->name, ir_optim(t->opt)->keywords);
       ok = false;
     }
   }
@@ -1203,13 +1281,21 @@ Program *sema_function(Sema *s, const char *module, const char *fn, const DType 
  * its optimizer specialized to each shape of an f32 param that is not
  * frozen, into p->train.updates. Its parameters, in optim.def's order: the
  * param p, its gradient g, the states, the step number t (if the optimizer
- * takes it; an f32 scalar) and the hyperparameters (f32 scalars). */
+ * takes it; an f32 scalar) and the hyperparameters (f32 scalars). With a
+ * schedule, its lr function (decay.def's) into p->train.schedule, on five
+ * f32 scalars: the steps done, lr, warmup, decay_steps and min_lr. */
 static void make_updates(Sema *s) {
   Train *t = &s->p->train;
   const OptimInfo *o = ir_optim(t->opt);
   char w[64];
   double dflt;
   int ns = 0, nk = 0;
+  if (ir_train_scheduled(t)) {
+    DType dt[5] = {DT_F32, DT_F32, DT_F32, DT_F32, DT_F32};
+    Shape sh[5] = {{0}};
+    if (!(t->schedule = sema_function(s, "optim", ir_decay_fn(t->decay), dt, sh, 5, t->opt_span)))
+      return;
+  }
   while (ir_optim_state(t->opt, ns, w, sizeof w))
     ns++;
   while (ir_optim_keyword(t->opt, nk, w, sizeof w, &dflt))

@@ -87,10 +87,26 @@ static const char *axes_str(Arena *a, const Program *p, uint32_t axes) {
 
 /* Gives every value of param ti's update (the optimizer's values of its
  * shape, back from the update roots of it and its states) and its state
- * tensors the sharding sh; the gradient takes it too (shard_updates). */
+ * tensors the sharding sh; the gradient takes it too (shard_updates), and
+ * so does every elementwise value of the update of its shape that reads
+ * the gradient, among them the squares of the gradient norm, which reach
+ * no update root through values of its shape: cut, they are summed where
+ * they lie and the sum all-reduced, where whole they would gather the
+ * gradient. */
 static void shard_update(Program *p, int ti, const Sharding *sh) {
   const Tensor *t = &p->tensors[ti];
   bool *in = xcalloc((size_t)p->nvalues + 1, 1);
+  for (int i = 0; i < p->nvalues; i++) {
+    Value *v = p->values[i];
+    bool reads = false;
+    for (int k = 0; k < v->nargs; k++)
+      reads |= v->args[k] == t->grad;
+    if (reads && v->pass == PASS_UPDATE && ir_op(v->op)->cls == OC_ELEMENTWISE && shape_eq(&v->shape, &t->shape)) {
+      v->sh = *sh;
+      v->sh_origin = SO_UPDATE;
+      v->sh_from = t->value;
+    }
+  }
   for (int i = 0; i < p->noutputs; i++) {
     const Output *o = &p->outputs[i];
     if (o->kind == OUT_UPDATE &&

@@ -11,6 +11,10 @@
  * (gslrt_declare_optimizer; "none" for a program that does not train),
  * the precision it was compiled with ("f32" or "bf16", gslc --precision;
  * format version 3, a version 2 manifest has none and reads as "f32"),
+ * the training signals at the step (gslrt_declare_signal: "signals", an
+ * object of numbers, null where not finite, e.g. {"lr": 0.0003,
+ * "grad_norm": 0.87}; empty for a program that reports none; format
+ * version 4: versions 2 and 3 have none and still read),
  * the mesh it was saved on, every cycling --input's batch count and
  * position, and per tensor its name, kind, dtype, global shape, file, size
  * and zlib crc32 (of the whole file, in decimal). A directory is a
@@ -63,7 +67,11 @@
  * comes from the manifest; a different --seed is an error. The step
  * counter resumes at the manifest's step, and inputs, drawn by (seed,
  * stream, step, global index) or read as batch step mod B, continue as if
- * the run had never stopped.
+ * the run had never stopped. So does the learning-rate schedule, which the
+ * program computes from its optimizer's step count, a state saved like any
+ * other; its keywords are part of the optimizer's description, so a
+ * resume under another schedule or clipping is refused as another
+ * learning rate is (the signals are a record, not checked).
  *
  * bf16 (issue 19). A bf16 tensor is saved as float32, every element
  * widened exactly (its file's header says '<f4', its manifest dtype
@@ -95,8 +103,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define CKPT_VERSION 3             /* manifest format version written */
-#define CKPT_VERSION_OLD 2         /* the older one still read (no "precision": f32) */
+#define CKPT_VERSION 4             /* manifest format version written */
+#define CKPT_VERSION_OLD 2         /* the oldest still read (no "precision": f32; no "signals") */
+#define CKPT_VERSION_PRECISION 3   /* the first with "precision" (no "signals") */
 #define CKPT_CHUNK (1 << 20)       /* bytes read at a time for a crc32 */
 #define CKPT_MAX_MANIFEST (64 << 20) /* longest manifest accepted */
 #define CKPT_PATH 4096             /* room for a path */
@@ -617,6 +626,12 @@ static json_t *manifest_doc(gslrt_ctx *ctx, int64_t done, const uint32_t *crc, c
        put(doc, "compiler", json_string(ctx->info->compiler_version ? ctx->info->compiler_version : "")) &&
        put(doc, "optimizer", json_string(ctx->optimizer ? ctx->optimizer : "none")) &&
        put(doc, "precision", json_string(precision_name(ctx)));
+  json_t *signals = json_object();
+  ok = ok && signals && put(doc, "signals", signals);
+  for (int i = 0; ok && i < ctx->nsignals; i++)
+    if (ctx->signals[i].have)
+      ok = put(signals, ctx->signals[i].name,
+               isfinite(ctx->signals[i].value) ? json_real(ctx->signals[i].value) : json_null());
   for (int a = 0; ok && a < ctx->naxes; a++) {
     json_t *ax = json_object();
     ok = json_array_append_new(mesh, ax) == 0 && put(ax, "axis", json_string(ctx->axis_name[a])) &&
@@ -968,8 +983,8 @@ static void describe(const json_t *v, char *buf, size_t len) {
 
 /* The fields a manifest's object may have, NULL-terminated. */
 static const char *const top_fields[] = {"format", "version", "run", "step", "seed", "program",
-                                         "compiler", "optimizer", "precision", "mesh", "inputs", "tensors",
-                                         NULL};
+                                         "compiler", "optimizer", "precision", "signals", "mesh", "inputs",
+                                         "tensors", NULL};
 static const char *const axis_fields[] = {"axis", "size", NULL};
 static const char *const input_fields[] = {"name", "batches", "position", NULL};
 static const char *const tensor_fields[] = {"name", "kind", "dtype", "shape", "file", "bytes", "crc32", NULL};
@@ -1148,6 +1163,28 @@ static int parse_tensor(const json_t *t, size_t i, ckpt_entry *e, char *err) {
   return 0;
 }
 
+/* "signals": an object whose every field is a number or null. */
+static int check_signals(const json_t *doc, char *err) {
+  json_t *sig = field(doc, "", "signals", err), *x;
+  const char *key;
+  char got[64], q[256];
+  if (!sig)
+    return -1;
+  if (!json_is_object(sig)) {
+    describe(sig, got, sizeof got);
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: \"signals\" must be an object, not %s", got);
+    return -1;
+  }
+  json_object_foreach(sig, key, x)
+    if (!json_is_number(x) && !json_is_null(x)) {
+      describe(x, got, sizeof got);
+      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: signals.%s must be a number or null, not %s",
+                   quote(q, sizeof q, key, strlen(key)), got);
+      return -1;
+    }
+  return 0;
+}
+
 /* Parses and checks a manifest's text, of the checkpoint of step
  * dir_step, into *m; 0, or -1 naming the field in err. Every rank alike. */
 static int parse_manifest(const char *text, size_t len, int64_t dir_step, manifest *m, char *err) {
@@ -1170,14 +1207,21 @@ static int parse_manifest(const char *text, size_t len, int64_t dir_step, manife
       get_str(doc, "", "format", sizeof format - 1, formats, format, err) != 0 ||
       get_int(doc, "", "version", 0, INT_MAX, &v, err) != 0)
     goto fn_exit;
-  if (v != CKPT_VERSION && v != CKPT_VERSION_OLD) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json has format version %lld, this runtime reads %d and %d",
+  if (v < CKPT_VERSION_OLD || v > CKPT_VERSION) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json has format version %lld, this runtime reads %d to %d",
                  (long long)v, CKPT_VERSION_OLD, CKPT_VERSION);
     goto fn_exit;
   }
+  if (v < CKPT_VERSION && json_object_get(doc, "signals")) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: format version %lld has no \"signals\" (they came in %d)",
+                 (long long)v, CKPT_VERSION);
+    goto fn_exit;
+  }
+  if (v == CKPT_VERSION && check_signals(doc, err) != 0)
+    goto fn_exit;
   if (v == CKPT_VERSION_OLD && json_object_get(doc, "precision")) {
     gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: format version %d has no \"precision\" (it came in %d)",
-                 CKPT_VERSION_OLD, CKPT_VERSION);
+                 CKPT_VERSION_OLD, CKPT_VERSION_PRECISION);
     goto fn_exit;
   }
   if (v == CKPT_VERSION_OLD)
@@ -1388,16 +1432,21 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   if (snprintf(where, sizeof where, "%s/%s", dir, found) >= (int)sizeof where)
     gslrt_fail_all(ctx, "--resume: the path of %s is too long", found);
   /* every rank parses and checks the same text, and decides alike */
-  if (parse_manifest(text, (size_t)len, step_of(found), &m, err) != 0 || match(ctx, m.list, m.n, err) != 0) {
-    free(text), free(m.list);
+  if (parse_manifest(text, (size_t)len, step_of(found), &m, err) != 0) {
+    free(text);
     gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
   }
   free(text);
   list = m.list, n = m.n;
+  /* before the tensors: a schedule given to sgd adds its step count */
   if (strcmp(m.optimizer, ctx->optimizer ? ctx->optimizer : "none")) {
     free(list);
     gslrt_fail_all(ctx, "checkpoint %s: the optimizer is %s there, %s in this program", where, m.optimizer,
                    ctx->optimizer ? ctx->optimizer : "none");
+  }
+  if (match(ctx, list, n, err) != 0) {
+    free(list);
+    gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
   }
   if (ctx->opts.seed_given && ctx->opts.seed != m.seed) {
     free(list);

@@ -103,6 +103,14 @@ typedef struct gslrt_index_check {
   int in_eval;                /* gsl_eval runs the op: the --eval-input batches are checked too */
 } gslrt_index_check;
 
+/* A training signal (gslrt_declare_signal) and its value this step. */
+typedef struct gslrt_signal {
+  const char *name;     /* its key in --metrics records and manifests ("grad_norm") */
+  const char *log_name; /* its key in the log line ("gnorm") */
+  float value;          /* gslrt_report_signal's value */
+  int have;             /* reported during the step being logged */
+} gslrt_signal;
+
 /* A value --output may name. */
 typedef struct gslrt_output {
   const char *name;                     /* the GSL name */
@@ -147,6 +155,8 @@ struct gslrt_ctx {
   int have_loss;                          /* gslrt_report_loss was called this step */
   float loss;                             /* the value it reported */
   const char *optimizer;                  /* gslrt_declare_optimizer's description, or NULL */
+  gslrt_signal *signals;                  /* gslrt_declare_signal's, in order */
+  int nsignals;                           /* entries in signals */
   int ckpt_dir;                           /* rank 0: the open --checkpoint DIR, or -1 */
   int ckpt_lock;                          /* rank 0: DIR/.lock, flock'd for the run, or -1 */
   char run_id[33];                        /* the run's identity in its checkpoints (hex) */

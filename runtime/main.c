@@ -28,9 +28,11 @@
  *
  * Log (rank 0, stdout), every --log-every steps, at the last step and at
  * every step evaluated:
- *   step 10/100  loss 0.123456  tokens/s 12345  (3.2 ms/step, 0.03 s elapsed)
+ *   step 10/100  loss 0.123456  lr 0.001  gnorm 1.23  tokens/s 12345  (3.2 ms/step, 0.03 s elapsed)
  *   step 20/100  loss 0.1  eval_loss 0.12  eval_ce 0.11  tokens/s 12345  (3.2 ms/step, 0.06 s elapsed; eval 0.012 s)
  * loss only if gslrt_report_loss was called during that step (%.6g);
+ * each signal (gslrt_declare_signal) by its log name, only if reported
+ * during that step (%.3g; nan, inf or -inf if not finite);
  * eval_loss and eval_NAME (%.6g; nan, inf or -inf if not finite) only
  * after an evaluation; tokens/s and ms/step are averaged over the steps
  * since the previous line, leaving out the time of evaluations and
@@ -42,8 +44,9 @@
  * Metrics (rank 0, --metrics FILE, also with --quiet): the same steps as
  * the log, one JSON object a line, flushed at once so that the lines
  * written stay whatever happens later:
- *   {"step": 10, "loss": 0.123456789, "tokens_per_s": 12345.6, "elapsed_s": 0.031, "ms_per_step": 3.2}
- * loss (%.9g: the f32 exactly) only as for the log line; after an
+ *   {"step": 10, "loss": 0.123456789, "lr": 0.001, "grad_norm": 1.23456789, "tokens_per_s": 12345.6, "elapsed_s": 0.031, "ms_per_step": 3.2}
+ * loss (%.9g: the f32 exactly) and the signals by name (%.9g, null if
+ * not finite) only as for the log line; after an
  * evaluation "eval_loss" and "eval_NAME" (%.9g of the double mean, null if
  * not finite: JSON has no NaN) follow the loss, and "eval_s" ends the
  * line. A checkpoint evaluated without training logs
@@ -112,6 +115,26 @@ void gslrt_report_loss(gslrt_ctx *ctx, float loss) {
   ctx->have_loss = 1;
 }
 
+void gslrt_declare_signal(gslrt_ctx *ctx, const char *name, const char *log_name) {
+  if (!name || !*name || !log_name || !*log_name)
+    gslrt_fatal(ctx, "gslrt_declare_signal: a signal without a name");
+  for (int i = 0; i < ctx->nsignals; i++)
+    if (!strcmp(ctx->signals[i].name, name) || !strcmp(ctx->signals[i].log_name, log_name))
+      gslrt_fatal(ctx, "gslrt_declare_signal: %s (%s) declared twice", name, log_name);
+  gslrt_signal *s = realloc(ctx->signals, sizeof *s * (size_t)(ctx->nsignals + 1));
+  if (!s)
+    gslrt_fatal(ctx, "gslrt_declare_signal: out of memory");
+  ctx->signals = s;
+  ctx->signals[ctx->nsignals++] = (gslrt_signal){name, log_name, 0.0f, 0};
+}
+
+void gslrt_report_signal(gslrt_ctx *ctx, int32_t k, float value) {
+  if (k < 0 || k >= ctx->nsignals)
+    gslrt_fatal(ctx, "gslrt_report_signal: signal %d of %d declared", (int)k, ctx->nsignals);
+  ctx->signals[k].value = value;
+  ctx->signals[k].have = 1;
+}
+
 static const char *basename_of(const char *path) {
   const char *slash = path ? strrchr(path, '/') : NULL;
   return slash ? slash + 1 : path ? path : "gsl-program";
@@ -128,11 +151,11 @@ static void print_version(const gslrt_ctx *ctx) {
 static int secs_digits(double seconds) { return seconds >= 1000 ? 0 : seconds >= 10 ? 1 : 2; }
 static int eval_digits(double seconds) { return seconds < 1 ? 3 : secs_digits(seconds); }
 
-/* Prints v with %.6g, a non-finite one as nan, inf or -inf (glibc would
- * print a NaN with its sign bit set as -nan). */
-static void print_value(FILE *f, const char *key, double v) {
+/* Prints v with %.*g (digits), a non-finite one as nan, inf or -inf
+ * (glibc would print a NaN with its sign bit set as -nan). */
+static void print_value(FILE *f, const char *key, double v, int digits) {
   if (isfinite(v))
-    fprintf(f, "  %s %.6g", key, v);
+    fprintf(f, "  %s %.*g", key, digits, v);
   else
     fprintf(f, "  %s %s", key, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
 }
@@ -154,7 +177,7 @@ static void put_evals(gslrt_ctx *ctx, FILE *f, int json) {
     if (json)
       write_value(f, key, ctx->eval_values[i]);
     else
-      print_value(f, key, ctx->eval_values[i]);
+      print_value(f, key, ctx->eval_values[i], 6);
   }
 }
 
@@ -171,6 +194,9 @@ static void write_metrics(gslrt_ctx *ctx, int64_t step, double per, double elaps
   fprintf(f, "{\"step\": %lld", (long long)step + 1);
   if (ctx->have_loss)
     fprintf(f, ", \"loss\": %.9g", (double)ctx->loss);
+  for (int i = 0; i < ctx->nsignals; i++)
+    if (ctx->signals[i].have)
+      write_value(f, ctx->signals[i].name, ctx->signals[i].value);
   if (ctx->have_eval)
     put_evals(ctx, f, 1);
   fprintf(f, ", \"tokens_per_s\": %.1f, \"elapsed_s\": %.6f, \"ms_per_step\": %.6g", tps, elapsed,
@@ -192,6 +218,9 @@ static void log_step(gslrt_ctx *ctx, int64_t step, int64_t nsteps, double second
     printf("step %lld/%lld", (long long)step + 1, (long long)ctx->opts.steps);
     if (ctx->have_loss)
       printf("  loss %.6g", (double)ctx->loss);
+    for (int i = 0; i < ctx->nsignals; i++)
+      if (ctx->signals[i].have)
+        print_value(stdout, ctx->signals[i].log_name, ctx->signals[i].value, 3);
     if (ctx->have_eval)
       put_evals(ctx, stdout, 0);
     printf("  tokens/s %.0f  (%.*f ms/step, %.*f s elapsed", tps, ms >= 100 ? 0 : ms >= 1 ? 1 : 3, ms,
@@ -323,13 +352,14 @@ static void free_ctx(gslrt_ctx *ctx) {
   free(ctx->tensors);
   free(ctx->outputs);
   free(ctx->eval_names);
+  free(ctx->signals);
   free(ctx->checks);
   free(ctx->check_first);
   gslrt_free_groups(ctx);
   gslrt_free_options(&ctx->opts);
-  ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL, ctx->eval_names = NULL;
+  ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL, ctx->eval_names = NULL, ctx->signals = NULL;
   ctx->checks = NULL, ctx->check_first = NULL;
-  ctx->nallocs = ctx->ntensors = ctx->noutputs = ctx->neval = ctx->nchecks = 0;
+  ctx->nallocs = ctx->ntensors = ctx->noutputs = ctx->neval = ctx->nchecks = ctx->nsignals = 0;
 }
 
 /* Whether any rank was asked to stop (SIGTERM or SIGINT): the signal's
@@ -381,6 +411,8 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
     ctx->step = s;
     gslrt_bind_inputs(ctx, s);
     ctx->have_loss = 0;
+    for (int i = 0; i < ctx->nsignals; i++)
+      ctx->signals[i].have = 0;
     ctx->info->step(ctx, s);
     check_loss(ctx, s);
     double now = MPI_Wtime();

@@ -79,7 +79,7 @@ if $PY - ref/step-00000004 <<'PY'
 import json, sys, numpy as np
 d = sys.argv[1]
 m = json.load(open(d + "/manifest.json"))
-assert m["version"] == 3 and m["precision"] == "bf16", m
+assert m["version"] == 4 and m["precision"] == "bf16" and m["signals"] == {}, m
 t = {e["name"]: e for e in m["tensors"]}
 assert t["w"]["dtype"] == "bf16" and t["sgd.m.w"]["dtype"] == "bf16" and t["r"]["dtype"] == "f32", t
 assert b"'descr': '<f4'" in open(d + "/w.npy", "rb").read(128)
@@ -87,7 +87,7 @@ w = np.load(d + "/w.npy")
 assert w.dtype == np.float32 and (w.view(np.uint32) & 0xffff == 0).all()
 PY
 then
-  pass "a checkpoint's manifest: version 3, precision and dtype bf16; its file float32, widened"
+  pass "a checkpoint's manifest: version 4, precision and dtype bf16, no signals; its file float32, widened"
 else
   fail "the checkpoint's manifest or files"
 fi
@@ -132,6 +132,7 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 m["version"] = 2
 del m["precision"]
+del m["signals"]
 json.dump(m, open(sys.argv[1], "w"), indent=2)
 PY
 BF16_PROG_PRECISION=f32 run 1 --steps 3 --input x=x.npy --checkpoint ck --resume

@@ -174,7 +174,7 @@ bad "a fractional step" 'manifest.json: "step" must be a whole number, not 2.9' 
 bad "a step of 1e30" 'manifest.json: "step" must be a whole number, not 1e+30' 'd["step"] = 1e30'
 bad "a step not the directory's" 'manifest.json: "step" is 3, but the directory is step-00000002' 'd["step"] = 3'
 bad "a negative step" 'manifest.json: "step" is -2, not in [0, 9223372036854775807]' 'd["step"] = -2'
-bad "junk after the document" 'manifest.json:20:1: end of file expected near '"'"'x'"'"'' 'm = m + "x\n"'
+bad "junk after the document" 'manifest.json:21:1: end of file expected near '"'"'x'"'"'' 'm = m + "x\n"'
 bad "a key given twice" "manifest.json:5:19: duplicate object key near '\"step\"'" \
   'm = m.replace("\"step\": 2,", "\"step\": 2, \"step\": 2,")'
 bad "a tensor given twice" 'manifest.json: tensors[0] and tensors[4] both have the name "w"' \
@@ -201,10 +201,15 @@ bad "a missing field" 'manifest.json: the document has no "seed"' 'del d["seed"]
 bad "a seed as a number" 'manifest.json: "seed" must be a string, not 0' 'd["seed"] = 0'
 bad "a seed beyond 2^64" 'manifest.json: "seed" is "18446744073709551616", not a decimal integer from 0 to 18446744073709551615' \
   'd["seed"] = str(2**64)'
-bad "another format version" 'manifest.json has format version 1, this runtime reads 2 and 3' 'd["version"] = 1'
+bad "another format version" 'manifest.json has format version 1, this runtime reads 2 to 4' 'd["version"] = 1'
 bad "a precision not f32 or bf16" 'manifest.json: "precision" is "f16", not "f32" or "bf16"' 'd["precision"] = "f16"'
-bad "no precision in version 3" 'manifest.json: the document has no "precision"' 'del d["precision"]'
-bad "a precision in version 2" 'manifest.json: format version 2 has no "precision" (it came in 3)' 'd["version"] = 2'
+bad "no precision in version 4" 'manifest.json: the document has no "precision"' 'del d["precision"]'
+bad "a precision in version 2" 'manifest.json: format version 2 has no "precision" (it came in 3)' \
+  'd["version"] = 2; del d["signals"]'
+bad "no signals in version 4" 'manifest.json: the document has no "signals"' 'del d["signals"]'
+bad "signals in version 3" 'manifest.json: format version 3 has no "signals" (they came in 4)' 'd["version"] = 3'
+bad "signals not an object" 'manifest.json: "signals" must be an object, not an array' 'd["signals"] = []'
+bad "a signal not a number" 'manifest.json: signals."lr" must be a number or null, not "0.1"' 'd["signals"]["lr"] = "0.1"'
 bad "a run identity not hex" 'manifest.json: "run" is "xyz", not 32 hexadecimal digits' 'd["run"] = "xyz"'
 bad "an optimizer not a string" 'manifest.json: "optimizer" must be a string, not an object' 'd["optimizer"] = {}'
 # a tensor's file that is a FIFO or a link (to a device that never ends) is refused, not read

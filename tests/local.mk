@@ -52,7 +52,8 @@ ERROR_TESTS += \
 	tests/errors/shapes.gsl tests/errors/inlined.gsl tests/errors/sharding.gsl tests/errors/train.gsl \
 	tests/errors/overflow.gsl tests/errors/elem_limits.gsl tests/errors/uniform_bounds.gsl \
 	tests/errors/inline_bound.gsl \
-	tests/errors/flood.gsl tests/errors/moe.gsl tests/errors/iota.gsl tests/errors/bf16.gsl
+	tests/errors/flood.gsl tests/errors/moe.gsl tests/errors/iota.gsl tests/errors/bf16.gsl \
+	tests/errors/schedule.gsl
 
 # scripts
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
@@ -60,7 +61,7 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/long_axis_name.sh tests/empty_program.sh tests/train_invariance.sh tests/zero_update.sh \
 	tests/checkpoint.sh tests/checkpoint_dir.sh tests/faults.sh tests/lm_data.sh tests/lm.sh tests/layers.sh \
 	tests/index_errors.sh tests/deep_compile.sh tests/precision.sh tests/moe_skip_empty.sh \
-	tests/lm_baselines.sh
+	tests/lm_baselines.sh tests/schedule.sh
 
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
 check_PROGRAMS += tests/collectives_test

@@ -146,6 +146,25 @@ for n in 1 2; do
     fail "$n rank(s): --metrics same.npy --output w=same.npy: exit status $rc, stderr:"; cat err
   fi
 
+  # signals: after the loss in the log line (%.3g, by their log names) and
+  # in the metrics (%.9g, null where not finite) and a checkpoint's
+  # manifest; lr 0.125 / step: 0.125, 0.0625, 0.0416666679 (f32
+  # 0x3d2aaaab), 0.03125; grad_norm the step, inf at step 3
+  rm -rf m.jsonl ck
+  TRAIN_LOG_SIGNALS=1 run "$n" --steps 4 --log-every 1 --metrics m.jsonl --checkpoint ck --checkpoint-every 2
+  num='[0-9][0-9.e+-]*'
+  if [ $rc -eq 0 ] && grep -q '^step 1/4  loss 1  lr 0\.125  gnorm 1  tokens/s ' out &&
+     grep -q '^step 3/4  loss 0\.333333  lr 0\.0417  gnorm inf  tokens/s ' out &&
+     grep -q '^{"step": 3, "loss": 0.333333343, "lr": 0.0416666679, "grad_norm": null, "tokens_per_s": ' m.jsonl &&
+     grep -q '^{"step": 4, "loss": 0.25, "lr": 0.03125, "grad_norm": 4, "tokens_per_s": ' m.jsonl &&
+     [ "$(grep -c "^{\"step\": [0-9], \"loss\": $num, \"lr\": $num, \"grad_norm\": \($num\|null\), \"tokens_per_s\": " m.jsonl)" -eq 4 ] &&
+     tr -d ' \n' <ck/step-00000002/manifest.json | grep -q '"signals":{"lr":0.0625,"grad_norm":2\(.0\)\{0,1\}}' &&
+     tr -d ' \n' <ck/step-00000004/manifest.json | grep -q '"signals":{"lr":0.03125,"grad_norm":4\(.0\)\{0,1\}}'; then
+    pass "$n rank(s): signals in the log line, the metrics and the manifest"
+  else
+    fail "$n rank(s): signals: exit status $rc, output, metrics, manifests:"; cat out err m.jsonl ck/step-*/manifest.json
+  fi
+
   # a state is not an input
   run "$n" --input adam.m.w=m.npy
   if [ $rc -eq 2 ] && grep -q '^train_log_prog: error: --input adam.m.w=m.npy: adam.m.w is optimizer state, not an input$' err &&

@@ -15,6 +15,10 @@
  *   TRAIN_LOG_BAD_STEP=K   step K (from 1) reports TRAIN_LOG_BAD instead:
  *   TRAIN_LOG_BAD=nan|inf|-inf   (default nan)
  *   TRAIN_LOG_NO_LOSS=1    no step reports a loss
+ *   TRAIN_LOG_SIGNALS=1    declares the signals lr (logged as lr) and
+ *                          grad_norm (as gnorm); step s (from 0) reports lr
+ *                          0.125 / (s + 1) and grad_norm s + 1, but inf at
+ *                          step 3 (from 1)
  *   TRAIN_LOG_SLEEP_MS=M   every step sleeps M ms first (for the timings) */
 #include <math.h>
 #include <stdio.h>
@@ -51,6 +55,10 @@ static void setup(gslrt_ctx *ctx) {
   gslrt_declare_tensor(ctx, "adam.m.w", GSLRT_STATE, GSLRT_F32, 1, shape, axes, (void **)&m,
                        GSLRT_INIT_ONES, 0, 0, 0, 0);
   gslrt_declare_output(ctx, "w", GSLRT_F32, 1, shape, axes, (void **)&w);
+  if (env_long("TRAIN_LOG_SIGNALS")) {
+    gslrt_declare_signal(ctx, "lr", "lr");
+    gslrt_declare_signal(ctx, "grad_norm", "gnorm");
+  }
 }
 
 static void step(gslrt_ctx *ctx, int64_t s) {
@@ -67,6 +75,10 @@ static void step(gslrt_ctx *ctx, int64_t s) {
       gslrt_fail(ctx, "state adam.m.w was not initialized once and kept across steps");
     w[i] += 0.5f;
     m[i] += 1.0f;
+  }
+  if (env_long("TRAIN_LOG_SIGNALS")) {
+    gslrt_report_signal(ctx, 0, 0.125f / (float)(s + 1));
+    gslrt_report_signal(ctx, 1, s == 2 ? INFINITY : (float)(s + 1));
   }
   if (env_long("TRAIN_LOG_NO_LOSS"))
     return;
