@@ -662,8 +662,8 @@ void ad_train(Program *p) {
     }
     for (int k = 0; k < ntrained; k++)
       optimize(p, trained_ti[k], coef ? ir_binary(p, BF_MUL, grads[k], coef, t->opt_span) : grads[k], step, lr);
-    ir_root(p, OUT_SIGNAL, ir_signal_name(SIG_LR), lr, SIG_LR, t->opt_span);
-    ir_root(p, OUT_SIGNAL, ir_signal_name(SIG_GRAD_NORM), norm, SIG_GRAD_NORM, t->opt_span);
+    ir_signal(p, "lr", "lr", lr, t->opt_span);
+    ir_signal(p, "grad_norm", "gnorm", norm, t->opt_span);
   }
   free(trained_ti);
   free(grads);

@@ -249,14 +249,14 @@ static void emit_roots(CG *g) {
   for (int i = 0; i < p->noutputs; i++) {
     const Output *o = &p->outputs[i];
     if (o->kind == OUT_LOSS || o->kind == OUT_SIGNAL) {
-      if (p->spmd && o->value->sh.partial)
-        die("%s is a partial sum", o->name);
-      LLVMValueRef x = cg_load_lin(g, cg_buffer_of(g, o->value), DT_F32, cg_ci64(g, 0));
+      if (p->spmd && (o->value->sh.partial || (o->value->shape.rank && o->value->sh.naxes[0])))
+        die("%s is a partial sum or cut", o->name);
       if (o->kind == OUT_LOSS) {
-        LLVMValueRef a[2] = {g->ctx_arg, x};
+        LLVMValueRef a[2] = {g->ctx_arg, cg_load_lin(g, cg_buffer_of(g, o->value), DT_F32, cg_ci64(g, 0))};
         cg_call(g, "gslrt_report_loss", g->t_void, 2, a);
       } else {
-        LLVMValueRef a[3] = {g->ctx_arg, cg_ci32(g, nsig++), x};
+        LLVMValueRef a[3] = {g->ctx_arg, cg_ci32(g, nsig++),
+                             LLVMBuildBitCast(g->b, cg_buffer_of(g, o->value), g->t_ptr, "")};
         cg_call(g, "gslrt_report_signal", g->t_void, 3, a);
       }
     } else if (o->kind == OUT_UPDATE) {
@@ -438,9 +438,10 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
   }
   for (int i = 0; i < p->noutputs; i++)
     if (p->outputs[i].kind == OUT_SIGNAL) {
-      LLVMValueRef a[3] = {ctx, cg_cstr(g, ir_signal_name(p->outputs[i].tensor)),
-                           cg_cstr(g, ir_signal_log(p->outputs[i].tensor))};
-      cg_call(g, "gslrt_declare_signal", g->t_void, 3, a);
+      const Output *o = &p->outputs[i];
+      LLVMValueRef a[4] = {ctx, cg_cstr(g, o->name), o->log ? cg_cstr(g, o->log) : LLVMConstNull(g->t_ptr),
+                           cg_ci32(g, o->value->shape.rank ? (int32_t)o->value->shape.d[0] : 0)};
+      cg_call(g, "gslrt_declare_signal", g->t_void, 4, a);
     }
   if (g->pl->arena_bytes > 0) {
     LLVMValueRef a[2] = {ctx, cg_ci64(g, g->pl->arena_bytes)};

@@ -143,13 +143,22 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
     }
   if (g->nmoe)
     fputs("\n## moe blocks: matrix products over the filled capacity slots only, or over every slot\n", f);
-  for (int i = 0; i < g->nmoe; i++) {
+  for (int i = 0, o = 0; i < g->nmoe; i++) {
     const MoeNote *m = &g->moe[i];
     fprintf(f, "moe at %s (E = %" PRId64 ", G = %" PRId64 ", C = %" PRId64 "): ", where(a, m->span), m->e, m->g, m->c);
     if (m->why)
       fprintf(f, "padded (%s)\n", m->why);
     else
       fprintf(f, "empty slots skipped: %d products by rows, %d by summed slots\n", m->rows, m->depth);
+    /* its signals: the blocks made them in this order (moe.c), the load
+     * right before the drop, which alone is logged */
+    while (o < g->noutputs && !(g->outputs[o].kind == OUT_SIGNAL && g->outputs[o].log && o > 0 &&
+                                 !strncmp(g->outputs[o].name, "moe.", 4)))
+      o++;
+    if (o < g->noutputs) {
+      fprintf(f, "  signals: %s, %s (logged as %s)\n", g->outputs[o - 1].name, g->outputs[o].name, g->outputs[o].log);
+      o++;
+    }
   }
   fputs("\n## collectives (bytes: received per device per step)\n", f);
   int counts[OP__COUNT] = {0}, per_pass[3] = {0}, riders = 0;

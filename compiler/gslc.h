@@ -236,16 +236,6 @@ const char *ir_decay_name(int id);     /* "cosine" */
 const char *ir_decay_fn(int id);       /* its stdlib/optim.gsl function */
 int ir_decay_lookup(const char *name); /* a DecayId, or -1 */
 
-/* The training signals: f32 scalars each training step reports besides
- * the loss (OUT_SIGNAL roots; the runtime logs them, gslrt_declare_signal). */
-typedef enum SignalId {
-  SIG_LR,        /* the learning rate the step's update used */
-  SIG_GRAD_NORM, /* the global norm of the gradients, before clipping */
-  SIG__COUNT
-} SignalId;
-
-const char *ir_signal_name(int id); /* the root's name and --metrics key: "lr", "grad_norm" */
-const char *ir_signal_log(int id);  /* its key in the log line: "lr", "gnorm" */
 
 typedef struct Shape {
   int rank;                 /* number of dimensions; 0 for a scalar */
@@ -387,7 +377,7 @@ typedef enum OutputKind {
   OUT_VALUE,  /* `output NAME`: --output may write it */
   OUT_LOSS,   /* the training loss: a replicated f32 scalar, reported to the log every step */
   OUT_UPDATE, /* a param's or optimizer state's contents for the next step, stored at the step's end */
-  OUT_SIGNAL  /* a training signal (SignalId): a replicated f32 scalar, reported to the log every step */
+  OUT_SIGNAL  /* a training signal: a replicated f32 scalar or vector, reported to the log every step */
 } OutputKind;
 
 typedef struct Output {
@@ -395,7 +385,8 @@ typedef struct Output {
   Value *value;     /* what it names */
   Span span;        /* the output (or train) statement */
   OutputKind kind;  /* why the value is computed */
-  int tensor;       /* OUT_UPDATE: index in Program.tensors; OUT_SIGNAL: its SignalId; else -1 */
+  int tensor;       /* OUT_UPDATE: index in Program.tensors, else -1 */
+  const char *log;  /* OUT_SIGNAL: its key in the log line, or NULL (only in --metrics records) */
 } Output;
 
 /* The `train LOSS with OPT(...)` statement, as sema found it, for autodiff.c. */
@@ -526,6 +517,12 @@ Value *ir_tensor(Program *p, const Tensor *t);
 void ir_output(Program *p, const char *name, Value *v, Span sp);     /* an OUT_VALUE */
 /* any kind of root; tensor: OUT_UPDATE's, else -1 */
 void ir_root(Program *p, OutputKind kind, const char *name, Value *v, int tensor, Span sp);
+/* A training signal (OUT_SIGNAL): v, an f32 scalar or vector, reported
+ * every step as name in --metrics records and, if log is not NULL and v a
+ * scalar, as log in the log line; name is unique among the signals. */
+void ir_signal(Program *p, const char *name, const char *log, Value *v, Span sp);
+/* Whether a signal named name exists. */
+bool ir_has_signal(const Program *p, const char *name);
 
 /* The rewriter: copies src into a new program value by value, in order.
  * map[id] holds the new value standing for src's value id; fn makes it

@@ -251,19 +251,6 @@ int ir_decay_lookup(const char *name) {
   return -1;
 }
 
-static const char *const signal_names[SIG__COUNT][2] = {{"lr", "lr"}, {"grad_norm", "gnorm"}};
-
-const char *ir_signal_name(int id) {
-  if (id < 0 || id >= SIG__COUNT)
-    die("signal %d unknown", id);
-  return signal_names[id][0];
-}
-
-const char *ir_signal_log(int id) {
-  ir_signal_name(id);
-  return signal_names[id][1];
-}
-
 bool ir_train_scheduled(const Train *t) { return t->warmup > 0 || t->decay != DECAY_CONSTANT; }
 
 const char *ir_optim_desc(Arena *a, const Train *t) {
@@ -893,7 +880,21 @@ void ir_root(Program *p, OutputKind kind, const char *name, Value *v, int tensor
     p->capoutputs = p->capoutputs ? 2 * p->capoutputs : 8;
     p->outputs = xrealloc(p->outputs, (size_t)p->capoutputs * sizeof *p->outputs);
   }
-  p->outputs[p->noutputs++] = (Output){name, v, sp, kind, tensor};
+  p->outputs[p->noutputs++] = (Output){name, v, sp, kind, tensor, NULL};
+}
+
+void ir_signal(Program *p, const char *name, const char *log, Value *v, Span sp) {
+  if (ir_has_signal(p, name))
+    die("signal %s made twice", name);
+  ir_root(p, OUT_SIGNAL, name, v, -1, sp);
+  p->outputs[p->noutputs - 1].log = log;
+}
+
+bool ir_has_signal(const Program *p, const char *name) {
+  for (int i = 0; i < p->noutputs; i++)
+    if (p->outputs[i].kind == OUT_SIGNAL && !strcmp(p->outputs[i].name, name))
+      return true;
+  return false;
 }
 
 void ir_output(Program *p, const char *name, Value *v, Span sp) { ir_root(p, OUT_VALUE, name, v, -1, sp); }
@@ -987,6 +988,7 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
   for (int i = 0; i < src->noutputs; i++) {
     const Output *o = &src->outputs[i];
     ir_root(dst, o->kind, o->name, map[o->value->id], o->tensor, o->span);
+    dst->outputs[dst->noutputs - 1].log = o->log;
   }
   dst->train = src->train;
   dst->train.updates = NULL; /* autodiff's, inlined before any rewrite */

@@ -26,7 +26,7 @@
 
 #include "sema.h"
 
-static const char *const moe_keywords[] = {"gate", "top", "capacity", "random_routing"};
+static const char *const moe_keywords[] = {"gate", "top", "capacity", "random_routing", "name"};
 
 static bool check_keywords(Sema *s, const Args *a) {
   for (int i = 0; i < a->nkw; i++) {
@@ -39,12 +39,45 @@ static bool check_keywords(Sema *s, const Args *a) {
         return false;
       }
     if (!known) {
-      sema_error(s, a->kw[i]->span, "moe takes no keyword '%s' (it takes gate, top, capacity and random_routing)",
+      sema_error(s, a->kw[i]->span, "moe takes no keyword '%s' (it takes gate, top, capacity, random_routing and name)",
                  a->kw[i]->name);
       return false;
     }
   }
   return true;
+}
+
+/* The block's name in its signals: name = "..." (letters, digits, '_',
+ * '-', '.'), else the file and line of the outermost call it was inlined
+ * through (or of the block itself), "lm.gsl:55"; a name taken already
+ * (a block written once and inlined or unrolled again) gets "#2", "#3".
+ * NULL after reporting a bad one. */
+static const char *block_name(Sema *s, const Node *name_n, Span sp) {
+  Program *p = s->p;
+  const char *base;
+  if (name_n) {
+    if (name_n->kind != AST_STRING) {
+      sema_error(s, name_n->span, "moe's name must be a string, as name = \"router1\"");
+      return NULL;
+    }
+    base = name_n->name;
+    bool ok = *base != '\0';
+    for (const char *c = base; *c; c++)
+      ok &= (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+            *c == '-' || *c == '.';
+    if (!ok) {
+      sema_error(s, name_n->span, "moe's name \"%s\" must be letters, digits, '_', '-' and '.'", base);
+      return NULL;
+    }
+  } else {
+    Span at = p->site.src ? p->site : sp;
+    const char *path = at.src ? at.src->path : "?", *slash = strrchr(path, '/');
+    base = arena_printf(p->arena, "%s:%u", slash ? slash + 1 : path, at.line);
+  }
+  const char *name = base;
+  for (int k = 2; ir_has_signal(p, arena_printf(p->arena, "moe.%s.drop", name)); k++)
+    name = arena_printf(p->arena, "%s#%d", base, k);
+  return name;
 }
 
 /* The body of the block (an FN node whose args are t and e) for one expert,
@@ -119,7 +152,7 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
     return none;
   }
   const Node *gate_n = sema_kwarg(&a, "gate"), *top_n = sema_kwarg(&a, "top"), *cap_n = sema_kwarg(&a, "capacity");
-  const Node *rr_n = sema_kwarg(&a, "random_routing");
+  const Node *rr_n = sema_kwarg(&a, "random_routing"), *name_n = sema_kwarg(&a, "name");
   if (!gate_n) {
     sema_error(s, sp, "moe needs its gating weights: gate = wg, with wg: f32[M, E]");
     return none;
@@ -187,6 +220,18 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   if (got != 5)
     return none;
   Value *expert = routes[0], *slot = routes[1], *weight = routes[2], *aux = routes[3];
+  /* the signals: each expert's load and the fraction dropped (stdlib's
+   * routing_signals), "drop1", "drop2", ... in the log line in block order */
+  const char *name = block_name(s, name_n, sp);
+  Value *sig_args[4] = {expert, slot, routes[4], wg}, *sig[2];
+  if (!name || sema_call(s, "moe", "routing_signals", sig_args, 4, sig, 2, sp) != 2)
+    return none;
+  int nblocks = 0;
+  for (int i = 0; i < p->noutputs; i++)
+    nblocks += p->outputs[i].kind == OUT_SIGNAL && !strncmp(p->outputs[i].name, "moe.", 4) &&
+               p->outputs[i].log != NULL;
+  ir_signal(p, arena_printf(p->arena, "moe.%s.load", name), NULL, sig[0], sp);
+  ir_signal(p, arena_printf(p->arena, "moe.%s.drop", name), arena_printf(p->arena, "drop%d", nblocks + 1), sig[1], sp);
 
   Value *dispatched = ir_dispatch(p, x, expert, slot, E, C, sp);
   Value *outs[8];

@@ -56,6 +56,7 @@ static bool linear_slot(const Value *u, int k) {
     return u->fn == BF_ADD || u->fn == BF_SUB || u->fn == BF_MUL || (u->fn == BF_DIV && k == 0);
   case OP_RESHAPE:
   case OP_TRANSPOSE:
+  case OP_CONCAT: /* pending where every operand is partial over the same axes */
     return true;
   default: /* a broadcast is linear too, but resolving after it moves more bytes */
     return false;
@@ -346,6 +347,14 @@ static Value *part_whole_axis(Part *P, const Value *v, int axis) {
   nat.naxes[axis] = 0;
   Value *ops[GSL_MAX_RANK * 4];
   Value **args = v->nargs <= (int)(sizeof ops / sizeof ops[0]) ? ops : xmalloc(sizeof(Value *) * (size_t)v->nargs);
+  /* a concat is linear: operands all partial over the same axes give a
+   * partial result (the counts of stdlib/moe.gsl's routing_signals: one
+   * all-reduce, not one an operand) */
+  uint32_t keep = v->op == OP_CONCAT ? pending(P, v, 0, &nat) : 0;
+  for (int k = 1; k < v->nargs && keep; k++)
+    if (pending(P, v, k, &nat) != keep)
+      keep = 0;
+  nat.partial = keep;
   for (int k = 0; k < v->nargs; k++) /* one_hot's operand is nat without its last dim */
     args[k] = operand(P, v, k, &nat);
   Value *r = finish(P, v, emit_like(P, v, &nat, args));
@@ -536,11 +545,18 @@ Program *spmd_partition(const Program *g) {
   Part P = {NULL, NULL, NULL, NULL, linear_uses(g)};
   Program *s = ir_rewrite(g, true, part_rewrite, &P);
   /* an update goes back into its tensor's layout, where propagation left
-   * the two apart */
+   * the two apart; a signal cut by propagation is gathered */
   P.s = s;
   P.at = NULL;
   for (int i = 0; i < s->noutputs; i++) {
     Output *o = &s->outputs[i];
+    if (o->kind == OUT_SIGNAL && o->value->shape.rank && o->value->sh.naxes[0]) {
+      /* every rank reports the whole of a signal */
+      Sharding whole = {{0}, {{0}}, 0};
+      o->value = reshard(&P, o->value, &whole, o->value->span,
+                         arena_printf(s->arena, "the signal %s is reported whole", o->name));
+      continue;
+    }
     if (o->kind != OUT_UPDATE)
       continue;
     const Tensor *t = &s->tensors[o->tensor];

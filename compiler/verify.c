@@ -437,9 +437,9 @@ bool ir_verify(const Program *p, FILE *err) {
              (p->outputs[i].value->dtype != DT_F32 || p->outputs[i].value->shape.rank != 0))
       fail(&c, p->outputs[i].value, "the loss is not an f32 scalar");
     else if (p->outputs[i].kind == OUT_SIGNAL &&
-             (p->outputs[i].tensor < 0 || p->outputs[i].tensor >= SIG__COUNT ||
-              p->outputs[i].value->dtype != DT_F32 || p->outputs[i].value->shape.rank != 0))
-      fail(&c, p->outputs[i].value, "a training signal that is not an f32 scalar");
+             (p->outputs[i].value->dtype != DT_F32 || p->outputs[i].value->shape.rank > 1 ||
+              (p->outputs[i].log && p->outputs[i].value->shape.rank != 0)))
+      fail(&c, p->outputs[i].value, "a training signal that is not an f32 scalar or vector (a scalar, if logged)");
     else if (p->outputs[i].kind == OUT_UPDATE &&
              (p->outputs[i].tensor < 0 || p->outputs[i].tensor >= p->ntensors ||
               p->tensors[p->outputs[i].tensor].kind == TK_INPUT ||

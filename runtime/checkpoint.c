@@ -628,10 +628,19 @@ static json_t *manifest_doc(gslrt_ctx *ctx, int64_t done, const uint32_t *crc, c
        put(doc, "precision", json_string(precision_name(ctx)));
   json_t *signals = json_object();
   ok = ok && signals && put(doc, "signals", signals);
-  for (int i = 0; ok && i < ctx->nsignals; i++)
-    if (ctx->signals[i].have)
-      ok = put(signals, ctx->signals[i].name,
-               isfinite(ctx->signals[i].value) ? json_real(ctx->signals[i].value) : json_null());
+  for (int i = 0; ok && i < ctx->nsignals; i++) {
+    const gslrt_signal *s = &ctx->signals[i];
+    if (!s->have)
+      continue;
+    if (!s->count) {
+      ok = put(signals, s->name, isfinite(s->value[0]) ? json_real(s->value[0]) : json_null());
+      continue;
+    }
+    json_t *arr = json_array();
+    ok = arr && put(signals, s->name, arr);
+    for (int32_t j = 0; ok && j < s->count; j++)
+      ok = json_array_append_new(arr, isfinite(s->value[j]) ? json_real(s->value[j]) : json_null()) == 0;
+  }
   for (int a = 0; ok && a < ctx->naxes; a++) {
     json_t *ax = json_object();
     ok = json_array_append_new(mesh, ax) == 0 && put(ax, "axis", json_string(ctx->axis_name[a])) &&
@@ -1163,7 +1172,8 @@ static int parse_tensor(const json_t *t, size_t i, ckpt_entry *e, char *err) {
   return 0;
 }
 
-/* "signals": an object whose every field is a number or null. */
+/* "signals": an object whose every field is a number or null, or an array
+ * of them. */
 static int check_signals(const json_t *doc, char *err) {
   json_t *sig = field(doc, "", "signals", err), *x;
   const char *key;
@@ -1175,13 +1185,22 @@ static int check_signals(const json_t *doc, char *err) {
     gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: \"signals\" must be an object, not %s", got);
     return -1;
   }
-  json_object_foreach(sig, key, x)
-    if (!json_is_number(x) && !json_is_null(x)) {
-      describe(x, got, sizeof got);
-      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: signals.%s must be a number or null, not %s",
+  json_object_foreach(sig, key, x) {
+    json_t *bad = json_is_number(x) || json_is_null(x) ? NULL : x, *y;
+    size_t j;
+    if (json_is_array(x)) {
+      bad = NULL;
+      json_array_foreach(x, j, y)
+        if (!bad && !json_is_number(y) && !json_is_null(y))
+          bad = y;
+    }
+    if (bad) {
+      describe(bad, got, sizeof got);
+      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: signals.%s must be a number or null, or an array of them, not %s",
                    quote(q, sizeof q, key, strlen(key)), got);
       return -1;
     }
+  }
   return 0;
 }
 

@@ -298,18 +298,21 @@ void gslrt_combine(gslrt_ctx *ctx, void *out, int32_t out_dtype, const void *y, 
  * the step, on every rank, with exit status 1. */
 void gslrt_report_loss(gslrt_ctx *ctx, float loss);
 
-/* A training signal: an f32 scalar gsl_step computes every step besides
- * the loss (gslc declares "lr", the learning rate the step used, and
- * "grad_norm", the global gradient norm before clipping, for a program
- * that trains params). Rank 0 logs it as log_name in the log line (%.3g)
- * and as name in every --metrics record (%.9g, null if not finite), and
- * a checkpoint's manifest keeps its value at the checkpoint's step. Called
- * from gsl_setup; the k-th declared (from 0) is signal k of
+/* A training signal: an f32 scalar (count 0) or vector of count elements
+ * gsl_step computes every step besides the loss (gslc declares "lr", the
+ * learning rate the step used, and "grad_norm", the global gradient norm
+ * before clipping, for a program that trains params, and each moe block's
+ * expert loads and dropped fraction). Rank 0 logs a scalar with a log_name
+ * (not NULL) as log_name in the log line (%.3g), and every signal as name
+ * in every --metrics record (%.9g, null if not finite; a vector as an
+ * array), and a checkpoint's manifest keeps its value at the checkpoint's
+ * step. Called from gsl_setup; the k-th declared (from 0) is signal k of
  * gslrt_report_signal. name and log_name must live as long as the program
  * (constant strings). */
-void gslrt_declare_signal(gslrt_ctx *ctx, const char *name, const char *log_name);
-/* Signal k's value at this step (the same on every rank). */
-void gslrt_report_signal(gslrt_ctx *ctx, int32_t k, float value);
+void gslrt_declare_signal(gslrt_ctx *ctx, const char *name, const char *log_name, int32_t count);
+/* Signal k's value at this step (the same on every rank): its count
+ * elements, or one for a scalar. */
+void gslrt_report_signal(gslrt_ctx *ctx, int32_t k, const float *value);
 
 /* A fatal error raised by compiled code (this rank's; see gslrt_fatal). */
 void gslrt_fail(gslrt_ctx *ctx, const char *msg);

@@ -106,8 +106,9 @@ typedef struct gslrt_index_check {
 /* A training signal (gslrt_declare_signal) and its value this step. */
 typedef struct gslrt_signal {
   const char *name;     /* its key in --metrics records and manifests ("grad_norm") */
-  const char *log_name; /* its key in the log line ("gnorm") */
-  float value;          /* gslrt_report_signal's value */
+  const char *log_name; /* its key in the log line ("gnorm"), or NULL: not logged there */
+  int32_t count;        /* 0: a scalar; else a vector of count elements */
+  float *value;         /* gslrt_report_signal's values (count of them, or 1) */
   int have;             /* reported during the step being logged */
 } gslrt_signal;
 

@@ -115,24 +115,30 @@ void gslrt_report_loss(gslrt_ctx *ctx, float loss) {
   ctx->have_loss = 1;
 }
 
-void gslrt_declare_signal(gslrt_ctx *ctx, const char *name, const char *log_name) {
-  if (!name || !*name || !log_name || !*log_name)
+void gslrt_declare_signal(gslrt_ctx *ctx, const char *name, const char *log_name, int32_t count) {
+  if (!name || !*name || (log_name && !*log_name))
     gslrt_fatal(ctx, "gslrt_declare_signal: a signal without a name");
+  if (count < 0 || (count > 0 && log_name))
+    gslrt_fatal(ctx, "gslrt_declare_signal: %s: %d elements%s", name, (int)count,
+                count > 0 ? ", in the log line" : "");
   for (int i = 0; i < ctx->nsignals; i++)
-    if (!strcmp(ctx->signals[i].name, name) || !strcmp(ctx->signals[i].log_name, log_name))
-      gslrt_fatal(ctx, "gslrt_declare_signal: %s (%s) declared twice", name, log_name);
+    if (!strcmp(ctx->signals[i].name, name) ||
+        (log_name && ctx->signals[i].log_name && !strcmp(ctx->signals[i].log_name, log_name)))
+      gslrt_fatal(ctx, "gslrt_declare_signal: %s (%s) declared twice", name, log_name ? log_name : "-");
   gslrt_signal *s = realloc(ctx->signals, sizeof *s * (size_t)(ctx->nsignals + 1));
-  if (!s)
+  float *v = calloc(count ? (size_t)count : 1, sizeof *v);
+  if (!s || !v)
     gslrt_fatal(ctx, "gslrt_declare_signal: out of memory");
   ctx->signals = s;
-  ctx->signals[ctx->nsignals++] = (gslrt_signal){name, log_name, 0.0f, 0};
+  ctx->signals[ctx->nsignals++] = (gslrt_signal){name, log_name, count, v, 0};
 }
 
-void gslrt_report_signal(gslrt_ctx *ctx, int32_t k, float value) {
+void gslrt_report_signal(gslrt_ctx *ctx, int32_t k, const float *value) {
   if (k < 0 || k >= ctx->nsignals)
     gslrt_fatal(ctx, "gslrt_report_signal: signal %d of %d declared", (int)k, ctx->nsignals);
-  ctx->signals[k].value = value;
-  ctx->signals[k].have = 1;
+  gslrt_signal *s = &ctx->signals[k];
+  memcpy(s->value, value, sizeof *s->value * (size_t)(s->count ? s->count : 1));
+  s->have = 1;
 }
 
 static const char *basename_of(const char *path) {
@@ -168,6 +174,21 @@ static void write_value(FILE *f, const char *key, double v) {
     fprintf(f, ", \"%s\": null", key);
 }
 
+/* A signal in a metrics record: a number, or an array of them. */
+static void write_signal(FILE *f, const gslrt_signal *s) {
+  if (!s->count) {
+    write_value(f, s->name, s->value[0]);
+    return;
+  }
+  fprintf(f, ", \"%s\": [", s->name);
+  for (int32_t i = 0; i < s->count; i++)
+    if (isfinite(s->value[i]))
+      fprintf(f, "%s%.9g", i ? ", " : "", (double)s->value[i]);
+    else
+      fprintf(f, "%snull", i ? ", " : "");
+  fputc(']', f);
+}
+
 /* The eval_loss and eval_NAME of the evaluation just done, in the log
  * line (json 0) or in the metrics record (json 1). */
 static void put_evals(gslrt_ctx *ctx, FILE *f, int json) {
@@ -196,7 +217,7 @@ static void write_metrics(gslrt_ctx *ctx, int64_t step, double per, double elaps
     fprintf(f, ", \"loss\": %.9g", (double)ctx->loss);
   for (int i = 0; i < ctx->nsignals; i++)
     if (ctx->signals[i].have)
-      write_value(f, ctx->signals[i].name, ctx->signals[i].value);
+      write_signal(f, &ctx->signals[i]);
   if (ctx->have_eval)
     put_evals(ctx, f, 1);
   fprintf(f, ", \"tokens_per_s\": %.1f, \"elapsed_s\": %.6f, \"ms_per_step\": %.6g", tps, elapsed,
@@ -219,8 +240,8 @@ static void log_step(gslrt_ctx *ctx, int64_t step, int64_t nsteps, double second
     if (ctx->have_loss)
       printf("  loss %.6g", (double)ctx->loss);
     for (int i = 0; i < ctx->nsignals; i++)
-      if (ctx->signals[i].have)
-        print_value(stdout, ctx->signals[i].log_name, ctx->signals[i].value, 3);
+      if (ctx->signals[i].have && ctx->signals[i].log_name)
+        print_value(stdout, ctx->signals[i].log_name, ctx->signals[i].value[0], 3);
     if (ctx->have_eval)
       put_evals(ctx, stdout, 0);
     printf("  tokens/s %.0f  (%.*f ms/step, %.*f s elapsed", tps, ms >= 100 ? 0 : ms >= 1 ? 1 : 3, ms,
@@ -352,6 +373,8 @@ static void free_ctx(gslrt_ctx *ctx) {
   free(ctx->tensors);
   free(ctx->outputs);
   free(ctx->eval_names);
+  for (int i = 0; i < ctx->nsignals; i++)
+    free(ctx->signals[i].value);
   free(ctx->signals);
   free(ctx->checks);
   free(ctx->check_first);

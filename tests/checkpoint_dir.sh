@@ -209,7 +209,7 @@ bad "a precision in version 2" 'manifest.json: format version 2 has no "precisio
 bad "no signals in version 4" 'manifest.json: the document has no "signals"' 'del d["signals"]'
 bad "signals in version 3" 'manifest.json: format version 3 has no "signals" (they came in 4)' 'd["version"] = 3'
 bad "signals not an object" 'manifest.json: "signals" must be an object, not an array' 'd["signals"] = []'
-bad "a signal not a number" 'manifest.json: signals."lr" must be a number or null, not "0.1"' 'd["signals"]["lr"] = "0.1"'
+bad "a signal not a number" 'manifest.json: signals."lr" must be a number or null, or an array of them, not "0.1"' 'd["signals"]["lr"] = "0.1"'
 bad "a run identity not hex" 'manifest.json: "run" is "xyz", not 32 hexadecimal digits' 'd["run"] = "xyz"'
 bad "an optimizer not a string" 'manifest.json: "optimizer" must be a string, not an object' 'd["optimizer"] = {}'
 # a tensor's file that is a FIFO or a link (to a device that never ends) is refused, not read

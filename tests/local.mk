@@ -61,7 +61,7 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/long_axis_name.sh tests/empty_program.sh tests/train_invariance.sh tests/zero_update.sh \
 	tests/checkpoint.sh tests/checkpoint_dir.sh tests/faults.sh tests/lm_data.sh tests/lm.sh tests/layers.sh \
 	tests/index_errors.sh tests/deep_compile.sh tests/precision.sh tests/moe_skip_empty.sh \
-	tests/lm_baselines.sh tests/schedule.sh
+	tests/lm_baselines.sh tests/schedule.sh tests/moe_signals.sh
 
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
 check_PROGRAMS += tests/collectives_test

@@ -56,8 +56,8 @@ static void setup(gslrt_ctx *ctx) {
                        GSLRT_INIT_ONES, 0, 0, 0, 0);
   gslrt_declare_output(ctx, "w", GSLRT_F32, 1, shape, axes, (void **)&w);
   if (env_long("TRAIN_LOG_SIGNALS")) {
-    gslrt_declare_signal(ctx, "lr", "lr");
-    gslrt_declare_signal(ctx, "grad_norm", "gnorm");
+    gslrt_declare_signal(ctx, "lr", "lr", 0);
+    gslrt_declare_signal(ctx, "grad_norm", "gnorm", 0);
   }
 }
 
@@ -77,8 +77,9 @@ static void step(gslrt_ctx *ctx, int64_t s) {
     m[i] += 1.0f;
   }
   if (env_long("TRAIN_LOG_SIGNALS")) {
-    gslrt_report_signal(ctx, 0, 0.125f / (float)(s + 1));
-    gslrt_report_signal(ctx, 1, s == 2 ? INFINITY : (float)(s + 1));
+    float lr = 0.125f / (float)(s + 1), norm = s == 2 ? INFINITY : (float)(s + 1);
+    gslrt_report_signal(ctx, 0, &lr);
+    gslrt_report_signal(ctx, 1, &norm);
   }
   if (env_long("TRAIN_LOG_NO_LOSS"))
     return;
