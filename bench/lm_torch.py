@@ -6,15 +6,15 @@ stdlib/transformer.gsl's blocks, layer for layer:
 
   x, y     = tokens[:, :T], tokens[:, 1:]        tokens: int [B, T + 1]
   h        = emb[x] + pos                        emb [V, M], pos [T, M]
-  layer l  = 0..3, pre-norm, with residuals:
+  layer l  = 0..L-1 (--L, lm.gsl's -D L: 4), pre-norm, with residuals:
     h      = h + attention(LN(h))                causal, NH heads of DH = M / NH:
              q, k, v = h @ wq, wk, wv [M, NH, DH]; s = q k^T / sqrt(DH) with
              -1e9 added where the key is after the query; softmax(s) v @ wo
              [NH, DH, M]; no biases
-    h      = h + gelu(LN(h) @ w1) @ w2           layers 0 and 2: dense, H wide
-    h      = h + moe(LN(h))                      layers 1 and 3: mixture of experts
+    h      = h + gelu(LN(h) @ w1) @ w2           even layers: dense, H wide
+    h      = h + moe(LN(h))                      odd layers: mixture of experts
   ce       = cross_entropy(LN(h) @ wout, y)      wout [M, V], mean over B * T
-  loss     = ce + 0.01 * (aux_1 + aux_3)
+  loss     = ce + 0.01 * (aux_1 + aux_3 + ...)
 
 LN is layer norm over M with gain and bias, eps 1e-5; gelu the tanh form.
 The moe layer is bench/moe_torch.py's (imported: GShard's top-2 gating, then
@@ -28,7 +28,7 @@ moe block does by default (a second choice is routed only where 2 * w2 > u,
 u uniform per token: torch.rand here, GSL's counter-based draws there, so
 the two route alike in law, not token for token), and the expert FFN
 gelu(t @ wi[e]) @ we[e]. The params are lm.gsl's, one
-tensor per layer: emb, pos, the 9 layer norms' gains (ones) and biases
+tensor per layer: emb, pos, the 2L + 1 layer norms' gains (ones) and biases
 (zeros), per layer wq wk wv wo, per dense layer w1 w2, per moe layer wg
 [M, E], wi [E, M, H], we [E, H, M], and wout; every weight drawn
 normal(0.02). One step is what a PyTorch user writes:
@@ -44,8 +44,8 @@ cross-entropy in f32), the backward pass and Adam outside it. One
 intra-op thread (torch.set_num_threads(1)); bench runs
 moe_torch.self_check(train=True) first.
 
-Timing:  lm_torch.py --data train.npy [--B 8 --T 64 --M 128 --NH 4 --H 512
-         --E 8 --capacity 1.0] --steps 20 --warmup 3 [--way einsum|index]
+Timing:  lm_torch.py --data train.npy [--L 4 --B 8 --T 64 --M 128 --NH 4
+         --H 512 --E 8 --capacity 1.0] --steps 20 --warmup 3 [--way einsum|index]
          [--autocast] [--log-every K]
          [--metrics FILE]
          prints "ms_per_step X" and "tokens_per_s Y" (over the --steps
@@ -81,21 +81,20 @@ sys.dont_write_bytecode = True  # importing moe_torch leaves no __pycache__ in b
 # and exits 3 without torch
 from moe_torch import WAYS, F, capacity_of, moe, precision, self_check, torch  # noqa: E402  (the moe layer)
 
-LAYERS = 4          # attention + FFN blocks; the FFN of odd layers is the moe
 LN_EPS = 1e-5
 
 
 def param_shapes(a):
     """lm.gsl's params and their stacked shapes (dimension 0: the layer,
     for those that have one)."""
-    M, DH = a.M, a.M // a.NH
+    M, DH, L = a.M, a.M // a.NH, a.L
     return {
         "emb": (a.V, M), "pos": (a.T, M),
-        "ln_g": (2 * LAYERS + 1, M), "ln_b": (2 * LAYERS + 1, M),
-        "wq": (LAYERS, M, a.NH, DH), "wk": (LAYERS, M, a.NH, DH), "wv": (LAYERS, M, a.NH, DH),
-        "wo": (LAYERS, a.NH, DH, M),
-        "w1": (LAYERS // 2, M, a.H), "w2": (LAYERS // 2, a.H, M),
-        "wg": (LAYERS // 2, M, a.E), "wi": (LAYERS // 2, a.E, M, a.H), "we": (LAYERS // 2, a.E, a.H, M),
+        "ln_g": (2 * L + 1, M), "ln_b": (2 * L + 1, M),
+        "wq": (L, M, a.NH, DH), "wk": (L, M, a.NH, DH), "wv": (L, M, a.NH, DH),
+        "wo": (L, a.NH, DH, M),
+        "w1": (L // 2, M, a.H), "w2": (L // 2, a.H, M),
+        "wg": (L // 2, M, a.E), "wi": (L // 2, a.E, M, a.H), "we": (L // 2, a.E, a.H, M),
         "wout": (M, a.V),
     }
 
@@ -168,7 +167,7 @@ def loss_fn(p, tokens, a, maskadd, C, routing, kept=None, way="einsum"):
     x, y = tokens[:, :T], tokens[:, 1:]
     h = F.embedding(x, p["emb"]) + p["pos"]
     aux = 0.0
-    for l in range(LAYERS):
+    for l in range(a.L):
         h = h + attention(layer_norm(h, p, 2 * l), p["wq"][l], p["wk"][l], p["wv"][l], p["wo"][l], maskadd)
         n = layer_norm(h, p, 2 * l + 1)
         if l % 2 == 0:
@@ -178,7 +177,7 @@ def loss_fn(p, tokens, a, maskadd, C, routing, kept=None, way="einsum"):
             h, aux = h + dh, aux + la
             if kept is not None:
                 kept.append(int(k.item()))
-    logits = layer_norm(h, p, 2 * LAYERS) @ p["wout"]
+    logits = layer_norm(h, p, 2 * a.L) @ p["wout"]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
     return ce + a.aux * aux
 
@@ -284,7 +283,7 @@ def check(a):
 def main():
     torch.set_num_threads(1)
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    for n, v in (("B", 8), ("T", 64), ("V", 256), ("M", 128), ("NH", 4), ("H", 512), ("E", 8),
+    for n, v in (("L", 4), ("B", 8), ("T", 64), ("V", 256), ("M", 128), ("NH", 4), ("H", 512), ("E", 8),
                  ("steps", 20), ("warmup", 3), ("seed", 0)):
         p.add_argument("--" + n, type=int, default=v)
     p.add_argument("--lr", type=float, default=0.001, help="Adam's learning rate (default 0.001)")
@@ -302,6 +301,8 @@ def main():
     a = p.parse_args()
     if a.M % a.NH:
         p.error("--M must be a multiple of --NH")
+    if a.L < 2 or a.L % 2:
+        p.error("--L must be even and positive: a dense and a moe layer per pair, as lm.gsl")
     if a.metrics and not a.log_every:
         p.error("--metrics needs --log-every")
     check(a) if a.check else bench(a)

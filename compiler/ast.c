@@ -15,6 +15,7 @@
  *   (return E...)
  *   (output a b)
  *   (train LOSS OPT)
+ *   (for NAME A B (body S...))         A..B: the range
  *   (type f32 D...)                    D: the dimension expressions
  *   (name x) (int 4) (float 0.02) (string "a\"b") (bool true)
  *   (+ A B) (@ A B) (<= A B) ...       BINARY: the operator's text
@@ -187,6 +188,14 @@ void ast_dump(FILE *f, const Node *n) {
   case AST_TRAIN:
     dump_child(f, n->a);
     dump_child(f, n->b);
+    break;
+  case AST_FOR:
+    fprintf(f, " %s", n->c->name);
+    dump_child(f, n->a);
+    dump_child(f, n->b);
+    fputs(" (body", f);
+    dump_list(f, &n->list);
+    fputc(')', f);
     break;
   case AST_TYPE:
   case AST_CALL:

@@ -69,6 +69,8 @@ static R run_body(Sema *s, Scope *fsc, const Node *fnode, Span call) {
     }
     if (st->kind == AST_LET) {
       ok = sema_exec_let(s, fsc, st);
+    } else if (st->kind == AST_FOR) {
+      ok = sema_exec_for(s, fsc, st);
     } else if (st->kind == AST_RETURN) {
       returned = true;
       if (st->list.len == 1) {
@@ -91,7 +93,7 @@ static R run_body(Sema *s, Scope *fsc, const Node *fnode, Span call) {
       }
       ok = ok && result.k != R_NONE;
     } else if (st->kind != AST_ERROR) {
-      sema_error(s, st->span, "only let and return may stand in a function body");
+      sema_error(s, st->span, "only let, for and return may stand in a function body");
       ok = false;
     }
     if (s->too_big)
@@ -132,14 +134,15 @@ R inline_fn(Sema *s, Scope *home, const Node *fnode, Value **args, int nargs, co
     if (!b)
       return none;
     b->v = args[i];
+    b->rebindable = true;
   }
-  s->stack[s->depth].fn = fn_name(fnode);
-  s->stack[s->depth].call = call;
-  if (s->depth++ == 0)
+  s->stack[s->depth++] = (Frame){FRAME_CALL, fn_name(fnode), 0, call};
+  Span site = s->p->site;
+  if (!site.src)
     s->p->site = call; /* values inlined from here carry the outermost call */
   R result = run_body(s, fsc, fnode, call);
-  if (--s->depth == 0)
-    s->p->site = (Span){0};
+  s->depth--;
+  s->p->site = site;
   return result;
 }
 

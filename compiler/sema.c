@@ -7,13 +7,14 @@
  * overriding them, and an integer fold that overflows is an error. Chains
  * of operators, indexing and unary minus are walked in a loop, not by
  * recursion, so a long expression needs no deep stack. Calls of user
- * functions are inlined (inline.c), builtins are one handler per row of
- * builtins.def (builtins.c), einsum and '@' share contract.c. Every result
- * shape is checked against GSL_MAX_ELEMS before it is built. Each error is
- * reported at the construct that caused it, with a note at every call it
- * was inlined through; an expression that failed yields R_NONE, which the
- * enclosing expressions pass along silently, so one mistake gives one
- * message.
+ * functions are inlined (inline.c), for loops are unrolled (loop.c),
+ * builtins are one handler per row of builtins.def (builtins.c), einsum
+ * and '@' share contract.c. Every result shape is checked against
+ * GSL_MAX_ELEMS before it is built. Each error is reported at the
+ * construct that caused it, with a note at every call it was inlined
+ * through and every loop iteration it was unrolled in (the stack of
+ * frames); an expression that failed yields R_NONE, which the enclosing
+ * expressions pass along silently, so one mistake gives one message.
  *
  * The same elaborator serves the compiler itself: sema_new/sema_run keep
  * the context alive after the program is elaborated, and sema_call inlines
@@ -44,8 +45,13 @@ void sema_error(Sema *s, Span sp, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   diag_error(sp, "%s", msg);
-  for (int i = s->depth - 1; i >= 0; i--)
-    diag_note(s->stack[i].call, "in the call to '%s' here", s->stack[i].fn);
+  for (int i = s->depth - 1; i >= 0; i--) {
+    const Frame *f = &s->stack[i];
+    if (f->kind == FRAME_CALL)
+      diag_note(f->at, "in the call to '%s' here", f->name);
+    else
+      diag_note(f->at, "in iteration %s = %" PRId64 " of the loop here", f->name, f->iter);
+  }
 }
 
 /* The source text of a span, shortened, for messages that name an expression. */
@@ -358,6 +364,15 @@ static R binary(Sema *s, int op, R a, R b, Span sp) {
   }
   if (is_num(a) && is_num(b))
     return fold(s, op, a, b, sp);
+  /* x + 0, 0 + x and x - 0 with a compile-time 0 are x (in the dtype the
+   * sum would have), as XLA's simplifier has them: a sum that a loop
+   * starts at 0 is the sum of its terms written out */
+  bool zero_a = is_num(a) && num(a) == 0, zero_b = is_num(b) && num(b) == 0;
+  if ((op == BIN_ADD && (zero_a || zero_b)) || (op == BIN_SUB && zero_b)) {
+    R x = zero_a ? b : a, zero = zero_a ? a : b;
+    DType dt = x.v->dtype == DT_I32 && zero.k != R_INT ? DT_F32 : x.v->dtype;
+    return rval(ir_cast(s->p, x.v, dt, sp));
+  }
   Value *va, *vb;
   if (op == BIN_MATMUL) {
     if (!(a.k == R_VALUE && b.k == R_VALUE)) {
@@ -464,6 +479,8 @@ static R eval_leaf(Sema *s, Scope *sc, const Node *n) {
     if (!b) {
       if (strcmp(n->name, "_") == 0)
         sema_error(s, n->span, "'_' may only stand in a shard() list");
+      else if (sema_explain_ended(s, sc, n->name, n->span))
+        ;
       else if (sema_builtin_lookup(n->name) >= 0)
         sema_error(s, n->span, "'%s' is a builtin function: call it", n->name);
       else if (suggest(sc, n->name, false))
@@ -549,9 +566,14 @@ R sema_eval(Sema *s, Scope *sc, const Node *n) {
 /* ---- statements ------------------------------------------------------------------- */
 
 static void poison(Sema *s, Scope *sc, const Node *st) {
-  for (int i = 0; i < st->list.len; i++)
-    if (!sema_lookup_local(sc, st->list.items[i]->name))
-      sema_bind(s, sc, st->list.items[i]->name, BK_POISON, st->list.items[i]->span);
+  for (int i = 0; i < st->list.len; i++) {
+    const char *name = st->list.items[i]->name;
+    Binding *b = sema_rebinds(sc, name);
+    if (b)
+      b->kind = BK_POISON;
+    else if (!sema_lookup_local(sc, name) && (b = sema_bind(s, sc, name, BK_POISON, st->list.items[i]->span)))
+      b->rebindable = true;
+  }
 }
 
 bool sema_exec_let(Sema *s, Scope *sc, const Node *st) {
@@ -574,7 +596,7 @@ bool sema_exec_let(Sema *s, Scope *sc, const Node *st) {
       continue;
     R one = r.k == R_TUPLE ? rval(r.vs[i]) : r;
     BindKind k = one.k == R_INT ? BK_INT : one.k == R_FLOAT ? BK_FLOAT : BK_VALUE;
-    Binding *b = sema_bind(s, sc, nm->name, k, nm->span);
+    Binding *b = sema_bind_let(s, sc, nm, k);
     if (!b)
       return false;
     if (one.k == R_INT) {
@@ -836,7 +858,8 @@ static void exec_output(Sema *s, const Node *st) {
     const Node *nm = st->list.items[i];
     Binding *b = sema_lookup(&s->global, nm->name);
     if (!b) {
-      sema_error(s, nm->span, "unknown name '%s'", nm->name);
+      if (!sema_explain_ended(s, &s->global, nm->name, nm->span))
+        sema_error(s, nm->span, "unknown name '%s'", nm->name);
       continue;
     }
     if (b->kind == BK_POISON)
@@ -1150,6 +1173,9 @@ static bool exec_block(Sema *s, Scope *sc, const NodeList *stmts) {
       break;
     case AST_TRAIN:
       exec_train(s, sc, st);
+      break;
+    case AST_FOR:
+      sema_exec_for(s, sc, st);
       break;
     case AST_ERROR:
       break;

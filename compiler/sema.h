@@ -2,7 +2,7 @@
  * sema.c (names, scopes, statements, expressions, the public API),
  * builtins.c (one handler per builtins.def row), contract.c (einsum and
  * '@' with the shared EinsumSpec), inline.c (calls of GSL functions on
- * IR values) and moe.c (the moe block). They are one phase and call each
+ * IR values), loop.c (for loops, unrolled) and moe.c (the moe block). They are one phase and call each
  * other both ways (an expression's builtin evaluates its arguments as
  * expressions); no other phase calls into them but the driver. Names
  * crossing those files carry the sema_ prefix (inline.c's entry point:
@@ -12,7 +12,8 @@
 
 #include "gslc.h"
 
-#define SEMA_MAX_DEPTH 64           /* deepest chain of inlined calls */
+#define SEMA_MAX_DEPTH 64           /* deepest chain of inlined calls and loops */
+#define SEMA_MAX_ITERATIONS (1 << 16) /* most loop iterations a program may unroll, all loops together */
 #define SEMA_MAX_VALUES (1 << 20)   /* most IR values a program may build (inlining included) */
 #define SEMA_MAX_NAMES (1 << 22)    /* most names one scope may bind */
 #define SEMA_MAX_ARGS 16            /* most positional (and, apart, keyword) arguments of a call */
@@ -57,12 +58,25 @@ struct Binding {
   const Node *fn;   /* BK_FN */
   Scope *home;      /* BK_FN: the scope it was defined in, where its body's names resolve */
   Span span;        /* where it was bound */
+  bool rebindable;  /* bound by let or as a function's argument: a loop's body may rebind it */
   Binding *next;    /* older binding in the same scope */
   Binding *hnext;   /* next binding in the same hash bucket */
 };
 
+/* A name local to the iterations of a loop that has ended, kept to explain
+ * a use of it after the loop. */
+typedef struct Ended Ended;
+struct Ended {
+  const char *name; /* the name */
+  Span bound;       /* where the loop's body binds it (a loop variable: in the header) */
+  bool var;         /* it is a loop's variable */
+  Ended *next;      /* older entry */
+};
+
 struct Scope {
   Scope *parent;         /* enclosing scope; NULL for a top-level one */
+  const Node *loop;      /* an iteration of this FOR's body, NULL for other scopes */
+  Ended *ended;          /* names local to loops that ran in this scope */
   Binding *head;         /* newest binding */
   Binding **table;       /* hash buckets (arena), NULL until the first binding */
   uint32_t mask;         /* buckets - 1 */
@@ -71,9 +85,15 @@ struct Scope {
   int nimported;
 };
 
+/* What an error's notes name, outermost first: the calls and loop
+ * iterations it happened in. */
+typedef enum FrameKind { FRAME_CALL, FRAME_ITERATION } FrameKind;
+
 typedef struct Frame {
-  const char *fn;   /* the function inlined */
-  Span call;        /* the call site */
+  FrameKind kind;   /* a call being inlined or an iteration being unrolled */
+  const char *name; /* FRAME_CALL: the function inlined; FRAME_ITERATION: the loop variable */
+  int64_t iter;     /* FRAME_ITERATION: the loop variable's value */
+  Span at;          /* the call site, or the loop's header */
 } Frame;
 
 /* A module the compiler called into (sema_call): its names, apart from the
@@ -88,8 +108,9 @@ struct Sema {
   Arena *ast;                  /* arena for imported ASTs */
   const SemaOptions *opt;      /* search path, -D */
   Scope global;                /* top-level names of the user's program */
-  Frame stack[SEMA_MAX_DEPTH]; /* calls being inlined, outermost first */
+  Frame stack[SEMA_MAX_DEPTH]; /* calls being inlined and loop iterations being unrolled, outermost first */
   int depth;                   /* entries of stack in use */
+  int64_t iterations;          /* loop iterations unrolled so far */
   bool have_mesh;              /* a mesh statement was seen */
   bool have_tensor;            /* a param or input was seen */
   bool too_big;                /* the value bound was hit (reported once; all else stops) */
@@ -185,6 +206,19 @@ Value *sema_matmul(Sema *s, Value *a, Value *b, Span sp);
 R inline_fn(Sema *s, Scope *home, const Node *fnode, Value **args, int nargs, const Span *argspan, Span call);
 /* a call node of the user function fnode: arguments evaluated in sc */
 R sema_call_fn(Sema *s, Scope *sc, const Binding *fn, const Node *call);
+
+/* ---- loop.c ------------------------------------------------------------------------ */
+
+/* for NAME in A..B { body } in scope sc, unrolled; false after reporting */
+bool sema_exec_for(Sema *s, Scope *sc, const Node *st);
+/* binds the name nm of a let in sc: anew, or, in a loop's body, rebinding
+ * a name bound before the loop; NULL after reporting */
+Binding *sema_bind_let(Sema *s, Scope *sc, const Node *nm, BindKind k);
+/* the binding from before the loop that a let of name in sc would rebind, or NULL */
+Binding *sema_rebinds(Scope *sc, const char *name);
+/* reports a use at `at` of a name local to a loop that has ended; false
+ * (and nothing reported) if name is no such name */
+bool sema_explain_ended(Sema *s, Scope *sc, const char *name, Span at);
 
 /* ---- moe.c ------------------------------------------------------------------------- */
 

@@ -13,7 +13,9 @@
  * swallow the rest of the file, so the lexer closes brackets itself where
  * one was obviously forgotten: when a line inside '(' or '[' starts with a
  * statement keyword, and when a line inside '{' starts with a keyword that
- * only begins top-level statements, and at the end of the input. For each
+ * only begins top-level statements (except in a for loop's body, which may
+ * hold any statement: sema says which cannot stand there and why), and at
+ * the end of the input. For each
  * bracket closed that way it returns TOK_UNCLOSED (which the grammar takes
  * in place of the closer, reporting the error), then TOK_NEWLINE. The
  * span of TOK_UNCLOSED is empty, at the '\n' that ends the last line with
@@ -36,6 +38,7 @@ typedef struct Token {
 typedef struct LexBracket {
   char open; /* '(', '[' or '{' */
   Span span; /* where it was opened */
+  bool loop; /* a '{' that opens a for loop's body */
 } LexBracket;
 
 typedef struct Lexer {
@@ -51,6 +54,7 @@ typedef struct Lexer {
   int cap;                /* entries allocated in stack */
   int last;               /* kind of the last token returned; -1 before the first */
   bool pushed;            /* the last token returned opened a bracket */
+  bool for_open;          /* a 'for' was returned and its statement has opened no '{' yet */
   bool newline_seen;      /* a '\n' was skipped since the last token returned */
   Span newline_span;      /* the first such '\n' */
   bool has_pending;       /* pending was scanned but not yet returned */

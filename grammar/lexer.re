@@ -231,12 +231,15 @@ static void scan(Lexer *lx, Token *t) {
       "moe"    { TOK(TOK_MOE); }
       "true"   { TOK(TOK_TRUE); }
       "false"  { TOK(TOK_FALSE); }
+      "for"    { TOK(TOK_FOR); }
+      "in"     { TOK(TOK_IN); }
 
       name {
         t->text = arena_strndup(lx->arena, lx->tok, (size_t)(lx->cur - lx->tok));
         TOK(TOK_NAME);
       }
       digits { t->span = tok_span(lx); scan_int(lx, t); return; }
+      digits / ".." { t->span = tok_span(lx); scan_int(lx, t); return; }
       float  { t->span = tok_span(lx); scan_float(lx, t); return; }
       ["]    { scan_string(lx, t); return; }
 
@@ -244,6 +247,7 @@ static void scan(Lexer *lx, Token *t) {
       ">=" { TOK(TOK_GE); }
       "==" { TOK(TOK_EQ); }
       "!=" { TOK(TOK_NE); }
+      ".." { TOK(TOK_DOTDOT); }
       [()[\]{},:;=+\-*/@<>] { TOK(*lx->tok); }
 
       utf8 { bad_char(lx, lx->tok, true); continue; }
@@ -255,7 +259,7 @@ static void scan(Lexer *lx, Token *t) {
 
 /* Keywords that can only begin a statement, and those of them that can
  * only begin a top-level statement. */
-static bool stmt_keyword(int k) { return k == TOK_LET || k == TOK_RETURN; }
+static bool stmt_keyword(int k) { return k == TOK_LET || k == TOK_RETURN || k == TOK_FOR; }
 static bool toplevel_keyword(int k) {
   return k == TOK_MESH || k == TOK_CONST || k == TOK_PARAM || k == TOK_INPUT || k == TOK_OUTPUT ||
          k == TOK_FN || k == TOK_IMPORT || k == TOK_TRAIN;
@@ -269,13 +273,13 @@ static bool must_close(const Lexer *lx, int k) {
     return true;
   if (!lx->newline_seen)
     return false;
-  char top = lx->stack[lx->depth - 1].open;
-  if (top == '{')
-    return toplevel_keyword(k);
+  const LexBracket *top = &lx->stack[lx->depth - 1];
+  if (top->open == '{')
+    return !top->loop && toplevel_keyword(k);
   return stmt_keyword(k) || toplevel_keyword(k);
 }
 
-static void push_bracket(Lexer *lx, char open, Span sp) {
+static void push_bracket(Lexer *lx, char open, Span sp, bool loop) {
   if (lx->depth == lx->cap) {
     int cap = lx->cap ? 2 * lx->cap : 16;
     LexBracket *s = arena_alloc(lx->arena, (size_t)cap * sizeof *s);
@@ -286,6 +290,7 @@ static void push_bracket(Lexer *lx, char open, Span sp) {
   }
   lx->stack[lx->depth].open = open;
   lx->stack[lx->depth].span = sp;
+  lx->stack[lx->depth].loop = loop;
   lx->depth++;
 }
 
@@ -332,6 +337,7 @@ int lex_next(Lexer *lx, Token *t) {
       memset(t, 0, sizeof *t);
       t->kind = TOK_NEWLINE;
       t->span = lx->newline_span;
+      lx->for_open = false;
       return lx->last = t->kind;
     }
   }
@@ -340,9 +346,12 @@ int lex_next(Lexer *lx, Token *t) {
     lx->has_pending = false;
   switch (t->kind) {
   case '(': case '[': case '{':
-    push_bracket(lx, (char)t->kind, t->span);
+    push_bracket(lx, (char)t->kind, t->span, t->kind == '{' && lx->for_open);
+    lx->for_open = lx->for_open && t->kind != '{';
     lx->pushed = true;
     break;
+  case TOK_FOR: lx->for_open = true; break;
+  case ';': lx->for_open = false; break;
   case ')': pop_bracket(lx, '('); break;
   case ']': pop_bracket(lx, '['); break;
   case '}': pop_bracket(lx, '{'); break;
@@ -385,6 +394,9 @@ const char *lex_token_name(int kind) {
   case TOK_MOE: return "'moe'";
   case TOK_TRUE: return "'true'";
   case TOK_FALSE: return "'false'";
+  case TOK_FOR: return "'for'";
+  case TOK_IN: return "'in'";
+  case TOK_DOTDOT: return "'..'";
   case TOK_LE: return "'<='";
   case TOK_GE: return "'>='";
   case TOK_EQ: return "'=='";

@@ -144,11 +144,12 @@ static void missing_closer(Parser *ps, char closer, Span loc, ParseUnclosed u, b
 %token MESH "'mesh'" CONST "'const'" PARAM "'param'" INPUT "'input'" OUTPUT "'output'"
 %token FN "'fn'" LET "'let'" RETURN "'return'" IMPORT "'import'" TRAIN "'train'"
 %token WITH "'with'" FROZEN "'frozen'" MOE "'moe'" TRUE "'true'" FALSE "'false'"
+%token FOR "'for'" IN "'in'" DOTDOT "'..'"
 %token LE "'<='" GE "'>='" EQ "'=='" NE "'!='"
 
-%type <node> stmt_opt stmt body_stmt_opt body_stmt type annot init call fn_param block
+%type <node> stmt_opt stmt body_stmt_opt body_stmt loop_stmt_opt loop type annot init call fn_param block
 %type <node> axis expr sum term unary postfix primary arg
-%type <list> stmts body_stmts names exprs items axes axis_list fn_params fn_param_list args arg_list
+%type <list> stmts body_stmts loop_stmts names exprs items axes axis_list fn_params fn_param_list args arg_list
 %type <op> cmp_op
 %type <ival> frozen
 
@@ -195,6 +196,33 @@ stmt:
   | LET names '=' expr { $$ = mk(ps, AST_LET, @$); $$->list = $2; $$->a = $4; }
   | OUTPUT names { $$ = mk(ps, AST_OUTPUT, @$); $$->list = $2; }
   | TRAIN expr WITH call { $$ = mk(ps, AST_TRAIN, @$); $$->a = $2; $$->b = $4; }
+  | loop
+;
+
+/* for NAME in A..B { ... }: the node's span is the header, from 'for' to B,
+ * where the notes of errors in the body point. The body takes any
+ * statement (and return), so that sema can say why one cannot stand
+ * there. */
+loop:
+    FOR NAME IN expr DOTDOT expr '{' loop_stmts rbrace {
+      $$ = mk(ps, AST_FOR, span_join(@1, @6));
+      $$->c = mk_name(ps, $2, @2);
+      $$->a = $4;
+      $$->b = $6;
+      $$->list = $8;
+    }
+;
+
+loop_stmts:
+    loop_stmt_opt { $$ = (NodeList){0}; if ($1) ast_push(ps->arena, &$$, $1); }
+  | loop_stmts sep loop_stmt_opt { $$ = $1; if ($3) ast_push(ps->arena, &$$, $3); }
+;
+
+loop_stmt_opt:
+    %empty { $$ = NULL; }
+  | stmt
+  | RETURN exprs { $$ = mk(ps, AST_RETURN, @$); $$->list = $2; }
+  | error { $$ = NULL; }
 ;
 
 axes:
@@ -259,6 +287,7 @@ body_stmt_opt:
 body_stmt:
     LET names '=' expr { $$ = mk(ps, AST_LET, @$); $$->list = $2; $$->a = $4; }
   | RETURN exprs { $$ = mk(ps, AST_RETURN, @$); $$->list = $2; }
+  | loop
 ;
 
 rparen: ')' | UNCLOSED { missing_closer(ps, ')', @1, $1, YYRECOVERING()); } ;
@@ -410,7 +439,8 @@ static const char *shown_name(const Parser *ps, yysymbol_kind_t k) {
 /* The message: "syntax error, unexpected X[, expecting A, B or C]". The
  * expected tokens are grouped: every keyword that can begin a top-level
  * statement is "statement" (which then also stands for the end of an empty
- * one; so do 'let' and 'return' in a body), every token that can begin an expression is "expression", every
+ * one, and for 'return' in a loop's body; 'let' and 'return' in a function
+ * body stand for it), every token that can begin an expression is "expression", every
  * arithmetic operator "operator" (which then also
  * stands for comparisons and the postfix '(' and '['); "number" and "end of
  * file" after "newline" are dropped as redundant. More than five
@@ -421,7 +451,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Parser *ps) {
   };
   static const int arith[] = {'+', '-', '*', '/', '@'};
   static const int stmt_start[] = {
-    TOK_IMPORT, TOK_MESH, TOK_CONST, TOK_PARAM, TOK_INPUT, TOK_FN, TOK_LET, TOK_OUTPUT, TOK_TRAIN,
+    TOK_IMPORT, TOK_MESH, TOK_CONST, TOK_PARAM, TOK_INPUT, TOK_FN, TOK_LET, TOK_OUTPUT, TOK_TRAIN, TOK_FOR,
   };
   static const int after_operand[] = {'<', TOK_LE, '>', TOK_GE, TOK_EQ, TOK_NE, '(', '['};
   yysymbol_kind_t expected[YYNTOKENS];
@@ -444,7 +474,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Parser *ps) {
     shown[nshown++] = "statement";
     for (size_t i = 0; i < sizeof stmt_start / sizeof stmt_start[0]; i++)
       set[YYTRANSLATE(stmt_start[i])] = false;
-    set[YYTRANSLATE(';')] = set[YYSYMBOL_NEWLINE] = set[YYSYMBOL_YYEOF] = false;
+    set[YYTRANSLATE(';')] = set[YYSYMBOL_NEWLINE] = set[YYSYMBOL_YYEOF] = set[YYSYMBOL_RETURN] = false;
   } else if (set[YYSYMBOL_LET] && set[YYSYMBOL_RETURN]) {
     set[YYTRANSLATE(';')] = set[YYSYMBOL_NEWLINE] = false;
   }

@@ -105,8 +105,8 @@ import zlib
 SANITIZER = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|"
                        r"UndefinedBehaviorSanitizer|SUMMARY: \w+Sanitizer")
 LOCATED = re.compile(r"^[^\n]*:\d+:\d+: error: |^gslc: error: ", re.M)
-TOKEN = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\"[^\"\n]*\"|"
-                   r"#[^\n]*|\s+|->|==|!=|<=|>=|\+=|\*\*|.", re.S)
+TOKEN = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\d+(?:\.(?!\.)\d*)?(?:[eE][-+]?\d+)?|\"[^\"\n]*\"|"
+                   r"#[^\n]*|\s+|->|==|!=|<=|>=|\+=|\*\*|\.\.|.", re.S)
 NUMBERS = ["0", "1", "-1", "2", "3", "7", "255", "256", "65535", "65536", "2147483647",
            "2147483648", "4294967295", "4294967296", "4611686018427387904",
            "4611686018427387905", "9223372036854775807", "9223372036854775808",
@@ -117,7 +117,8 @@ TOKENS = ["fn", "let", "return", "param", "input", "output", "mesh", "const", "i
           "split", "f32", "i32", "(", ")", "[", "]", "{", "}", ",", ":", ";", "=", "+", "-",
           "*", "/", "@", "**", "<", ">", "==", "!", "\n", "sum", "mean", "reshape", "concat",
           "one_hot", "einsum", "gather", "cumsum", "softmax", "uniform", "normal", "zeros",
-          "ones", "\"ij,jk->ik\"", "\"\"", "keep = true", "true", "false"]
+          "ones", "\"ij,jk->ik\"", "\"\"", "keep = true", "true", "false", "for", "in", "..",
+          "for i in 0..3 {", "for i in 2..1 {"]
 
 
 def tokens(text):

@@ -94,6 +94,7 @@ static void test_lex_keywords(void) {
                "1:34 'let'\n1:38 'return'\n1:45 'import'\n1:52 'train'\n1:58 'with'\n1:63 'frozen'\n"
                "1:70 'moe'\n1:74 'true'\n1:79 'false'\n1:85 name meshy\n1:91 name _\n1:93 name _x1\n"
                "1:97 name Let\n");
+  check_tokens("for in fork inn", "1:1 'for'\n1:5 'in'\n1:8 name fork\n1:13 name inn\n");
 }
 
 static void test_lex_punctuation(void) {
@@ -108,6 +109,10 @@ static void test_lex_numbers(void) {
                "1:1 integer 0\n1:3 integer 42\n1:6 integer 9223372036854775807\n1:26 float 1\n"
                "1:30 float 0.002\n1:35 float 0.5\n1:38 float 1\n1:41 float 150\n1:48 float 30000\n"
                "1:52 integer 7\n1:53 name x\n");
+  /* an integer before '..' is not a float: 0..4 is a range */
+  check_tokens("0..4 L..2*L 1...5 1.5..2", "1:1 integer 0\n1:2 '..'\n1:4 integer 4\n1:6 name L\n1:7 '..'\n"
+               "1:9 integer 2\n1:10 '*'\n1:11 name L\n1:13 integer 1\n1:14 '..'\n1:16 float 0.5\n"
+               "1:19 float 1.5\n1:22 '..'\n1:24 integer 2\n");
   Lexed r = lex_text("1.e");
   CU_ASSERT_STRING_EQUAL(r.tokens, "1:1 float 1\n1:3 name e\n");
   lexed_free(&r);
@@ -151,6 +156,13 @@ static void test_lex_unclosed(void) {
                "2:6 name y\n2:8 '='\n2:10 name x\n2:11 unclosed bracket 1:9\n2:11 newline\n"
                "3:1 'param'\n3:7 name w\n3:8 ':'\n3:10 name f32\n3:13 newline\n"
                "4:1 'fn'\n4:4 name g\n4:5 '('\n4:6 unclosed bracket 4:5 eof\n");
+  /* a loop's body may hold any statement: only the end of the input closes
+   * it; 'for' closes ( and [ */
+  check_tokens("for i in 0..1 {\nparam w: f32\nlet a = f(\nfor",
+               "1:1 'for'\n1:5 name i\n1:7 'in'\n1:10 integer 0\n1:11 '..'\n1:13 integer 1\n1:15 '{'\n"
+               "1:16 newline\n2:1 'param'\n2:7 name w\n2:8 ':'\n2:10 name f32\n2:13 newline\n3:1 'let'\n"
+               "3:5 name a\n3:7 '='\n3:9 name f\n3:10 '('\n3:11 unclosed bracket 3:10\n3:11 newline\n"
+               "4:1 'for'\n4:4 unclosed bracket 1:15 eof\n");
   /* a stray closer changes nothing; a closer pops what it encloses */
   check_tokens("a)\n[(b]\nc", "1:1 name a\n1:2 ')'\n1:3 newline\n2:1 '['\n2:2 '('\n2:3 name b\n"
                               "2:4 ']'\n2:5 newline\n3:1 name c\n");

@@ -209,6 +209,40 @@ static void test_parse_moe(void) {
             "(return (@ (name h) (index (name wo) (name e)))))))))");
 }
 
+static void test_parse_loops(void) {
+  /* at the top level, nested, in a function; a body takes any statement
+   * (sema says which cannot stand there) */
+  check_ast("for l in 0..2 * L {\n  let h = f(h, w[l])\n  for i in l..L { let a, b = g(i) }\n}\nlet z = h",
+            "(program (for l (int 0) (* (int 2) (name L)) (body (let (h) (call f (name h) (index (name w) (name l)))) "
+            "(for i (name l) (name L) (body (let (a b) (call g (name i))))))) (let (z) (name h)))");
+  check_ast("fn f(x) {\n  for i in 0..3 { let x = x * i }\n  return x\n}",
+            "(program (fn f (args (arg x)) (body (for i (int 0) (int 3) (body (let (x) (* (name x) (name i))))) "
+            "(return (name x)))))");
+  check_ast("for i in 0..1 {\n  param w: f32\n  output w\n  return w\n}\n",
+            "(program (for i (int 0) (int 1) (body (param w (type f32) nil nil) (output w) (return (name w)))))");
+  check_ast("for i in 0..0 {}", "(program (for i (int 0) (int 0) (body)))");
+  /* the node spans the header, where notes point */
+  Arena *a = arena_new();
+  Source src = {"m.gsl", "for l in 0..L {\n  let h = h\n}\n", 29};
+  Node *root = parse_source(&src, a);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  Node *loop = root->list.items[0];
+  CU_ASSERT_EQUAL(loop->kind, AST_FOR);
+  CU_ASSERT_EQUAL(loop->span.off, 0);
+  CU_ASSERT_EQUAL(loop->span.end, 13);
+  CU_ASSERT_EQUAL(loop->c->span.col, 5);
+  arena_free(a);
+  /* a loop's '{' is closed at the end of the input, not by a top-level keyword */
+  check_errors("for l in 0..2 {\n  let h = 1\nparam w: f32\n",
+               "m.gsl:3:13: error: syntax error, missing '}' at end of file\n"
+               "m.gsl:1:15: note: to match this '{'\n",
+               1);
+  check_errors("for l in 0..2\nlet a = 1\n", "m.gsl:1:14: error: syntax error, unexpected newline, expecting operator or '{'\n", 1);
+  check_errors("for in 0..1 {}\n", "m.gsl:1:5: error: syntax error, unexpected 'in', expecting name\n", 1);
+  check_errors("for i 0..1 {}\n", "m.gsl:1:7: error: syntax error, unexpected number, expecting 'in'\n", 1);
+  check_errors("for i in 0 {}\n", "m.gsl:1:12: error: syntax error, unexpected '{', expecting operator or '..'\n", 1);
+}
+
 static void test_parse_spans(void) {
   Arena *a = arena_new();
   const char *text = "const N = 4\n  let x = a +\tb * c\n";
@@ -264,7 +298,7 @@ static void test_parse_several_errors(void) {
   check_errors("x = 1\nlet a = 1 < 2 < 3\nfn f(x) { let y = x; output y }\nlet k = g(a = 1, 2)\n",
                "m.gsl:1:1: error: syntax error, unexpected name, expecting statement\n"
                "m.gsl:2:15: error: syntax error, unexpected '<', expecting operator, newline or ';'\n"
-               "m.gsl:3:22: error: syntax error, unexpected 'output', expecting 'let', 'return' or '}'\n"
+               "m.gsl:3:22: error: syntax error, unexpected 'output', expecting 'let', 'return', 'for' or '}'\n"
                "m.gsl:4:18: error: positional argument follows keyword argument\n",
                4);
 }
@@ -411,6 +445,7 @@ void add_parser_tests(void) {
   tests_add(s, "expressions", test_parse_expressions);
   tests_add(s, "precedence", test_parse_precedence);
   tests_add(s, "moe block", test_parse_moe);
+  tests_add(s, "for loops", test_parse_loops);
   tests_add(s, "spans", test_parse_spans);
   tests_add(s, "an error in full", test_parse_one_error_full_text);
   tests_add(s, "several errors", test_parse_several_errors);
