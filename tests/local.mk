@@ -61,6 +61,10 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/checkpoint.sh tests/checkpoint_dir.sh tests/faults.sh tests/lm_data.sh tests/lm.sh tests/layers.sh \
 	tests/index_errors.sh tests/deep_compile.sh tests/precision.sh tests/moe_skip_empty.sh
 
+# text generation: logits known by construction, a Python reference of the sampling, errors, examples/lm.gsl
+SCRIPT_TESTS += tests/generate.sh
+EXTRA_DIST += tests/generate_ref.py
+
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
 check_PROGRAMS += tests/collectives_test
 tests_collectives_test_SOURCES = tests/collectives_test.c
