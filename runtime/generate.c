@@ -174,10 +174,10 @@ static int read_prompt(const gslrt_options *op, int64_t t, int64_t v, unsigned c
       }
       len += (int64_t)got;
     }
-    int bad = ferror(f);
+    int bad = ferror(f) ? errno : 0;
     fclose(f);
     if (bad) {
-      gslrt_seterr(err, GSLRT_ERRLEN, "%s: cannot read it", what);
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s: cannot read it: %s", what, strerror(bad));
       return 1;
     }
   }
