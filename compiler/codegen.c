@@ -11,8 +11,9 @@
  * buffer plan through libgslrt), gsl_step (one step of the
  * program: each value's code in program order), for a program that trains
  * gsl_eval (the same code cut down to what the loss and the f32 scalar
- * outputs need: the forward pass), and main (gslrt_main with a constant
- * program info). Each value's code is a function of its own (kID.OP,
+ * outputs need: the forward pass), gsl_forward (cut down to what the
+ * `output` values need, for text generation), and main (gslrt_main with
+ * a constant program info). Each value's code is a function of its own (kID.OP,
  * internal, so that profiles name it), which gsl_step and gsl_eval call:
  * LLVM optimizes small functions, and the forward pass is shared, not
  * copied. Params and inputs live behind module-private global pointers the
@@ -288,13 +289,21 @@ static bool is_eval_value(const Output *o) {
          strcmp(o->name, "loss") != 0;
 }
 
-/* Per value: whether gsl_eval computes it, for the loss and the eval
- * values (the forward pass; no update is among them). */
-static bool *eval_need(const CG *g) {
+/* Whether output o is one gsl_forward computes: every `output` value (a
+ * param among them has no code). */
+static bool is_value_output(const Output *o) { return o->kind == OUT_VALUE; }
+
+/* Whether output o is one gsl_eval computes: the loss, or an eval value. */
+static bool is_eval_root(const Output *o) { return o->kind == OUT_LOSS || is_eval_value(o); }
+
+/* Per value: whether a forward pass whose results are the outputs root
+ * picks computes it (every value they depend on; no update is among
+ * them); what names that pass in a compiler bug's message. */
+static bool *forward_need(const CG *g, bool (*root)(const Output *), const char *what) {
   const Program *p = g->p;
   bool *need = xcalloc((size_t)(p->nvalues > 0 ? p->nvalues : 1), sizeof *need);
   for (int i = 0; i < p->noutputs; i++)
-    if (p->outputs[i].kind == OUT_LOSS || is_eval_value(&p->outputs[i]))
+    if (root(&p->outputs[i]))
       need[p->outputs[i].value->id] = true;
   for (int i = p->nvalues - 1; i >= 0; i--)
     if (need[i]) {
@@ -305,9 +314,13 @@ static bool *eval_need(const CG *g) {
     }
   for (int i = 0; i < p->nvalues; i++)
     if (need[i] && p->values[i]->pass == PASS_UPDATE)
-      die("the evaluation of the loss needs %%%d of the update", i);
+      die("%s needs %%%d of the update", what, i);
   return need;
 }
+
+/* Per value: whether gsl_eval computes it, for the loss and the eval
+ * values (the forward pass). */
+static bool *eval_need(const CG *g) { return forward_need(g, is_eval_root, "the evaluation of the loss"); }
 
 /* gsl_eval(ctx, key, values): the kernels the loss and the eval values
  * depend on, then the loss into values[0] and the eval values after it.
@@ -330,6 +343,19 @@ static void emit_eval(CG *g, LLVMValueRef fn) {
     LLVMValueRef x = cg_load_lin(g, cg_buffer_of(g, o->value), DT_F32, cg_ci64(g, 0));
     cg_store_lin(g, values, DT_F32, cg_ci64(g, o->kind == OUT_LOSS ? 0 : n++), x);
   }
+  close_function(g);
+  free(need);
+}
+
+/* gsl_forward(ctx, key): the kernels the program's `output` values depend
+ * on, nothing of the backward pass or the update, so the outputs' buffers
+ * hold what the params as they stand give on the inputs as bound (text
+ * generation, runtime/generate.c). The step's buffers, as gsl_eval. */
+static void emit_forward(CG *g, LLVMValueRef fn) {
+  bool *need = forward_need(g, is_value_output, "the forward pass");
+  open_function(g, fn);
+  store_group_indices(g);
+  call_kernels(g, need);
   close_function(g);
   free(need);
 }
@@ -479,16 +505,16 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
 
 /* main: gslrt_main with the program's info (gslrt_program_info; eval NULL
  * for a program that does not train). */
-static void emit_main(CG *g, LLVMValueRef setup, LLVMValueRef step, LLVMValueRef eval) {
+static void emit_main(CG *g, LLVMValueRef setup, LLVMValueRef step, LLVMValueRef eval, LLVMValueRef forward) {
 #ifdef PACKAGE_VERSION
   const char *version = PACKAGE_VERSION;
 #else
   const char *version = "0.1.0";
 #endif
-  LLVMValueRef fields[6] = {cg_cstr(g, g->p->path), cg_cstr(g, version), setup, step,
+  LLVMValueRef fields[7] = {cg_cstr(g, g->p->path), cg_cstr(g, version), setup, step,
                             eval ? eval : LLVMConstNull(g->t_ptr),
-                            cg_ci32(g, g->p->precision == DT_BF16 ? GSLRT_BF16 : GSLRT_F32)};
-  LLVMValueRef init = LLVMConstStructInContext(g->ctx, fields, 6, 0);
+                            cg_ci32(g, g->p->precision == DT_BF16 ? GSLRT_BF16 : GSLRT_F32), forward};
+  LLVMValueRef init = LLVMConstStructInContext(g->ctx, fields, 7, 0);
   LLVMValueRef info = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "gsl_program_info");
   LLVMSetInitializer(info, init);
   LLVMSetGlobalConstant(info, 1);
@@ -601,12 +627,14 @@ static void build_module(CG *g) {
   LLVMValueRef setup = add_function(g, "gsl_setup", LLVMFunctionType(g->t_void, sp, 1, 0));
   LLVMValueRef step = add_function(g, "gsl_step", LLVMFunctionType(g->t_void, sp, 2, 0));
   LLVMValueRef eval = p->train.loss ? add_function(g, "gsl_eval", LLVMFunctionType(g->t_void, sp, 3, 0)) : NULL;
+  LLVMValueRef forward = add_function(g, "gsl_forward", LLVMFunctionType(g->t_void, sp, 2, 0));
   emit_kernels(g);
   emit_step(g, step);
   if (eval)
     emit_eval(g, eval);
+  emit_forward(g, forward);
   emit_setup(g, setup);
-  emit_main(g, setup, step, eval);
+  emit_main(g, setup, step, eval, forward);
 }
 
 /* What the code relies on and the verifier already checks: a broken one is

@@ -83,6 +83,13 @@
  * an f32 tensor widened; each such tensor, and a precision that differs
  * from the manifest's, is one note on rank 0's stderr, not an error.
  *
+ * Generation (--generate, generate.c) only reads. DIR must exist, and no
+ * lock is taken: a run still training in DIR may be sampled (a checkpoint
+ * appears whole, by a rename). The newest complete checkpoint is checked
+ * and read as for --resume, but the generation keeps its own --seed, and
+ * its note goes to stderr (stdout has the text alone); a DIR with no
+ * checkpoint is an error.
+ *
  * Errors. A failure on any rank is shared (the first in rank or file
  * order, with its message) before anyone moves on; rank 0 removes the
  * temporary directory, prints one line, and every rank exits 1. */
@@ -407,6 +414,13 @@ void gslrt_checkpoint_open(gslrt_ctx *ctx) {
     return;
   if (strlen(dir) > CKPT_PATH - 2 * CKPT_NAME)
     gslrt_usage_error(ctx, "--checkpoint: the directory name is too long");
+  if (op->generate) { /* only read: no lock, so a run still training may be sampled */
+    if (ctx->rank == 0 && (ctx->ckpt_dir = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+      gslrt_seterr(err, sizeof err, "--checkpoint %s: cannot open %s: %s", dir, dir,
+                   errno == ENOTDIR ? "it is not a directory" : strerror(errno)), status = 1;
+    gslrt_rank0_verdict(ctx, status, err);
+    return;
+  }
   if (ctx->rank == 0) {
     if (stat(dir, &st) != 0) {
       if (errno != ENOENT || mkdir(dir, 0777) != 0)
@@ -1427,7 +1441,8 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   manifest m;
   ckpt_entry *list;
   int status = 0, n = 0, len = 0, fail = 0;
-  if (!ctx->opts.resume)
+  int gen = ctx->opts.generate > 0; /* generation: the newest checkpoint's params, nothing else */
+  if (!dir || (!ctx->opts.resume && !gen))
     return 0;
   if (ctx->rank == 0) {
     status = find_newest(ctx, found, &text, &tlen, err);
@@ -1436,6 +1451,8 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
   if (status < 0)
     gslrt_fail_all(ctx, "--resume: %s", err);
+  if (status == 1 && gen)
+    gslrt_fail_all(ctx, "--generate: --checkpoint %s holds no checkpoint to generate from", dir);
   if (status == 1) {
     if (ctx->rank == 0 && !ctx->opts.quiet) {
       printf("no checkpoint in %s: starting at step 0\n", dir);
@@ -1467,12 +1484,13 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
     free(list);
     gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
   }
-  if (ctx->opts.seed_given && ctx->opts.seed != m.seed) {
+  if (ctx->opts.seed_given && ctx->opts.seed != m.seed && !gen) {
     free(list);
     gslrt_fail_all(ctx, "checkpoint %s: it was saved with --seed %llu, not %llu (resume without --seed, "
                    "or with the same)", where, (unsigned long long)m.seed, (unsigned long long)ctx->opts.seed);
   }
-  ctx->seed = m.seed;
+  if (!gen) /* generation draws with its own --seed */
+    ctx->seed = m.seed;
   memcpy(ctx->run_id, m.run, sizeof ctx->run_id);
   /* sizes and crc32s: file k on rank k mod nranks; the first bad file is named */
   int64_t *disp = calloc((size_t)n + 1, sizeof *disp), *disp_all = calloc((size_t)n + 1, sizeof *disp);
@@ -1529,7 +1547,10 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   if (ctx->rank == 0)
     precision_notes(ctx, where, &m);
   free(list), free(disp), free(disp_all);
-  if (ctx->rank == 0 && !ctx->opts.quiet) {
+  if (ctx->rank == 0 && !ctx->opts.quiet && gen) { /* stdout has the text alone */
+    fprintf(stderr, "%s: generating from checkpoint %s (step %lld)\n", ctx->prog, where, (long long)m.step);
+    fflush(stderr);
+  } else if (ctx->rank == 0 && !ctx->opts.quiet) {
     printf("resumed from %s at step %lld\n", where, (long long)m.step);
     fflush(stdout);
   }

@@ -168,7 +168,9 @@ void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call) {
 void gslrt_fail(gslrt_ctx *ctx, const char *msg) { gslrt_fatal(ctx, "%s", msg); }
 
 void gslrt_phase(const gslrt_ctx *ctx, int with_batch, char *buf, size_t len) {
-  if (ctx->held_out < 0)
+  if (ctx->generating)
+    snprintf(buf, len, "generating byte %lld", (long long)ctx->step + 1);
+  else if (ctx->held_out < 0)
     snprintf(buf, len, "training step %lld", (long long)ctx->step + 1);
   else if (with_batch)
     snprintf(buf, len, "evaluation after step %lld, held-out batch %lld of %lld", (long long)ctx->step,

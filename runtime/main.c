@@ -4,6 +4,8 @@
  *   parse the options (usage errors: exit 2); --help / --version;
  *   gsl_setup (declarations; the mesh is checked against the ranks);
  *   build the communicators of the declared groups of mesh axes;
+ *   with --generate, generate text in place of all that follows, loading
+ *   the params itself (generate.c);
  *   match --input/--output/--eval-input with the declarations (eval.c);
  *   create the --metrics file; check the output targets and the input
  *   and held-out files;
@@ -499,10 +501,15 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
     gslrt_exit(&ctx, 0);
   }
   ctx.seed = ctx.opts.seed;
-  install_signals();
+  if (!ctx.opts.generate) /* generation has nothing to save: a signal ends it at once */
+    install_signals();
   info->setup(&ctx);
   gslrt_check_mesh(&ctx);
   gslrt_build_groups(&ctx);
+  if (ctx.opts.generate) {
+    gslrt_generate(&ctx); /* in place of training: generate.c */
+    goto fn_exit;
+  }
   gslrt_check_bindings(&ctx);
   gslrt_check_eval(&ctx);
   open_metrics(&ctx);
@@ -529,6 +536,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
     close_metrics(&ctx);
     gslrt_write_outputs(&ctx);
   }
+fn_exit:
   free_ctx(&ctx);
   gslrt_mpi_check(&ctx, MPI_Comm_free(&ctx.comm), "MPI_Comm_free");
   MPI_Finalize();

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum opt_kind { OPT_FLAG, OPT_COUNT, OPT_SEED, OPT_PATH, OPT_BIND };
+enum opt_kind { OPT_FLAG, OPT_COUNT, OPT_SEED, OPT_PATH, OPT_BIND, OPT_TEXT, OPT_REAL };
 
 /* One option of the table. */
 typedef struct opt {
@@ -43,7 +43,20 @@ static const opt opts_table[] = {
     {"--quiet", OPT_FLAG, 0, OFF(quiet)},
     {"--help", OPT_FLAG, 0, OFF(help)},
     {"--version", OPT_FLAG, 0, OFF(version)},
+    {"--generate", OPT_COUNT, 1, OFF(generate)},
+    {"--prompt", OPT_TEXT, 0, OFF(prompt)},
+    {"--prompt-file", OPT_PATH, 0, OFF(prompt_file)},
+    {"--temperature", OPT_REAL, 0, OFF(temperature)},
+    {"--top-k", OPT_COUNT, 1, OFF(top_k)},
 };
+#define NOPTS (sizeof opts_table / sizeof opts_table[0])
+
+/* The options of training that a run with --generate, which trains
+ * nothing, refuses (generate.c says what it does instead). */
+static const char *const not_with_generate[] = {"--steps", "--input", "--output", "--eval-input", "--eval-every",
+                                                "--checkpoint-every", "--keep", "--log-every", "--metrics"};
+/* The options that only mean something with --generate. */
+static const char *const only_with_generate[] = {"--prompt", "--prompt-file", "--temperature", "--top-k"};
 
 /* A decimal integer in [min, max]: digits only, no sign, no spaces. */
 static int parse_uint(const char *s, uint64_t max, uint64_t *v) {
@@ -56,6 +69,55 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *v) {
     return 0;
   *v = x;
   return 1;
+}
+
+/* A decimal number >= 0, finite: digits with an optional point and
+ * exponent (strtod's), no sign, no spaces, no inf or nan. */
+static int parse_real(const char *s, double *v) {
+  char *end;
+  if (!((*s >= '0' && *s <= '9') || *s == '.'))
+    return 0;
+  errno = 0;
+  double x = strtod(s, &end);
+  if (errno || *end || !(x >= 0 && x <= 1e300))
+    return 0;
+  *v = x;
+  return 1;
+}
+
+/* Whether the option named name was given (given: per table entry). */
+static int was_given(const int *given, const char *name) {
+  for (size_t k = 0; k < NOPTS; k++)
+    if (!strcmp(opts_table[k].name, name))
+      return given[k];
+  return 0;
+}
+
+/* Options that do not go together, after the whole command line is read:
+ * 0, or -1 with the cause in err. */
+static int check_generate(const gslrt_options *o, const int *given, char *err, int errlen) {
+  for (size_t k = 0; k < sizeof only_with_generate / sizeof *only_with_generate; k++)
+    if (!o->generate && was_given(given, only_with_generate[k])) {
+      gslrt_seterr(err, errlen, "%s needs --generate N (the bytes of text to generate)", only_with_generate[k]);
+      return -1;
+    }
+  if (!o->generate)
+    return 0;
+  for (size_t k = 0; k < sizeof not_with_generate / sizeof *not_with_generate; k++)
+    if (was_given(given, not_with_generate[k])) {
+      gslrt_seterr(err, errlen, "%s does not go with --generate (generation runs no training step)",
+                   not_with_generate[k]);
+      return -1;
+    }
+  if (o->prompt && o->prompt_file) {
+    gslrt_seterr(err, errlen, "--prompt and --prompt-file are two prompts: give one");
+    return -1;
+  }
+  if (!o->prompt && !o->prompt_file) {
+    gslrt_seterr(err, errlen, "--generate needs a prompt: --prompt TEXT or --prompt-file FILE");
+    return -1;
+  }
+  return 0;
 }
 
 /* Adds NAME=FILE val to the list of op (--input, --output or --eval-input). */
@@ -93,9 +155,10 @@ fn_exit:
 }
 
 int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int errlen) {
-  int rc = -1;
+  int rc = -1, given[NOPTS] = {0};
   memset(o, 0, sizeof *o);
   o->steps = 1;
+  o->temperature = 1.0;
   o->inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->inputs);
   o->outputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->outputs);
   o->eval_inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->eval_inputs);
@@ -110,9 +173,9 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
     const opt *op = NULL;
     if (!strcmp(arg, "-h"))
       arg = "--help", len = 6;
-    for (size_t k = 0; k < sizeof opts_table / sizeof opts_table[0]; k++)
+    for (size_t k = 0; k < NOPTS; k++)
       if (strlen(opts_table[k].name) == len && !strncmp(opts_table[k].name, arg, len))
-        op = &opts_table[k];
+        op = &opts_table[k], given[k] = 1;
     if (!op) {
       if (arg[0] == '-')
         gslrt_seterr(err, errlen, "unknown option '%.*s'", (int)len, arg);
@@ -167,10 +230,21 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
       if (add_binding(o, op, val, err, errlen) != 0)
         goto fn_exit;
       break;
+    case OPT_TEXT: /* any bytes, even none (generate.c says why an empty prompt is refused) */
+      *(const char **)dst = val;
+      break;
+    case OPT_REAL:
+      if (!parse_real(val, (double *)dst)) {
+        gslrt_seterr(err, errlen, "invalid value '%s' for %s (expected a number >= 0)", val, op->name);
+        goto fn_exit;
+      }
+      break;
     case OPT_FLAG:
       break;
     }
   }
+  if (check_generate(o, given, err, errlen) != 0)
+    goto fn_exit;
   rc = 0;
 fn_exit:
   return rc;
@@ -216,7 +290,8 @@ void gslrt_print_usage(FILE *f, const char *prog) {
   fprintf(f,
           "Usage: %s [options]\n"
           "       mpirun -np N %s [options]   (N = the product of the program's mesh sizes)\n"
-          "Runs a program compiled by gslc: initializes its params, then runs its steps.\n"
+          "Runs a program compiled by gslc: initializes its params, then runs its steps;\n"
+          "or, with --generate, writes text from them (man gslrun: GENERATION).\n"
           "\n"
           "Options:\n"
           "  --steps N              run N steps (default 1)\n"
@@ -247,6 +322,17 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "  --metrics FILE         write one JSON object a line to FILE for every logged\n"
           "                         step, also with --quiet (FILE is created or\n"
           "                         truncated before step 1)\n"
+          "  --generate N           write N bytes of text to stdout, sampled from the\n"
+          "                         program's `output logits` (f32[B, T, V], the scores\n"
+          "                         of the token after each position of its i32[B, W]\n"
+          "                         input) and nothing else; no step is trained; the\n"
+          "                         params come from the newest checkpoint in\n"
+          "                         --checkpoint DIR (read only), else their initializers\n"
+          "  --prompt TEXT          the bytes the text continues (with --generate)\n"
+          "  --prompt-file FILE     the same from a file (any bytes below V)\n"
+          "  --temperature T        divide the scores by T >= 0 (default 1; 0: the argmax)\n"
+          "  --top-k K              sample among the K best scores only (default: all V)\n"
+          "                         --seed S keys the sampling: the same S, the same text\n"
           "  --quiet                print nothing but errors\n"
           "  --help                 print this help and exit\n"
           "  --version              print the version and exit\n"
@@ -267,6 +353,8 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "output; an eval_loss that is not a number is logged (null in --metrics).\n"
           "--resume with --steps at the checkpoint's step and --eval-input evaluates\n"
           "the checkpoint without training.\n"
+          "Text: %s --checkpoint DIR --generate 200 --prompt 'The ' --top-k 40\n"
+          "writes 200 bytes to stdout, notes to stderr.\n"
           "Exit status: 0 on success, 2 on a usage error, 1 on a run-time error.\n",
-          prog, prog);
+          prog, prog, prog);
 }

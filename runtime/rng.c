@@ -24,7 +24,11 @@
  *   normal(std a): Box-Muller on u1 = ((out[0] >> 8) + 1) * 2^-24 in (0, 1]
  *                  and u2 = (out[1] >> 8) * 2^-24;
  *                  z = sqrt(-2 ln u1) * cos(2 pi u2); a * z.
- * All arithmetic in double, the result rounded to float once. */
+ * All arithmetic in double, the result rounded to float once. Text
+ * generation's draws (generate.c) need finer steps than 2^-24: a token
+ * of probability 1e-9 must come up about once in 1e9 draws, not never, so
+ * gslrt_rng_uniform53 takes 53 bits of one draw,
+ *   u = ((out[0] >> 5) * 2^26 + (out[1] >> 6)) * 2^-53 in [0, 1). */
 #include "internal.h"
 
 #include <math.h>
@@ -39,6 +43,7 @@
 #define PHILOX_W0 0x9E3779B9u
 #define PHILOX_W1 0xBB67AE85u
 #define TWO_M24 (1.0 / 16777216.0)
+#define TWO_M53 (1.0 / 9007199254740992.0)
 
 void gslrt_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
   uint32_t x0 = ctr[0], x1 = ctr[1], x2 = ctr[2], x3 = ctr[3];
@@ -68,6 +73,12 @@ double gslrt_rng_uniform01(uint64_t seed, uint32_t stream, int64_t step, uint64_
   uint32_t out[4];
   draw(seed, stream, step, i, out);
   return (double)(out[0] >> 8) * TWO_M24;
+}
+
+double gslrt_rng_uniform53(uint64_t seed, uint32_t stream, int64_t step, uint64_t i) {
+  uint32_t out[4];
+  draw(seed, stream, step, i, out);
+  return ((double)(out[0] >> 5) * 67108864.0 + (double)(out[1] >> 6)) * TWO_M53;
 }
 
 double gslrt_rng_normal01(uint64_t seed, uint32_t stream, int64_t step, uint64_t i) {

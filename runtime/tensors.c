@@ -48,6 +48,11 @@
  * outputs are written all or none. The result is shared so every rank
  * exits the same way.
  *
+ * Generation (generate.c) binds the token input from windows it holds in
+ * memory, whole on every rank (each copies out its tile), and draws every
+ * other input with key GSLRT_GEN_KEY + j; it gathers its logits to rank 0
+ * as an --output is gathered (gslrt_gather_output).
+ *
  * bf16 (issue 19): a bf16 tensor's buffer has 2-byte elements. Its
  * initializer is drawn in f32 exactly as an f32 tensor's (the same Philox
  * numbers, so the same on any mesh) into a temporary, then each element is
@@ -611,9 +616,10 @@ void gslrt_bind_eval_inputs(gslrt_ctx *ctx, int64_t j) {
 }
 
 /* Copies a tile (row-major, local_shape at local_offset, esize-byte
- * elements) into the global array. */
-static void place_tile(char *global, int32_t rank, const int64_t *gshape, const int64_t *off,
-                       const int64_t *shape, const char *src, int esize) {
+ * elements) into the global array (out 0: tile -> global), or out of it
+ * (out 1: global -> tile). */
+static void copy_tile(char *global, int32_t rank, const int64_t *gshape, const int64_t *off,
+                      const int64_t *shape, char *tile, int esize, int out) {
   int64_t idx[GSLRT_MAX_RANK] = {0}, rows = 1;
   int64_t run = rank ? shape[rank - 1] : 1;
   for (int32_t d = 0; d + 1 < rank; d++)
@@ -624,13 +630,28 @@ static void place_tile(char *global, int32_t rank, const int64_t *gshape, const 
     int64_t e = 0;
     for (int32_t d = 0; d < rank; d++)
       e = e * gshape[d] + off[d] + (d + 1 < rank ? idx[d] : 0);
-    memcpy(global + esize * e, src, (size_t)(run * esize));
-    src += esize * run;
+    if (out)
+      memcpy(tile, global + esize * e, (size_t)(run * esize));
+    else
+      memcpy(global + esize * e, tile, (size_t)(run * esize));
+    tile += esize * run;
     for (int32_t d = rank - 2; d >= 0; d--) {
       if (++idx[d] < shape[d])
         break;
       idx[d] = 0;
     }
+  }
+}
+
+void gslrt_bind_gen_inputs(gslrt_ctx *ctx, int tokens, const int32_t *window, int64_t key) {
+  for (int k = 0; k < ctx->ntensors; k++) {
+    gslrt_tensor *t = &ctx->tensors[k];
+    if (t->kind != GSLRT_INPUT)
+      continue;
+    if (k == tokens)
+      copy_tile((char *)window, t->rank, t->global_shape, t->local_offset, t->local_shape, *t->slot, 4, 1);
+    else
+      fill_init(ctx, t, key);
   }
 }
 
@@ -689,21 +710,21 @@ void gslrt_check_outputs(gslrt_ctx *ctx) {
   gslrt_rank0_verdict(ctx, status, err);
 }
 
-/* Gathers output o on rank 0 and writes it to a temporary beside its file,
- * whose name goes to *tmp there; returns the status there. */
-static int write_output(gslrt_ctx *ctx, gslrt_output *o, char **tmp, char *err, int errlen) {
-  int rc = -1;
+void *gslrt_gather_output(gslrt_ctx *ctx, const gslrt_output *o) {
   int *counts = NULL, *displs = NULL;
   char *all = NULL, *global = NULL;
   const void *mine = *o->slot;
-  if (!mine && o->local_count > 0)
-    gslrt_fatal(ctx, "output %s has no buffer (gsl_setup left its slot empty)", o->name);
-  if (ctx->nranks == 1) {
-    rc = gslrt_npy_write_temp(o->file, o->dtype, o->rank, o->global_shape, mine, tmp, err, errlen);
-    goto fn_exit;
-  }
   int64_t total = 0, gcount = count_of(o->rank, o->global_shape);
   int esize = gslrt_dtype_size(o->dtype);
+  if (!mine && o->local_count > 0)
+    gslrt_fatal(ctx, "output %s has no buffer (gsl_setup left its slot empty)", o->name);
+  if (ctx->rank == 0 && !(global = malloc((size_t)(gcount * esize) + 4)))
+    gslrt_fatal(ctx, "output %s: cannot allocate %lld bytes to gather it", o->name, (long long)gcount * esize);
+  if (ctx->nranks == 1) {
+    if (gcount > 0)
+      memcpy(global, mine, (size_t)(gcount * esize));
+    return global;
+  }
   if (ctx->rank == 0) {
     counts = malloc((size_t)ctx->nranks * sizeof *counts);
     displs = malloc((size_t)ctx->nranks * sizeof *displs);
@@ -719,28 +740,33 @@ static int write_output(gslrt_ctx *ctx, gslrt_output *o, char **tmp, char *err, 
       counts[r] = (int)n, displs[r] = (int)total;
       total += n;
     }
-    all = malloc((size_t)(total * esize) + 4);
-    global = malloc((size_t)(gcount * esize) + 4);
-    if (!all || !global)
-      gslrt_fatal(ctx, "output %s: cannot allocate %lld bytes to gather it", o->name,
-                  (long long)(total + gcount) * esize);
+    if (!(all = malloc((size_t)(total * esize) + 4)))
+      gslrt_fatal(ctx, "output %s: cannot allocate %lld bytes to gather it", o->name, (long long)total * esize);
   }
   gslrt_mpi_check(ctx, MPI_Gatherv(mine, (int)o->local_count, move_type(o->dtype), all, counts, displs,
                                    move_type(o->dtype), 0, ctx->comm), "MPI_Gatherv");
-  if (ctx->rank == 0) {
+  if (ctx->rank == 0)
     for (int r = 0; r < ctx->nranks; r++) {
       int64_t shape[GSLRT_MAX_RANK], off[GSLRT_MAX_RANK];
       gslrt_tile(ctx, r, o->name, o->rank, o->global_shape, o->dim_axes, shape, off);
-      place_tile(global, o->rank, o->global_shape, off, shape, all + esize * (int64_t)displs[r], esize);
+      copy_tile(global, o->rank, o->global_shape, off, shape, all + esize * (int64_t)displs[r], esize, 0);
     }
-    rc = gslrt_npy_write_temp(o->file, o->dtype, o->rank, o->global_shape, global, tmp, err, errlen);
-  } else {
-    rc = 0;
-  }
-fn_exit:
   free(counts);
   free(displs);
   free(all);
+  return global;
+}
+
+/* Gathers output o on rank 0 and writes it to a temporary beside its file,
+ * whose name goes to *tmp there; returns the status there. */
+static int write_output(gslrt_ctx *ctx, gslrt_output *o, char **tmp, char *err, int errlen) {
+  if (!*o->slot && o->local_count > 0)
+    gslrt_fatal(ctx, "output %s has no buffer (gsl_setup left its slot empty)", o->name);
+  if (ctx->nranks == 1) /* the buffer as it is: no copy */
+    return gslrt_npy_write_temp(o->file, o->dtype, o->rank, o->global_shape, *o->slot, tmp, err, errlen);
+  void *global = gslrt_gather_output(ctx, o);
+  int rc = ctx->rank == 0 ? gslrt_npy_write_temp(o->file, o->dtype, o->rank, o->global_shape, global, tmp, err, errlen)
+                          : 0;
   free(global);
   return rc;
 }

@@ -63,6 +63,10 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/index_errors.sh tests/deep_compile.sh tests/precision.sh tests/moe_skip_empty.sh tests/loop_unroll.sh \
 	tests/lm_baselines.sh tests/schedule.sh tests/moe_signals.sh
 
+# text generation: logits known by construction, a Python reference of the sampling, errors, examples/lm.gsl
+SCRIPT_TESTS += tests/generate.sh
+EXTRA_DIST += tests/generate_ref.py
+
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
 check_PROGRAMS += tests/collectives_test
 tests_collectives_test_SOURCES = tests/collectives_test.c

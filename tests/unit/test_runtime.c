@@ -3,8 +3,9 @@
  * invariance, moments), .npy reading and writing (exact header bytes, tiles,
  * malformed files), gslrt_sgemm and gslrt_gemm_bf16 against a triple loop
  * (through oneDNN and through OpenBLAS, and the primitive cache), mesh tiles, block
- * indices, packing for the collectives and groups of one device, and the
- * option parser with each of its usage errors. Expected values are computed
+ * indices, packing for the collectives and groups of one device,
+ * generation's choice of a token, and the option parser with each of its
+ * usage errors. Expected values are computed
  * independently of the code under test (published vectors, hand-written
  * bytes, naive loops). */
 #include "internal.h"
@@ -648,6 +649,57 @@ static void test_groups_of_one(void) {
   CU_ASSERT_EQUAL(ctx.ngroups, 0);
 }
 
+/* Generation's 53-bit draw: ((out[0] >> 5) * 2^26 + (out[1] >> 6)) *
+ * 2^-53 of the usual counter; Random123's all-zero answer is {0x6627e8d5,
+ * 0xe169c58d, ...}; byte j's draw is step j of stream 0xFFFFFFFF. */
+static void test_rng_uniform53(void) {
+  double want = ((double)(0x6627e8d5u >> 5) * 67108864.0 + (double)(0xe169c58du >> 6)) / 9007199254740992.0;
+  CU_ASSERT_EQUAL(gslrt_rng_uniform53(0, 0, 0, 0), want);
+  uint32_t ctr[4] = {0, 0, 6, GSLRT_GEN_STREAM}, key[2] = {9, 0}, out[4];
+  gslrt_philox(ctr, key, out);
+  want = ((double)(out[0] >> 5) * 67108864.0 + (double)(out[1] >> 6)) / 9007199254740992.0;
+  CU_ASSERT_EQUAL(gslrt_rng_uniform53(9, GSLRT_GEN_STREAM, 6, 0), want);
+  CU_ASSERT(want >= 0 && want < 1);
+}
+
+/* The choice of a token (man/gslrun.7, GENERATION): the argmax with the
+ * lowest token on a tie for temperature 0 or top-k 1; otherwise the top
+ * k (ties to the lower token), weights exp((z - max) / T) in token
+ * order, the first whose running sum exceeds u times the total. */
+static void test_choose_token(void) {
+  char err[GSLRT_ERRLEN];
+  const float z[5] = {1, 3, 3, 0, -INFINITY};
+  double e2 = exp(-2.0), e3 = exp(-3.0);
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 0, 0, 0.99, err, sizeof err), 1);
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 1, 1, 0.99, err, sizeof err), 1);
+  /* top 2: tokens 1 and 2, even */
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 1, 2, 0.49, err, sizeof err), 1);
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 1, 2, 0.5, err, sizeof err), 2);
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 1, 2, 0.999, err, sizeof err), 2);
+  /* top 3: token 0 (e^-2) comes first in token order */
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 1, 3, 0.0, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 1, 3, 0.99 * e2 / (2 + e2), err, sizeof err), 0);
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 1, 3, 1.01 * e2 / (2 + e2), err, sizeof err), 1);
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 1, 3, 1 - 1e-12, err, sizeof err), 2);
+  /* every token: 3 (e^-3) is last with a weight; -inf never comes up */
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 1, 0, 1 - 0.5 * e3 / (2 + e2 + e3), err, sizeof err), 3);
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 1, 0, 1 - 1e-15, err, sizeof err), 3);
+  /* temperature 2: token 0 weighs e^-1 */
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 2, 3, 0.99 * exp(-1.0) / (2 + exp(-1.0)), err, sizeof err), 0);
+  CU_ASSERT_EQUAL(gslrt_choose_token(z, 5, 2, 3, 1.01 * exp(-1.0) / (2 + exp(-1.0)), err, sizeof err), 1);
+  /* a tie at the k-th score keeps the lower token */
+  const float tie[4] = {2, 1, 1, 1};
+  CU_ASSERT_EQUAL(gslrt_choose_token(tie, 4, 1, 2, 0.999, err, sizeof err), 1);
+  CU_ASSERT_EQUAL(gslrt_choose_token(tie, 4, 0, 0, 0.999, err, sizeof err), 0);
+  const float bad[3] = {0, NAN, 1}, inf[2] = {0, INFINITY}, none[2] = {-INFINITY, -INFINITY};
+  CU_ASSERT_EQUAL(gslrt_choose_token(bad, 3, 1, 0, 0.5, err, sizeof err), -1);
+  CU_ASSERT_STRING_EQUAL(err, "the score of token 1 is nan");
+  CU_ASSERT_EQUAL(gslrt_choose_token(inf, 2, 0, 0, 0.5, err, sizeof err), -1);
+  CU_ASSERT_STRING_EQUAL(err, "the score of token 1 is inf");
+  CU_ASSERT_EQUAL(gslrt_choose_token(none, 2, 1, 0, 0.5, err, sizeof err), -1);
+  CU_ASSERT_STRING_EQUAL(err, "every score is -inf");
+}
+
 /* ---- options --------------------------------------------------------------- */
 
 static int parse(char *line, gslrt_options *o, char *err) {
@@ -719,6 +771,23 @@ static void test_options(void) {
   CU_ASSERT_STRING_EQUAL(o.inputs[0].file, "train.npy");
   CU_ASSERT_EQUAL(o.eval_every, 50);
   gslrt_free_options(&o);
+  char l7[] = "--generate 200 --prompt=The --temperature 0.8 --top-k=40 --seed 3 --checkpoint ck --resume";
+  CU_ASSERT_EQUAL_FATAL(parse(l7, &o, err), 0);
+  CU_ASSERT_EQUAL(o.generate, 200);
+  CU_ASSERT_STRING_EQUAL(o.prompt, "The");
+  CU_ASSERT_PTR_NULL(o.prompt_file);
+  CU_ASSERT_EQUAL(o.temperature, 0.8);
+  CU_ASSERT_EQUAL(o.top_k, 40);
+  gslrt_free_options(&o);
+  char l8[] = "--generate 1 --prompt-file p.txt --temperature 0";
+  CU_ASSERT_EQUAL_FATAL(parse(l8, &o, err), 0);
+  CU_ASSERT_STRING_EQUAL(o.prompt_file, "p.txt");
+  CU_ASSERT_EQUAL(o.temperature, 0);
+  CU_ASSERT_EQUAL(o.top_k, 0);
+  gslrt_free_options(&o);
+  CU_ASSERT_EQUAL_FATAL(parse(l0, &o, err), 0);
+  CU_ASSERT(o.generate == 0 && o.temperature == 1 && !o.prompt);
+  gslrt_free_options(&o);
   static const struct {
     const char *line, *want;
   } bad[] = {
@@ -755,6 +824,21 @@ static void test_options(void) {
       {"--eval-input x=", "--eval-input x=: expected NAME=FILE"},
       {"--eval-input x=a --eval-input=x=b", "--eval-input x given twice"},
       {"--eval x=a", "unknown option '--eval'"},
+      {"--generate 0 --prompt a", "invalid value '0' for --generate (expected an integer >= 1)"},
+      {"--generate 3", "--generate needs a prompt: --prompt TEXT or --prompt-file FILE"},
+      {"--generate 3 --prompt a --prompt-file f", "--prompt and --prompt-file are two prompts: give one"},
+      {"--prompt a", "--prompt needs --generate N"},
+      {"--top-k 3", "--top-k needs --generate N"},
+      {"--temperature 1", "--temperature needs --generate N"},
+      {"--generate 3 --prompt a --top-k 0", "invalid value '0' for --top-k (expected an integer >= 1)"},
+      {"--generate 3 --prompt a --temperature -1", "invalid value '-1' for --temperature (expected a number >= 0)"},
+      {"--generate 3 --prompt a --temperature inf", "invalid value 'inf' for --temperature"},
+      {"--generate 3 --prompt a --temperature 1e999", "invalid value '1e999' for --temperature"},
+      {"--generate 3 --prompt a --temperature 0.5x", "invalid value '0.5x' for --temperature"},
+      {"--generate 3 --prompt a --steps 1", "--steps does not go with --generate"},
+      {"--generate 3 --prompt a --metrics m", "--metrics does not go with --generate"},
+      {"--generate 3 --prompt a --output x=f", "--output does not go with --generate"},
+      {"--generate 3 --prompt-file=", "option '--prompt-file' requires a non-empty value"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char line[128];
@@ -812,6 +896,8 @@ void add_runtime_tests(void) {
   tests_add(s, "philox known answers", test_philox_kat);
   tests_add(s, "rng recipe", test_rng_recipe);
   tests_add(s, "rng eval keys", test_rng_eval_key);
+  tests_add(s, "rng 53-bit uniform", test_rng_uniform53);
+  tests_add(s, "choose a token", test_choose_token);
   tests_add(s, "rng tile invariance", test_rng_tiles);
   tests_add(s, "rng moments", test_rng_moments);
   tests_add(s, "npy round trip", test_npy_roundtrip);
