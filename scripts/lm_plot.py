@@ -3,7 +3,7 @@
 MoE one and a dense one, in one PNG (`make lm-plot`).
 
     python3 scripts/lm_plot.py [--moe FILE] [--dense FILE] [-o PNG]
-                               [--title TEXT] [--linear]
+                               [--title TEXT] [--linear] [--time]
 
 Reads the --metrics files the two runs wrote (JSON Lines, one object per
 logged step, as a compiled program's --metrics writes them):
@@ -17,11 +17,19 @@ the eval loss (or, with --eval KEY, that value: eval_ce for an LM's
 cross-entropy without its load-balancing terms) against the step and
 draws four curves: train loss as thin
 light lines, eval loss as thick dark lines with points, blue for MoE and
-red for dense. The y axis is logarithmic (the loss falls fast, then slowly: a log
+red for dense; against the wall-clock time of the run (elapsed_s) instead
+of the step with --time, to compare runs of equal time. The y axis is logarithmic (the loss falls fast, then slowly: a log
 axis keeps the slow part readable) unless --linear. A file without
 eval_loss lines gives its train curve alone; a line that is not a JSON
 object (say, the half-written last line of a run still going) is skipped
 with a warning, and so is a value that is not a finite number.
+
+Where the MoE run's records carry its moe blocks' signals
+("moe.NAME.load", an array of the experts' loads, and "moe.NAME.drop",
+the fraction of routed choices dropped at capacity), a second panel below
+shows, per block against the step, the fraction dropped and the busiest
+expert's load times E (1 when the load is even, E when one expert takes
+every choice).
 
 Draws with gnuplot (Debian: gnuplot-nox, which has the pngcairo terminal):
 the data go inline on gnuplot's standard input, the PNG is written to a
@@ -53,15 +61,16 @@ def number(v):
     return v if math.isfinite(v) else None
 
 
-def read_metrics(path, eval_key):
-    """(train, eval): lists of (step, loss) in file order, from a metrics
-    file; eval from eval_key, or eval_loss in a line without it."""
+def read_metrics(path, eval_key, x_key="step"):
+    """(train, eval, router): lists of (step, loss) in file order, from a
+    metrics file, eval from eval_key (or eval_loss in a line without it);
+    router maps each moe block's name to its (step, drop, max load * E)."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as e:
         fail("%s: %s" % (path, e.strerror))
-    train, held = [], []
+    train, held, router = [], [], {}
     for n, text in enumerate(lines, 1):
         if not text.strip():
             continue
@@ -72,9 +81,9 @@ def read_metrics(path, eval_key):
         if not isinstance(obj, dict):
             print("%s: warning: %s:%d: not a JSON object, skipped" % (PROG, path, n), file=sys.stderr)
             continue
-        step = number(obj.get("step"))
+        step = number(obj.get(x_key))
         if step is None:
-            print("%s: warning: %s:%d: no step, skipped" % (PROG, path, n), file=sys.stderr)
+            print("%s: warning: %s:%d: no %s, skipped" % (PROG, path, n, x_key), file=sys.stderr)
             continue
         for key, out in (("loss", train), (eval_key if eval_key in obj else "eval_loss", held)):
             if key not in obj:
@@ -85,9 +94,18 @@ def read_metrics(path, eval_key):
                       file=sys.stderr)
                 continue
             out.append((step, v))
+        for key, v in obj.items():
+            if not (key.startswith("moe.") and key.endswith(".drop")):
+                continue
+            load = obj.get(key[:-len(".drop")] + ".load")
+            drop = number(v)
+            loads = [number(x) for x in load] if isinstance(load, list) and load else None
+            if drop is None or not loads or None in loads:
+                continue
+            router.setdefault(key[len("moe."):-len(".drop")], []).append((step, drop, max(loads) * len(loads)))
     if not train and not held:
         fail("%s: no loss or eval_loss in any line (is it a --metrics file of a training run?)" % path)
-    return train, held
+    return train, held, router
 
 
 def quote(s):
@@ -102,8 +120,9 @@ FINE_TICS = tuple(round(m * 10 ** e, 3) for e in (-1, 0, 1)
                   for m in (1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2, 2.2, 2.4, 2.6, 2.8, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9))
 
 
-def script(curves, out, title, linear):
-    """The gnuplot program: the data blocks, then the plot."""
+def script(curves, router, out, title, linear, xlabel="step"):
+    """The gnuplot program: the data blocks, then the plot (and, with
+    router signals, the router's panel below it)."""
     lo = min(v for c in curves for _, v in c[3])
     hi = max(v for c in curves for _, v in c[3])
     lines = []
@@ -111,12 +130,20 @@ def script(curves, out, title, linear):
         lines.append("$%s << EOD" % name)
         lines.extend("%.17g %.9g" % p for p in points)
         lines.append("EOD")
+    for k, (_, points) in enumerate(sorted(router.items())):
+        lines.append("$router%d << EOD" % k)
+        lines.extend("%.17g %.9g %.9g" % p for p in points)
+        lines.append("EOD")
     lines += [
-        "set terminal pngcairo size 1000,640 enhanced font 'sans,11'",
+        "set terminal pngcairo size 1000,%d enhanced font 'sans,11'" % (1040 if router else 640),
         "set output %s" % quote(out),
         "set encoding utf8",
+    ]
+    if router:
+        lines.append("set multiplot layout 2,1 margins 0.08,0.92,0.07,0.95 spacing 0,0.1")
+    lines += [
         "set title %s" % quote(title),
-        "set xlabel 'step'",
+        "set xlabel %s" % quote(xlabel),
         "set ylabel %s" % quote("loss (nats per byte%s)" % ("" if linear else ", log scale")),
         "set grid xtics ytics lc rgb '#dddddd'",
         "set key top right box opaque",
@@ -135,6 +162,24 @@ def script(curves, out, title, linear):
     for name, label, style, _ in curves:
         plots.append("$%s using 1:2 with %s title %s noenhanced" % (name, style, quote(label)))
     lines.append("plot " + ", \\\n     ".join(plots))
+    if router:
+        colors = ("#1f4f9f", "#2e8b57", "#b8860b", "#8b008b", "#b03020", "#008b8b")
+        lines += [
+            "unset logscale y", "unset ytics", "set ytics nomirror", "set yrange [0:*]",
+            "set y2range [0:*]", "set y2tics", "set xrange [0:*]",
+            "set title %s" % quote("the MoE run's router, per block: dropped at capacity (solid), "
+                                   "busiest expert's load x E (dashed, right; 1 is even)"),
+            "set ylabel 'dropped at capacity'", "set y2label 'max load x E'",
+        ]
+        plots = []
+        for k, (name, _) in enumerate(sorted(router.items())):
+            c = colors[k % len(colors)]
+            plots.append("$router%d using 1:2 axes x1y1 with lines lw 2 lc rgb '%s' title %s noenhanced"
+                         % (k, c, quote(name + " dropped")))
+            plots.append("$router%d using 1:3 axes x1y2 with lines lw 1 dt 2 lc rgb '%s' title %s noenhanced"
+                         % (k, c, quote(name + " max load x E")))
+        lines.append("plot " + ", \\\n     ".join(plots))
+        lines.append("unset multiplot")
     return "\n".join(lines) + "\n"
 
 
@@ -152,6 +197,8 @@ def main():
     ap.add_argument("--title", default="byte-level LM on the fortunes corpus: MoE against dense",
                     help="the picture's title")
     ap.add_argument("--linear", action="store_true", help="a linear y axis (default: logarithmic)")
+    ap.add_argument("--time", action="store_true",
+                    help="against the runs' wall-clock seconds (elapsed_s) instead of the step")
     ap.add_argument("--eval", metavar="KEY", default="eval_loss",
                     help="the eval curve's metrics key, e.g. eval_ce for the held-out cross-entropy "
                          "alone (default eval_loss; a line without KEY gives its eval_loss)")
@@ -161,10 +208,12 @@ def main():
     if gnuplot is None:
         fail("gnuplot not found: it draws the picture (Debian: apt-get install gnuplot-nox)")
 
-    curves = []
+    curves, router = [], {}
     for run, path, dark, light in (("MoE", args.moe, "#1f4f9f", "#8fb2e6"),
                                    ("dense", args.dense, "#b03020", "#eba399")):
-        train, held = read_metrics(path, args.eval)
+        train, held, signals = read_metrics(path, args.eval, "elapsed_s" if args.time else "step")
+        if run == "MoE":
+            router = signals
         key = run.lower()
         if train:
             curves.append((key + "_train", "%s train" % run, "lines lw 1 lc rgb '%s'" % light, train))
@@ -181,7 +230,8 @@ def main():
         fail("%s: %s" % (folder, e.strerror))
     tmp = "%s.tmp.%d.png" % (out, os.getpid())
     try:
-        run = subprocess.run([gnuplot], input=script(curves, tmp, args.title, args.linear),
+        run = subprocess.run([gnuplot], input=script(curves, router, tmp, args.title, args.linear,
+                                                     "seconds of training" if args.time else "step"),
                              capture_output=True, text=True)
     except OSError as e:
         fail("%s: %s" % (gnuplot, e.strerror))
@@ -198,6 +248,9 @@ def main():
     for name, label, _, points in curves:
         print("%s: %-24s %4d points, steps %g-%g, loss %.4g -> %.4g"
               % (PROG, label, len(points), points[0][0], points[-1][0], points[0][1], points[-1][1]))
+    for name, points in sorted(router.items()):
+        print("%s: router %-15s %4d points, dropped %.3g -> %.3g, max load x E %.3g -> %.3g"
+              % (PROG, name, len(points), points[0][1], points[-1][1], points[0][2], points[-1][2]))
     print("%s: wrote %s" % (PROG, out))
 
 
