@@ -125,14 +125,6 @@ static const char *kind_name(int32_t kind) { return kind == GSLRT_STATE ? "state
 /* The program's precision as a manifest names it: "f32" or "bf16". */
 static const char *precision_name(const gslrt_ctx *ctx) { return gslrt_dtype_name(ctx->info->precision); }
 
-static void shape_str(char *buf, size_t len, int32_t dtype, int32_t rank, const int64_t *shape) {
-  size_t n = (size_t)snprintf(buf, len, "%s[", gslrt_dtype_name(dtype));
-  for (int32_t i = 0; i < rank && n < len; i++)
-    n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (n < len)
-    snprintf(buf + n, len - n, "]");
-}
-
 /* Shares a failure: key is INT_MAX on a rank that did not fail, else its
  * order (the rank, or a file's index); the message of the least key goes
  * to err on every rank. Whether any rank failed; every rank together. */
@@ -1361,10 +1353,10 @@ static int match(gslrt_ctx *ctx, ckpt_entry *list, int n, char *err) {
     e->used = 1;
     /* f32 and bf16 restore into each other (rounded or widened, with a note) */
     int32_t same = e->dtype != GSLRT_I32 && t->dtype != GSLRT_I32 ? t->dtype : e->dtype;
-    shape_str(there, sizeof there, same, e->rank, e->shape);
-    shape_str(here, sizeof here, t->dtype, t->rank, t->global_shape);
+    gslrt_type_str(there, sizeof there, same, e->rank, e->shape);
+    gslrt_type_str(here, sizeof here, t->dtype, t->rank, t->global_shape);
     if (strcmp(there, here)) /* the shapes differ: name both dtypes as they are */
-      shape_str(there, sizeof there, e->dtype, e->rank, e->shape);
+      gslrt_type_str(there, sizeof there, e->dtype, e->rank, e->shape);
     if (e->kind != t->kind) {
       gslrt_seterr(err, GSLRT_ERRLEN, "%s is a %s there, a %s in this program", t->name, kind_name(e->kind),
                    kind_name(t->kind));

@@ -195,6 +195,14 @@ void gslrt_position(int32_t rank, const int64_t *shape, int64_t e, const int64_t
     snprintf(buf + n, len - n, "]");
 }
 
+void gslrt_type_str(char *buf, size_t len, int32_t dtype, int32_t rank, const int64_t *shape) {
+  size_t n = (size_t)snprintf(buf, len, "%s[", gslrt_dtype_name(dtype));
+  for (int32_t i = 0; i < rank && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (n < len)
+    snprintf(buf + n, len - n, "]");
+}
+
 /* The backstop for indices the code computes (tokens + 1, an argmax): an
  * input's own are checked as they are read (tensors.c). Reached on the
  * failure path only, so it scans the tile again for the first bad index. */

@@ -48,15 +48,6 @@ typedef struct gen_plan {
   int64_t t, v;            /* logits' positions T (<= W) and tokens V (<= 256) */
 } gen_plan;
 
-/* "f32[2, 3]" into buf. */
-static void type_str(char *buf, size_t len, int32_t dtype, int32_t rank, const int64_t *shape) {
-  size_t n = (size_t)snprintf(buf, len, "%s[", gslrt_dtype_name(dtype));
-  for (int32_t i = 0; i < rank && n < len; i++)
-    n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (n < len)
-    snprintf(buf + n, len - n, "]");
-}
-
 /* Checks the program against the convention and --top-k against V; a
  * usage error naming what is missing or wrong. Every rank alike. */
 static void find_plan(gslrt_ctx *ctx, gen_plan *p) {
@@ -75,7 +66,7 @@ static void find_plan(gslrt_ctx *ctx, gen_plan *p) {
     gslrt_usage_error(ctx, "--generate: the program has no output named logits (generation needs `output "
                       "logits`, f32[B, T, V]: the scores of the token after each position of the windows)");
   const gslrt_output *o = p->out;
-  type_str(have, sizeof have, o->dtype, o->rank, o->global_shape);
+  gslrt_type_str(have, sizeof have, o->dtype, o->rank, o->global_shape);
   if (o->rank != 3 || o->dtype == GSLRT_I32)
     gslrt_usage_error(ctx, "--generate: output logits is %s, not f32[B, T, V] (B windows, T positions, V tokens)",
                       have);
@@ -95,7 +86,7 @@ static void find_plan(gslrt_ctx *ctx, gen_plan *p) {
                       "token windows (i32[B, W])", ni32, names);
   const gslrt_tensor *t = &ctx->tensors[p->tokens];
   char tok[128];
-  type_str(tok, sizeof tok, t->dtype, t->rank, t->global_shape);
+  gslrt_type_str(tok, sizeof tok, t->dtype, t->rank, t->global_shape);
   if (t->rank != 2)
     gslrt_usage_error(ctx, "--generate: input %s, the token windows, is %s, not i32[B, W]", t->name, tok);
   p->b = t->global_shape[0], p->w = t->global_shape[1];

@@ -218,6 +218,8 @@ void gslrt_phase(const gslrt_ctx *ctx, int with_batch, char *buf, size_t len);
  * the tensor; "" for a scalar. */
 void gslrt_position(int32_t rank, const int64_t *shape, int64_t e, const int64_t *offset, char *buf,
                     size_t len);
+/* "f32[2, 3]" into buf: a tensor's type as messages give it. */
+void gslrt_type_str(char *buf, size_t len, int32_t dtype, int32_t rank, const int64_t *shape);
 /* The running gslrt_main's context (NULL: none), for gslrt_fatal(NULL, ...). */
 void gslrt_set_current(gslrt_ctx *ctx);
 /* main.c has left a progress line on the terminal (rewritten with '\r');
