@@ -17,8 +17,8 @@
 #
 # Method. The data (scripts/lm_data.py, windows of T + 1 bytes) are made if
 # missing. The program is compiled with --precision bf16 and the recipe's
-# sizes. A timing run of 40 steps gives the step time (the mean of its
-# last 20); the steps that fit in 95 % of BUDGET, after the evaluations
+# sizes. A timing run of 80 steps gives the step time (the mean of its
+# last 40: the first ones also make oneDNN's primitives); the steps that fit in 95 % of BUDGET, after the evaluations
 # (10 of them, each costing what one timed pass over the held-out batches
 # takes), are then trained, with the learning-rate schedule sized to them
 # (-D STEPS: linear warmup, cosine decay to LR / 10), gradients clipped to
@@ -59,7 +59,7 @@ flags="--precision bf16 -D DATA=1 -D EXPERT=$NP $SIZES"
 if [ -z "${STEPS:-}" ]; then
   # shellcheck disable=SC2086
   ./gslc $flags -D STEPS=1000 "$src" -o "runs/$name.timing"
-  $MPIEXEC -n "$NP" "runs/$name.timing" --steps 40 --log-every 20 --quiet --input "tokens=$data/train.npy" \
+  $MPIEXEC -n "$NP" "runs/$name.timing" --steps 80 --log-every 40 --quiet --input "tokens=$data/train.npy" \
     --metrics "runs/$name.timing.jsonl"
   ms=$(sed -n '$s/.*"ms_per_step": *\([0-9.e+-]*\).*/\1/p' "runs/$name.timing.jsonl")
   # one pass over the held-out batches costs about their count of forward
