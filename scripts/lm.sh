@@ -14,6 +14,8 @@
 #            for both models but the experts)
 #   PROMPT   the sample's prompt (default "The "), SAMPLE its bytes (400)
 #   STEPS    skip the timing run and train this many steps
+#   DATA     the data's directory (default data/fortunes_tT, made if missing)
+#   RUNS     where the program, metrics and checkpoint go (default runs)
 #
 # Method. The data (scripts/lm_data.py, windows of T + 1 bytes) are made if
 # missing. The program is compiled with --precision bf16 and the recipe's
@@ -22,8 +24,8 @@
 # (10 of them, each costing what one timed pass over the held-out batches
 # takes), are then trained, with the learning-rate schedule sized to them
 # (-D STEPS: linear warmup, cosine decay to LR / 10), gradients clipped to
-# norm 1. The run writes runs/NAME.jsonl (--metrics) and a checkpoint at
-# the end (runs/NAME.ckpt), prints the held-out cross-entropy of the last
+# norm 1. The run writes RUNS/NAME.jsonl (--metrics) and a checkpoint at
+# the end (RUNS/NAME.ckpt), prints the held-out cross-entropy of the last
 # evaluation, the wall-clock time of the training command, and generates
 # SAMPLE bytes from the checkpoint (temperature 0.8, top-k 40, seed 1).
 # Exit status 0, or the failing command's.
@@ -48,42 +50,43 @@ B=${B:-8}
 SIZES=${SIZES:--D T=$T -D B=$B -D M=128 -D NH=4 -D H=512 -D L=4 -D LR=0.002 -D MIN_LR=0.0002 -D WARMUP=200 -D CLIP=1.0}
 [ -x ./gslc ] || { echo "scripts/lm.sh: error: no ./gslc: build first (sh scripts/quickstart.sh build)" >&2; exit 1; }
 
-data=data/fortunes_t$T
+data=${DATA:-data/fortunes_t$T}
+runs=${RUNS:-runs}
 if [ ! -f "$data/train.npy" ] || [ ! -f "$data/eval.npy" ]; then
   $PYTHON scripts/lm_data.py --out "$data" --batch "$B" --seq "$T"
 fi
-mkdir -p runs
+mkdir -p "$runs"
 # shellcheck disable=SC2086 # SIZES are words
 flags="--precision bf16 -D DATA=1 -D EXPERT=$NP $SIZES"
 
 if [ -z "${STEPS:-}" ]; then
   # shellcheck disable=SC2086
-  ./gslc $flags -D STEPS=1000 "$src" -o "runs/$name.timing"
-  $MPIEXEC -n "$NP" "runs/$name.timing" --steps 80 --log-every 40 --quiet --input "tokens=$data/train.npy" \
-    --metrics "runs/$name.timing.jsonl"
-  ms=$(sed -n '$s/.*"ms_per_step": *\([0-9.e+-]*\).*/\1/p' "runs/$name.timing.jsonl")
+  ./gslc $flags -D STEPS=1000 "$src" -o "$runs/$name.timing"
+  $MPIEXEC -n "$NP" "$runs/$name.timing" --steps 80 --log-every 40 --quiet --input "tokens=$data/train.npy" \
+    --metrics "$runs/$name.timing.jsonl"
+  ms=$(sed -n '$s/.*"ms_per_step": *\([0-9.e+-]*\).*/\1/p' "$runs/$name.timing.jsonl")
   # one pass over the held-out batches costs about their count of forward
   # passes, a third of a step each
   held=$($PYTHON -c 'import ast, sys
 f = open(sys.argv[1], "rb"); f.read(8); n = int.from_bytes(f.read(2), "little")
 print(ast.literal_eval(f.read(n).decode("latin1"))["shape"][0])' "$data/eval.npy")
   STEPS=$(awk -v ms="$ms" -v b="$BUDGET" -v h="$held" 'BEGIN { s = int((0.95 * b * 1000 - 10 * h * ms / 3) / ms); print (s > 100 ? s : 100) }')
-  rm -f "runs/$name.timing" "runs/$name.timing.jsonl"
+  rm -f "$runs/$name.timing" "$runs/$name.timing.jsonl"
   echo "scripts/lm.sh: $ms ms a step on $NP ranks: $STEPS steps fit in $BUDGET s"
 fi
 # shellcheck disable=SC2086
-./gslc $flags -D STEPS="$STEPS" "$src" -o "runs/$name"
-rm -rf "runs/$name.ckpt"
+./gslc $flags -D STEPS="$STEPS" "$src" -o "$runs/$name"
+rm -rf "$runs/$name.ckpt"
 every=$(( STEPS / 10 > 0 ? STEPS / 10 : 1 ))
 start=$(date +%s)
-$MPIEXEC -n "$NP" "runs/$name" --steps "$STEPS" --log-every "$every" --input "tokens=$data/train.npy" \
-  --eval-every "$every" --eval-input "tokens=$data/eval.npy" --metrics "runs/$name.jsonl" \
-  --checkpoint "runs/$name.ckpt" --checkpoint-every "$STEPS"
+$MPIEXEC -n "$NP" "$runs/$name" --steps "$STEPS" --log-every "$every" --input "tokens=$data/train.npy" \
+  --eval-every "$every" --eval-input "tokens=$data/eval.npy" --metrics "$runs/$name.jsonl" \
+  --checkpoint "$runs/$name.ckpt" --checkpoint-every "$STEPS"
 end=$(date +%s)
-ce=$(grep '"eval_ce"' "runs/$name.jsonl" | sed -n '$s/.*"eval_ce": *\([0-9.e+-]*\).*/\1/p')
+ce=$(grep '"eval_ce"' "$runs/$name.jsonl" | sed -n '$s/.*"eval_ce": *\([0-9.e+-]*\).*/\1/p')
 echo "scripts/lm.sh: $MODEL: held-out cross-entropy $ce nats/byte after $STEPS steps, $((end - start)) s of training on $NP ranks"
 echo "scripts/lm.sh: a sample (prompt '$PROMPT', $SAMPLE bytes, temperature 0.8, top-k 40, seed 1):"
 printf '%s' "$PROMPT"
-$MPIEXEC -n "$NP" "runs/$name" --checkpoint "runs/$name.ckpt" --generate "$SAMPLE" --prompt "$PROMPT" \
+$MPIEXEC -n "$NP" "$runs/$name" --checkpoint "$runs/$name.ckpt" --generate "$SAMPLE" --prompt "$PROMPT" \
   --temperature 0.8 --top-k 40 --seed 1 --quiet
 echo

@@ -61,7 +61,7 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/long_axis_name.sh tests/empty_program.sh tests/train_invariance.sh tests/zero_update.sh \
 	tests/checkpoint.sh tests/checkpoint_dir.sh tests/faults.sh tests/lm_data.sh tests/lm.sh tests/layers.sh \
 	tests/index_errors.sh tests/deep_compile.sh tests/precision.sh tests/moe_skip_empty.sh tests/loop_unroll.sh \
-	tests/lm_baselines.sh tests/schedule.sh tests/moe_signals.sh
+	tests/lm_baselines.sh tests/schedule.sh tests/moe_signals.sh tests/lm_script.sh
 
 # text generation: logits known by construction, a Python reference of the sampling, errors, examples/lm.gsl
 SCRIPT_TESTS += tests/generate.sh
