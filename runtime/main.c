@@ -81,20 +81,37 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The SIGTERM or SIGINT received (0: none), set by on_stop_signal. */
 static volatile sig_atomic_t stop_signal;
+/* When it came (CLOCK_MONOTONIC). */
+static struct timespec stop_time;
+
+/* A signal this soon after the first is the same stop delivered twice:
+ * Ctrl-C, timeout(1) and batch systems signal the whole process group,
+ * ranks included, and mpiexec passes the signal it got on to the ranks
+ * too (seen here: 1 run in 12 of `timeout ... mpiexec` killed at once,
+ * with no checkpoint, before this). */
+#define STOP_REPEAT_NS 200000000L
 
 /* Asks the run to stop after the current step. A second signal while the
- * first is pending acts as if there were no handler (Ctrl-C twice ends
- * the process at once). Async-signal-safe. */
+ * first is pending, and not within STOP_REPEAT_NS of it, acts as if there
+ * were no handler (Ctrl-C twice ends the process at once).
+ * Async-signal-safe (clock_gettime is). */
 static void on_stop_signal(int sig) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
   if (stop_signal) {
+    long ns = (long)(now.tv_sec - stop_time.tv_sec) * 1000000000L + (now.tv_nsec - stop_time.tv_nsec);
+    if (ns < STOP_REPEAT_NS)
+      return;
     signal(sig, SIG_DFL);
     raise(sig);
     return;
   }
+  stop_time = now;
   stop_signal = sig;
 }
 
@@ -106,6 +123,8 @@ static void install_signals(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGTERM); /* the handlers do not interrupt each other */
+  sigaddset(&sa.sa_mask, SIGINT);
   sa.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
