@@ -150,13 +150,15 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
       fprintf(f, "padded (%s)\n", m->why);
     else
       fprintf(f, "empty slots skipped: %d products by rows, %d by summed slots\n", m->rows, m->depth);
-    /* its signals: the blocks made them in this order (moe.c), the load
-     * right before the drop, which alone is logged */
-    while (o < g->noutputs && !(g->outputs[o].kind == OUT_SIGNAL && g->outputs[o].log && o > 0 &&
+    /* its signals: moe.c made them in block order, "moe.NAME.load" and
+     * "moe.NAME.drop", the drop alone logged */
+    while (o < g->noutputs && !(g->outputs[o].kind == OUT_SIGNAL && g->outputs[o].log &&
                                  !strncmp(g->outputs[o].name, "moe.", 4)))
       o++;
     if (o < g->noutputs) {
-      fprintf(f, "  signals: %s, %s (logged as %s)\n", g->outputs[o - 1].name, g->outputs[o].name, g->outputs[o].log);
+      const char *drop = g->outputs[o].name;
+      fprintf(f, "  signals: %.*s.load, %s (logged as %s)\n", (int)(strlen(drop) - strlen(".drop")), drop, drop,
+              g->outputs[o].log);
       o++;
     }
   }
