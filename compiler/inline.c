@@ -113,7 +113,7 @@ static R run_body(Sema *s, Scope *fsc, const Node *fnode, Span call) {
   return ok && returned ? result : none;
 }
 
-R inline_fn(Sema *s, Scope *home, const Node *fnode, Value **args, int nargs, const Span *argspan, Span call) {
+R inline_fn(Sema *s, Scope *home, const Node *fnode, const R *args, int nargs, const Span *argspan, Span call) {
   /* past the errors shown, inlining more only finds errors nobody sees: a
    * body that fails, called 4^9 times over, once took a minute */
   if (s->too_big || diag_flooded())
@@ -128,12 +128,21 @@ R inline_fn(Sema *s, Scope *home, const Node *fnode, Value **args, int nargs, co
   fsc->parent = home;
   for (int i = 0; i < nargs; i++) {
     const Node *arg = fnode->list.items[i];
-    if (arg->a && !check_arg_type(s, fsc, arg, fnode, args[i], argspan[i]))
+    /* a number stays a compile-time number unless the argument has a type,
+     * as a let of a number does: a body can pass it on as moe's top, a
+     * shape or an index */
+    bool number = is_num(args[i]) && !arg->a;
+    Value *v = number ? NULL : args[i].k == R_VALUE ? args[i].v : sema_value_of(s, args[i], argspan[i]);
+    if (!number && !v)
       return none;
-    Binding *b = sema_bind(s, fsc, arg->name, BK_VALUE, arg->span);
+    if (arg->a && !check_arg_type(s, fsc, arg, fnode, v, argspan[i]))
+      return none;
+    Binding *b = sema_bind(s, fsc, arg->name, !number ? BK_VALUE : args[i].k == R_INT ? BK_INT : BK_FLOAT, arg->span);
     if (!b)
       return none;
-    b->v = args[i];
+    b->v = v;
+    b->i = args[i].k == R_INT ? args[i].i : 0;
+    b->f = args[i].k == R_FLOAT ? args[i].f : 0;
     b->rebindable = true;
   }
   s->stack[s->depth++] = (Frame){FRAME_CALL, fn_name(fnode), 0, call};
@@ -165,10 +174,11 @@ R sema_call_fn(Sema *s, Scope *sc, const Binding *fn, const Node *call) {
     sema_error(s, call->span, "calls nest more than %d deep (is '%s' recursive?)", SEMA_MAX_DEPTH, fnode->name);
     return none;
   }
-  Value *vals[SEMA_MAX_ARGS];
+  R vals[SEMA_MAX_ARGS];
   Span spans[SEMA_MAX_ARGS];
   for (int i = 0; i < a.npos; i++) {
-    if (!(vals[i] = sema_eval_value(s, sc, a.pos[i])))
+    vals[i] = sema_eval(s, sc, a.pos[i]);
+    if (vals[i].k != R_VALUE && !is_num(vals[i]) && !sema_value_of(s, vals[i], a.pos[i]->span))
       return none;
     spans[i] = a.pos[i]->span;
   }

@@ -96,7 +96,7 @@ static int run_body(Sema *s, Scope *sc, const Node *body, Value *x, int64_t E, i
   Value *t = ir_broadcast(p, ir_const(p, dispatched->dtype, 0.0, at), ts, at); /* bf16 under --precision bf16 */
   Value *e = ir_const(p, DT_I32, 0.0, at);
   Span spans[2] = {at, at};
-  Value *args[2] = {t, e};
+  R args[2] = {rval(t), rval(e)};
   const Value *saved_member = s->moe_member;
   int64_t saved_experts = s->moe_experts;
   s->moe_member = e;

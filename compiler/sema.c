@@ -212,8 +212,7 @@ static const char *suggest(Scope *sc, const char *name, bool want_fn) {
 
 /* ---- evaluation ------------------------------------------------------------------ */
 
-/* r as one tensor (a number becomes an f32 scalar); NULL after an error */
-static Value *to_value(Sema *s, R r, Span sp) {
+Value *sema_value_of(Sema *s, R r, Span sp) {
   switch (r.k) {
   case R_VALUE:
     return r.v;
@@ -229,7 +228,7 @@ static Value *to_value(Sema *s, R r, Span sp) {
 }
 
 /* Evaluates n and insists on a tensor (a number becomes an f32 scalar). */
-Value *sema_eval_value(Sema *s, Scope *sc, const Node *n) { return to_value(s, sema_eval(s, sc, n), n->span); }
+Value *sema_eval_value(Sema *s, Scope *sc, const Node *n) { return sema_value_of(s, sema_eval(s, sc, n), n->span); }
 
 /* Evaluates n and insists on a compile-time integer. ok is cleared on error. */
 int64_t sema_eval_int(Sema *s, Scope *sc, const Node *n, const char *what, bool *ok) {
@@ -453,7 +452,7 @@ static R apply(Sema *s, Scope *sc, const Node *n, R r) {
   case AST_UNARY:
     return negate(s, n, r);
   case AST_INDEX:
-    return apply_index(s, sc, n, to_value(s, r, n->a->span));
+    return apply_index(s, sc, n, sema_value_of(s, r, n->a->span));
   default:
     die("apply: %s is not an operator", ast_kind_name(n->kind));
   }
@@ -1258,16 +1257,19 @@ int sema_call(Sema *s, const char *module, const char *fn, Value **args, int nar
     return -1;
   }
   Span *spans = arena_alloc(s->p->arena, sizeof *spans * (size_t)(nargs ? nargs : 1));
-  for (int i = 0; i < nargs; i++)
+  R *rs = arena_alloc(s->p->arena, sizeof *rs * (size_t)(nargs ? nargs : 1));
+  for (int i = 0; i < nargs; i++) {
     spans[i] = at;
-  R r = inline_fn(s, b->home, b->fn, args, nargs, spans, at);
+    rs[i] = rval(args[i]);
+  }
+  R r = inline_fn(s, b->home, b->fn, rs, nargs, spans, at);
   int n = r.k == R_NONE ? -1 : r.k == R_TUPLE ? r.n : 1;
   if (n > maxresults)
     die("sema_call: '%s' gives %d values, room for %d", fn, n, maxresults);
   if (r.k == R_TUPLE)
     memcpy(results, r.vs, sizeof *results * (size_t)n);
   else if (n == 1)
-    results[0] = to_value(s, r, at);
+    results[0] = sema_value_of(s, r, at);
   return n;
 }
 

@@ -135,7 +135,10 @@ Binding *sema_lookup_local(Scope *sc, const char *name);
 Binding *sema_lookup(Scope *sc, const char *name);
 Binding *sema_bind(Sema *s, Scope *sc, const char *name, BindKind k, Span sp);
 R sema_eval(Sema *s, Scope *sc, const Node *n);
-Value *sema_eval_value(Sema *s, Scope *sc, const Node *n);   /* a number becomes an f32 scalar */
+Value *sema_eval_value(Sema *s, Scope *sc, const Node *n);
+/* r as one tensor (a number becomes an f32 scalar); NULL after reporting
+ * at sp (a tuple) or when r is R_NONE */
+Value *sema_value_of(Sema *s, R r, Span sp);   /* a number becomes an f32 scalar */
 int64_t sema_eval_int(Sema *s, Scope *sc, const Node *n, const char *what, bool *ok);
 double sema_eval_number(Sema *s, Scope *sc, const Node *n, const char *what, bool *ok);
 /* A number operand becomes a scalar of the other's dtype; i32 with f32 is f32. */
@@ -199,11 +202,12 @@ Value *sema_matmul(Sema *s, Value *a, Value *b, Span sp);
 
 /* ---- inline.c ---------------------------------------------------------------------- */
 
-/* fnode (an AST_FN defined in home) inlined on the values args: their
- * types checked against its argument types (errors at argspan[i]), shape
- * names bound per call, its body elaborated in a scope on home, with the
- * call on the stack of notes. R_NONE after reporting. */
-R inline_fn(Sema *s, Scope *home, const Node *fnode, Value **args, int nargs, const Span *argspan, Span call);
+/* fnode (an AST_FN defined in home) inlined on args (tensors, or numbers,
+ * which an untyped argument keeps as compile-time numbers): their types
+ * checked against its argument types (errors at argspan[i]), shape names
+ * bound per call, its body elaborated in a scope on home, with the call on
+ * the stack of notes. R_NONE after reporting. */
+R inline_fn(Sema *s, Scope *home, const Node *fnode, const R *args, int nargs, const Span *argspan, Span call);
 /* a call node of the user function fnode: arguments evaluated in sc */
 R sema_call_fn(Sema *s, Scope *sc, const Binding *fn, const Node *call);
 
