@@ -609,7 +609,7 @@ void gslrt_declare_optimizer(gslrt_ctx *ctx, const char *desc) {
 
 int gslrt_checkpoint_due(const gslrt_ctx *ctx, int64_t done) {
   const gslrt_options *op = &ctx->opts;
-  return op->checkpoint && (done == op->steps || (op->checkpoint_every && done % op->checkpoint_every == 0));
+  return op->checkpoint && (done == ctx->end || (op->checkpoint_every && done % op->checkpoint_every == 0));
 }
 
 

@@ -75,7 +75,7 @@ void gslrt_check_eval(gslrt_ctx *ctx) {
 
 int gslrt_eval_due(const gslrt_ctx *ctx, int64_t done) {
   const gslrt_options *op = &ctx->opts;
-  return ctx->eval_batches > 0 && (done == op->steps || (op->eval_every && done % op->eval_every == 0));
+  return ctx->eval_batches > 0 && (done == ctx->end || (op->eval_every && done % op->eval_every == 0));
 }
 
 /* Saves the buffer of every --output value in copy[k] (restore 0), or

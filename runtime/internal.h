@@ -72,6 +72,7 @@ typedef struct gslrt_options {
   const char *prompt_file;  /* --prompt-file FILE, or NULL */
   double temperature;       /* --temperature T, >= 0, default 1; 0: the argmax */
   int64_t top_k;            /* --top-k K; 0 if not given (every token) */
+  double max_time;          /* --max-time S: seconds of wall time the run may take; 0: not given */
 } gslrt_options;
 
 /* A declared param, input or optimizer state. */
@@ -172,6 +173,8 @@ struct gslrt_ctx {
   int have_eval;                          /* the step being logged was evaluated */
   double *eval_values;                    /* then its results: [0] eval_loss, [1 + i] eval_NAME */
   double eval_seconds;                    /* and the wall time the evaluation took */
+  int64_t end;                            /* the step count the run ends at: --steps, or fewer at --max-time */
+  double started;                         /* MPI_Wtime() just after MPI_Init: --max-time counts from it */
   gslrt_index_check *checks;              /* declared index checks, in declaration order */
   int nchecks;                            /* entries in checks */
   int64_t *check_first;                   /* per check: scratch for the first element out of range */

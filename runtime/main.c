@@ -415,6 +415,21 @@ static int stop_requested(gslrt_ctx *ctx) {
   return any;
 }
 
+/* With --max-time: whether the run must end after step done (of this
+ * run's steps since first) because one more step, and the evaluation and
+ * checkpoint that end a run, would take it past the limit, by every
+ * rank's clock (one MPI_Allreduce of an int, as stop_requested).
+ * trained: the seconds those steps took, evaluations and checkpoints left
+ * out. An evaluation not yet seen is priced as a step a held-out batch,
+ * which costs more than one (a step also runs the backward pass). */
+static int out_of_time(gslrt_ctx *ctx, int64_t done, int64_t first, double trained, double ckpt) {
+  double step = trained / (double)(done - first);
+  double eval = ctx->eval_batches ? (ctx->eval_seconds > 0 ? ctx->eval_seconds : step * ctx->eval_batches) : 0;
+  int mine = MPI_Wtime() - ctx->started + step + eval + ckpt > ctx->opts.max_time, any = 0;
+  gslrt_mpi_check(ctx, MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, ctx->comm), "MPI_Allreduce");
+  return any;
+}
+
 /* Ends a run stopped by signal sig after done steps, on every rank: rank 0
  * says so in one line, every rank exits GSLRT_EXIT_STOPPED. The checkpoint
  * of step done, if --checkpoint was given, is already written. */
@@ -450,8 +465,9 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
   int64_t every = gslrt_log_every(&ctx->opts), tokens = gslrt_tokens_per_step(ctx);
   int tty = ctx->rank == 0 && !ctx->opts.quiet && isatty(fileno(stderr));
   double start = MPI_Wtime(), since = start, shown = start;
+  double aside = 0, ckpt = 0; /* seconds of evaluations and checkpoints; the last checkpoint's */
   int64_t last_logged = first - 1;
-  for (int64_t s = first; s < ctx->opts.steps; s++) {
+  for (int64_t s = first; s < ctx->end; s++) {
     ctx->step = s;
     gslrt_bind_inputs(ctx, s);
     ctx->have_loss = 0;
@@ -460,7 +476,9 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
     ctx->info->step(ctx, s);
     check_loss(ctx, s);
     double now = MPI_Wtime();
-    int last = s + 1 == ctx->opts.steps, evaluated = gslrt_eval_due(ctx, s + 1);
+    if (ctx->opts.max_time > 0 && s + 1 < ctx->end && out_of_time(ctx, s + 1, first, now - start - aside, ckpt))
+      ctx->end = s + 1;
+    int last = s + 1 == ctx->end, evaluated = gslrt_eval_due(ctx, s + 1);
     ctx->have_eval = 0;
     if (evaluated) {
       gslrt_erase_progress();
@@ -476,14 +494,18 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
       show_progress(ctx, s, (now - since) / (double)(s - last_logged));
       shown = now;
     }
-    if (evaluated)
+    if (evaluated) {
       since += ctx->eval_seconds;
+      aside += ctx->eval_seconds;
+    }
     int sig = !last ? stop_requested(ctx) : 0;
     if (gslrt_checkpoint_due(ctx, s + 1) || (sig && ctx->opts.checkpoint)) {
       double begun = MPI_Wtime();
       gslrt_erase_progress();
       gslrt_checkpoint_write(ctx, s + 1);
-      since += MPI_Wtime() - begun;
+      ckpt = MPI_Wtime() - begun;
+      since += ckpt;
+      aside += ckpt;
     }
     if (sig)
       stop_run(ctx, sig, s + 1);
@@ -504,6 +526,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
     fprintf(stderr, "%s: rank ?: error: MPI_Init failed\n", ctx.prog);
     exit(1);
   }
+  ctx.started = MPI_Wtime();
   gslrt_mpi_check(&ctx, MPI_Comm_dup(MPI_COMM_WORLD, &ctx.comm), "MPI_Comm_dup");
   gslrt_mpi_check(&ctx, MPI_Comm_set_errhandler(ctx.comm, MPI_ERRORS_RETURN),
                   "MPI_Comm_set_errhandler");
@@ -520,6 +543,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
     gslrt_exit(&ctx, 0);
   }
   ctx.seed = ctx.opts.seed;
+  ctx.end = ctx.opts.steps;
   if (!ctx.opts.generate) /* generation has nothing to save: a signal ends it at once */
     install_signals();
   info->setup(&ctx);
@@ -552,6 +576,9 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   } else {
     gslrt_check_training_inputs(&ctx, first);
     run_steps(&ctx, first);
+    if (ctx.end < ctx.opts.steps && ctx.rank == 0 && !ctx.opts.quiet)
+      printf("--max-time %g s: the run ends after step %lld of --steps %lld\n", ctx.opts.max_time,
+             (long long)ctx.end, (long long)ctx.opts.steps);
     close_metrics(&ctx);
     gslrt_write_outputs(&ctx);
   }

@@ -48,13 +48,15 @@ static const opt opts_table[] = {
     {"--prompt-file", OPT_PATH, 0, OFF(prompt_file)},
     {"--temperature", OPT_REAL, 0, OFF(temperature)},
     {"--top-k", OPT_COUNT, 1, OFF(top_k)},
+    {"--max-time", OPT_REAL, 0, OFF(max_time)},
 };
 #define NOPTS (sizeof opts_table / sizeof opts_table[0])
 
 /* The options of training that a run with --generate, which trains
  * nothing, refuses (generate.c says what it does instead). */
 static const char *const not_with_generate[] = {"--steps", "--input", "--output", "--eval-input", "--eval-every",
-                                                "--checkpoint-every", "--keep", "--log-every", "--metrics"};
+                                                "--checkpoint-every", "--keep", "--log-every", "--metrics",
+                                                "--max-time"};
 /* The options that only mean something with --generate. */
 static const char *const only_with_generate[] = {"--prompt", "--prompt-file", "--temperature", "--top-k"};
 
@@ -245,6 +247,10 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
   }
   if (check_generate(o, given, err, errlen) != 0)
     goto fn_exit;
+  if (was_given(given, "--max-time") && !(o->max_time > 0)) {
+    gslrt_seterr(err, errlen, "invalid value for --max-time: a run needs more than 0 seconds");
+    goto fn_exit;
+  }
   rc = 0;
 fn_exit:
   return rc;
@@ -322,6 +328,9 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "  --metrics FILE         write one JSON object a line to FILE for every logged\n"
           "                         step, also with --quiet (FILE is created or\n"
           "                         truncated before step 1)\n"
+          "  --max-time S           end the run early, as if --steps said so, where one\n"
+          "                         more step (and the final evaluation) would take it\n"
+          "                         past S seconds of wall time since it started\n"
           "  --generate N           write N bytes of text to stdout, sampled from the\n"
           "                         program's `output logits` (f32[B, T, V], the scores\n"
           "                         of the token after each position of its i32[B, W]\n"

@@ -165,6 +165,32 @@ for n in 1 2; do
     fail "$n rank(s): signals: exit status $rc, output, metrics, manifests:"; cat out err m.jsonl ck/step-*/manifest.json
   fi
 
+  # --max-time 1 with steps of 100 ms: the run ends, status 0, where one
+  # more step would pass 1 s since it started (step 9 at the latest: 9
+  # steps and a tenth take 1 s; at least 4 however slow the start), long
+  # before --steps 1000; its last step is logged, checkpointed and its
+  # w written (1 + N / 2); the log says why it ended
+  rm -rf m.jsonl ck w.npy
+  TRAIN_LOG_SLEEP_MS=100 run "$n" --steps 1000 --log-every 100 --max-time 1 --metrics m.jsonl \
+    --checkpoint ck --output w=w.npy
+  last=$(sed -n '$s/^{"step": \([0-9]*\),.*/\1/p' m.jsonl)
+  if [ $rc -eq 0 ] && [ -n "$last" ] && [ "$last" -ge 4 ] && [ "$last" -le 9 ] &&
+     grep -qx -- "--max-time 1 s: the run ends after step $last of --steps 1000" out &&
+     grep -q "^step $last/1000  loss " out && [ "$(ls ck)" = "$(printf 'step-%08d' "$last")" ] &&
+     { [ -z "${NPYTOOL:-}" ] || "$NPYTOOL" compare w.npy f32 2 "$(awk -v n="$last" 'BEGIN { print 1 + n / 2 }')" \
+         "$(awk -v n="$last" 'BEGIN { print 1 + n / 2 }')"; }; then
+    pass "$n rank(s): --max-time ends the run after step $last, checkpointed and written"
+  else
+    fail "$n rank(s): --max-time 1: exit status $rc, last step '$last', stdout, stderr, checkpoints:"
+    cat out err; ls ck
+  fi
+  run "$n" --max-time 0
+  if [ $rc -eq 2 ] && grep -q 'invalid value for --max-time: a run needs more than 0 seconds' err; then
+    pass "$n rank(s): --max-time 0 refused"
+  else
+    fail "$n rank(s): --max-time 0: exit status $rc, stderr:"; cat err
+  fi
+
   # a state is not an input
   run "$n" --input adam.m.w=m.npy
   if [ $rc -eq 2 ] && grep -q '^train_log_prog: error: --input adam.m.w=m.npy: adam.m.w is optimizer state, not an input$' err &&
