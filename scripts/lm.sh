@@ -11,7 +11,9 @@
 #   BUDGET   seconds of training, evaluations included (default 600)
 #   NP       ranks, one a core (default 2; the mesh is [data = 1, expert = NP])
 #   SIZES    the model's -D settings (default: the recipe below, the same
-#            for both models but the experts)
+#            for both models)
+#   EXPERTS  the MoE model's -D settings of its experts, after SIZES
+#            (default -D E=16 -D HE=256; empty for the file's own)
 #   PROMPT   the sample's prompt (default "The "), SAMPLE its bytes (400)
 #   STEPS    skip the timing run and train this many steps
 #   DATA     the data's directory (default data/fortunes_tT, made if missing)
@@ -19,12 +21,17 @@
 #
 # Method. The data (scripts/lm_data.py, windows of T + 1 bytes) are made if
 # missing. The program is compiled with --precision bf16 and the recipe's
-# sizes. A timing run of 80 steps gives the step time (the mean of its
-# last 40: the first ones also make oneDNN's primitives); the steps that fit in 95 % of BUDGET, after the evaluations
+# sizes. A timing run of 160 steps gives the step time (the mean of its
+# last 40: the first ones also make oneDNN's primitives, and a moe block's
+# skipped slots make more, for fill counts not seen before, for a while);
+# the steps that fit in 97 % of BUDGET, after the evaluations
 # (10 of them, each costing what one timed pass over the held-out batches
 # takes), are then trained, with the learning-rate schedule sized to them
 # (-D STEPS: linear warmup, cosine decay to LR / 10), gradients clipped to
-# norm 1. The run writes RUNS/NAME.jsonl (--metrics) and a checkpoint at
+# norm 1. The estimate is off by some percent either way (the machine's
+# load, the routing), so the run also gets --max-time BUDGET - 2 (the
+# margin: mpirun's start and end): where the steps would not fit, it ends
+# early, a few steps short of the schedule's floor. The run writes RUNS/NAME.jsonl (--metrics) and a checkpoint at
 # the end (RUNS/NAME.ckpt), prints the held-out cross-entropy of the last
 # evaluation, the wall-clock time of the training command, and generates
 # SAMPLE bytes from the checkpoint (temperature 0.8, top-k 40, seed 1).
@@ -48,6 +55,11 @@ esac
 T=${T:-128}
 B=${B:-8}
 SIZES=${SIZES:--D T=$T -D B=$B -D M=128 -D NH=4 -D H=512 -D L=4 -D LR=0.002 -D MIN_LR=0.0002 -D WARMUP=200 -D CLIP=1.0}
+# the MoE's experts: 16 of width 256, top-2 (as many FLOPs a token as the
+# dense model's feed-forward layers of width 512; doc/lm.md says what else
+# was tried)
+if [ "$MODEL" = moe ] && [ -z "${EXPERTS+x}" ]; then EXPERTS="-D E=16 -D HE=256"; fi
+SIZES="$SIZES ${EXPERTS:-}"
 [ -x ./gslc ] || { echo "scripts/lm.sh: error: no ./gslc: build first (sh scripts/quickstart.sh build)" >&2; exit 1; }
 
 data=${DATA:-data/fortunes_t$T}
@@ -62,7 +74,7 @@ flags="--precision bf16 -D DATA=1 -D EXPERT=$NP $SIZES"
 if [ -z "${STEPS:-}" ]; then
   # shellcheck disable=SC2086
   ./gslc $flags -D STEPS=1000 "$src" -o "$runs/$name.timing"
-  $MPIEXEC -n "$NP" "$runs/$name.timing" --steps 80 --log-every 40 --quiet --input "tokens=$data/train.npy" \
+  $MPIEXEC -n "$NP" "$runs/$name.timing" --steps 160 --log-every 40 --quiet --input "tokens=$data/train.npy" \
     --metrics "$runs/$name.timing.jsonl"
   ms=$(sed -n '$s/.*"ms_per_step": *\([0-9.e+-]*\).*/\1/p' "$runs/$name.timing.jsonl")
   # one pass over the held-out batches costs about their count of forward
@@ -70,7 +82,7 @@ if [ -z "${STEPS:-}" ]; then
   held=$($PYTHON -c 'import ast, sys
 f = open(sys.argv[1], "rb"); f.read(8); n = int.from_bytes(f.read(2), "little")
 print(ast.literal_eval(f.read(n).decode("latin1"))["shape"][0])' "$data/eval.npy")
-  STEPS=$(awk -v ms="$ms" -v b="$BUDGET" -v h="$held" 'BEGIN { s = int((0.95 * b * 1000 - 10 * h * ms / 3) / ms); print (s > 100 ? s : 100) }')
+  STEPS=$(awk -v ms="$ms" -v b="$BUDGET" -v h="$held" 'BEGIN { s = int((0.97 * b * 1000 - 10 * h * ms / 3) / ms); print (s > 100 ? s : 100) }')
   rm -f "$runs/$name.timing" "$runs/$name.timing.jsonl"
   echo "scripts/lm.sh: $ms ms a step on $NP ranks: $STEPS steps fit in $BUDGET s"
 fi
@@ -81,10 +93,11 @@ every=$(( STEPS / 10 > 0 ? STEPS / 10 : 1 ))
 start=$(date +%s)
 $MPIEXEC -n "$NP" "$runs/$name" --steps "$STEPS" --log-every "$every" --input "tokens=$data/train.npy" \
   --eval-every "$every" --eval-input "tokens=$data/eval.npy" --metrics "$runs/$name.jsonl" \
-  --checkpoint "$runs/$name.ckpt" --checkpoint-every "$STEPS"
+  --checkpoint "$runs/$name.ckpt" --checkpoint-every "$STEPS" --max-time "$((BUDGET > 4 ? BUDGET - 2 : BUDGET))"
 end=$(date +%s)
 ce=$(grep '"eval_ce"' "$runs/$name.jsonl" | sed -n '$s/.*"eval_ce": *\([0-9.e+-]*\).*/\1/p')
-echo "scripts/lm.sh: $MODEL: held-out cross-entropy $ce nats/byte after $STEPS steps, $((end - start)) s of training on $NP ranks"
+done=$(sed -n '$s/^{"step": *\([0-9]*\).*/\1/p' "$runs/$name.jsonl")
+echo "scripts/lm.sh: $MODEL: held-out cross-entropy $ce nats/byte after $done steps, $((end - start)) s of training on $NP ranks"
 echo "scripts/lm.sh: a sample (prompt '$PROMPT', $SAMPLE bytes, temperature 0.8, top-k 40, seed 1):"
 printf '%s' "$PROMPT"
 $MPIEXEC -n "$NP" "$runs/$name" --checkpoint "$runs/$name.ckpt" --generate "$SAMPLE" --prompt "$PROMPT" \

@@ -20,7 +20,7 @@ python3 "$top/scripts/lm_data.py" --out "$work/data" --batch 8 --seq 16 --input 
   { echo "FAIL: lm_data.py"; exit 1; }
 GSLC_DIR=$(cd "$(dirname "$GSLC")" && pwd)
 [ "$GSLC_DIR" = "$top" ] || { echo "SKIP: scripts/lm.sh runs ./gslc of the source tree (an in-tree build)"; exit 77; }
-DATA="$work/data" RUNS="$work/runs" STEPS=20 NP=2 SAMPLE=24 PROMPT="The " MPIEXEC="$MPIEXEC" \
+DATA="$work/data" RUNS="$work/runs" EXPERTS= STEPS=20 NP=2 SAMPLE=24 PROMPT="The " MPIEXEC="$MPIEXEC" \
   SIZES="-D T=16 -D B=8 -D M=32 -D NH=2 -D H=64 -D L=2 -D E=4 -D LR=0.003 -D MIN_LR=0.0003 -D WARMUP=5 -D CLIP=1.0" \
   sh "$top/scripts/lm.sh" >"$work/out" 2>"$work/err" || fail "scripts/lm.sh: $(cat "$work/err")"
 m="$work/runs/lm.jsonl"
