@@ -59,13 +59,15 @@ static const char *origin(Arena *a, const Program *g, const Value *v) {
   }
   case SO_UPDATE:
     return arena_printf(a, "the sharded update of %s", label(a, v->sh_from));
+  case SO_AUTO:
+    return "chosen by --auto-shard";
   case SO_NONE:
     return g->mesh.naxes ? "replicated: no sharding reached it" : "one device";
   }
   die("%%%d has sharding origin %d", v->id, (int)v->sh_origin);
 }
 
-void explain_print(FILE *f, const Program *g, const Program *s) {
+void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard *searched) {
   Arena *a = arena_new();
   int64_t devices = 1;
   for (int i = 0; i < g->mesh.naxes; i++)
@@ -94,6 +96,26 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
                "%d forward, %d backward; moe dispatches and combines moving bf16: %d; params, optimizer states "
                "and updates, the loss, norms, softmaxes and moe gating stay f32\n",
             vals, prod[PASS_FORWARD], prod[PASS_BACKWARD], routed);
+  }
+  if (searched && g->mesh.naxes) {
+    fprintf(f, "\n## --auto-shard: the cost search (an integer linear program, solved by CBC)\n"
+               "%d values in %d classes, %d edges between them; %s: %d columns (%d integer), %d rows, %d nonzeros; "
+               "solved %s in %.3f s; estimated step %.3f ms a device\n"
+               "the program built: %.3f ms a step, %.3f computing and %.3f communicating (the same model, "
+               "without overlap)\n",
+            searched->values, searched->classes, searched->edges,
+            searched->joint ? "one program over every axis"
+                            : arena_printf(a, "axis by axis, %d solves in %d rounds (sizes summed)", searched->solves,
+                                           searched->rounds),
+            searched->columns, searched->integers, searched->rows, searched->nonzeros,
+            searched->optimal ? "to optimality" : "(not proven optimal: the solver's best in its time)",
+            searched->seconds, searched->objective * 1e3,
+            (searched->built_compute + searched->built_comm) * 1e3, searched->built_compute * 1e3,
+            searched->built_comm * 1e3);
+    for (int i = 0; i < g->ntensors; i++)
+      if (g->tensors[i].auto_note)
+        fprintf(f, "%-14s %s%-16s %s\n", g->tensors[i].name, dtype_name(g->tensors[i].dtype),
+                shape_str(a, &g->tensors[i].shape), g->tensors[i].auto_note);
   }
   fputs("\n## values: sharding (per dimension the mesh axes that cut it), and why\n", f);
   for (int i = 0; i < g->nvalues; i++) {
@@ -208,5 +230,36 @@ void explain_print(FILE *f, const Program *g, const Program *s) {
   for (int i = 0; i < s->ntensors; i++)
     local += bytes_of(s->tensors[i].value);
   fprintf(f, "param and input bytes per device: %" PRId64 "\n", local);
+  arena_free(a);
+}
+
+/* gslc --emit-annotations: each param's and input's declaration as the
+ * source has it, with its sharding written in after its type where the
+ * source gave none (replicate() for a whole one), then where it is. */
+void annotations_print(FILE *f, const Program *g) {
+  Arena *a = arena_new();
+  fprintf(f, "# %s: the shardings of its params and inputs, written into their declarations\n", g->path);
+  for (int i = 0; i < g->ntensors; i++) {
+    const Tensor *t = &g->tensors[i];
+    if (t->kind == TK_STATE || !t->span.src)
+      continue;
+    const char *text = t->span.src->text + t->span.off;
+    size_t n = t->span.end - t->span.off;
+    const char *nl = memchr(text, '\n', n);
+    if (nl) /* a declaration over several lines: its first */
+      n = (size_t)(nl - text);
+    /* the type's closing bracket: the first ']' after the ':' */
+    const char *colon = memchr(text, ':', n);
+    const char *close = colon ? memchr(colon, ']', n - (size_t)(colon - text)) : NULL;
+    bool whole = true;
+    for (int d = 0; d < t->shape.rank; d++)
+      whole &= t->value->sh.naxes[d] == 0;
+    const char *ann = whole ? "replicate()" : arena_printf(a, "shard(%s)", sharding_str(a, g, t->value));
+    if (t->annotated || !close || !g->mesh.naxes)
+      fprintf(f, "%.*s", (int)n, text);
+    else
+      fprintf(f, "%.*s %s%.*s", (int)(close + 1 - text), text, ann, (int)(n - (size_t)(close + 1 - text)), close + 1);
+    fprintf(f, "   # %s:%u%s\n", t->span.src->path, t->span.line, t->annotated ? " (annotated)" : "");
+  }
   arena_free(a);
 }

@@ -264,7 +264,8 @@ typedef enum ShardOrigin {
   SO_NONE,       /* not yet decided */
   SO_ANNOTATED,  /* fixed by the user */
   SO_PROPAGATED, /* found by propagation (sh_from says from which value) */
-  SO_UPDATE      /* part of a sharded optimizer update (update.c; sh_from: the param) */
+  SO_UPDATE,     /* part of a sharded optimizer update (update.c; sh_from: the param) */
+  SO_AUTO        /* chosen by gslc --auto-shard's cost search (autoshard.c), kept as an annotation is */
 } ShardOrigin;
 
 /* An einsum's spec, taken apart once: the index letters of each operand and
@@ -370,6 +371,7 @@ typedef struct Tensor {
   Sharding sh;      /* that sharding */
   Value *grad;      /* a trained param: its gradient (autodiff.c), else NULL */
   const char *update_note; /* a trained param on a mesh: how its update runs and why (update.c) */
+  const char *auto_note;   /* --auto-shard: its layout, estimated cost, the best alternative's (autoshard.c) */
 } Tensor;
 
 /* What roots the program: a value each step computes for a reason. */
@@ -664,6 +666,23 @@ void sema_free(Sema *s); /* the context only; p is left as it is */
  * it all. */
 void ad_train(Program *p);
 
+/* ---- machine.c: the rates the cost search prices a plan with ------------- */
+
+typedef struct Machine {
+  double gemm_flops[3];            /* matrix products, FLOP/s, by the operands' DType */
+  double mem_bytes_per_s;          /* every other op: bytes written (or read) a second */
+  double link_bytes_per_s;         /* bytes a device receives in a collective, a second */
+  double axis_link[GSL_MAX_AXES];  /* the same over one mesh axis; 0: link_bytes_per_s */
+  double latency_s;                /* the fixed cost of a collective */
+} Machine;
+
+void machine_default(Machine *m); /* the reference machine's rates (machine.c says how measured) */
+/* Overrides m's rates from FILE (machine.c gives the format; axes: the
+ * mesh's axis names, for link_gbs.AXIS); false after reporting. */
+bool machine_load(Machine *m, const char *path, const char *const *axes, int naxes);
+double machine_gemm_flops(const Machine *m, DType dt);
+double machine_link(const Machine *m, int axis); /* bytes a second over mesh axis `axis` */
+
 /* ---- sharding.c: the sharding algebra, resharding plans, their cost ------- */
 
 bool shard_eq(const Sharding *a, const Sharding *b, int rank);
@@ -708,6 +727,37 @@ int64_t shard_plan_bytes(const Program *p, const Shape *gshape, DType dt, const 
 int64_t shard_reshard_bytes(const Program *p, const Shape *gshape, DType dt, const Sharding *from, const Sharding *to);
 /* Bytes one device receives for collective (or local slice) v of the SPMD program. */
 int64_t shard_collective_bytes(const Program *spmd, const Value *v);
+/* The seconds of one step of kind op over the group's axes with `in`
+ * local input bytes on machine m: a latency plus the bytes received at
+ * the slowest axis's rate (0 for a local slice or a group of one). */
+double shard_step_seconds(const Program *p, const Machine *m, Op op, int64_t in, const uint8_t *group, int ngroup);
+/* The seconds of the plan from `from` to `to` on machine m. */
+double shard_reshard_seconds(const Program *p, const Machine *m, const Shape *gshape, DType dt, const Sharding *from,
+                             const Sharding *to);
+
+/* ---- autoshard.c: gslc --auto-shard, the cost search ----------------------- */
+
+/* What the search did, for --explain and --stats. */
+typedef struct AutoShard {
+  int values, classes, edges;      /* the IR's values, the classes they merge into, edges between classes */
+  int columns, integers, rows, nonzeros; /* the integer programs' sizes, summed over the solves */
+  int solves, rounds;              /* the solves; the rounds over the mesh axes (0: one joint solve) */
+  bool joint;                      /* one program over every axis at once, not axis by axis */
+  double objective;                /* the chosen plan's estimated seconds a step, one device */
+  bool optimal;                    /* every solve proven optimal by the solver */
+  double seconds;                  /* the search's wall time */
+  double built_compute, built_comm; /* the model's estimate of the SPMD program built (auto_estimate) */
+} AutoShard;
+
+/* Chooses the sharding of every value of p (global IR, before
+ * propagation) that no annotation fixes, minimizing the estimated step
+ * time on machine m; the choices get origin SO_AUTO, each param's and
+ * input's reasons Tensor.auto_note. False after reporting. */
+bool auto_shard(Program *p, const Machine *m, AutoShard *report);
+/* The same model's estimate of SPMD program s, built: the seconds one
+ * device computes and communicates a step (each collective a latency and
+ * its bytes; no overlap). */
+void auto_estimate(const Program *s, const Machine *m, double *compute, double *comm);
 
 /* ---- propagate.c: sharding propagation (GSPMD section 3.5) --------------- */
 
@@ -742,7 +792,10 @@ void spmd_combine(Program *p);
 
 /* ---- explain.c: --explain ------------------------------------------------ */
 
-void explain_print(FILE *f, const Program *global, const Program *spmd);
+/* searched: what gslc --auto-shard's search did, or NULL without it */
+void explain_print(FILE *f, const Program *global, const Program *spmd, const AutoShard *searched);
+/* gslc --emit-annotations: the params' and inputs' declarations with their shardings written in */
+void annotations_print(FILE *f, const Program *global);
 
 /* ---- plan.c: buffers, their lifetimes, one arena ------------------------ */
 

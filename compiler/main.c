@@ -31,7 +31,7 @@
 
 extern char **environ;
 
-typedef enum Mode { MODE_LINK, MODE_OBJECT, MODE_ASM, MODE_LLVM, MODE_IR, MODE_SPMD, MODE_EXPLAIN, MODE_STATS } Mode;
+typedef enum Mode { MODE_LINK, MODE_OBJECT, MODE_ASM, MODE_LLVM, MODE_IR, MODE_SPMD, MODE_EXPLAIN, MODE_STATS, MODE_ANNOTATIONS } Mode;
 
 typedef struct Options {
   const char *input;      /* the .gsl file */
@@ -44,6 +44,8 @@ typedef struct Options {
   Define *defines;        /* -D */
   int ndefine;
   bool no_skip_empty;     /* -fno-moe-skip-empty: moe bodies compute every capacity slot */
+  bool auto_shard;        /* --auto-shard: the cost search chooses the unannotated shardings */
+  const char *machine;    /* --machine FILE: the rates the search prices with, or NULL */
 } Options;
 
 static const char usage[] =
@@ -65,6 +67,11 @@ static const char usage[] =
     "                 params, optimizer states, losses, norms and softmaxes in f32\n"
     "  -fno-moe-skip-empty  run moe bodies' matrix products over every capacity slot,\n"
     "                 empty ones too (default: over the filled slots where the body is row by row)\n"
+    "  --auto-shard   choose every sharding the program does not annotate by a cost search\n"
+    "                 (an integer linear program, solved by CBC); --explain says what it chose\n"
+    "  --machine FILE the rates --auto-shard prices a plan with (man gslc, MACHINE FILES)\n"
+    "  --emit-annotations  write the params' and inputs' declarations with their shardings\n"
+    "                 written in (with --auto-shard: the ones it chose), to pin them in the source\n"
     "  --help         show this help\n"
     "  --version      show the version\n";
 
@@ -115,6 +122,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->mode = MODE_EXPLAIN;
     } else if (strcmp(a, "--stats") == 0) {
       o->mode = MODE_STATS;
+    } else if (strcmp(a, "--emit-annotations") == 0) {
+      o->mode = MODE_ANNOTATIONS;
     } else if (strncmp(a, "--precision", 11) == 0 && (a[11] == '\0' || a[11] == '=')) {
       const char *v = option_value(argc, argv, &i, "--precision");
       if (!v || (strcmp(v, "f32") != 0 && strcmp(v, "bf16") != 0))
@@ -122,6 +131,11 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->precision = strcmp(v, "bf16") == 0 ? DT_BF16 : DT_F32;
     } else if (strcmp(a, "-fno-moe-skip-empty") == 0 || strcmp(a, "-fmoe-skip-empty") == 0) {
       o->no_skip_empty = a[2] == 'n';
+    } else if (strcmp(a, "--auto-shard") == 0) {
+      o->auto_shard = true;
+    } else if (strncmp(a, "--machine", 9) == 0 && (a[9] == '\0' || a[9] == '=')) {
+      if (!(o->machine = option_value(argc, argv, &i, "--machine")) || !*o->machine)
+        return usage_error("--machine needs a file name%s", "");
     } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
       o->opt_level = a[2] - '0';
     } else if (strncmp(a, "-o", 2) == 0) {
@@ -151,6 +165,8 @@ static int parse_options(int argc, char **argv, Options *o) {
   }
   if (!o->input)
     return usage_error("no input file%s", "");
+  if (o->machine && !o->auto_shard)
+    return usage_error("--machine prices --auto-shard's search: it needs --auto-shard%s", "");
   return 0;
 }
 
@@ -194,7 +210,8 @@ static char *output_path(const Options *o) {
   case MODE_IR:
   case MODE_SPMD:
   case MODE_EXPLAIN:
-  case MODE_STATS: return NULL;
+  case MODE_STATS:
+  case MODE_ANNOTATIONS: return NULL;
   }
   die("unknown mode %d", (int)o->mode);
 }
@@ -335,6 +352,15 @@ static int compile(const Options *o) {
   p = slots_skip_empty(sema_p = p, !o->no_skip_empty);
   if (p != sema_p && !ir_verify(p, stderr))
     die("the IR with moe fill counts does not verify");
+  AutoShard searched = {0};
+  Machine mach;
+  machine_default(&mach);
+  if (o->auto_shard) {
+    if (o->machine && !machine_load(&mach, o->machine, p->mesh.name, p->mesh.naxes))
+      goto done;
+    if (!auto_shard(p, &mach, &searched))
+      goto done;
+  }
   shard_propagate(p);
   if (!ir_verify(p, stderr))
     die("the shardings propagation found do not verify");
@@ -344,6 +370,8 @@ static int compile(const Options *o) {
   spmd_combine(spmd);
   if (!ir_verify(spmd, stderr))
     die("the SPMD program with riding all-to-alls does not verify");
+  if (o->auto_shard)
+    auto_estimate(spmd, &mach, &searched.built_compute, &searched.built_comm);
   if (output_overwrites_source(out, o->input))
     goto done;
 
@@ -351,7 +379,8 @@ static int compile(const Options *o) {
   if (!plan_verify(plan, stderr))
     die("the buffer plan does not verify");
 
-  if (o->mode == MODE_IR || o->mode == MODE_SPMD || o->mode == MODE_EXPLAIN || o->mode == MODE_STATS) {
+  if (o->mode == MODE_IR || o->mode == MODE_SPMD || o->mode == MODE_EXPLAIN || o->mode == MODE_STATS ||
+      o->mode == MODE_ANNOTATIONS) {
     FILE *f = out ? fopen(out, "w") : stdout;
     if (!f) {
       diag_fatal("cannot write %s: %s", out, strerror(errno));
@@ -362,7 +391,9 @@ static int compile(const Options *o) {
     else if (o->mode == MODE_SPMD)
       ir_print(f, spmd);
     else if (o->mode == MODE_EXPLAIN)
-      explain_print(f, p, spmd);
+      explain_print(f, p, spmd, o->auto_shard ? &searched : NULL);
+    else if (o->mode == MODE_ANNOTATIONS)
+      annotations_print(f, p);
     else
       plan_stats(f, spmd, plan);
     if ((out ? fclose(f) : fflush(f)) != 0) {

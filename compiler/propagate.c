@@ -66,7 +66,7 @@ static bool merge(const Program *p, Value *v, const Sharding *sh) {
 }
 
 static void offer(Prop *P, Value *v, Sharding sh, const Value *from) {
-  if (v->sh_origin == SO_ANNOTATED)
+  if (v->sh_origin == SO_ANNOTATED || v->sh_origin == SO_AUTO)
     return;
   shard_fit(P->p, &sh, &v->shape);
   if (!splits_anything(&sh, v->shape.rank))
@@ -423,7 +423,7 @@ static void sweep(Prop *P, int level) {
     tie_updates(P);
   for (int i = 0; i < p->nvalues; i++) {
     Value *v = p->values[i];
-    if (v->sh_origin != SO_ANNOTATED && v->nargs && ir_op(v->op)->level == level)
+    if (v->sh_origin != SO_ANNOTATED && v->sh_origin != SO_AUTO && v->nargs && ir_op(v->op)->level == level)
       forward(P, v);
   }
   for (int i = p->nvalues - 1; i >= 0; i--) {

@@ -338,3 +338,28 @@ int64_t shard_collective_bytes(const Program *spmd, const Value *v) {
     die("%%%d (%s) is not a collective or local slice", v->id, op_name(v->op));
   return shard_step_bytes(v->op, dtype_size(v->args[0]->dtype) * shape_elems(&v->args[0]->shape), shard_group_size(spmd, v->group, v->ngroup));
 }
+
+double shard_step_seconds(const Program *p, const Machine *m, Op op, int64_t in, const uint8_t *group, int ngroup) {
+  int64_t n = shard_group_size(p, group, ngroup);
+  if (op == OP_LOCAL_SLICE || n <= 1)
+    return 0;
+  double bw = 0;
+  for (int i = 0; i < ngroup; i++)
+    if (p->mesh.size[group[i]] > 1 && (bw == 0 || machine_link(m, group[i]) < bw))
+      bw = machine_link(m, group[i]);
+  return m->latency_s + (double)shard_step_bytes(op, in, n) / bw;
+}
+
+double shard_reshard_seconds(const Program *p, const Machine *m, const Shape *gshape, DType dt, const Sharding *from,
+                             const Sharding *to) {
+  ShardStep steps[SHARD_MAX_STEPS];
+  int n = shard_plan(p, from, to, gshape->rank, steps);
+  double t = 0;
+  const Sharding *cur = from;
+  for (int i = 0; i < n; i++) {
+    Shape in = shard_local_shape(p, gshape, cur);
+    t += shard_step_seconds(p, m, steps[i].op, dtype_size(dt) * shape_elems(&in), steps[i].group, steps[i].ngroup);
+    cur = &steps[i].after;
+  }
+  return t;
+}

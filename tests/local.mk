@@ -63,6 +63,10 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/index_errors.sh tests/deep_compile.sh tests/precision.sh tests/moe_skip_empty.sh tests/loop_unroll.sh \
 	tests/lm_baselines.sh tests/schedule.sh tests/moe_signals.sh tests/lm_script.sh
 
+# gslc --auto-shard: plans known by hand, annotations kept, the examples without annotations as on one device
+SCRIPT_TESTS += tests/auto_shard.sh
+EXTRA_DIST += tests/auto/mlp.gsl tests/auto/moe.gsl tests/auto/lm.gsl
+
 # text generation: logits known by construction, a Python reference of the sampling, errors, examples/lm.gsl
 SCRIPT_TESTS += tests/generate.sh
 EXTRA_DIST += tests/generate_ref.py

@@ -1,0 +1,1180 @@
+/* autoshard.c — gslc --auto-shard: every value's sharding chosen by a cost
+ * search, as an integer linear program (Alpa's intra-operator pass, Zheng
+ * et al. 2022 section 4), solved by CBC.
+ *
+ * The graph. The global IR of the whole step (forward, backward, update;
+ * before propagation) is cut into classes: a class is a root value and the
+ * values that follow it. A value follows one of its operands when its
+ * sharding is a function of that operand's: elementwise ops (the operand
+ * that is not a broadcast or a constant, else the first), transpose,
+ * reshape, broadcast, slice, cumsum, one_hot and reduce. Every other value
+ * is a root: sources (params, inputs, constants, draws), einsums, gathers,
+ * scatter-adds, concats, the moe routing ops, and the user's annotations.
+ * Merging the followers is what keeps the problem small: a layer norm's
+ * dozen values are one class with the product before them.
+ *
+ * Strategies. A root's values are indexed by letters (an einsum's
+ * letters; a source's, concat's or annotation's dims; a gather's index
+ * and row dims; a dispatch's groups and model dim), and a strategy gives
+ * each mesh axis of more than one device one letter to cut, or none (an
+ * axis may cut a letter only where the letter's size divides). A letter
+ * of the result gives its cut to the result; a letter the result lacks (a
+ * contracted one, a scatter-add's index) leaves a partial sum, all-reduced
+ * at once in this model. The strategy fixes the sharding of every member
+ * of the class (each follower's from its operand's, as the partitioner
+ * would lay it out) and of each operand the root needs. An annotated
+ * param, input or value has the one strategy its annotation gives.
+ *
+ * Costs, in seconds, from the machine description (machine.c); ties go
+ * to the plan whose params and inputs hold fewer bytes a device:
+ *   - compute: an einsum's 2 * (product of its letters' extents) FLOPs
+ *     over the devices its cut letters share them among, at the GEMM rate
+ *     of its operands' dtype; other ops the bytes they write, at the
+ *     memory rate; layout ops that fuse into their users cost nothing;
+ *   - communication: every resharding the partitioner would insert, by
+ *     sharding.c's plan and byte model, each step a latency plus its bytes
+ *     at the bandwidth of its slowest axis (shard_reshard_seconds): inside
+ *     a class (a follower that needs its operand laid out otherwise: a
+ *     slice of a cut axis, a reshape that cannot carry a cut, a partial
+ *     sum resolved), and on each edge: a value of one class used by
+ *     values of others, each layout its uses need made once (the
+ *     partitioner reuses a resharding for a second use).
+ *
+ * The program. A binary x[c][s] per strategy s of class c, one per class
+ * summing to 1. An edge's value has layout a (a function of its class's
+ * strategy; strategies giving the same layout are grouped, X_U[a] the sum
+ * of their x) and a use needs layout r (a function of the user's class's
+ * strategy, X_V[r]); making r from a costs C[a][r]. Each use j gets a
+ * transport, continuous e_j[a][r] >= 0 with sum_r e_j[a][r] = X_U[a] and
+ * sum_a e_j[a][r] = X_V[r]: with one-hot x the only feasible e_j is the
+ * product, so it needs no integrality, and the linear program's bound is
+ * tight (the lm example's solves end at the root node). With one use the
+ * transport carries the cost; with several, continuous n[a][r] >=
+ * e_j[a][r] for every j pays C[a][r] once. A use whose side has one layout
+ * is a cost on the other side's x alone. The objective is the sum of node
+ * and edge costs: the estimated step time of one device.
+ *
+ * Size. The program over every mesh axis at once grows with the product
+ * of the axes' choices (a rank-3 value on two axes: 16 layouts, 256
+ * transport columns a use); past AUTO_JOINT_COLUMNS the search goes axis
+ * by axis instead: each solve chooses one axis's cuts with the others
+ * held, exactly, and the axes are taken in turn from the replicated plan
+ * until a round changes nothing. On one axis, and on small programs, the
+ * plan is the exact optimum; on two, a fixed point of exact steps.
+ *
+ * The result. Each value gets its class's chosen sharding, with origin
+ * SO_AUTO (propagation keeps it as it keeps annotations); the partitioner
+ * then builds exactly the layouts the search costed, and update.c still
+ * decides the sharded optimizer updates. The search is deterministic: the
+ * same program, mesh and machine give the same problem, in the same
+ * order, and CBC (one thread) the same answer. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <coin/Cbc_C_Interface.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gslc.h"
+
+#define NO_LETTER 255
+/* a param's or input's bytes a device, priced far below any real cost
+ * (8 MiB: 0.08 us), so that of two plans that cost the same the one
+ * holding less wins */
+#define TIE_SECONDS_PER_BYTE 1e-14
+#define AS_MAX_LETTERS (2 * GSL_MAX_RANK)
+
+/* A root's letters and how its result and operands are indexed by them. */
+typedef struct Space {
+  int nl;                               /* letters */
+  int64_t size[AS_MAX_LETTERS];         /* each letter's extent */
+  int8_t out[GSL_MAX_RANK];             /* result dim -> letter, -1: whole */
+  uint32_t partial;                     /* letters whose cut leaves the result a partial sum */
+  uint32_t fixed;                       /* letters no axis may cut (a concat's axis) */
+} Space;
+
+/* One strategy: the letter each mesh axis cuts (NO_LETTER: none). */
+typedef struct Strat {
+  uint8_t lax[GSL_MAX_AXES];
+} Strat;
+
+typedef struct Class {
+  const Value *root;
+  Space sp;
+  Strat *st;      /* strategies */
+  int nst;
+  int *members;   /* value ids, the root first, in program order */
+  int nmembers;
+  double *cost;   /* per strategy: compute and communication inside the class */
+  bool *ok;       /* the strategies a solve may choose (NULL: all) */
+  int *xcol;      /* per strategy: its x column in the solve, or -1 */
+  int chosen;     /* the strategy the solver chose */
+} Class;
+
+/* A use of a value by a value of another class. */
+typedef struct Use {
+  int cls;   /* the consumer's class */
+  int *bmap; /* its strategy -> the layout it needs (an index into the edge's layouts) */
+} Use;
+
+/* A value used by other classes: the layouts it may have (a function of
+ * its class's strategy) and the layouts its uses need (functions of
+ * theirs); each needed layout is made once (the partitioner reuses a
+ * resharding), at cost c[a][r]. */
+typedef struct Edge {
+  int u;           /* the value's class */
+  int na, nr;      /* its layouts, the layouts needed */
+  int *amap;       /* U's strategy -> its layout */
+  Use *use;        /* the uses */
+  int nuse;
+  double *c;       /* na x nr seconds */
+} Edge;
+
+typedef struct Auto {
+  Program *p;
+  const Machine *m;
+  int *cls;          /* value id -> class */
+  int *fol;          /* value id -> operand slot it follows, -1 for a root */
+  int *midx;         /* value id -> index among its class's members */
+  Class *c;
+  int nc;
+  Edge *e;
+  int ne, cape;
+  Sharding **msh;    /* per class: nst x nmembers member shardings */
+  Arena *a;
+} Auto;
+
+/* ---- classes -------------------------------------------------------------- */
+
+static bool cheap(const Value *v) {
+  return v->op == OP_BROADCAST || v->op == OP_CONST || v->op == OP_IOTA;
+}
+
+/* The operand slot v follows, or -1: v is a root. */
+static int follow_slot(const Value *v) {
+  switch (v->op) {
+  case OP_UNARY:
+  case OP_CAST:
+  case OP_TRANSPOSE:
+  case OP_RESHAPE:
+  case OP_BROADCAST:
+  case OP_SLICE:
+  case OP_CUMSUM:
+  case OP_ONE_HOT:
+  case OP_REDUCE:
+    return 0;
+  case OP_BINARY:
+  case OP_SELECT:
+    for (int k = 0; k < v->nargs; k++)
+      if (!cheap(v->args[k]))
+        return k;
+    return 0;
+  default:
+    return -1;
+  }
+}
+
+/* The sharding follower v has when its followed operand has sh. */
+static Sharding follow_sh(const Program *p, const Value *v, const Sharding *sh) {
+  const Value *a = v->args[follow_slot(v)];
+  Sharding r = {0};
+  switch (v->op) {
+  case OP_TRANSPOSE:
+    for (int i = 0; i < v->shape.rank; i++)
+      shard_copy_dim(&r, i, sh, v->perm[i]);
+    break;
+  case OP_RESHAPE:
+    r = shard_reshape(sh, &a->shape, &v->shape);
+    break;
+  case OP_BROADCAST:
+    for (int i = 0; i < v->shape.rank; i++)
+      if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
+        shard_copy_dim(&r, i, sh, v->perm[i]);
+    break;
+  case OP_SLICE:
+  case OP_CUMSUM:
+    r = *sh;
+    r.naxes[v->axis] = 0;
+    break;
+  case OP_ONE_HOT:
+    for (int i = 0; i + 1 < v->shape.rank; i++)
+      shard_copy_dim(&r, i, sh, i);
+    break;
+  case OP_REDUCE: {
+    int k = 0;
+    for (int i = 0; i < a->shape.rank; i++)
+      if (!(v->rmask & (1u << i)))
+        shard_copy_dim(&r, k++, sh, i);
+    break;
+  }
+  default: /* elementwise */
+    r = *sh;
+    break;
+  }
+  r.partial = 0;
+  shard_fit(p, &r, &v->shape);
+  return r;
+}
+
+/* What follower v needs operand k to be when v has sharding sh (the
+ * partitioner's natural form; a reduce's is handled by its caller). */
+static Sharding follow_need(const Value *v, int k, const Sharding *sh) {
+  const Value *a = v->args[k];
+  Sharding w = {0};
+  switch (v->op) {
+  case OP_TRANSPOSE:
+    for (int i = 0; i < v->shape.rank; i++)
+      shard_copy_dim(&w, v->perm[i], sh, i);
+    return w;
+  case OP_BROADCAST:
+    for (int i = 0; i < v->shape.rank; i++)
+      if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
+        shard_copy_dim(&w, v->perm[i], sh, i);
+    return w;
+  case OP_RESHAPE: {
+    w = shard_reshape(sh, &v->shape, &a->shape);
+    Sharding back = shard_reshape(&w, &a->shape, &v->shape);
+    if (!shard_eq(&back, sh, v->shape.rank))
+      memset(&w, 0, sizeof w); /* reshaped whole, then cut */
+    return w;
+  }
+  case OP_ONE_HOT:
+    for (int i = 0; i < a->shape.rank; i++)
+      shard_copy_dim(&w, i, sh, i);
+    return w;
+  default: /* elementwise, slice, cumsum: the result's own */
+    return *sh;
+  }
+}
+
+/* ---- letters ----------------------------------------------------------------- */
+
+static int letter_of(const char *names, char c) { return (int)(strchr(names, c) - names); }
+
+/* The letters of root v: its space, and through need() what it wants of
+ * each operand under a strategy. */
+static void space_of(const Value *v, Space *s) {
+  memset(s, 0, sizeof *s);
+  for (int i = 0; i < GSL_MAX_RANK; i++)
+    s->out[i] = -1;
+  switch (v->op) {
+  case OP_EINSUM: {
+    char names[AS_MAX_LETTERS + 1] = {0};
+    for (int k = 0; k < v->ein.nin; k++)
+      for (int i = 0; v->ein.in[k][i]; i++)
+        if (!strchr(names, v->ein.in[k][i])) {
+          names[s->nl] = v->ein.in[k][i];
+          s->size[s->nl++] = v->args[k]->shape.d[i];
+        }
+    for (int i = 0; v->ein.out[i]; i++)
+      s->out[i] = (int8_t)letter_of(names, v->ein.out[i]);
+    for (int l = 0; l < s->nl; l++)
+      if (!strchr(v->ein.out, names[l]))
+        s->partial |= 1u << l;
+    return;
+  }
+  case OP_GATHER: { /* table[V, D...], idx[I...] -> [I..., D...] */
+    s->nl = v->shape.rank;
+    for (int i = 0; i < v->shape.rank; i++) {
+      s->size[i] = v->shape.d[i];
+      s->out[i] = (int8_t)i;
+    }
+    return;
+  }
+  case OP_SCATTER_ADD: { /* src[I..., D...], idx[I...] -> [V, D...]: letters I then D */
+    const Value *src = v->args[0], *ix = v->args[1];
+    s->nl = src->shape.rank;
+    for (int i = 0; i < src->shape.rank; i++)
+      s->size[i] = src->shape.d[i];
+    for (int i = 1; i < v->shape.rank; i++)
+      s->out[i] = (int8_t)(ix->shape.rank + i - 1);
+    for (int i = 0; i < ix->shape.rank; i++)
+      s->partial |= 1u << i;
+    return;
+  }
+  case OP_DISPATCH: { /* x[G, S, M] -> [E, G, C, M]: letters g, m */
+    s->nl = 2;
+    s->size[0] = v->shape.d[1];
+    s->size[1] = v->shape.d[3];
+    s->out[1] = 0;
+    s->out[3] = 1;
+    return;
+  }
+  case OP_COMBINE: { /* y[E, G, C, M] -> [G, S, M]: letters g, m */
+    s->nl = 2;
+    s->size[0] = v->shape.d[0];
+    s->size[1] = v->shape.d[2];
+    s->out[0] = 0;
+    s->out[2] = 1;
+    return;
+  }
+  default: /* sources, concat, annotate: the result's dims */
+    s->nl = v->shape.rank;
+    for (int i = 0; i < v->shape.rank; i++) {
+      s->size[i] = v->shape.d[i];
+      s->out[i] = (int8_t)i;
+    }
+    if (v->op == OP_CONCAT)
+      s->fixed = 1u << v->axis;
+    return;
+  }
+}
+
+/* dims indexed by letters (map[i] a letter or -1) cut as strategy st cuts them */
+static Sharding by_letters(const Program *p, const Strat *st, const int8_t *map, int rank) {
+  Sharding sh = {0};
+  for (int i = 0; i < rank; i++)
+    if (map[i] >= 0)
+      for (int ax = 0; ax < p->mesh.naxes; ax++)
+        if (st->lax[ax] == map[i])
+          sh.axes[i][sh.naxes[i]++] = (uint8_t)ax;
+  return sh;
+}
+
+static Sharding root_sh(const Program *p, const Class *c, const Strat *st) {
+  return by_letters(p, st, c->sp.out, c->root->shape.rank);
+}
+
+/* The mesh axes that cut letters of mask under st. */
+static uint32_t axes_on(const Program *p, const Strat *st, uint32_t mask) {
+  uint32_t m = 0;
+  for (int ax = 0; ax < p->mesh.naxes; ax++)
+    if (st->lax[ax] != NO_LETTER && (mask & (1u << st->lax[ax])))
+      m |= 1u << ax;
+  return m;
+}
+
+/* What root v needs operand k to be under strategy st. */
+static Sharding root_need(const Program *p, const Class *c, const Strat *st, int k) {
+  const Value *v = c->root;
+  int8_t map[GSL_MAX_RANK];
+  const Value *a = v->args[k];
+  for (int i = 0; i < GSL_MAX_RANK; i++)
+    map[i] = -1;
+  switch (v->op) {
+  case OP_EINSUM: {
+    char names[AS_MAX_LETTERS + 1] = {0};
+    int nl = 0;
+    for (int kk = 0; kk < v->ein.nin; kk++)
+      for (int i = 0; v->ein.in[kk][i]; i++)
+        if (!strchr(names, v->ein.in[kk][i]))
+          names[nl++] = v->ein.in[kk][i];
+    const char *dims = k < v->ein.nin ? v->ein.in[k] : v->ein.fill;
+    for (int i = 0; dims[i]; i++)
+      map[i] = (int8_t)letter_of(names, dims[i]);
+    break;
+  }
+  case OP_GATHER: {
+    int ni = v->args[1]->shape.rank;
+    if (k == 0)
+      for (int i = 1; i < a->shape.rank; i++)
+        map[i] = (int8_t)(ni + i - 1);
+    else
+      for (int i = 0; i < ni; i++)
+        map[i] = (int8_t)i;
+    break;
+  }
+  case OP_SCATTER_ADD:
+    for (int i = 0; i < a->shape.rank; i++)
+      map[i] = (int8_t)i;
+    break;
+  case OP_DISPATCH:
+    if (k == 0) {
+      map[0] = 0;
+      map[2] = 1;
+    } else {
+      map[0] = 0;
+    }
+    break;
+  case OP_COMBINE:
+    if (k == 0) {
+      map[1] = 0;
+      map[3] = 1;
+    } else {
+      map[0] = 0;
+    }
+    break;
+  default: /* concat, annotate: the result's dims */
+    for (int i = 0; i < a->shape.rank; i++)
+      map[i] = (int8_t)i;
+    break;
+  }
+  Sharding sh = by_letters(p, st, map, a->shape.rank);
+  return sh;
+}
+
+/* Every strategy of space s on the mesh, in a fixed order; n returned.
+ * Axes of one device cut nothing. */
+static Strat *strategies(const Program *p, const Space *s, int *n) {
+  int naxes = p->mesh.naxes, cap = 1;
+  for (int ax = 0; ax < naxes; ax++)
+    cap *= p->mesh.size[ax] > 1 ? s->nl + 1 : 1;
+  Strat *out = xcalloc((size_t)cap, sizeof *out);
+  int cnt = 0;
+  Strat cur;
+  int choice[GSL_MAX_AXES] = {0}; /* 0: none, l + 1: letter l */
+  for (;;) {
+    bool ok = true;
+    int64_t cut[AS_MAX_LETTERS];
+    for (int l = 0; l < s->nl; l++)
+      cut[l] = 1;
+    for (int ax = 0; ax < naxes; ax++) {
+      cur.lax[ax] = choice[ax] ? (uint8_t)(choice[ax] - 1) : NO_LETTER;
+      if (!choice[ax])
+        continue;
+      int l = choice[ax] - 1;
+      cut[l] *= p->mesh.size[ax];
+      if ((s->fixed & (1u << l)) || s->size[l] % cut[l] != 0)
+        ok = false;
+    }
+    if (ok)
+      out[cnt++] = cur;
+    int ax = 0;
+    for (; ax < naxes; ax++) {
+      if (p->mesh.size[ax] <= 1)
+        continue;
+      if (++choice[ax] <= s->nl)
+        break;
+      choice[ax] = 0;
+    }
+    if (ax == naxes)
+      break;
+  }
+  *n = cnt;
+  return out;
+}
+
+/* The strategy of class c whose root cuts each dim over the axes sharding
+ * sh (the user's annotation) cuts it with, or -1. Axes of one device are
+ * not compared, nor the order of a dim's axes (a strategy orders them as
+ * the mesh does; the annotated value keeps its own order). */
+static int strategy_of(const Program *p, const Class *c, const Sharding *sh) {
+  uint32_t big = 0;
+  for (int ax = 0; ax < p->mesh.naxes; ax++)
+    if (p->mesh.size[ax] > 1)
+      big |= 1u << ax;
+  for (int s = 0; s < c->nst; s++) {
+    Sharding r = root_sh(p, c, &c->st[s]);
+    bool same = true;
+    for (int i = 0; i < c->root->shape.rank && same; i++)
+      same = (shard_dim_axes(sh, i) & big) == shard_dim_axes(&r, i);
+    if (same)
+      return s;
+  }
+  return -1;
+}
+
+/* ---- costs ------------------------------------------------------------------- */
+
+static double local_bytes(const Program *p, const Value *v, const Sharding *sh) {
+  Shape local = shard_local_shape(p, &v->shape, sh);
+  return (double)dtype_size(v->dtype) * (double)shape_elems(&local);
+}
+
+/* The seconds member v of class c takes to compute on one device, with
+ * sharding sh (and its followed operand's, in_sh, for a follower). */
+static double compute_seconds(const Auto *A, const Class *c, const Strat *st, const Value *v, const Sharding *sh,
+                              const Sharding *in_sh) {
+  const Program *p = A->p;
+  if (v->op == OP_EINSUM) {
+    double flops = 2;
+    for (int l = 0; l < c->sp.nl; l++) {
+      int64_t n = 1;
+      for (int ax = 0; ax < p->mesh.naxes; ax++)
+        if (st->lax[ax] == l)
+          n *= p->mesh.size[ax];
+      flops *= (double)c->sp.size[l] / (double)n;
+    }
+    return flops / machine_gemm_flops(A->m, v->args[0]->dtype);
+  }
+  const OpInfo *oi = ir_op(v->op);
+  if (v->op == OP_PARAM || v->op == OP_INPUT) /* ties go to the layout that holds fewer bytes a device */
+    return local_bytes(p, v, sh) * TIE_SECONDS_PER_BYTE;
+  if (v->op == OP_RNG)
+    return local_bytes(p, v, sh) / A->m->mem_bytes_per_s;
+  if (oi->cls == OC_SOURCE || oi->cls == OC_ANNOTATION || (oi->flags & OF_INDEX_MAP) || v->op == OP_RESHAPE)
+    return 0; /* fused into their users, or no work */
+  double bytes = local_bytes(p, v, sh);
+  if (in_sh && bytes < local_bytes(p, v->args[A->fol[v->id]], in_sh)) /* a reduce reads more than it writes */
+    bytes = local_bytes(p, v->args[A->fol[v->id]], in_sh);
+  if (v->op == OP_SCATTER_ADD) {
+    Sharding src = root_need(p, c, st, 0);
+    bytes += local_bytes(p, v->args[0], &src);
+  }
+  return bytes / A->m->mem_bytes_per_s;
+}
+
+/* the seconds of an all-reduce of v's local bytes under sh over the axes of mask */
+static double allreduce_seconds(const Auto *A, const Value *v, const Sharding *sh, uint32_t mask) {
+  if (!mask)
+    return 0;
+  Sharding from = *sh, to = *sh;
+  from.partial = mask;
+  to.partial = 0;
+  return shard_reshard_seconds(A->p, A->m, &v->shape, v->dtype, &from, &to);
+}
+
+/* The cost inside class c under strategy s: members' compute, the
+ * followers' reshardings of their followed operand, partial sums. */
+static double class_cost(Auto *A, Class *c, int s, Sharding *msh) {
+  const Program *p = A->p;
+  const Strat *st = &c->st[s];
+  double t = 0;
+  for (int j = 0; j < c->nmembers; j++) {
+    const Value *v = p->values[c->members[j]];
+    const Sharding *sh = &msh[j];
+    int k = A->fol[v->id];
+    const Value *a = j ? v->args[k] : NULL;
+    const Sharding *ash = j ? &msh[A->midx[a->id]] : NULL;
+    t += compute_seconds(A, c, st, v, sh, ash);
+    if (j == 0) {
+      t += allreduce_seconds(A, v, sh, axes_on(p, st, c->sp.partial));
+      continue;
+    }
+    if (v->op == OP_REDUCE) {
+      uint32_t cutr = 0;
+      for (int i = 0; i < a->shape.rank; i++)
+        if (v->rmask & (1u << i))
+          cutr |= shard_dim_axes(ash, i);
+      if (v->fn == RF_ARGMAX) {
+        Sharding w = *ash;
+        for (int i = 0; i < a->shape.rank; i++)
+          if (v->rmask & (1u << i))
+            w.naxes[i] = 0;
+        t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &w);
+      } else {
+        t += allreduce_seconds(A, v, sh, cutr);
+      }
+      continue;
+    }
+    Sharding need = follow_need(v, k, sh);
+    t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &need);
+  }
+  return t;
+}
+
+/* ---- the problem ------------------------------------------------------------- */
+
+/* Cuts p's values into classes (roots in program order) and lists their
+ * strategies, member shardings and inner costs. */
+static void build_classes(Auto *A) {
+  Program *p = A->p;
+  int n = p->nvalues;
+  A->cls = xcalloc((size_t)n + 1, sizeof *A->cls);
+  A->fol = xcalloc((size_t)n + 1, sizeof *A->fol);
+  A->midx = xcalloc((size_t)n + 1, sizeof *A->midx);
+  int *root_of = xcalloc((size_t)n + 1, sizeof *root_of);
+  for (int i = 0; i < n; i++) {
+    const Value *v = p->values[i];
+    A->fol[i] = follow_slot(v);
+    if (A->fol[i] >= 0) {
+      A->cls[i] = A->cls[v->args[A->fol[i]]->id];
+    } else {
+      A->cls[i] = A->nc++;
+      root_of[A->cls[i]] = i;
+    }
+  }
+  A->c = xcalloc((size_t)A->nc + 1, sizeof *A->c);
+  A->msh = xcalloc((size_t)A->nc + 1, sizeof *A->msh);
+  for (int i = 0; i < n; i++)
+    A->c[A->cls[i]].nmembers++;
+  for (int ci = 0; ci < A->nc; ci++) {
+    Class *c = &A->c[ci];
+    c->members = xcalloc((size_t)c->nmembers, sizeof *c->members);
+    c->nmembers = 0;
+    c->root = p->values[root_of[ci]];
+  }
+  for (int i = 0; i < n; i++) {
+    Class *c = &A->c[A->cls[i]];
+    A->midx[i] = c->nmembers;
+    c->members[c->nmembers++] = i;
+  }
+  free(root_of);
+  for (int ci = 0; ci < A->nc; ci++) {
+    Class *c = &A->c[ci];
+    const Value *r = c->root;
+    space_of(r, &c->sp);
+    c->st = strategies(p, &c->sp, &c->nst);
+    /* the user's annotations are kept: their one strategy */
+    const Sharding *fixed = NULL;
+    if (r->op == OP_ANNOTATE || ((r->op == OP_PARAM || r->op == OP_INPUT) && p->tensors[r->tensor].annotated))
+      fixed = r->op == OP_ANNOTATE ? &r->sh : &p->tensors[r->tensor].sh;
+    if (fixed) {
+      int s = strategy_of(p, c, fixed);
+      if (s < 0)
+        die("autoshard: the annotation of %%%d is no strategy of its class", r->id);
+      c->st[0] = c->st[s];
+      c->nst = 1;
+    }
+    c->xcol = xcalloc((size_t)c->nst, sizeof *c->xcol);
+    A->msh[ci] = xcalloc((size_t)c->nst * (size_t)c->nmembers, sizeof(Sharding));
+    c->cost = xcalloc((size_t)c->nst, sizeof *c->cost);
+    for (int s = 0; s < c->nst; s++) {
+      Sharding *m = A->msh[ci] + (size_t)s * (size_t)c->nmembers;
+      m[0] = root_sh(p, c, &c->st[s]);
+      for (int j = 1; j < c->nmembers; j++) {
+        const Value *v = p->values[c->members[j]];
+        m[j] = follow_sh(p, v, &m[A->midx[v->args[A->fol[v->id]]->id]]);
+      }
+      c->cost[s] = class_cost(A, c, s, m);
+    }
+  }
+}
+
+static const Sharding *member_sh(const Auto *A, int vid, int s) {
+  int ci = A->cls[vid];
+  return &A->msh[ci][(size_t)s * (size_t)A->c[ci].nmembers + (size_t)A->midx[vid]];
+}
+
+/* What v (of class V, under V's strategy t) needs its operand k to be. */
+static Sharding need_of(const Auto *A, const Value *v, int k, int t) {
+  const Class *c = &A->c[A->cls[v->id]];
+  if (c->root == v)
+    return root_need(A->p, c, &c->st[t], k);
+  return follow_need(v, k, member_sh(A, v->id, t));
+}
+
+/* Index of sh among the n shardings of list (rank r), appending it if new. */
+static int group_of(Sharding *list, int *n, const Sharding *sh, int r) {
+  for (int i = 0; i < *n; i++)
+    if (shard_eq(&list[i], sh, r))
+      return i;
+  list[*n] = *sh;
+  return (*n)++;
+}
+
+/* One edge per value used by values of other classes (a use inside its
+ * own class that is not the followed operand is costed on the class). */
+static void build_edges(Auto *A) {
+  Program *p = A->p;
+  int n = p->nvalues;
+  /* the uses of each value, by consumers in program order */
+  int *nuses = xcalloc((size_t)n + 1, sizeof *nuses);
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < p->values[i]->nargs; k++)
+      if (k != A->fol[i])
+        nuses[p->values[i]->args[k]->id]++;
+  int **uses = xcalloc((size_t)n + 1, sizeof *uses), *fill = xcalloc((size_t)n + 1, sizeof *fill);
+  for (int i = 0; i < n; i++)
+    uses[i] = xcalloc((size_t)nuses[i] + 1, 2 * sizeof(int));
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < p->values[i]->nargs; k++)
+      if (k != A->fol[i]) {
+        int u = p->values[i]->args[k]->id;
+        uses[u][2 * fill[u]] = i;
+        uses[u][2 * fill[u]++ + 1] = k;
+      }
+  for (int ui = 0; ui < n; ui++) {
+    const Value *u = p->values[ui];
+    int U = A->cls[ui], r = u->shape.rank;
+    Class *cu = &A->c[U];
+    Edge e = {U, 0, 0, NULL, NULL, 0, NULL};
+    Sharding *as = xcalloc((size_t)cu->nst, sizeof *as), *rs = NULL;
+    int caprs = 0;
+    for (int j = 0; j < nuses[ui]; j++) {
+      const Value *v = p->values[uses[ui][2 * j]];
+      int k = uses[ui][2 * j + 1], V = A->cls[v->id];
+      Class *cv = &A->c[V];
+      if (V == U) { /* x * x, or a value of the class used twice: a cost on the class */
+        for (int t = 0; t < cv->nst; t++) {
+          Sharding need = need_of(A, v, k, t);
+          cv->cost[t] += shard_reshard_seconds(p, A->m, &u->shape, u->dtype, member_sh(A, ui, t), &need);
+        }
+        continue;
+      }
+      if (!e.amap) {
+        e.amap = xcalloc((size_t)cu->nst, sizeof(int));
+        for (int s2 = 0; s2 < cu->nst; s2++)
+          e.amap[s2] = group_of(as, &e.na, member_sh(A, ui, s2), r);
+        e.use = xcalloc((size_t)nuses[ui], sizeof *e.use);
+      }
+      Use *us = &e.use[e.nuse++];
+      us->cls = V;
+      us->bmap = xcalloc((size_t)cv->nst, sizeof(int));
+      if (e.nr + cv->nst > caprs) {
+        caprs = e.nr + cv->nst;
+        rs = xrealloc(rs, (size_t)caprs * sizeof *rs);
+      }
+      for (int t = 0; t < cv->nst; t++) {
+        Sharding need = need_of(A, v, k, t);
+        us->bmap[t] = group_of(rs, &e.nr, &need, r);
+      }
+    }
+    if (!e.nuse) {
+      free(as);
+      free(rs);
+      continue;
+    }
+    e.c = xcalloc((size_t)e.na * (size_t)e.nr, sizeof *e.c);
+    bool any = false;
+    for (int a = 0; a < e.na; a++)
+      for (int b = 0; b < e.nr; b++)
+        any |= (e.c[a * e.nr + b] = shard_reshard_seconds(p, A->m, &u->shape, u->dtype, &as[a], &rs[b])) > 0;
+    free(as);
+    free(rs);
+    int V0 = e.use[0].cls;
+    if (any && e.nuse == 1 && (e.na == 1 || A->c[V0].nst == 1)) { /* a cost on one side alone */
+      for (int s2 = 0; A->c[V0].nst == 1 && s2 < cu->nst; s2++)
+        cu->cost[s2] += e.c[e.amap[s2] * e.nr + e.use[0].bmap[0]];
+      for (int t = 0; A->c[V0].nst > 1 && t < A->c[V0].nst; t++)
+        A->c[V0].cost[t] += e.c[e.use[0].bmap[t]];
+      any = false;
+    }
+    if (!any) {
+      free(e.amap);
+      for (int j = 0; j < e.nuse; j++)
+        free(e.use[j].bmap);
+      free(e.use);
+      free(e.c);
+      continue;
+    }
+    if (A->ne == A->cape) {
+      A->cape = A->cape ? 2 * A->cape : 256;
+      A->e = xrealloc(A->e, (size_t)A->cape * sizeof *A->e);
+    }
+    A->e[A->ne++] = e;
+  }
+  for (int i = 0; i < n; i++)
+    free(uses[i]);
+  free(uses);
+  free(fill);
+  free(nuses);
+}
+
+/* ---- the integer linear program ------------------------------------------- */
+
+/* The seconds edge e costs with class ci at strategy s and every other
+ * class at its chosen one. */
+static double edge_cost(const Auto *A, const Edge *e, int ci, int s) {
+  int a = e->amap[e->u == ci ? s : A->c[e->u].chosen];
+  double t = 0;
+  for (int j = 0; j < e->nuse; j++) {
+    int r = e->use[j].bmap[e->use[j].cls == ci ? s : A->c[e->use[j].cls].chosen];
+    bool first = true; /* each needed layout is made once */
+    for (int i = 0; i < j && first; i++)
+      first = e->use[i].bmap[e->use[i].cls == ci ? s : A->c[e->use[i].cls].chosen] != r;
+    if (first)
+      t += e->c[a * e->nr + r];
+  }
+  return t;
+}
+
+/* The cost of class ci under strategy s, every other class at its chosen
+ * strategy: what --explain compares the choice with. */
+static double local_cost(const Auto *A, int ci, int s) {
+  double t = A->c[ci].cost[s];
+  for (int i = 0; i < A->ne; i++) {
+    const Edge *e = &A->e[i];
+    bool touches = e->u == ci;
+    for (int j = 0; j < e->nuse && !touches; j++)
+      touches = e->use[j].cls == ci;
+    if (touches)
+      t += edge_cost(A, e, ci, s);
+  }
+  return t;
+}
+
+/* The constraint matrix, built as triplets, then by column. */
+typedef struct Lp {
+  int ncols, nrows, n, cap;
+  int *row, *col;
+  double *val;
+  double *obj, *lo, *hi, *rlo, *rhi; /* grown with the columns and rows */
+  int capc, capr;
+} Lp;
+
+static int lp_col(Lp *l, double obj) {
+  if (l->ncols == l->capc) {
+    l->capc = l->capc ? 2 * l->capc : 1024;
+    l->obj = xrealloc(l->obj, (size_t)l->capc * sizeof *l->obj);
+    l->lo = xrealloc(l->lo, (size_t)l->capc * sizeof *l->lo);
+    l->hi = xrealloc(l->hi, (size_t)l->capc * sizeof *l->hi);
+  }
+  l->obj[l->ncols] = obj * 1e6; /* the solver works in microseconds: seconds are tiny numbers */
+  l->lo[l->ncols] = 0;
+  l->hi[l->ncols] = 1;
+  return l->ncols++;
+}
+
+static int lp_row(Lp *l, double lo, double hi) {
+  if (l->nrows == l->capr) {
+    l->capr = l->capr ? 2 * l->capr : 1024;
+    l->rlo = xrealloc(l->rlo, (size_t)l->capr * sizeof *l->rlo);
+    l->rhi = xrealloc(l->rhi, (size_t)l->capr * sizeof *l->rhi);
+  }
+  l->rlo[l->nrows] = lo;
+  l->rhi[l->nrows] = hi;
+  return l->nrows++;
+}
+
+static void lp_set(Lp *l, int row, int col, double val) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 4096;
+    l->row = xrealloc(l->row, (size_t)l->cap * sizeof *l->row);
+    l->col = xrealloc(l->col, (size_t)l->cap * sizeof *l->col);
+    l->val = xrealloc(l->val, (size_t)l->cap * sizeof *l->val);
+  }
+  l->row[l->n] = row;
+  l->col[l->n] = col;
+  l->val[l->n++] = val;
+}
+
+#define LP_INF 1e30 /* CBC's infinity */
+
+/* X_U[a] - the sum of U's allowed x whose strategies give layout a - into row */
+static void lp_group(Lp *l, const Class *c, const int *map, int g, int row, double coef) {
+  for (int s = 0; s < c->nst; s++)
+    if (map[s] == g && c->xcol[s] >= 0)
+      lp_set(l, row, c->xcol[s], coef);
+}
+
+/* Which layouts of map (over c's strategies) an allowed strategy gives. */
+static bool *reach(const Class *c, const int *map, int n) {
+  bool *r = xcalloc((size_t)n + 1, sizeof *r);
+  for (int s = 0; s < c->nst; s++)
+    if (c->xcol[s] >= 0)
+      r[map[s]] = true;
+  return r;
+}
+
+/* Solves the program over the strategies each class allows (Class.ok,
+ * NULL: all), setting Class.chosen; false when the solver proves no
+ * optimum in its time (the best plan it found, if any, is still chosen
+ * and *optimal says not). */
+static bool solve(Auto *A, AutoShard *r, double limit, bool *optimal) {
+  Lp l = {0};
+  for (int ci = 0; ci < A->nc; ci++) {
+    Class *c = &A->c[ci];
+    int row = lp_row(&l, 1, 1); /* one strategy a class */
+    for (int s = 0; s < c->nst; s++) {
+      c->xcol[s] = -1;
+      if (!c->ok || c->ok[s])
+        lp_set(&l, row, c->xcol[s] = lp_col(&l, c->cost[s]), 1);
+    }
+  }
+  int nx = l.ncols;
+  for (int i = 0; i < A->ne; i++) {
+    Edge *e = &A->e[i];
+    const Class *cu = &A->c[e->u];
+    bool *ar = reach(cu, e->amap, e->na);
+    int *ncol = xcalloc((size_t)e->na * (size_t)e->nr, sizeof *ncol);
+    for (int k = 0; k < e->na * e->nr; k++)
+      ncol[k] = -1;
+    bool several = e->nuse > 1;
+    if (several) /* n[a][r] >= e_j[a][r] for every use j pays c[a][r] once */
+      for (int a = 0; a < e->na; a++)
+        for (int b = 0; b < e->nr; b++)
+          if (ar[a] && e->c[a * e->nr + b] > 0)
+            ncol[a * e->nr + b] = lp_col(&l, e->c[a * e->nr + b]);
+    /* a transport e_j[a][r] >= 0 for each use j, with row sums X_U[a] and
+     * column sums X_V[r] (with one use, it carries the cost itself) */
+    for (int j = 0; j < e->nuse; j++) {
+      const Class *cv = &A->c[e->use[j].cls];
+      bool *br = reach(cv, e->use[j].bmap, e->nr);
+      int *arow = xcalloc((size_t)e->na, sizeof *arow), *brow = xcalloc((size_t)e->nr, sizeof *brow);
+      for (int a = 0; a < e->na; a++)
+        if (ar[a])
+          lp_group(&l, cu, e->amap, a, arow[a] = lp_row(&l, 0, 0), -1);
+      for (int b = 0; b < e->nr; b++)
+        if (br[b])
+          lp_group(&l, cv, e->use[j].bmap, b, brow[b] = lp_row(&l, 0, 0), -1);
+      for (int a = 0; a < e->na; a++)
+        for (int b = 0; b < e->nr; b++) {
+          if (!ar[a] || !br[b])
+            continue;
+          int col = lp_col(&l, several ? 0 : e->c[a * e->nr + b]);
+          lp_set(&l, arow[a], col, 1);
+          lp_set(&l, brow[b], col, 1);
+          if (ncol[a * e->nr + b] >= 0) {
+            int row = lp_row(&l, 0, LP_INF);
+            lp_set(&l, row, ncol[a * e->nr + b], 1);
+            lp_set(&l, row, col, -1);
+          }
+        }
+      free(arow);
+      free(brow);
+      free(br);
+    }
+    free(ar);
+    free(ncol);
+  }
+  /* by column */
+  int *start = xcalloc((size_t)l.ncols + 1, sizeof *start), *index = xcalloc((size_t)l.n + 1, sizeof *index);
+  double *value = xcalloc((size_t)l.n + 1, sizeof *value);
+  for (int k = 0; k < l.n; k++)
+    start[l.col[k] + 1]++;
+  for (int j = 0; j < l.ncols; j++)
+    start[j + 1] += start[j];
+  int *at = xcalloc((size_t)l.ncols + 1, sizeof *at);
+  for (int k = 0; k < l.n; k++) { /* stable: rows in the order they were set */
+    int q = start[l.col[k]] + at[l.col[k]]++;
+    index[q] = l.row[k];
+    value[q] = l.val[k];
+  }
+  free(at);
+
+  Cbc_Model *m = Cbc_newModel();
+  Cbc_loadProblem(m, l.ncols, l.nrows, start, index, value, l.lo, l.hi, l.obj, l.rlo, l.rhi);
+  for (int j = 0; j < nx; j++)
+    Cbc_setInteger(m, j);
+  Cbc_setLogLevel(m, getenv("GSL_CBC_LOG") ? atoi(getenv("GSL_CBC_LOG")) : 0);
+  if (getenv("GSL_CBC_LOG"))
+    fprintf(stderr, "autoshard: %d classes, %d edges, %d columns (%d integer), %d rows, %d nonzeros\n", A->nc, A->ne,
+            l.ncols, nx, l.nrows, l.n);
+  Cbc_setParameter(m, "threads", "1");
+  Cbc_setMaximumSeconds(m, limit);
+  Cbc_solve(m);
+  *optimal = Cbc_isProvenOptimal(m) != 0;
+  const double *x = Cbc_getColSolution(m);
+  /* a plan: one strategy a class at 1 (the solver's best, proven or not) */
+  bool found = x != NULL && !Cbc_isProvenInfeasible(m);
+  for (int ci = 0; ci < A->nc && found; ci++) {
+    Class *c = &A->c[ci];
+    int best = -1;
+    for (int s = 0; s < c->nst; s++)
+      if (c->xcol[s] >= 0 && x[c->xcol[s]] > 0.5)
+        best = s;
+    if (best < 0)
+      found = false;
+    else
+      c->chosen = best;
+  }
+  r->columns += l.ncols;
+  r->rows += l.nrows;
+  r->integers += nx;
+  r->nonzeros += l.n;
+  r->solves++;
+  Cbc_deleteModel(m);
+  free(start);
+  free(index);
+  free(value);
+  free(l.row);
+  free(l.col);
+  free(l.val);
+  free(l.obj);
+  free(l.lo);
+  free(l.hi);
+  free(l.rlo);
+  free(l.rhi);
+  return found;
+}
+
+/* The estimated seconds of the plan every class's chosen strategy makes. */
+static double plan_cost(const Auto *A) {
+  double t = 0;
+  for (int ci = 0; ci < A->nc; ci++)
+    t += A->c[ci].cost[A->c[ci].chosen];
+  for (int i = 0; i < A->ne; i++)
+    t += edge_cost(A, &A->e[i], -1, 0);
+  return t;
+}
+
+/* Whether strategy s of class c agrees with cur on every axis but axis. */
+static bool agrees(const Auto *A, const Class *c, int s, const Strat *cur, int axis) {
+  for (int ax = 0; ax < A->p->mesh.naxes; ax++)
+    if (ax != axis && c->st[s].lax[ax] != cur->lax[ax])
+      return false;
+  return true;
+}
+
+/* The search: the whole program at once where it is small enough
+ * (AUTO_JOINT_COLUMNS, a size the solver finishes in about a second),
+ * else one mesh axis at a time, every other axis's cuts held, over the
+ * axes in turn until a round changes nothing: each step exact over its
+ * axis, the plan a fixed point of them. */
+#define AUTO_JOINT_COLUMNS 20000
+#define AUTO_SECONDS 60 /* the most one solve may take: past it, its best plan so far */
+#define AUTO_ROUNDS 4   /* rounds over the axes at most */
+static bool search(Auto *A, AutoShard *r) {
+  int cols = 0, big = 0;
+  for (int ax = 0; ax < A->p->mesh.naxes; ax++)
+    big += A->p->mesh.size[ax] > 1;
+  for (int ci = 0; ci < A->nc; ci++)
+    cols += A->c[ci].nst;
+  for (int i = 0; i < A->ne; i++)
+    cols += A->e[i].nuse * A->e[i].na * A->e[i].nr;
+  bool optimal = true, one;
+  if (big <= 1 || cols <= AUTO_JOINT_COLUMNS) {
+    r->joint = true;
+    bool ok = solve(A, r, AUTO_SECONDS, &one);
+    r->optimal = ok && one;
+    return ok;
+  }
+  /* axis by axis, from the replicated plan */
+  Strat *cur = xcalloc((size_t)A->nc, sizeof *cur);
+  for (int ci = 0; ci < A->nc; ci++) {
+    Class *c = &A->c[ci];
+    c->ok = xcalloc((size_t)c->nst, sizeof *c->ok);
+    for (int ax = 0; ax < GSL_MAX_AXES; ax++)
+      cur[ci].lax[ax] = NO_LETTER;
+    if (c->nst == 1) /* an annotation */
+      cur[ci] = c->st[0];
+  }
+  bool ok = true, changed = true;
+  for (int round = 0; ok && changed && round < AUTO_ROUNDS; round++) {
+    changed = false;
+    for (int ax = 0; ok && ax < A->p->mesh.naxes; ax++) {
+      if (A->p->mesh.size[ax] <= 1)
+        continue;
+      for (int ci = 0; ci < A->nc; ci++) {
+        Class *c = &A->c[ci];
+        for (int s = 0; s < c->nst; s++)
+          c->ok[s] = agrees(A, c, s, &cur[ci], ax);
+      }
+      ok = solve(A, r, AUTO_SECONDS, &one);
+      optimal &= one;
+      for (int ci = 0; ok && ci < A->nc; ci++) {
+        const Strat *st = &A->c[ci].st[A->c[ci].chosen];
+        changed |= memcmp(st->lax, cur[ci].lax, sizeof st->lax) != 0;
+        cur[ci] = *st;
+      }
+    }
+    r->rounds = round + 1;
+  }
+  for (int ci = 0; ci < A->nc; ci++) {
+    free(A->c[ci].ok);
+    A->c[ci].ok = NULL;
+  }
+  free(cur);
+  r->optimal = ok && optimal;
+  return ok;
+}
+
+/* ---- the result -------------------------------------------------------------- */
+
+static const char *strat_str(Arena *a, const Program *p, const Class *c, int s) {
+  Value tmp = *c->root;
+  tmp.sh = root_sh(p, c, &c->st[s]);
+  return sharding_str(a, p, &tmp);
+}
+
+static void apply(Auto *A) {
+  Program *p = A->p;
+  for (int i = 0; i < p->nvalues; i++) {
+    Value *v = p->values[i];
+    if (v->sh_origin == SO_ANNOTATED)
+      continue;
+    v->sh = *member_sh(A, i, A->c[A->cls[i]].chosen);
+    v->sh.partial = 0;
+    v->sh_origin = SO_AUTO;
+  }
+  /* each param's and input's choice against its best alternative, the
+   * rest of the plan as chosen */
+  for (int ti = 0; ti < p->ntensors; ti++) {
+    Tensor *t = &p->tensors[ti];
+    if (t->kind == TK_STATE || !t->value)
+      continue;
+    int ci = A->cls[t->value->id];
+    const Class *c = &A->c[ci];
+    double mine = local_cost(A, ci, c->chosen), best = -1;
+    int alt = -1;
+    for (int s = 0; s < c->nst; s++) {
+      if (s == c->chosen)
+        continue;
+      double x = local_cost(A, ci, s);
+      if (alt < 0 || x < best) {
+        alt = s;
+        best = x;
+      }
+    }
+    if (t->annotated)
+      t->auto_note = "annotated: kept";
+    else if (alt < 0)
+      t->auto_note = arena_printf(p->arena, "%s: the only layout (%.3g ms)", strat_str(A->a, p, c, c->chosen), mine * 1e3);
+    else
+      t->auto_note = arena_printf(p->arena, "%s: %.3g ms; the best alternative %s: %.3g ms",
+                                  strat_str(A->a, p, c, c->chosen), mine * 1e3, strat_str(A->a, p, c, alt), best * 1e3);
+  }
+}
+
+static void free_auto(Auto *A) {
+  for (int ci = 0; ci < A->nc; ci++) {
+    free(A->c[ci].st);
+    free(A->c[ci].members);
+    free(A->c[ci].cost);
+    free(A->c[ci].xcol);
+    free(A->msh[ci]);
+  }
+  for (int i = 0; i < A->ne; i++) {
+    free(A->e[i].amap);
+    for (int j = 0; j < A->e[i].nuse; j++)
+      free(A->e[i].use[j].bmap);
+    free(A->e[i].use);
+    free(A->e[i].c);
+  }
+  free(A->e);
+  free(A->c);
+  free(A->msh);
+  free(A->cls);
+  free(A->fol);
+  free(A->midx);
+  arena_free(A->a);
+}
+
+bool auto_shard(Program *p, const Machine *m, AutoShard *report) {
+  memset(report, 0, sizeof *report);
+  if (!p->mesh.naxes)
+    return true;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  Auto A = {0};
+  A.p = p;
+  A.m = m;
+  A.a = arena_new();
+  build_classes(&A);
+  build_edges(&A);
+  report->classes = A.nc;
+  report->edges = A.ne;
+  report->values = p->nvalues;
+  bool ok = search(&A, report);
+  if (ok) {
+    report->objective = plan_cost(&A);
+    apply(&A);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  report->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  free_auto(&A);
+  if (!ok)
+    diag_fatal("--auto-shard: the solver found no plan in %d s", AUTO_SECONDS);
+  return ok;
+}
+
+/* ---- the built program's estimate ---------------------------------------------------- */
+
+void auto_estimate(const Program *s, const Machine *m, double *compute, double *comm) {
+  *compute = *comm = 0;
+  for (int i = 0; i < s->nvalues; i++) {
+    const Value *v = s->values[i];
+    const OpInfo *oi = ir_op(v->op);
+    if (oi->flags & OF_SPMD) {
+      *comm += shard_step_seconds(s, m, v->op, dtype_size(v->args[0]->dtype) * shape_elems(&v->args[0]->shape),
+                                  v->group, v->ngroup);
+      continue;
+    }
+    if (v->op == OP_EINSUM) {
+      char seen[2 * GSL_MAX_RANK + 1] = {0};
+      double flops = 2;
+      int n = 0;
+      for (int k = 0; k < v->ein.nin; k++)
+        for (int d = 0; v->ein.in[k][d]; d++)
+          if (!strchr(seen, v->ein.in[k][d])) {
+            seen[n++] = v->ein.in[k][d];
+            flops *= (double)v->args[k]->shape.d[d];
+          }
+      *compute += flops / machine_gemm_flops(m, v->args[0]->dtype);
+      continue;
+    }
+    double bytes = (double)dtype_size(v->dtype) * (double)shape_elems(&v->shape);
+    if (v->op == OP_RNG)
+      *compute += bytes / m->mem_bytes_per_s;
+    if (oi->cls == OC_SOURCE || oi->cls == OC_ANNOTATION || (oi->flags & OF_INDEX_MAP) || v->op == OP_RESHAPE)
+      continue;
+    if (v->op == OP_REDUCE || v->op == OP_CUMSUM) {
+      double in = (double)dtype_size(v->args[0]->dtype) * (double)shape_elems(&v->args[0]->shape);
+      bytes = in > bytes ? in : bytes;
+    }
+    if (v->op == OP_SCATTER_ADD)
+      bytes += (double)dtype_size(v->args[0]->dtype) * (double)shape_elems(&v->args[0]->shape);
+    *compute += bytes / m->mem_bytes_per_s;
+  }
+}

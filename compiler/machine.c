@@ -1,0 +1,122 @@
+/* machine.c — the machine description the cost search (autoshard.c)
+ * prices a plan with: the rates of one device and of the links between
+ * devices.
+ *
+ * Format (gslc --machine FILE): one setting a line, `key = value`, '#'
+ * starting a comment; every key optional, each at most once:
+ *   gemm_f32_gflops = 100     matrix products with f32 operands, GFLOP/s
+ *   gemm_bf16_gflops = 200    the same with bf16 operands
+ *   memory_gbs = 5            every other op: GB/s of the bytes it writes
+ *                             (a reduce: that it reads)
+ *   link_gbs = 4              bytes a device receives in a collective, GB/s
+ *   link_gbs.AXIS = 4         the same over mesh axis AXIS (a group of
+ *                             several axes: the slowest of them)
+ *   latency_us = 20           the fixed cost of each collective, microseconds
+ * Numbers are positive decimals. The defaults are rounded figures of the
+ * reference machine (2 cores, one rank a core, MPICH over shared memory):
+ * the single-thread GEMM peaks `ONLY=gemm make bench` measured (116.9 f32,
+ * 235.6 bf16 GFLOP/s), less for the small shapes programs have; a 256 KiB
+ * all-reduce at -np 2 in about 0.06 ms (FIELD-NOTES), so about 4 GB/s
+ * received and tens of microseconds of latency. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gslc.h"
+
+void machine_default(Machine *m) {
+  memset(m, 0, sizeof *m);
+  m->gemm_flops[DT_F32] = 100e9;
+  m->gemm_flops[DT_BF16] = 200e9;
+  m->gemm_flops[DT_I32] = 100e9;
+  m->mem_bytes_per_s = 5e9;
+  m->link_bytes_per_s = 4e9;
+  m->latency_s = 20e-6;
+}
+
+double machine_gemm_flops(const Machine *m, DType dt) { return m->gemm_flops[dt]; }
+
+double machine_link(const Machine *m, int axis) {
+  return m->axis_link[axis] > 0 ? m->axis_link[axis] : m->link_bytes_per_s;
+}
+
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t')
+    s++;
+  char *e = s + strlen(s);
+  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+    *--e = '\0';
+  return s;
+}
+
+bool machine_load(Machine *m, const char *path, const char *const *axes, int naxes) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    diag_fatal("--machine %s: %s", path, strerror(errno));
+    return false;
+  }
+  static const char *const keys[] = {"gemm_f32_gflops", "gemm_bf16_gflops", "memory_gbs", "link_gbs", "latency_us"};
+  bool seen[8 + GSL_MAX_AXES] = {false};
+  char line[512];
+  int lineno = 0;
+  bool ok = true;
+  while (ok && fgets(line, sizeof line, f)) {
+    lineno++;
+    char *hash = strchr(line, '#');
+    if (hash)
+      *hash = '\0';
+    char *s = trim(line);
+    if (!*s)
+      continue;
+    char *eq = strchr(s, '=');
+    if (!eq) {
+      diag_fatal("--machine %s:%d: expected 'key = value', got '%s'", path, lineno, s);
+      ok = false;
+      break;
+    }
+    *eq = '\0';
+    char *key = trim(s), *val = trim(eq + 1), *end;
+    errno = 0;
+    double x = strtod(val, &end);
+    if (!*val || *end || errno || !(x > 0) || x > 1e15) {
+      diag_fatal("--machine %s:%d: %s takes a positive number, got '%s'", path, lineno, key, val);
+      ok = false;
+      break;
+    }
+    int k = -1;
+    for (int i = 0; i < 5; i++)
+      if (!strcmp(key, keys[i]))
+        k = i;
+    if (k < 0 && !strncmp(key, "link_gbs.", 9))
+      for (int a = 0; a < naxes; a++)
+        if (!strcmp(key + 9, axes[a]))
+          k = 8 + a;
+    if (k < 0) {
+      diag_fatal("--machine %s:%d: unknown key '%s' (gemm_f32_gflops, gemm_bf16_gflops, memory_gbs, link_gbs, "
+                 "link_gbs.AXIS for an axis of the mesh, latency_us)", path, lineno, key);
+      ok = false;
+      break;
+    }
+    if (seen[k]) {
+      diag_fatal("--machine %s:%d: %s is set twice", path, lineno, key);
+      ok = false;
+      break;
+    }
+    seen[k] = true;
+    switch (k) {
+    case 0: m->gemm_flops[DT_F32] = m->gemm_flops[DT_I32] = x * 1e9; break;
+    case 1: m->gemm_flops[DT_BF16] = x * 1e9; break;
+    case 2: m->mem_bytes_per_s = x * 1e9; break;
+    case 3: m->link_bytes_per_s = x * 1e9; break;
+    case 4: m->latency_s = x * 1e-6; break;
+    default: m->axis_link[k - 8] = x * 1e9; break;
+    }
+  }
+  if (ok && ferror(f)) {
+    diag_fatal("--machine %s: %s", path, strerror(errno));
+    ok = false;
+  }
+  fclose(f);
+  return ok;
+}
