@@ -374,27 +374,15 @@ static Sharding root_need(const Program *p, const Class *c, const Strat *st, int
         map[i] = (int8_t)i;
     break;
   }
-  case OP_SCATTER_ADD:
-    for (int i = 0; i < a->shape.rank; i++)
-      map[i] = (int8_t)i;
-    break;
   case OP_DISPATCH:
-    if (k == 0) {
-      map[0] = 0;
-      map[2] = 1;
-    } else {
-      map[0] = 0;
-    }
-    break;
   case OP_COMBINE:
-    if (k == 0) {
-      map[1] = 0;
-      map[3] = 1;
-    } else {
-      map[0] = 0;
-    }
+    /* the routes [G, S, K]: g first; the tokens, x [G, S, M] (dispatch)
+     * or y [E, G, C, M] (combine): g, and m last */
+    map[k == 0 && v->op == OP_COMBINE ? 1 : 0] = 0;
+    if (k == 0)
+      map[a->shape.rank - 1] = 1;
     break;
-  default: /* concat, annotate: the result's dims */
+  default: /* scatter-add (src, idx: letters I then D), concat, annotate: the dims in order */
     for (int i = 0; i < a->shape.rank; i++)
       map[i] = (int8_t)i;
     break;
