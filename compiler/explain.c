@@ -67,7 +67,7 @@ static const char *origin(Arena *a, const Program *g, const Value *v) {
   die("%%%d has sharding origin %d", v->id, (int)v->sh_origin);
 }
 
-void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard *searched) {
+void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard *searched, const Machine *m) {
   Arena *a = arena_new();
   int64_t devices = 1;
   for (int i = 0; i < g->mesh.naxes; i++)
@@ -100,18 +100,14 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
   if (searched && g->mesh.naxes) {
     fprintf(f, "\n## --auto-shard: the cost search (an integer linear program, solved by CBC)\n"
                "%d values in %d classes, %d edges between them; %s: %d columns (%d integer), %d rows, %d nonzeros; "
-               "solved %s in %.3f s; estimated step %.3f ms a device\n"
-               "the program built: %.3f ms a step, %.3f computing and %.3f communicating (the same model, "
-               "without overlap)\n",
+               "solved %s in %.3f s; estimated step %.3f ms a device (the summary has the program built's)\n",
             searched->values, searched->classes, searched->edges,
             searched->joint ? "one program over every axis"
                             : arena_printf(a, "axis by axis, %d solves in %d rounds (sizes summed)", searched->solves,
                                            searched->rounds),
             searched->columns, searched->integers, searched->rows, searched->nonzeros,
             searched->optimal ? "to optimality" : "(not proven optimal: the solver's best in its time)",
-            searched->seconds, searched->objective * 1e3,
-            (searched->built_compute + searched->built_comm) * 1e3, searched->built_compute * 1e3,
-            searched->built_comm * 1e3);
+            searched->seconds, searched->objective * 1e3);
     for (int i = 0; i < g->ntensors; i++)
       if (g->tensors[i].auto_note)
         fprintf(f, "%-14s %s%-16s %s\n", g->tensors[i].name, dtype_name(g->tensors[i].dtype),
@@ -230,6 +226,11 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
   for (int i = 0; i < s->ntensors; i++)
     local += bytes_of(s->tensors[i].value);
   fprintf(f, "param and input bytes per device: %" PRId64 "\n", local);
+  double compute, comm;
+  auto_estimate(s, m, &compute, &comm);
+  fprintf(f, "estimated step per device: %.3f ms, %.3f computing and %.3f communicating (the cost model of "
+             "--auto-shard, with no overlap; man gslc, MACHINE FILES)\n",
+          (compute + comm) * 1e3, compute * 1e3, comm * 1e3);
   arena_free(a);
 }
 

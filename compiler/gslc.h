@@ -746,7 +746,6 @@ typedef struct AutoShard {
   double objective;                /* the chosen plan's estimated seconds a step, one device */
   bool optimal;                    /* every solve proven optimal by the solver */
   double seconds;                  /* the search's wall time */
-  double built_compute, built_comm; /* the model's estimate of the SPMD program built (auto_estimate) */
 } AutoShard;
 
 /* Chooses the sharding of every value of p (global IR, before
@@ -792,8 +791,9 @@ void spmd_combine(Program *p);
 
 /* ---- explain.c: --explain ------------------------------------------------ */
 
-/* searched: what gslc --auto-shard's search did, or NULL without it */
-void explain_print(FILE *f, const Program *global, const Program *spmd, const AutoShard *searched);
+/* searched: what gslc --auto-shard's search did, or NULL without it; m:
+ * the rates the summary's estimate of the step uses (auto_estimate) */
+void explain_print(FILE *f, const Program *global, const Program *spmd, const AutoShard *searched, const Machine *m);
 /* gslc --emit-annotations: the params' and inputs' declarations with their shardings written in */
 void annotations_print(FILE *f, const Program *global);
 

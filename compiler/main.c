@@ -69,7 +69,7 @@ static const char usage[] =
     "                 empty ones too (default: over the filled slots where the body is row by row)\n"
     "  --auto-shard   choose every sharding the program does not annotate by a cost search\n"
     "                 (an integer linear program, solved by CBC); --explain says what it chose\n"
-    "  --machine FILE the rates --auto-shard prices a plan with (man gslc, MACHINE FILES)\n"
+    "  --machine FILE the rates --auto-shard and --explain's estimate use (man gslc, MACHINE FILES)\n"
     "  --emit-annotations  write the params' and inputs' declarations with their shardings\n"
     "                 written in (with --auto-shard: the ones it chose), to pin them in the source\n"
     "  --help         show this help\n"
@@ -165,8 +165,9 @@ static int parse_options(int argc, char **argv, Options *o) {
   }
   if (!o->input)
     return usage_error("no input file%s", "");
-  if (o->machine && !o->auto_shard)
-    return usage_error("--machine prices --auto-shard's search: it needs --auto-shard%s", "");
+  if (o->machine && !o->auto_shard && o->mode != MODE_EXPLAIN)
+    return usage_error("--machine gives the rates of --auto-shard's search and --explain's estimate: it needs "
+                       "one of them%s", "");
   return 0;
 }
 
@@ -355,9 +356,9 @@ static int compile(const Options *o) {
   AutoShard searched = {0};
   Machine mach;
   machine_default(&mach);
+  if (o->machine && !machine_load(&mach, o->machine, p->mesh.name, p->mesh.naxes))
+    goto done;
   if (o->auto_shard) {
-    if (o->machine && !machine_load(&mach, o->machine, p->mesh.name, p->mesh.naxes))
-      goto done;
     if (!auto_shard(p, &mach, &searched))
       goto done;
   }
@@ -370,8 +371,6 @@ static int compile(const Options *o) {
   spmd_combine(spmd);
   if (!ir_verify(spmd, stderr))
     die("the SPMD program with riding all-to-alls does not verify");
-  if (o->auto_shard)
-    auto_estimate(spmd, &mach, &searched.built_compute, &searched.built_comm);
   if (output_overwrites_source(out, o->input))
     goto done;
 
@@ -391,7 +390,7 @@ static int compile(const Options *o) {
     else if (o->mode == MODE_SPMD)
       ir_print(f, spmd);
     else if (o->mode == MODE_EXPLAIN)
-      explain_print(f, p, spmd, o->auto_shard ? &searched : NULL);
+      explain_print(f, p, spmd, o->auto_shard ? &searched : NULL, &mach);
     else if (o->mode == MODE_ANNOTATIONS)
       annotations_print(f, p);
     else

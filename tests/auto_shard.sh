@@ -96,7 +96,7 @@ fi
 # --explain: the search's section and each tensor's reason
 if "$GSLC" --auto-shard -D A=2 -D B=2 --explain "$work/mlp.gsl" >"$work/explain" 2>"$work/err" &&
    grep -q '^## --auto-shard: the cost search' "$work/explain" &&
-   grep -q '^[0-9]* values in [0-9]* classes, .* solved to optimality in [0-9.]* s; estimated step [0-9.]* ms a device$' "$work/explain" &&
+   grep -q '^[0-9]* values in [0-9]* classes, .* solved to optimality in [0-9.]* s; estimated step [0-9.]* ms a device (the summary has the program built.s)$' "$work/explain" &&
    grep -q '^x  *f32\[8192, 256\] *\[(data, model), _\]: [0-9.e+-]* ms; the best alternative ' "$work/explain" &&
    grep -q 'chosen by --auto-shard' "$work/explain"; then
   pass "--explain says what the search chose and why"
@@ -157,11 +157,22 @@ for m in twice:"twice.machine:2: link_gbs is set twice" bad:"bad.machine:1: gemm
   fi
 done
 if "$GSLC" --machine "$work/bad.machine" "$work/mlp.gsl" -o /dev/null 2>"$work/err"; then
-  fail "--machine without --auto-shard accepted"
+  fail "--machine without --auto-shard or --explain accepted"
 else
-  grep -q 'needs --auto-shard' "$work/err" && pass "--machine needs --auto-shard" || { fail "--machine alone:"; cat "$work/err"; }
+  grep -q 'it needs one of them' "$work/err" && pass "--machine needs --auto-shard or --explain" || { fail "--machine alone:"; cat "$work/err"; }
 fi
 printf '# links a thousand times slower\nlink_gbs = 0.004\nlatency_us = 20000\n' >"$work/slow.machine"
+# --explain's estimate of the step: the pinned (Megatron) MLP's one
+# all-reduce of a partial [8192, 256] activation a step at least, 8 MiB
+# received, costs 2 ms at 4 GB/s and 2 s at 4 MB/s
+comm() { sed -n 's/^estimated step per device: [0-9.]* ms, [0-9.]* computing and \([0-9.]*\) communicating .*/\1/p' "$1"; }
+if "$GSLC" -D A=2 -D B=2 --explain "$work/pinned.gsl" >"$work/e1" && "$GSLC" -D A=2 -D B=2 --explain --machine "$work/slow.machine" \
+     "$work/pinned.gsl" >"$work/e2" && [ -n "$(comm "$work/e1")" ] &&
+   awk -v a="$(comm "$work/e1")" -v b="$(comm "$work/e2")" 'BEGIN { exit !(a >= 2 && b >= 2000 && b > 900 * a) }'; then
+  pass "--explain estimates the step: communication $(comm "$work/e1") ms, $(comm "$work/e2") ms with links 1000 times slower"
+else
+  fail "--explain's estimate: $(comm "$work/e1") and $(comm "$work/e2") ms"; tail -3 "$work/e1"
+fi
 "$GSLC" --auto-shard --machine "$work/slow.machine" --emit-ir "$work/mlp.gsl" -o "$work/slow.ir" 2>"$work/err" &&
   [ "$(sharding x "$work/slow.ir")" = "{[_, _]}" ] && pass "with links 1000 times slower, x stays whole (no communication)" ||
   { fail "slow links: x $(sharding x "$work/slow.ir" 2>/dev/null)"; cat "$work/err"; }
