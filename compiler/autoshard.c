@@ -107,6 +107,7 @@ typedef struct Class {
   int nmembers;
   double *cost;   /* per strategy: compute and communication inside the class */
   bool *ok;       /* the strategies a solve may choose (NULL: all) */
+  double *mem;    /* per strategy: the bytes a device holds of it (a param's, state's or input's root), or 0 */
   int *xcol;      /* per strategy: its x column in the solve, or -1 */
   int chosen;     /* the strategy the solver chose */
 } Class;
@@ -141,6 +142,7 @@ typedef struct Auto {
   Edge *e;
   int ne, cape;
   Sharding **msh;    /* per class: nst x nmembers member shardings */
+  double budget;     /* the most bytes of params, states and inputs a device may hold; < 0: no bound */
   Arena *a;
 } Auto;
 
@@ -595,6 +597,7 @@ static void build_classes(Auto *A) {
       c->nst = 1;
     }
     c->xcol = xcalloc((size_t)c->nst, sizeof *c->xcol);
+    c->mem = xcalloc((size_t)c->nst, sizeof *c->mem);
     A->msh[ci] = xcalloc((size_t)c->nst * (size_t)c->nmembers, sizeof(Sharding));
     c->cost = xcalloc((size_t)c->nst, sizeof *c->cost);
     for (int s = 0; s < c->nst; s++) {
@@ -605,6 +608,8 @@ static void build_classes(Auto *A) {
         m[j] = follow_sh(p, v, &m[A->midx[v->args[A->fol[v->id]]->id]]);
       }
       c->cost[s] = class_cost(A, c, s, m);
+      if (r->op == OP_PARAM || r->op == OP_INPUT) /* params, optimizer states, inputs */
+        c->mem[s] = local_bytes(p, r, &m[0]);
     }
   }
 }
@@ -841,6 +846,13 @@ static bool solve(Auto *A, AutoShard *r, double limit, bool *optimal) {
     }
   }
   int nx = l.ncols;
+  if (A->budget >= 0) { /* the memory budget: one row over every class's bytes */
+    int row = lp_row(&l, -LP_INF, A->budget);
+    for (int ci = 0; ci < A->nc; ci++)
+      for (int s = 0; s < A->c[ci].nst; s++)
+        if (A->c[ci].xcol[s] >= 0 && A->c[ci].mem[s] > 0)
+          lp_set(&l, row, A->c[ci].xcol[s], A->c[ci].mem[s]);
+  }
   for (int i = 0; i < A->ne; i++) {
     Edge *e = &A->e[i];
     const Class *cu = &A->c[e->u];
@@ -988,15 +1000,19 @@ static bool search(Auto *A, AutoShard *r) {
     r->optimal = ok && one;
     return ok;
   }
-  /* axis by axis, from the replicated plan */
+  /* axis by axis, from the replicated plan (or the least memory's) */
   Strat *cur = xcalloc((size_t)A->nc, sizeof *cur);
   for (int ci = 0; ci < A->nc; ci++) {
     Class *c = &A->c[ci];
     c->ok = xcalloc((size_t)c->nst, sizeof *c->ok);
     for (int ax = 0; ax < GSL_MAX_AXES; ax++)
       cur[ci].lax[ax] = NO_LETTER;
-    if (c->nst == 1) /* an annotation */
-      cur[ci] = c->st[0];
+    int least = 0; /* under a budget, from the plan that holds least (which fits, if any does) */
+    for (int s = 1; s < c->nst; s++)
+      if (c->mem[s] < c->mem[least])
+        least = s;
+    if (c->nst == 1 || A->budget >= 0)
+      cur[ci] = c->st[c->nst == 1 ? 0 : least];
   }
   bool ok = true, changed = true;
   for (int round = 0; ok && changed && round < AUTO_ROUNDS; round++) {
@@ -1081,6 +1097,7 @@ static void free_auto(Auto *A) {
     free(A->c[ci].members);
     free(A->c[ci].cost);
     free(A->c[ci].xcol);
+    free(A->c[ci].mem);
     free(A->msh[ci]);
   }
   for (int i = 0; i < A->ne; i++) {
@@ -1099,7 +1116,7 @@ static void free_auto(Auto *A) {
   arena_free(A->a);
 }
 
-bool auto_shard(Program *p, const Machine *m, AutoShard *report) {
+bool auto_shard(Program *p, const Machine *m, double budget, AutoShard *report) {
   memset(report, 0, sizeof *report);
   if (!p->mesh.naxes)
     return true;
@@ -1109,20 +1126,39 @@ bool auto_shard(Program *p, const Machine *m, AutoShard *report) {
   A.p = p;
   A.m = m;
   A.a = arena_new();
+  A.budget = budget;
   build_classes(&A);
   build_edges(&A);
+  /* the least bytes the mesh allows: each class's own least (they add) */
+  report->least = 0;
+  for (int ci = 0; ci < A.nc; ci++) {
+    double least = A.c[ci].mem[0];
+    for (int s = 1; s < A.c[ci].nst; s++)
+      least = A.c[ci].mem[s] < least ? A.c[ci].mem[s] : least;
+    report->least += least;
+  }
+  if (budget >= 0 && report->least > budget) {
+    free_auto(&A);
+    report->infeasible = true;
+    return false;
+  }
   report->classes = A.nc;
   report->edges = A.ne;
   report->values = p->nvalues;
   bool ok = search(&A, report);
   if (ok) {
     report->objective = plan_cost(&A);
+    report->held = 0;
+    for (int ci = 0; ci < A.nc; ci++)
+      report->held += A.c[ci].mem[A.c[ci].chosen];
     apply(&A);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   report->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   free_auto(&A);
-  if (!ok)
+  if (!ok && budget >= 0)
+    diag_fatal("--auto-shard: the solver found no plan within the budget in %d s", AUTO_SECONDS);
+  else if (!ok)
     diag_fatal("--auto-shard: the solver found no plan in %d s", AUTO_SECONDS);
   return ok;
 }

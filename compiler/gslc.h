@@ -746,13 +746,19 @@ typedef struct AutoShard {
   double objective;                /* the chosen plan's estimated seconds a step, one device */
   bool optimal;                    /* every solve proven optimal by the solver */
   double seconds;                  /* the search's wall time */
+  double least;                    /* the least bytes of params, states and inputs a device can hold */
+  double held;                     /* the bytes the chosen plan holds of them */
+  bool infeasible;                 /* least is past the budget: nothing was searched (the caller reports) */
 } AutoShard;
 
 /* Chooses the sharding of every value of p (global IR, before
  * propagation) that no annotation fixes, minimizing the estimated step
- * time on machine m; the choices get origin SO_AUTO, each param's and
- * input's reasons Tensor.auto_note. False after reporting. */
-bool auto_shard(Program *p, const Machine *m, AutoShard *report);
+ * time on machine m with at most `budget` bytes of params, optimizer
+ * states and inputs a device (budget < 0: no bound); the choices get
+ * origin SO_AUTO, each param's and input's reasons Tensor.auto_note.
+ * False after reporting, or, with report->infeasible, with nothing
+ * reported: no plan can hold them within the budget (report->least). */
+bool auto_shard(Program *p, const Machine *m, double budget, AutoShard *report);
 /* The same model's estimate of SPMD program s, built: the seconds one
  * device computes and communicates a step (each collective a latency and
  * its bytes; no overlap). */
@@ -764,6 +770,9 @@ void auto_estimate(const Program *s, const Machine *m, double *compute, double *
  * fixed, others found by propagation to a fixed point, replicated where
  * nothing reaches. */
 void shard_propagate(Program *p);
+/* Undoes propagation, the sharded updates and --auto-shard's choices:
+ * every value but the annotated ones undecided again (to search again). */
+void shard_reset(Program *p);
 
 /* ---- update.c: where each optimizer update runs (ZeRO-1) --------------- */
 
@@ -865,6 +874,8 @@ typedef struct Plan {
 
 Plan *plan_buffers(const Program *p);   /* p: the SPMD program (or a global one, as one device) */
 void plan_free(Plan *pl);
+/* The bytes a device needs: params, states, inputs, the planned arena and the runtime's staging (--stats' total). */
+int64_t plan_total(const Plan *pl);
 /* No two buffers share arena bytes while both are live; every buffer lies
  * aligned inside the arena. false and a report to err (if not NULL) when
  * broken. (Pairs of byte-sharing buffers past 5e7 go unchecked.) */

@@ -46,7 +46,28 @@ typedef struct Options {
   bool no_skip_empty;     /* -fno-moe-skip-empty: moe bodies compute every capacity slot */
   bool auto_shard;        /* --auto-shard: the cost search chooses the unannotated shardings */
   const char *machine;    /* --machine FILE: the rates the search prices with, or NULL */
+  int64_t mem_budget;     /* --mem-budget: the most bytes a device may need (--stats' total), 0: none */
 } Options;
+
+#define MEM_ROUNDS 4 /* searches under --mem-budget, each with the bound the last plan's excess shrank */
+
+/* "123", "64K", "1.5G" (K, M, G: powers of 1024) as bytes; -1 if malformed */
+static int64_t parse_bytes(const char *s) {
+  char *end;
+  errno = 0;
+  double x = strtod(s, &end);
+  if (end == s || errno || !(x > 0) || *s == '-' || *s == '+')
+    return -1;
+  if (*end == 'K' || *end == 'k')
+    x *= 1024.0, end++;
+  else if (*end == 'M' || *end == 'm')
+    x *= 1024.0 * 1024.0, end++;
+  else if (*end == 'G' || *end == 'g')
+    x *= 1024.0 * 1024.0 * 1024.0, end++;
+  if (*end || x < 1 || x > 9e18)
+    return -1;
+  return (int64_t)x;
+}
 
 static const char usage[] =
     "usage: gslc [options] FILE.gsl\n"
@@ -70,6 +91,8 @@ static const char usage[] =
     "  --auto-shard   choose every sharding the program does not annotate by a cost search\n"
     "                 (an integer linear program, solved by CBC); --explain says what it chose\n"
     "  --machine FILE the rates --auto-shard and --explain's estimate use (man gslc, MACHINE FILES)\n"
+    "  --mem-budget BYTES  the most bytes a device may need (--stats' total; K, M, G suffixes):\n"
+    "                 --auto-shard cuts params, optimizer states and inputs to fit\n"
     "  --emit-annotations  write the params' and inputs' declarations with their shardings\n"
     "                 written in (with --auto-shard: the ones it chose), to pin them in the source\n"
     "  --help         show this help\n"
@@ -133,6 +156,11 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->no_skip_empty = a[2] == 'n';
     } else if (strcmp(a, "--auto-shard") == 0) {
       o->auto_shard = true;
+    } else if (strncmp(a, "--mem-budget", 12) == 0 && (a[12] == '\0' || a[12] == '=')) {
+      const char *v = option_value(argc, argv, &i, "--mem-budget");
+      if (!v || (o->mem_budget = parse_bytes(v)) < 0)
+        return usage_error("--mem-budget takes a number of bytes with an optional K, M or G (powers of 1024), "
+                           "got '%s'", v ? v : "");
     } else if (strncmp(a, "--machine", 9) == 0 && (a[9] == '\0' || a[9] == '=')) {
       if (!(o->machine = option_value(argc, argv, &i, "--machine")) || !*o->machine)
         return usage_error("--machine needs a file name%s", "");
@@ -358,25 +386,50 @@ static int compile(const Options *o) {
   machine_default(&mach);
   if (o->machine && !machine_load(&mach, o->machine, p->mesh.name, p->mesh.naxes))
     goto done;
-  if (o->auto_shard) {
-    if (!auto_shard(p, &mach, &searched))
+  /* with --mem-budget, the search bounds the params, states and inputs;
+   * where the plan's intermediates then take it past the budget, the
+   * bound shrinks by the excess and the search runs again */
+  double held_budget = o->mem_budget > 0 ? (double)o->mem_budget : -1;
+  for (int round = 0;; round++) {
+    if (o->auto_shard && !auto_shard(p, &mach, held_budget, &searched)) {
+      if (searched.infeasible)
+        diag_fatal("--mem-budget %lld: on this mesh a device holds at least %.0f bytes of params, optimizer "
+                   "states and inputs (each cut as far as its dimensions divide), more than %s",
+                   (long long)o->mem_budget, searched.least,
+                   round ? arena_printf(p->arena, "the %.0f bytes the budget leaves them beside the intermediates "
+                                                  "of the plans found", held_budget)
+                         : "the budget");
       goto done;
+    }
+    shard_propagate(p);
+    if (!ir_verify(p, stderr))
+      die("the shardings propagation found do not verify");
+    spmd = spmd_partition(p);
+    if (!ir_verify(spmd, stderr))
+      die("the SPMD program the partitioner built does not verify");
+    spmd_combine(spmd);
+    if (!ir_verify(spmd, stderr))
+      die("the SPMD program with riding all-to-alls does not verify");
+    plan = plan_buffers(spmd);
+    if (!plan_verify(plan, stderr))
+      die("the buffer plan does not verify");
+    if (!o->mem_budget || plan_total(plan) <= o->mem_budget)
+      break;
+    if (round == MEM_ROUNDS - 1 || !o->auto_shard) {
+      diag_fatal("--mem-budget %lld: the plan found needs %lld bytes a device (gslc --stats says how), more than "
+                 "the budget%s", (long long)o->mem_budget, (long long)plan_total(plan),
+                 o->auto_shard ? "" : " (without --auto-shard, the annotations decide)");
+      goto done;
+    }
+    held_budget -= (double)(plan_total(plan) - o->mem_budget);
+    shard_reset(p);
+    plan_free(plan);
+    ir_free(spmd);
+    plan = NULL;
+    spmd = NULL;
   }
-  shard_propagate(p);
-  if (!ir_verify(p, stderr))
-    die("the shardings propagation found do not verify");
-  spmd = spmd_partition(p);
-  if (!ir_verify(spmd, stderr))
-    die("the SPMD program the partitioner built does not verify");
-  spmd_combine(spmd);
-  if (!ir_verify(spmd, stderr))
-    die("the SPMD program with riding all-to-alls does not verify");
   if (output_overwrites_source(out, o->input))
     goto done;
-
-  plan = plan_buffers(spmd);
-  if (!plan_verify(plan, stderr))
-    die("the buffer plan does not verify");
 
   if (o->mode == MODE_IR || o->mode == MODE_SPMD || o->mode == MODE_EXPLAIN || o->mode == MODE_STATS ||
       o->mode == MODE_ANNOTATIONS) {

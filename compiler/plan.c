@@ -894,6 +894,10 @@ Plan *plan_buffers(const Program *p) {
   return pl;
 }
 
+int64_t plan_total(const Plan *pl) {
+  return pl->param_bytes + pl->state_bytes + pl->input_bytes + pl->arena_bytes + pl->scratch_bytes + pl->gather_bytes;
+}
+
 void plan_free(Plan *pl) {
   if (!pl)
     return;
@@ -949,8 +953,7 @@ void plan_stats(FILE *f, const Program *p, const Plan *pl) {
              "; gathering an output on rank 0 %" PRId64 ")\n",
           pl->scratch_bytes + pl->gather_bytes, pl->scratch_bytes, pl->gather_bytes);
   fprintf(f, "total                    %12" PRId64 "   (params%s + inputs + planned + staging)\n",
-          pl->param_bytes + pl->state_bytes + pl->input_bytes + pl->arena_bytes + pl->scratch_bytes +
-              pl->gather_bytes,
+          plan_total(pl),
           pl->state_bytes ? " + states" : "");
   fputs("\n## collectives per step (bytes: received per device)\n", f);
   int64_t total = 0;

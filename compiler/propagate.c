@@ -454,3 +454,21 @@ void shard_propagate(Program *p) {
     p->tensors[i].sh = p->tensors[i].value->sh;
   shard_updates(p);
 }
+
+void shard_reset(Program *p) {
+  for (int i = 0; i < p->nvalues; i++) {
+    Value *v = p->values[i];
+    if (v->sh_origin == SO_ANNOTATED)
+      continue;
+    memset(&v->sh, 0, sizeof v->sh);
+    v->sh_origin = SO_NONE;
+    v->sh_from = NULL;
+  }
+  for (int i = 0; i < p->ntensors; i++) {
+    Tensor *t = &p->tensors[i];
+    if (!t->annotated)
+      memset(&t->sh, 0, sizeof t->sh);
+    t->update_note = NULL;
+    t->auto_note = NULL;
+  }
+}

@@ -176,4 +176,43 @@ fi
 "$GSLC" --auto-shard --machine "$work/slow.machine" --emit-ir "$work/mlp.gsl" -o "$work/slow.ir" 2>"$work/err" &&
   [ "$(sharding x "$work/slow.ir")" = "{[_, _]}" ] && pass "with links 1000 times slower, x stays whole (no communication)" ||
   { fail "slow links: x $(sharding x "$work/slow.ir" 2>/dev/null)"; cat "$work/err"; }
+# --mem-budget. A 2048 x 2048 f32 param trained with adam on [d = 2]:
+# w, m and v are 16 MiB each whole; cut in two, 8 MiB each, and x's 128
+# KiB too, with adam's step count (4 bytes) whole: at least 3 * 8388608 +
+# 65536 + 4 = 25231364 bytes a device. With links 1000 times slower the
+# search keeps w whole (no collective), over 48 MiB a device; under a 40
+# MiB budget it must cut w, and the plan fits.
+cat >"$work/wh.gsl" <<'EOF2'
+mesh [d = 2]
+param w: f32[2048, 2048] = normal(0.02)
+input x: f32[16, 2048] = normal(1.0)
+let y = x @ w
+train mean(y * y) with adam(lr = 0.001)
+EOF2
+total() { sed -n 's/^total  *\([0-9]*\) .*/\1/p' "$1"; }
+if "$GSLC" --auto-shard --machine "$work/slow.machine" --stats "$work/wh.gsl" >"$work/s0" &&
+   "$GSLC" --auto-shard --machine "$work/slow.machine" --emit-ir "$work/wh.gsl" -o "$work/w0.ir" &&
+   [ "$(sharding w "$work/w0.ir")" = "{[_, _]}" ] && [ "$(total "$work/s0")" -gt $((3 * 16777216)) ] &&
+   "$GSLC" --auto-shard --machine "$work/slow.machine" --mem-budget 40M --stats "$work/wh.gsl" >"$work/s1" &&
+   "$GSLC" --auto-shard --machine "$work/slow.machine" --mem-budget 40M --emit-ir "$work/wh.gsl" -o "$work/w1.ir" &&
+   [ "$(sharding w "$work/w1.ir")" != "{[_, _]}" ] && [ "$(total "$work/s1")" -le $((40 * 1048576)) ] &&
+   [ "$(total "$work/s1")" -ge $((3 * 8388608)) ]; then
+  pass "--mem-budget 40M: w cut over d ($(sharding w "$work/w1.ir")), $(total "$work/s1") bytes a device, whole it was $(total "$work/s0")"
+else
+  fail "--mem-budget 40M: w $(sharding w "$work/w0.ir") -> $(sharding w "$work/w1.ir"), totals $(total "$work/s0") -> $(total "$work/s1")"
+fi
+if "$GSLC" --auto-shard --mem-budget 20M --stats "$work/wh.gsl" >/dev/null 2>"$work/err"; then
+  fail "--mem-budget 20M accepted"
+elif grep -q "^gslc: error: --mem-budget 20971520: on this mesh a device holds at least 25231364 bytes of params" "$work/err"; then
+  pass "--mem-budget 20M refused, naming the least footprint, 25231364 bytes"
+else
+  fail "--mem-budget 20M:"; cat "$work/err"
+fi
+"$GSLC" --mem-budget 10M --stats "$work/wh.gsl" >/dev/null 2>"$work/err" && fail "--mem-budget without --auto-shard: no error" ||
+  { grep -q "the plan found needs [0-9]* bytes a device .*without --auto-shard, the annotations decide" "$work/err" &&
+    pass "--mem-budget without --auto-shard checks the plan" || { fail "--mem-budget without --auto-shard:"; cat "$work/err"; }; }
+"$GSLC" --auto-shard --mem-budget 10Q "$work/wh.gsl" 2>"$work/err" && fail "--mem-budget 10Q accepted" ||
+  { grep -q "takes a number of bytes with an optional K, M or G" "$work/err" && pass "--mem-budget 10Q refused" ||
+    { fail "--mem-budget 10Q:"; cat "$work/err"; }; }
+
 exit $status
