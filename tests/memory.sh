@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/memory.sh — a compiled program's peak resident memory stays within
-# what gslc --stats predicts, on one device and on two with a split tensor.
+# what gslc --stats predicts, on one device and on two with a split tensor,
+# and for a plan gslc --auto-shard found under --mem-budget.
 #
 # The program chains four [N, K] x [K, K] products, each through tanh, so
 # eight activation buffers of N*K*4 bytes (per device: N/devices rows) are
@@ -62,5 +63,30 @@ for dev in 1 2; do
   [ "$rss" -le "$bound" ] || { echo "FAIL: peak RSS $rss above the prediction $bound on $dev devices"; status=1; }
   [ "$rss" -lt "$without" ] || { echo "FAIL: peak RSS $rss not below the no-reuse $without on $dev devices"; status=1; }
 done
+# gslc --auto-shard --mem-budget 40M on two devices: a 16 MiB param
+# trained with adam (48 MiB whole with its states) on links priced 1000
+# times dearer, which the search would keep whole without the budget: the
+# plan's --stats total is within the budget, and the peak RSS within that
+# total and the slack
+cat >"$work/wh.gsl" <<'GSL'
+mesh [d = 2]
+param w: f32[2048, 2048] = normal(0.02)
+input x: f32[16, 2048] = normal(1.0)
+let y = x @ w
+train mean(y * y) with adam(lr = 0.001)
+GSL
+printf 'link_gbs = 0.004\nlatency_us = 20000\n' >"$work/slow.machine"
+budget=$((40 * MIB))
+"$GSLC" --auto-shard --machine "$work/slow.machine" --mem-budget $budget --stats "$work/wh.gsl" >"$work/stats" &&
+  "$GSLC" --auto-shard --machine "$work/slow.machine" --mem-budget $budget "$work/wh.gsl" -o "$work/wh" ||
+  { echo "FAIL: gslc --auto-shard --mem-budget"; exit 1; }
+total=$(stat total)
+/usr/bin/time -v $MPIEXEC -n 2 "$work/wh" --steps 2 --quiet 2>"$work/time" ||
+  { cat "$work/time"; echo "FAIL: the budgeted program failed"; exit 1; }
+rss=$(( $(sed -n 's/.*Maximum resident set size (kbytes): *//p' "$work/time") * 1024 ))
+echo "--auto-shard --mem-budget $budget: total $total, rss $rss, bound $((total + SLACK))"
+[ "$total" -le "$budget" ] || { echo "FAIL: --stats total $total above the budget $budget"; status=1; }
+[ "$rss" -le $((total + SLACK)) ] || { echo "FAIL: peak RSS $rss above the prediction $total + slack"; status=1; }
+
 [ $status -eq 0 ] && echo "PASS: memory"
 exit $status
