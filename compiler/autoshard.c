@@ -108,6 +108,8 @@ typedef struct Class {
   double *cost;   /* per strategy: compute and communication inside the class */
   bool *ok;       /* the strategies a solve may choose (NULL: all) */
   double *mem;    /* per strategy: the bytes a device holds of it (a param's, state's or input's root), or 0 */
+  double *comp;   /* per strategy: the compute part of cost */
+  bool *base;     /* the strategies a baseline allows (NULL: all), under ok */
   int *xcol;      /* per strategy: its x column in the solve, or -1 */
   int chosen;     /* the strategy the solver chose */
 } Class;
@@ -509,14 +511,16 @@ static double allreduce_seconds(const Auto *A, const Value *v, const Sharding *s
 static double class_cost(Auto *A, Class *c, int s, Sharding *msh) {
   const Program *p = A->p;
   const Strat *st = &c->st[s];
-  double t = 0;
+  double t = 0, comp = 0;
   for (int j = 0; j < c->nmembers; j++) {
     const Value *v = p->values[c->members[j]];
     const Sharding *sh = &msh[j];
     int k = A->fol[v->id];
     const Value *a = j ? v->args[k] : NULL;
     const Sharding *ash = j ? &msh[A->midx[a->id]] : NULL;
-    t += compute_seconds(A, c, st, v, sh, ash);
+    double cs = compute_seconds(A, c, st, v, sh, ash);
+    t += cs;
+    comp += cs;
     if (j == 0) {
       t += allreduce_seconds(A, v, sh, axes_on(p, st, c->sp.partial));
       continue;
@@ -540,6 +544,7 @@ static double class_cost(Auto *A, Class *c, int s, Sharding *msh) {
     Sharding need = follow_need(v, k, sh);
     t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &need);
   }
+  c->comp[s] = comp;
   return t;
 }
 
@@ -598,6 +603,7 @@ static void build_classes(Auto *A) {
     }
     c->xcol = xcalloc((size_t)c->nst, sizeof *c->xcol);
     c->mem = xcalloc((size_t)c->nst, sizeof *c->mem);
+    c->comp = xcalloc((size_t)c->nst, sizeof *c->comp);
     A->msh[ci] = xcalloc((size_t)c->nst * (size_t)c->nmembers, sizeof(Sharding));
     c->cost = xcalloc((size_t)c->nst, sizeof *c->cost);
     for (int s = 0; s < c->nst; s++) {
@@ -841,7 +847,7 @@ static bool solve(Auto *A, AutoShard *r, double limit, bool *optimal) {
     int row = lp_row(&l, 1, 1); /* one strategy a class */
     for (int s = 0; s < c->nst; s++) {
       c->xcol[s] = -1;
-      if (!c->ok || c->ok[s])
+      if ((!c->ok || c->ok[s]) && (!c->base || c->base[s]))
         lp_set(&l, row, c->xcol[s] = lp_col(&l, c->cost[s]), 1);
     }
   }
@@ -1007,11 +1013,11 @@ static bool search(Auto *A, AutoShard *r) {
     c->ok = xcalloc((size_t)c->nst, sizeof *c->ok);
     for (int ax = 0; ax < GSL_MAX_AXES; ax++)
       cur[ci].lax[ax] = NO_LETTER;
-    int least = 0; /* under a budget, from the plan that holds least (which fits, if any does) */
-    for (int s = 1; s < c->nst; s++)
-      if (c->mem[s] < c->mem[least])
+    int least = -1; /* under a budget, from the plan that holds least (which fits, if any does) */
+    for (int s = 0; s < c->nst; s++)
+      if ((!c->base || c->base[s]) && (least < 0 || c->mem[s] < c->mem[least]))
         least = s;
-    if (c->nst == 1 || A->budget >= 0)
+    if (c->nst == 1 || A->budget >= 0 || c->base)
       cur[ci] = c->st[c->nst == 1 ? 0 : least];
   }
   bool ok = true, changed = true;
@@ -1042,6 +1048,79 @@ static bool search(Auto *A, AutoShard *r) {
   free(cur);
   r->optimal = ok && optimal;
   return ok;
+}
+
+/* ---- the baselines ----------------------------------------------------------- */
+
+/* The chosen plan's compute and communication seconds and held bytes. */
+static void totals(const Auto *A, double *t) {
+  double all = plan_cost(A);
+  t[0] = t[2] = 0;
+  for (int ci = 0; ci < A->nc; ci++) {
+    t[0] += A->c[ci].comp[A->c[ci].chosen];
+    t[2] += A->c[ci].mem[A->c[ci].chosen];
+  }
+  t[1] = all - t[0];
+}
+
+/* The totals of two plans to compare the choice with, the chosen plan
+ * kept: replication (every class uncut but the annotated) and pure data
+ * parallel (every unannotated input cut on its first dim over as many
+ * axes as divide it, every unannotated param and state whole, the rest
+ * searched as the plan was). */
+static void baselines(Auto *A, AutoShard *r) {
+  int *saved = xcalloc((size_t)A->nc + 1, sizeof *saved);
+  for (int ci = 0; ci < A->nc; ci++)
+    saved[ci] = A->c[ci].chosen;
+  totals(A, r->totals[0]);
+  for (int ci = 0; ci < A->nc; ci++) {
+    Class *c = &A->c[ci];
+    for (int s = 0; s < c->nst; s++)
+      if (axes_on(A->p, &c->st[s], ~0u) == 0)
+        c->chosen = s;
+  }
+  totals(A, r->totals[2]);
+  for (int ci = 0; ci < A->nc; ci++) {
+    Class *c = &A->c[ci];
+    const Value *v = c->root;
+    if (c->nst == 1 || (v->op != OP_PARAM && v->op != OP_INPUT))
+      continue;
+    c->base = xcalloc((size_t)c->nst, sizeof *c->base);
+    int best = 0, most = -1;
+    for (int s = 0; s < c->nst; s++) {
+      int n = 0; /* axes on the first dim; any axis elsewhere disqualifies */
+      bool only = true;
+      for (int ax = 0; ax < A->p->mesh.naxes; ax++)
+        if (c->st[s].lax[ax] != NO_LETTER) {
+          n++;
+          only &= c->st[s].lax[ax] == 0 && v->op == OP_INPUT;
+        }
+      if (only && n > most) {
+        most = n;
+        best = s;
+      }
+    }
+    c->base[best] = true;
+  }
+  double budget = A->budget;
+  A->budget = -1; /* the baseline as it is, whatever it holds */
+  int solves = r->solves, rounds = r->rounds;
+  int sizes[4] = {r->columns, r->integers, r->rows, r->nonzeros};
+  bool joint = r->joint, optimal = r->optimal;
+  if (search(A, r))
+    totals(A, r->totals[1]);
+  else
+    r->totals[1][0] = -1;
+  r->solves = solves, r->rounds = rounds, r->joint = joint, r->optimal = optimal;
+  r->columns = sizes[0], r->integers = sizes[1], r->rows = sizes[2], r->nonzeros = sizes[3];
+  A->budget = budget;
+  for (int ci = 0; ci < A->nc; ci++) {
+    free(A->c[ci].base);
+    A->c[ci].base = NULL;
+    A->c[ci].chosen = saved[ci];
+  }
+  free(saved);
+  r->compared = true;
 }
 
 /* ---- the result -------------------------------------------------------------- */
@@ -1098,6 +1177,7 @@ static void free_auto(Auto *A) {
     free(A->c[ci].cost);
     free(A->c[ci].xcol);
     free(A->c[ci].mem);
+    free(A->c[ci].comp);
     free(A->msh[ci]);
   }
   for (int i = 0; i < A->ne; i++) {
@@ -1116,7 +1196,7 @@ static void free_auto(Auto *A) {
   arena_free(A->a);
 }
 
-bool auto_shard(Program *p, const Machine *m, double budget, AutoShard *report) {
+bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoShard *report) {
   memset(report, 0, sizeof *report);
   if (!p->mesh.naxes)
     return true;
@@ -1151,9 +1231,13 @@ bool auto_shard(Program *p, const Machine *m, double budget, AutoShard *report) 
     report->held = 0;
     for (int ci = 0; ci < A.nc; ci++)
       report->held += A.c[ci].mem[A.c[ci].chosen];
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (compare)
+      baselines(&A, report);
     apply(&A);
   }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (!ok)
+    clock_gettime(CLOCK_MONOTONIC, &t1);
   report->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   free_auto(&A);
   if (!ok && budget >= 0)

@@ -108,6 +108,18 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
             searched->columns, searched->integers, searched->rows, searched->nonzeros,
             searched->optimal ? "to optimality" : "(not proven optimal: the solver's best in its time)",
             searched->seconds, searched->objective * 1e3);
+    if (searched->compared) {
+      static const char *const names[3] = {"the plan chosen", "pure data parallel", "replicated"};
+      fputs("plan                 compute ms   communication ms   step ms   params, states, inputs: bytes a device\n", f);
+      for (int k = 0; k < 3; k++) {
+        const double *t = searched->totals[k];
+        if (t[0] < 0)
+          fprintf(f, "%-20s (no plan)\n", names[k]);
+        else
+          fprintf(f, "%-20s %10.3f   %16.3f   %7.3f   %.0f\n", names[k], t[0] * 1e3, t[1] * 1e3, (t[0] + t[1]) * 1e3,
+                  t[2]);
+      }
+    }
     for (int i = 0; i < g->ntensors; i++)
       if (g->tensors[i].auto_note)
         fprintf(f, "%-14s %s%-16s %s\n", g->tensors[i].name, dtype_name(g->tensors[i].dtype),

@@ -749,6 +749,10 @@ typedef struct AutoShard {
   double least;                    /* the least bytes of params, states and inputs a device can hold */
   double held;                     /* the bytes the chosen plan holds of them */
   bool infeasible;                 /* least is past the budget: nothing was searched (the caller reports) */
+  bool compared;                   /* totals holds the baselines too */
+  double totals[3][3];             /* the chosen plan, pure data parallel, replication: compute and
+                                      communication seconds, bytes held of params, states and inputs
+                                      (data parallel: compute -1 if none was found) */
 } AutoShard;
 
 /* Chooses the sharding of every value of p (global IR, before
@@ -757,8 +761,9 @@ typedef struct AutoShard {
  * states and inputs a device (budget < 0: no bound); the choices get
  * origin SO_AUTO, each param's and input's reasons Tensor.auto_note.
  * False after reporting, or, with report->infeasible, with nothing
- * reported: no plan can hold them within the budget (report->least). */
-bool auto_shard(Program *p, const Machine *m, double budget, AutoShard *report);
+ * reported: no plan can hold them within the budget (report->least).
+ * compare: also price pure data parallel and replication (--explain). */
+bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoShard *report);
 /* The same model's estimate of SPMD program s, built: the seconds one
  * device computes and communicates a step (each collective a latency and
  * its bytes; no overlap). */

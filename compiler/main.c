@@ -391,7 +391,7 @@ static int compile(const Options *o) {
    * bound shrinks by the excess and the search runs again */
   double held_budget = o->mem_budget > 0 ? (double)o->mem_budget : -1;
   for (int round = 0;; round++) {
-    if (o->auto_shard && !auto_shard(p, &mach, held_budget, &searched)) {
+    if (o->auto_shard && !auto_shard(p, &mach, held_budget, o->mode == MODE_EXPLAIN, &searched)) {
       if (searched.infeasible)
         diag_fatal("--mem-budget %lld: on this mesh a device holds at least %.0f bytes of params, optimizer "
                    "states and inputs (each cut as far as its dimensions divide), more than %s",

@@ -98,8 +98,12 @@ if "$GSLC" --auto-shard -D A=2 -D B=2 --explain "$work/mlp.gsl" >"$work/explain"
    grep -q '^## --auto-shard: the cost search' "$work/explain" &&
    grep -q '^[0-9]* values in [0-9]* classes, .* solved to optimality in [0-9.]* s; estimated step [0-9.]* ms a device (the summary has the program built.s)$' "$work/explain" &&
    grep -q '^x  *f32\[8192, 256\] *\[(data, model), _\]: [0-9.e+-]* ms; the best alternative ' "$work/explain" &&
-   grep -q 'chosen by --auto-shard' "$work/explain"; then
-  pass "--explain says what the search chose and why"
+   grep -q 'chosen by --auto-shard' "$work/explain" &&
+   # the totals against the baselines: here the choice is data parallel, and replication communicates nothing
+   chosen=$(sed -n 's/^the plan chosen  *[0-9.]*  *[0-9.]*  *\([0-9.]*\)  *[0-9]*$/\1/p' "$work/explain") &&
+   dp=$(sed -n 's/^pure data parallel  *[0-9.]*  *[0-9.]*  *\([0-9.]*\)  *[0-9]*$/\1/p' "$work/explain") &&
+   [ -n "$chosen" ] && [ "$chosen" = "$dp" ] && grep -q '^replicated  *[0-9.]*  *0\.000  *[0-9.]*  *[0-9]*$' "$work/explain"; then
+  pass "--explain says what the search chose and why, against data parallel ($dp ms) and replication"
 else
   fail "--explain with --auto-shard:"; cat "$work/explain" "$work/err"
 fi
