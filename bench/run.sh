@@ -46,7 +46,9 @@
 # ONLY=gemm measures the FMA peak and the matrix-product libraries on GSL's
 # shapes, one thread (bench/gemm_peak.c; GEMM_REPS GEMM_WARMUP GEMM_MS
 # GEMM_SHAPES, MPICC LIBGSLRT, GEMM_LIBS: the runtime's libraries, default
-# RT_LIBS).
+# RT_LIBS); ONLY=machine measures the rates of gslc --auto-shard's cost
+# model and prints them as a machine file (bench/machine.c; BENCH_REPS,
+# MACHINE_OUT: a file to write it to too).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -967,9 +969,25 @@ np.save(sys.argv[1], np.random.default_rng(1).integers(0, 256, (8, 65)).astype(n
        "over the time they took)"
 }
 
+# ---- machine: the rates of gslc --auto-shard's cost model -----------------------
+# bench/machine.c under $MPIEXEC -n 2 (one rank a core): GEMM rates through
+# libgslrt's kernels, the memory rate, the link's rate and latency, printed
+# as a machine file (gslc --machine FILE; gslc(1), MACHINE FILES), which
+# MACHINE_OUT (if set) also receives.
+machine() {
+  MPICC=${MPICC:-mpicc} MPIEXEC=${MPIEXEC:-mpiexec} LIBGSLRT=${LIBGSLRT:-runtime/libgslrt.a}
+  [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
+  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/machine.c" "$LIBGSLRT" $RT_LIBS -o "$tmp/machine" ||
+    die "could not compile bench/machine.c"
+  $MPIEXEC -n 2 "$tmp/machine" >"$tmp/machine.out" || die "the machine benchmark failed"
+  cat "$tmp/machine.out"
+  [ -z "${MACHINE_OUT:-}" ] || cp "$tmp/machine.out" "$MACHINE_OUT" || die "could not write $MACHINE_OUT"
+}
+
 case $ONLY in
-  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm ;;
+  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine ;;
   gemm) gemm ;;
+  machine) machine ;;
   mlp) mlp ;;
   collectives) collectives ;;
   scaling) scaling ;;
@@ -977,5 +995,5 @@ case $ONLY in
   moe_a2a) moe_a2a ;;
   moe_train) moe_train ;;
   lm) lm ;;
-  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm or gemm" ;;
+  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm or machine" ;;
 esac
