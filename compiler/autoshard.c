@@ -1020,12 +1020,17 @@ static bool search(Auto *A, AutoShard *r) {
     if (c->nst == 1 || A->budget >= 0 || c->base)
       cur[ci] = c->st[c->nst == 1 ? 0 : least];
   }
-  bool ok = true, changed = true;
+  /* an axis is solved again only when another axis's cuts changed since
+   * its last solve: with them unchanged it would find what it found */
+  bool ok = true, changed = true, dirty[GSL_MAX_AXES];
+  for (int ax = 0; ax < GSL_MAX_AXES; ax++)
+    dirty[ax] = true;
   for (int round = 0; ok && changed && round < AUTO_ROUNDS; round++) {
     changed = false;
     for (int ax = 0; ok && ax < A->p->mesh.naxes; ax++) {
-      if (A->p->mesh.size[ax] <= 1)
+      if (A->p->mesh.size[ax] <= 1 || !dirty[ax])
         continue;
+      dirty[ax] = false;
       for (int ci = 0; ci < A->nc; ci++) {
         Class *c = &A->c[ci];
         for (int s = 0; s < c->nst; s++)
@@ -1033,11 +1038,15 @@ static bool search(Auto *A, AutoShard *r) {
       }
       ok = solve(A, r, AUTO_SECONDS, &one);
       optimal &= one;
+      bool moved = false;
       for (int ci = 0; ok && ci < A->nc; ci++) {
         const Strat *st = &A->c[ci].st[A->c[ci].chosen];
-        changed |= memcmp(st->lax, cur[ci].lax, sizeof st->lax) != 0;
+        moved |= memcmp(st->lax, cur[ci].lax, sizeof st->lax) != 0;
         cur[ci] = *st;
       }
+      for (int other = 0; moved && other < A->p->mesh.naxes; other++)
+        dirty[other] |= other != ax;
+      changed |= moved;
     }
     r->rounds = round + 1;
   }
