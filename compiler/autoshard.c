@@ -87,6 +87,7 @@
 /* A root's letters and how its result and operands are indexed by them. */
 typedef struct Space {
   int nl;                               /* letters */
+  char names[AS_MAX_LETTERS + 1];       /* an einsum's: each letter's name, in order */
   int64_t size[AS_MAX_LETTERS];         /* each letter's extent */
   int8_t out[GSL_MAX_RANK];             /* result dim -> letter, -1: whole */
   uint32_t partial;                     /* letters whose cut leaves the result a partial sum */
@@ -184,16 +185,11 @@ static Sharding follow_sh(const Program *p, const Value *v, const Sharding *sh) 
   Sharding r = {0};
   switch (v->op) {
   case OP_TRANSPOSE:
-    for (int i = 0; i < v->shape.rank; i++)
-      shard_copy_dim(&r, i, sh, v->perm[i]);
+  case OP_BROADCAST:
+    r = shard_through(v, sh, false);
     break;
   case OP_RESHAPE:
     r = shard_reshape(sh, &a->shape, &v->shape);
-    break;
-  case OP_BROADCAST:
-    for (int i = 0; i < v->shape.rank; i++)
-      if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
-        shard_copy_dim(&r, i, sh, v->perm[i]);
     break;
   case OP_SLICE:
   case OP_CUMSUM:
@@ -227,14 +223,8 @@ static Sharding follow_need(const Value *v, int k, const Sharding *sh) {
   Sharding w = {0};
   switch (v->op) {
   case OP_TRANSPOSE:
-    for (int i = 0; i < v->shape.rank; i++)
-      shard_copy_dim(&w, v->perm[i], sh, i);
-    return w;
   case OP_BROADCAST:
-    for (int i = 0; i < v->shape.rank; i++)
-      if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
-        shard_copy_dim(&w, v->perm[i], sh, i);
-    return w;
+    return shard_through(v, sh, true);
   case OP_RESHAPE: {
     w = shard_reshape(sh, &v->shape, &a->shape);
     Sharding back = shard_reshape(&w, &a->shape, &v->shape);
@@ -255,36 +245,26 @@ static Sharding follow_need(const Value *v, int k, const Sharding *sh) {
 
 static int letter_of(const char *names, char c) { return (int)(strchr(names, c) - names); }
 
-/* The letters of root v: its space, and through need() what it wants of
+/* The letters of root v: its space, and through root_need() what it wants of
  * each operand under a strategy. */
 static void space_of(const Value *v, Space *s) {
   memset(s, 0, sizeof *s);
   for (int i = 0; i < GSL_MAX_RANK; i++)
     s->out[i] = -1;
   switch (v->op) {
-  case OP_EINSUM: {
-    char names[AS_MAX_LETTERS + 1] = {0};
+  case OP_EINSUM:
     for (int k = 0; k < v->ein.nin; k++)
       for (int i = 0; v->ein.in[k][i]; i++)
-        if (!strchr(names, v->ein.in[k][i])) {
-          names[s->nl] = v->ein.in[k][i];
+        if (!strchr(s->names, v->ein.in[k][i])) {
+          s->names[s->nl] = v->ein.in[k][i];
           s->size[s->nl++] = v->args[k]->shape.d[i];
         }
     for (int i = 0; v->ein.out[i]; i++)
-      s->out[i] = (int8_t)letter_of(names, v->ein.out[i]);
+      s->out[i] = (int8_t)letter_of(s->names, v->ein.out[i]);
     for (int l = 0; l < s->nl; l++)
-      if (!strchr(v->ein.out, names[l]))
+      if (!strchr(v->ein.out, s->names[l]))
         s->partial |= 1u << l;
     return;
-  }
-  case OP_GATHER: { /* table[V, D...], idx[I...] -> [I..., D...] */
-    s->nl = v->shape.rank;
-    for (int i = 0; i < v->shape.rank; i++) {
-      s->size[i] = v->shape.d[i];
-      s->out[i] = (int8_t)i;
-    }
-    return;
-  }
   case OP_SCATTER_ADD: { /* src[I..., D...], idx[I...] -> [V, D...]: letters I then D */
     const Value *src = v->args[0], *ix = v->args[1];
     s->nl = src->shape.rank;
@@ -296,23 +276,17 @@ static void space_of(const Value *v, Space *s) {
       s->partial |= 1u << i;
     return;
   }
-  case OP_DISPATCH: { /* x[G, S, M] -> [E, G, C, M]: letters g, m */
-    s->nl = 2;
-    s->size[0] = v->shape.d[1];
-    s->size[1] = v->shape.d[3];
-    s->out[1] = 0;
-    s->out[3] = 1;
-    return;
-  }
+  case OP_DISPATCH:   /* x[G, S, M] -> [E, G, C, M]: letters g, m */
   case OP_COMBINE: { /* y[E, G, C, M] -> [G, S, M]: letters g, m */
+    int g = v->op == OP_DISPATCH, m = v->shape.rank - 1;
     s->nl = 2;
-    s->size[0] = v->shape.d[0];
-    s->size[1] = v->shape.d[2];
-    s->out[0] = 0;
-    s->out[2] = 1;
+    s->size[0] = v->shape.d[g];
+    s->size[1] = v->shape.d[m];
+    s->out[g] = 0;
+    s->out[m] = 1;
     return;
   }
-  default: /* sources, concat, annotate: the result's dims */
+  default: /* sources, gather ([I..., D...]), concat, annotate: the result's dims */
     s->nl = v->shape.rank;
     for (int i = 0; i < v->shape.rank; i++) {
       s->size[i] = v->shape.d[i];
@@ -357,15 +331,9 @@ static Sharding root_need(const Program *p, const Class *c, const Strat *st, int
     map[i] = -1;
   switch (v->op) {
   case OP_EINSUM: {
-    char names[AS_MAX_LETTERS + 1] = {0};
-    int nl = 0;
-    for (int kk = 0; kk < v->ein.nin; kk++)
-      for (int i = 0; v->ein.in[kk][i]; i++)
-        if (!strchr(names, v->ein.in[kk][i]))
-          names[nl++] = v->ein.in[kk][i];
     const char *dims = k < v->ein.nin ? v->ein.in[k] : v->ein.fill;
     for (int i = 0; dims[i]; i++)
-      map[i] = (int8_t)letter_of(names, dims[i]);
+      map[i] = (int8_t)letter_of(c->sp.names, dims[i]);
     break;
   }
   case OP_GATHER: {
@@ -464,36 +432,23 @@ static double local_bytes(const Program *p, const Value *v, const Sharding *sh) 
 }
 
 /* The seconds member v of class c takes to compute on one device, with
- * sharding sh (and its followed operand's, in_sh, for a follower). */
+ * sharding sh (and its followed operand's, in_sh, for a follower): the
+ * machine's rule for the op on the local shapes the strategy gives it
+ * (a root's operands: as it needs them); a param's or input's bytes,
+ * priced for ties. */
 static double compute_seconds(const Auto *A, const Class *c, const Strat *st, const Value *v, const Sharding *sh,
                               const Sharding *in_sh) {
   const Program *p = A->p;
-  if (v->op == OP_EINSUM) {
-    double flops = 2;
-    for (int l = 0; l < c->sp.nl; l++) {
-      int64_t n = 1;
-      for (int ax = 0; ax < p->mesh.naxes; ax++)
-        if (st->lax[ax] == l)
-          n *= p->mesh.size[ax];
-      flops *= (double)c->sp.size[l] / (double)n;
-    }
-    return flops / machine_gemm_flops(A->m, v->args[0]->dtype);
-  }
-  const OpInfo *oi = ir_op(v->op);
   if (v->op == OP_PARAM || v->op == OP_INPUT) /* ties go to the layout that holds fewer bytes a device */
     return local_bytes(p, v, sh) * TIE_SECONDS_PER_BYTE;
-  if (v->op == OP_RNG)
-    return local_bytes(p, v, sh) / A->m->mem_bytes_per_s;
-  if (oi->cls == OC_SOURCE || oi->cls == OC_ANNOTATION || (oi->flags & OF_INDEX_MAP) || v->op == OP_RESHAPE)
-    return 0; /* fused into their users, or no work */
-  double bytes = local_bytes(p, v, sh);
-  if (in_sh && bytes < local_bytes(p, v->args[A->fol[v->id]], in_sh)) /* a reduce reads more than it writes */
-    bytes = local_bytes(p, v->args[A->fol[v->id]], in_sh);
-  if (v->op == OP_SCATTER_ADD) {
-    Sharding src = root_need(p, c, st, 0);
-    bytes += local_bytes(p, v->args[0], &src);
+  Shape local = shard_local_shape(p, &v->shape, sh), args[GSL_MAX_RANK];
+  const Shape *argp[GSL_MAX_RANK] = {0};
+  for (int k = 0; k < v->nargs && k < GSL_MAX_RANK; k++) {
+    Sharding need = in_sh ? (k == A->fol[v->id] ? *in_sh : *sh) : root_need(p, c, st, k);
+    args[k] = shard_local_shape(p, &v->args[k]->shape, &need);
+    argp[k] = &args[k];
   }
-  return bytes / A->m->mem_bytes_per_s;
+  return machine_op_seconds(A->m, v, &local, argp);
 }
 
 /* the seconds of an all-reduce of v's local bytes under sh over the axes of mask */
@@ -1237,9 +1192,6 @@ bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoS
   bool ok = search(&A, report);
   if (ok) {
     report->objective = plan_cost(&A);
-    report->held = 0;
-    for (int ci = 0; ci < A.nc; ci++)
-      report->held += A.c[ci].mem[A.c[ci].chosen];
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (compare)
       baselines(&A, report);
@@ -1254,44 +1206,4 @@ bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoS
   else if (!ok)
     diag_fatal("--auto-shard: the solver found no plan in %d s", AUTO_SECONDS);
   return ok;
-}
-
-/* ---- the built program's estimate ---------------------------------------------------- */
-
-void auto_estimate(const Program *s, const Machine *m, double *compute, double *comm) {
-  *compute = *comm = 0;
-  for (int i = 0; i < s->nvalues; i++) {
-    const Value *v = s->values[i];
-    const OpInfo *oi = ir_op(v->op);
-    if (oi->flags & OF_SPMD) {
-      *comm += shard_step_seconds(s, m, v->op, dtype_size(v->args[0]->dtype) * shape_elems(&v->args[0]->shape),
-                                  v->group, v->ngroup);
-      continue;
-    }
-    if (v->op == OP_EINSUM) {
-      char seen[2 * GSL_MAX_RANK + 1] = {0};
-      double flops = 2;
-      int n = 0;
-      for (int k = 0; k < v->ein.nin; k++)
-        for (int d = 0; v->ein.in[k][d]; d++)
-          if (!strchr(seen, v->ein.in[k][d])) {
-            seen[n++] = v->ein.in[k][d];
-            flops *= (double)v->args[k]->shape.d[d];
-          }
-      *compute += flops / machine_gemm_flops(m, v->args[0]->dtype);
-      continue;
-    }
-    double bytes = (double)dtype_size(v->dtype) * (double)shape_elems(&v->shape);
-    if (v->op == OP_RNG)
-      *compute += bytes / m->mem_bytes_per_s;
-    if (oi->cls == OC_SOURCE || oi->cls == OC_ANNOTATION || (oi->flags & OF_INDEX_MAP) || v->op == OP_RESHAPE)
-      continue;
-    if (v->op == OP_REDUCE || v->op == OP_CUMSUM) {
-      double in = (double)dtype_size(v->args[0]->dtype) * (double)shape_elems(&v->args[0]->shape);
-      bytes = in > bytes ? in : bytes;
-    }
-    if (v->op == OP_SCATTER_ADD)
-      bytes += (double)dtype_size(v->args[0]->dtype) * (double)shape_elems(&v->args[0]->shape);
-    *compute += bytes / m->mem_bytes_per_s;
-  }
 }

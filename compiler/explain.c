@@ -239,7 +239,7 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
     local += bytes_of(s->tensors[i].value);
   fprintf(f, "param and input bytes per device: %" PRId64 "\n", local);
   double compute, comm;
-  auto_estimate(s, m, &compute, &comm);
+  shard_estimate(s, m, &compute, &comm);
   fprintf(f, "estimated step per device: %.3f ms, %.3f computing and %.3f communicating (the cost model of "
              "--auto-shard, with no overlap; man gslc, MACHINE FILES)\n",
           (compute + comm) * 1e3, compute * 1e3, comm * 1e3);

@@ -680,8 +680,13 @@ void machine_default(Machine *m); /* the reference machine's rates (machine.c sa
 /* Overrides m's rates from FILE (machine.c gives the format; axes: the
  * mesh's axis names, for link_gbs.AXIS); false after reporting. */
 bool machine_load(Machine *m, const char *path, const char *const *axes, int naxes);
-double machine_gemm_flops(const Machine *m, DType dt);
 double machine_link(const Machine *m, int axis); /* bytes a second over mesh axis `axis` */
+/* The seconds op v takes on one device where its result has shape local
+ * and its operand k shape args[k] (every op's rule: an einsum's FLOPs at
+ * the GEMM rate of its operands' dtype; any other op's bytes written, a
+ * reduction's read, at the memory rate; layouts that fuse into their
+ * users, sources and collectives nothing). */
+double machine_op_seconds(const Machine *m, const Value *v, const Shape *local, const Shape *const *args);
 
 /* ---- sharding.c: the sharding algebra, resharding plans, their cost ------- */
 
@@ -698,6 +703,10 @@ void shard_fit(const Program *p, Sharding *sh, const Shape *s);
 /* A reshape from `from` to `to` carries a split of a group's first real
  * dimension (size > 1) onto the other side's; other splits are dropped. */
 Sharding shard_reshape(const Sharding *sh, const Shape *from, const Shape *to);
+/* Through transpose or broadcast v: its result's sharding when its
+ * operand has sh, or (back) the operand's sharding that gives its result
+ * sh; a broadcast's new and stretched dims stay whole. No partial sums. */
+Sharding shard_through(const Value *v, const Sharding *sh, bool back);
 
 /* One step of a resharding plan: a collective or a local slice. */
 typedef struct ShardStep {
@@ -734,6 +743,11 @@ double shard_step_seconds(const Program *p, const Machine *m, Op op, int64_t in,
 /* The seconds of the plan from `from` to `to` on machine m. */
 double shard_reshard_seconds(const Program *p, const Machine *m, const Shape *gshape, DType dt, const Sharding *from,
                              const Sharding *to);
+/* The model's estimate of SPMD program s, built: the seconds one device
+ * computes (machine_op_seconds) and communicates (shard_step_seconds) a
+ * step, with no overlap (--explain's summary; --auto-shard prices plans
+ * by the same rules before they are built). */
+void shard_estimate(const Program *s, const Machine *m, double *compute, double *comm);
 
 /* ---- autoshard.c: gslc --auto-shard, the cost search ----------------------- */
 
@@ -747,7 +761,6 @@ typedef struct AutoShard {
   bool optimal;                    /* every solve proven optimal by the solver */
   double seconds;                  /* the search's wall time */
   double least;                    /* the least bytes of params, states and inputs a device can hold */
-  double held;                     /* the bytes the chosen plan holds of them */
   bool infeasible;                 /* least is past the budget: nothing was searched (the caller reports) */
   bool compared;                   /* totals holds the baselines too */
   double totals[3][3];             /* the chosen plan, pure data parallel, replication: compute and
@@ -764,10 +777,7 @@ typedef struct AutoShard {
  * reported: no plan can hold them within the budget (report->least).
  * compare: also price pure data parallel and replication (--explain). */
 bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoShard *report);
-/* The same model's estimate of SPMD program s, built: the seconds one
- * device computes and communicates a step (each collective a latency and
- * its bytes; no overlap). */
-void auto_estimate(const Program *s, const Machine *m, double *compute, double *comm);
+
 
 /* ---- propagate.c: sharding propagation (GSPMD section 3.5) --------------- */
 
@@ -806,7 +816,7 @@ void spmd_combine(Program *p);
 /* ---- explain.c: --explain ------------------------------------------------ */
 
 /* searched: what gslc --auto-shard's search did, or NULL without it; m:
- * the rates the summary's estimate of the step uses (auto_estimate) */
+ * the rates the summary's estimate of the step uses (shard_estimate) */
 void explain_print(FILE *f, const Program *global, const Program *spmd, const AutoShard *searched, const Machine *m);
 /* gslc --emit-annotations: the params' and inputs' declarations with their shardings written in */
 void annotations_print(FILE *f, const Program *global);

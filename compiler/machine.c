@@ -34,7 +34,33 @@ void machine_default(Machine *m) {
   m->latency_s = 0.4e-6;
 }
 
-double machine_gemm_flops(const Machine *m, DType dt) { return m->gemm_flops[dt]; }
+double machine_op_seconds(const Machine *m, const Value *v, const Shape *local, const Shape *const *args) {
+  if (v->op == OP_EINSUM) { /* 2 FLOP for each point of its letters' (local) space */
+    char seen[2 * GSL_MAX_RANK + 1] = {0};
+    double flops = 2;
+    int n = 0;
+    for (int k = 0; k < v->ein.nin; k++)
+      for (int d = 0; v->ein.in[k][d]; d++)
+        if (!strchr(seen, v->ein.in[k][d])) {
+          seen[n++] = v->ein.in[k][d];
+          flops *= (double)args[k]->d[d];
+        }
+    return flops / m->gemm_flops[v->args[0]->dtype];
+  }
+  const OpInfo *oi = ir_op(v->op);
+  double bytes = (double)dtype_size(v->dtype) * (double)shape_elems(local);
+  if (v->op == OP_RNG)
+    return bytes / m->mem_bytes_per_s;
+  if (oi->cls == OC_SOURCE || oi->cls == OC_ANNOTATION || (oi->flags & (OF_INDEX_MAP | OF_SPMD)) ||
+      v->op == OP_RESHAPE)
+    return 0; /* fused into their users, no work, or communication */
+  double in = (double)dtype_size(v->args[0]->dtype) * (double)shape_elems(args[0]);
+  if ((v->op == OP_REDUCE || v->op == OP_CUMSUM) && in > bytes) /* a reduction reads more than it writes */
+    bytes = in;
+  if (v->op == OP_SCATTER_ADD) /* it reads its source rows and adds them */
+    bytes += in;
+  return bytes / m->mem_bytes_per_s;
+}
 
 double machine_link(const Machine *m, int axis) {
   return m->axis_link[axis] > 0 ? m->axis_link[axis] : m->link_bytes_per_s;

@@ -476,12 +476,7 @@ static Value *part_value(Part *P, const Value *v) {
     return operand(P, v, 0, &v->sh);
   case OP_TRANSPOSE:
   case OP_BROADCAST: {
-    const Value *a = v->args[0];
-    for (int i = 0; i < v->shape.rank; i++)
-      if (v->op == OP_TRANSPOSE)
-        shard_copy_dim(&want, v->perm[i], &v->sh, i);
-      else if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
-        shard_copy_dim(&want, v->perm[i], &v->sh, i);
+    want = shard_through(v, &v->sh, true);
     uint32_t keep = v->op == OP_TRANSPOSE ? pending(P, v, 0, &want) : 0; /* see linear_slot */
     want.partial = keep;
     Value *o = operand(P, v, 0, &want);

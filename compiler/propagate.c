@@ -143,11 +143,10 @@ static void forward(Prop *P, Value *v) {
     return;
   }
   case OP_TRANSPOSE:
+  case OP_BROADCAST:
     if (!known(a))
       return;
-    for (int i = 0; i < v->shape.rank; i++)
-      shard_copy_dim(&sh, i, &a->sh, v->perm[i]);
-    offer(P, v, sh, a);
+    offer(P, v, shard_through(v, &a->sh, false), a);
     return;
   case OP_RESHAPE:
     if (known(a))
@@ -243,14 +242,6 @@ static void forward(Prop *P, Value *v) {
       offer(P, v, sh, known(v->args[0]) ? v->args[0] : v->args[1]);
     return;
   }
-  case OP_BROADCAST:
-    if (!known(a))
-      return;
-    for (int i = 0; i < v->shape.rank; i++)
-      if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
-        shard_copy_dim(&sh, i, &a->sh, v->perm[i]);
-    offer(P, v, sh, a);
-    return;
   case OP_ANNOTATE:
     return; /* fixed by the user: always known, never offered to */
   case OP_PARAM:
@@ -287,9 +278,8 @@ static void backward(Prop *P, Value *v) {
       offer(P, v->args[i], v->sh, v);
     return;
   case OP_TRANSPOSE:
-    for (int i = 0; i < v->shape.rank; i++)
-      shard_copy_dim(&sh, v->perm[i], &v->sh, i);
-    offer(P, a, sh, v);
+  case OP_BROADCAST:
+    offer(P, a, shard_through(v, &v->sh, true), v);
     return;
   case OP_RESHAPE:
     offer(P, a, shard_reshape(&v->sh, &v->shape, &a->shape), v);
@@ -378,12 +368,6 @@ static void backward(Prop *P, Value *v) {
     }
     return;
   }
-  case OP_BROADCAST:
-    for (int i = 0; i < v->shape.rank; i++)
-      if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
-        shard_copy_dim(&sh, v->perm[i], &v->sh, i);
-    offer(P, a, sh, v);
-    return;
   case OP_PARAM:
   case OP_INPUT:
   case OP_CONST:

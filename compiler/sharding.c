@@ -170,6 +170,21 @@ Sharding shard_reshape(const Sharding *sh, const Shape *from, const Shape *to) {
   return out;
 }
 
+Sharding shard_through(const Value *v, const Sharding *sh, bool back) {
+  const Value *a = v->args[0];
+  Sharding r = {0};
+  for (int i = 0; i < v->shape.rank; i++) {
+    int d = v->perm[i];
+    if (d < 0 || a->shape.d[d] != v->shape.d[i]) /* a broadcast's new or stretched dim */
+      continue;
+    if (back)
+      shard_copy_dim(&r, d, sh, i);
+    else
+      shard_copy_dim(&r, i, sh, d);
+  }
+  return r;
+}
+
 /* ---- the planner ---------------------------------------------------------------- */
 
 /* s's axes of dimension d begin t's */
@@ -315,15 +330,23 @@ int64_t shard_step_bytes(Op op, int64_t in, int64_t n) {
   }
 }
 
-int64_t shard_plan_bytes(const Program *p, const Shape *gshape, DType dt, const Sharding *start,
-                         const ShardStep *steps, int n) {
-  int64_t total = 0;
+/* in[i]: the local bytes step i of a plan starting in sharding start takes in */
+static void plan_inputs(const Program *p, const Shape *gshape, DType dt, const Sharding *start, const ShardStep *steps,
+                        int n, int64_t *in) {
   const Sharding *cur = start;
   for (int i = 0; i < n; i++) {
-    Shape in = shard_local_shape(p, gshape, cur);
-    total += shard_step_bytes(steps[i].op, dtype_size(dt) * shape_elems(&in), shard_group_size(p, steps[i].group, steps[i].ngroup));
+    Shape local = shard_local_shape(p, gshape, cur);
+    in[i] = dtype_size(dt) * shape_elems(&local);
     cur = &steps[i].after;
   }
+}
+
+int64_t shard_plan_bytes(const Program *p, const Shape *gshape, DType dt, const Sharding *start,
+                         const ShardStep *steps, int n) {
+  int64_t in[SHARD_MAX_STEPS], total = 0;
+  plan_inputs(p, gshape, dt, start, steps, n, in);
+  for (int i = 0; i < n; i++)
+    total += shard_step_bytes(steps[i].op, in[i], shard_group_size(p, steps[i].group, steps[i].ngroup));
   return total;
 }
 
@@ -353,13 +376,27 @@ double shard_step_seconds(const Program *p, const Machine *m, Op op, int64_t in,
 double shard_reshard_seconds(const Program *p, const Machine *m, const Shape *gshape, DType dt, const Sharding *from,
                              const Sharding *to) {
   ShardStep steps[SHARD_MAX_STEPS];
+  int64_t in[SHARD_MAX_STEPS];
   int n = shard_plan(p, from, to, gshape->rank, steps);
+  plan_inputs(p, gshape, dt, from, steps, n, in);
   double t = 0;
-  const Sharding *cur = from;
-  for (int i = 0; i < n; i++) {
-    Shape in = shard_local_shape(p, gshape, cur);
-    t += shard_step_seconds(p, m, steps[i].op, dtype_size(dt) * shape_elems(&in), steps[i].group, steps[i].ngroup);
-    cur = &steps[i].after;
-  }
+  for (int i = 0; i < n; i++)
+    t += shard_step_seconds(p, m, steps[i].op, in[i], steps[i].group, steps[i].ngroup);
   return t;
+}
+
+void shard_estimate(const Program *s, const Machine *m, double *compute, double *comm) {
+  *compute = *comm = 0;
+  const Shape *args[GSL_MAX_RANK * 4];
+  for (int i = 0; i < s->nvalues; i++) {
+    const Value *v = s->values[i];
+    if (ir_op(v->op)->flags & OF_SPMD) {
+      *comm += shard_step_seconds(s, m, v->op, dtype_size(v->args[0]->dtype) * shape_elems(&v->args[0]->shape),
+                                  v->group, v->ngroup);
+      continue;
+    }
+    for (int k = 0; k < v->nargs && k < (int)(sizeof args / sizeof *args); k++)
+      args[k] = &v->args[k]->shape;
+    *compute += machine_op_seconds(m, v, &v->shape, args);
+  }
 }
