@@ -140,6 +140,8 @@ typedef struct Auto {
   int *cls;          /* value id -> class */
   int *fol;          /* value id -> operand slot it follows, -1 for a root */
   int *midx;         /* value id -> index among its class's members */
+  int *sole;         /* value id -> its one consumer, or -1 */
+  bool *lin;         /* value id -> a partial sum of it may stay pending (shard_linear_uses) */
   Class *c;
   int nc;
   Edge *e;
@@ -217,7 +219,8 @@ static Sharding follow_sh(const Program *p, const Value *v, const Sharding *sh) 
 }
 
 /* What follower v needs operand k to be when v has sharding sh (the
- * partitioner's natural form; a reduce's is handled by its caller). */
+ * partitioner's natural form; a reduce's with its reduced dims whole: the
+ * search prices the cut ones itself, class_cost). */
 static Sharding follow_need(const Value *v, int k, const Sharding *sh) {
   const Value *a = v->args[k];
   Sharding w = {0};
@@ -235,6 +238,11 @@ static Sharding follow_need(const Value *v, int k, const Sharding *sh) {
   case OP_ONE_HOT:
     for (int i = 0; i < a->shape.rank; i++)
       shard_copy_dim(&w, i, sh, i);
+    return w;
+  case OP_REDUCE:
+    for (int i = 0, d = 0; i < a->shape.rank; i++)
+      if (!(v->rmask & (1u << i)))
+        shard_copy_dim(&w, i, sh, d++);
     return w;
   default: /* elementwise, slice, cumsum: the result's own */
     return *sh;
@@ -461,12 +469,36 @@ static double allreduce_seconds(const Auto *A, const Value *v, const Sharding *s
   return shard_reshard_seconds(A->p, A->m, &v->shape, v->dtype, &from, &to);
 }
 
+/* Whether member v of class c, with sharding sh, may leave a partial sum
+ * pending as the partitioner does (sharding.c's linear rule): its one use
+ * is a linear member of its own class that follows it, needs it as it is,
+ * and passes the sum on (a sum or difference would need its other
+ * operand partial too, which a value of another class never is). */
+static bool defers(const Auto *A, const Class *c, const Sharding *msh, const Value *v, const Sharding *sh) {
+  int u = A->sole[v->id];
+  if (!A->lin[v->id] || u < 0 || A->cls[u] != A->cls[v->id])
+    return false;
+  const Value *w = A->p->values[u];
+  int k = A->fol[u];
+  if (k < 0 || w->args[k] != v || (w->op == OP_BINARY && (w->fn == BF_ADD || w->fn == BF_SUB)))
+    return false;
+  if (w->op == OP_REDUCE)
+    return true;
+  Sharding need = follow_need(w, k, &msh[A->midx[u]]);
+  (void)c;
+  return shard_eq(&need, sh, v->shape.rank);
+}
+
 /* The cost inside class c under strategy s: members' compute, the
- * followers' reshardings of their followed operand, partial sums. */
+ * followers' reshardings of their followed operand, partial sums
+ * (resolved where the partitioner resolves them: a partial sum stays
+ * pending through a chain of linear members, and is all-reduced once,
+ * at its end, on the smaller value there). */
 static double class_cost(Auto *A, Class *c, int s, Sharding *msh) {
   const Program *p = A->p;
   const Strat *st = &c->st[s];
   double t = 0, comp = 0;
+  uint32_t *pend = xcalloc((size_t)c->nmembers, sizeof *pend); /* each member's pending partial sums */
   for (int j = 0; j < c->nmembers; j++) {
     const Value *v = p->values[c->members[j]];
     const Sharding *sh = &msh[j];
@@ -476,29 +508,38 @@ static double class_cost(Auto *A, Class *c, int s, Sharding *msh) {
     double cs = compute_seconds(A, c, st, v, sh, ash);
     t += cs;
     comp += cs;
+    uint32_t got = 0; /* the partial sums v has */
     if (j == 0) {
-      t += allreduce_seconds(A, v, sh, axes_on(p, st, c->sp.partial));
-      continue;
-    }
-    if (v->op == OP_REDUCE) {
-      uint32_t cutr = 0;
-      for (int i = 0; i < a->shape.rank; i++)
-        if (v->rmask & (1u << i))
-          cutr |= shard_dim_axes(ash, i);
-      if (v->fn == RF_ARGMAX) {
-        Sharding w = *ash;
+      got = axes_on(p, st, c->sp.partial);
+    } else {
+      uint32_t in = pend[A->midx[a->id]], keep = in & ~shard_all_axes(sh, v->shape.rank);
+      t += allreduce_seconds(A, a, ash, in & ~keep); /* the axes v cuts: resolved before it */
+      got = keep;
+      if (v->op == OP_REDUCE) {
+        uint32_t cutr = 0;
         for (int i = 0; i < a->shape.rank; i++)
           if (v->rmask & (1u << i))
-            w.naxes[i] = 0;
-        t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &w);
+            cutr |= shard_dim_axes(ash, i);
+        if (v->fn == RF_ARGMAX) {
+          Sharding w = *ash;
+          for (int i = 0; i < a->shape.rank; i++)
+            if (v->rmask & (1u << i))
+              w.naxes[i] = 0;
+          t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &w);
+        } else {
+          got |= cutr;
+        }
       } else {
-        t += allreduce_seconds(A, v, sh, cutr);
+        Sharding need = follow_need(v, k, sh);
+        t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &need);
       }
-      continue;
     }
-    Sharding need = follow_need(v, k, sh);
-    t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &need);
+    if (got && defers(A, c, msh, v, sh))
+      pend[j] = got;
+    else
+      t += allreduce_seconds(A, v, sh, got);
   }
+  free(pend);
   c->comp[s] = comp;
   return t;
 }
@@ -513,6 +554,13 @@ static void build_classes(Auto *A) {
   A->cls = xcalloc((size_t)n + 1, sizeof *A->cls);
   A->fol = xcalloc((size_t)n + 1, sizeof *A->fol);
   A->midx = xcalloc((size_t)n + 1, sizeof *A->midx);
+  A->sole = xcalloc((size_t)n + 1, sizeof *A->sole);
+  A->lin = shard_linear_uses(p);
+  for (int i = 0; i < n; i++)
+    A->sole[i] = -1;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < p->values[i]->nargs; k++) /* the last use; the one where lin holds */
+      A->sole[p->values[i]->args[k]->id] = i;
   int *root_of = xcalloc((size_t)n + 1, sizeof *root_of);
   for (int i = 0; i < n; i++) {
     const Value *v = p->values[i];
@@ -1095,6 +1143,59 @@ static const char *strat_str(Arena *a, const Program *p, const Class *c, int s) 
   return sharding_str(a, p, &tmp);
 }
 
+/* The values of a class whose root is a scalar (a constant's broadcasts,
+ * and what follows them) have no layout to choose: the search prices them
+ * whole, and a use that cuts one slices it, which moves nothing. Built
+ * whole, though, each would be computed whole first; so each takes the
+ * layout its uses all need, last use first (a whole value is a slice
+ * away from any layout), and computes only its part. */
+static void fit_to_uses(Auto *A) {
+  Program *p = A->p;
+  int n = p->nvalues;
+  int *first = xcalloc((size_t)n + 2, sizeof *first), *at, *list;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < p->values[i]->nargs; k++)
+      first[p->values[i]->args[k]->id + 1]++;
+  for (int i = 0; i < n; i++)
+    first[i + 1] += first[i];
+  at = xcalloc((size_t)n + 1, sizeof *at);
+  list = xcalloc((size_t)first[n] + 1, 2 * sizeof *list);
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < p->values[i]->nargs; k++) {
+      int u = p->values[i]->args[k]->id, j = first[u] + at[u]++;
+      list[2 * j] = i;
+      list[2 * j + 1] = k;
+    }
+  bool *out = xcalloc((size_t)n + 1, sizeof *out);
+  for (int i = 0; i < p->noutputs; i++)
+    out[p->outputs[i].value->id] = true;
+  for (int i = n - 1; i >= 0; i--) {
+    Value *v = p->values[i];
+    const Class *c = &A->c[A->cls[i]];
+    if (v->sh_origin != SO_AUTO || !v->shape.rank || c->root->shape.rank || out[i] || first[i] == first[i + 1])
+      continue;
+    Sharding want = {0};
+    bool agree = true;
+    for (int j = first[i]; j < first[i + 1] && agree; j++) {
+      const Value *u = p->values[list[2 * j]];
+      int k = list[2 * j + 1];
+      const Class *cu = &A->c[A->cls[u->id]];
+      Sharding need = cu->root == u ? root_need(p, cu, &cu->st[cu->chosen], k) : follow_need(u, k, &u->sh);
+      need.partial = 0;
+      if (j == first[i])
+        want = need;
+      else
+        agree = shard_eq(&want, &need, v->shape.rank);
+    }
+    if (agree)
+      v->sh = want;
+  }
+  free(first);
+  free(at);
+  free(list);
+  free(out);
+}
+
 static void apply(Auto *A) {
   Program *p = A->p;
   for (int i = 0; i < p->nvalues; i++) {
@@ -1105,6 +1206,7 @@ static void apply(Auto *A) {
     v->sh.partial = 0;
     v->sh_origin = SO_AUTO;
   }
+  fit_to_uses(A);
   /* each param's and input's choice against its best alternative, the
    * rest of the plan as chosen */
   for (int ti = 0; ti < p->ntensors; ti++) {
@@ -1157,6 +1259,8 @@ static void free_auto(Auto *A) {
   free(A->cls);
   free(A->fol);
   free(A->midx);
+  free(A->sole);
+  free(A->lin);
   arena_free(A->a);
 }
 

@@ -748,6 +748,13 @@ double shard_reshard_seconds(const Program *p, const Machine *m, const Shape *gs
  * step, with no overlap (--explain's summary; --auto-shard prices plans
  * by the same rules before they are built). */
 void shard_estimate(const Program *s, const Machine *m, double *compute, double *comm);
+/* Operand k of u is a linear consumer's: a partial sum of it may pass
+ * through u as a partial sum of u (sum_i f(p_i) = f(sum_i p_i)). */
+bool shard_linear_slot(const Value *u, int k);
+/* Per value id of g (xcalloc'd): its one use is a linear consumer's, so a
+ * partial sum of it may stay pending (the partitioner's rule, which
+ * --auto-shard's search prices). */
+bool *shard_linear_uses(const Program *g);
 
 /* ---- autoshard.c: gslc --auto-shard, the cost search ----------------------- */
 
@@ -777,7 +784,6 @@ typedef struct AutoShard {
  * reported: no plan can hold them within the budget (report->least).
  * compare: also price pure data parallel and replication (--explain). */
 bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoShard *report);
-
 
 /* ---- propagate.c: sharding propagation (GSPMD section 3.5) --------------- */
 

@@ -44,47 +44,6 @@ typedef struct Part {
 
 /* ---- pending partial sums --------------------------------------------------------- */
 
-/* Operand k of u is a linear consumer's: a partial sum of it passes
- * through u as a partial sum of u (sum_i f(p_i) = f(sum_i p_i)). */
-static bool linear_slot(const Value *u, int k) {
-  switch (u->op) {
-  case OP_REDUCE:
-    return u->fn == RF_SUM;
-  case OP_UNARY:
-    return u->fn == UF_NEG;
-  case OP_BINARY:
-    return u->fn == BF_ADD || u->fn == BF_SUB || u->fn == BF_MUL || (u->fn == BF_DIV && k == 0);
-  case OP_RESHAPE:
-  case OP_TRANSPOSE:
-  case OP_CONCAT: /* pending where every operand is partial over the same axes */
-    return true;
-  default: /* a broadcast is linear too, but resolving after it moves more bytes */
-    return false;
-  }
-}
-
-/* Which values may leave their partial sums pending: those whose one use
- * is a linear consumer's (an output, or a second use, resolves them). */
-static bool *linear_uses(const Program *g) {
-  bool *lin = xcalloc((size_t)g->nvalues + 1, sizeof *lin);
-  int *uses = xcalloc((size_t)g->nvalues + 1, sizeof *uses);
-  for (int i = 0; i < g->nvalues; i++)
-    lin[i] = true;
-  for (int i = 0; i < g->nvalues; i++) {
-    const Value *u = g->values[i];
-    for (int k = 0; k < u->nargs; k++) {
-      uses[u->args[k]->id]++;
-      lin[u->args[k]->id] &= linear_slot(u, k);
-    }
-  }
-  for (int i = 0; i < g->noutputs; i++)
-    lin[g->outputs[i].value->id] = false;
-  for (int i = 0; i < g->nvalues; i++)
-    lin[i] &= uses[i] == 1;
-  free(uses);
-  return lin;
-}
-
 /* The partial sums operand k of v has pending that v's sharding leaves
  * free to stay pending through v */
 static uint32_t pending(const Part *P, const Value *v, int k, const Sharding *want) {
@@ -388,29 +347,53 @@ static Value *part_elementwise(Part *P, const Value *v) {
   return finish(P, v, emit_like(P, v, &rs, args));
 }
 
-/* dispatch and combine run where their tokens are: on the groups (and the
- * model dim) as the tokens' side is cut (x for dispatch, the routes for
- * combine), with experts and slots whole; the result is then resharded to
- * the value's sharding. Into a moe body whose expert dim the weights cut,
- * and out of it, that is one all-to-all each (GShard section 3.2). */
+/* dispatch and combine run on a cut of the groups (and the model dim),
+ * with experts and slots whole; the result is then resharded to the
+ * value's sharding. Into a moe body whose expert dim the weights cut, and
+ * out of it, that is one all-to-all each (GShard section 3.2). */
+typedef struct Route {
+  Sharding tok;    /* the [G, S, M] side: x (dispatch) or the result (combine) */
+  Sharding routes; /* the routes [G, S, K]: the groups as tok cuts them */
+  Sharding big;    /* the [E, G, C, M] side: groups and model dim as tok's */
+  int64_t cost;    /* bytes received to get there and then to the value's sharding */
+} Route;
+
+/* The layout whose groups are cut as dim gd of g, and the model dim as
+ * dim md of model unless the groups' axes took it. */
+static Route route_layout(const Part *P, const Value *v, const Sharding *g, int gd, const Sharding *model, int md) {
+  bool in = v->op == OP_DISPATCH;
+  Route R = {0};
+  shard_copy_dim(&R.tok, 0, g, gd);
+  shard_copy_dim(&R.routes, 0, g, gd);
+  if (!(shard_dim_axes(model, md) & shard_dim_axes(&R.tok, 0)))
+    shard_copy_dim(&R.tok, 2, model, md);
+  shard_copy_dim(&R.big, 1, &R.tok, 0);
+  shard_copy_dim(&R.big, 3, &R.tok, 2);
+  R.cost = reshard_cost(P, P->map[v->args[0]->id], in ? &R.tok : &R.big);
+  for (int k = 1; k < v->nargs; k++)
+    R.cost += reshard_cost(P, P->map[v->args[k]->id], &R.routes);
+  R.cost += shard_reshard_bytes(P->s, &v->shape, v->dtype, in ? &R.big : &R.tok, &v->sh);
+  return R;
+}
+
+/* Two layouts, the cheaper built (the first on a tie): the groups where
+ * the tokens' side has them (x for dispatch, the routes for combine), and
+ * where the result has them (as --auto-shard prices a route), if that
+ * shares the work among as many devices (fewer bytes received are not
+ * worth doing the route's work twice). */
 static Value *part_route(Part *P, const Value *v) {
   bool in = v->op == OP_DISPATCH;
   const Value *side = P->map[v->args[in ? 0 : 1]->id];
-  /* tok: the [G, S, M] side; the model dim as x has it (dispatch) or as
-   * the result wants it (combine), unless the groups' axes took it */
   const Sharding *model = in ? &side->sh : &v->sh;
-  Sharding tok = {0}, routes = {0}, big = {0};
-  shard_copy_dim(&routes, 0, &side->sh, 0);
-  shard_copy_dim(&tok, 0, &side->sh, 0);
-  if (!(shard_dim_axes(model, 2) & shard_dim_axes(&tok, 0)))
-    shard_copy_dim(&tok, 2, model, 2);
-  shard_copy_dim(&big, 1, &tok, 0);
-  shard_copy_dim(&big, 3, &tok, 2);
+  Route a = route_layout(P, v, &side->sh, 0, model, 2);
+  Route b = in ? route_layout(P, v, &v->sh, 1, &v->sh, 3) : route_layout(P, v, &v->sh, 0, &v->sh, 2);
+  int64_t wa = shard_shards(P->s, &a.tok, 0) * shard_shards(P->s, &a.tok, 2);
+  const Route *R = b.cost < a.cost && shard_shards(P->s, &b.tok, 0) * shard_shards(P->s, &b.tok, 2) >= wa ? &b : &a;
   Value *args[4];
-  args[0] = operand(P, v, 0, in ? &tok : &big);
+  args[0] = operand(P, v, 0, in ? &R->tok : &R->big);
   for (int k = 1; k < v->nargs; k++)
-    args[k] = operand(P, v, k, &routes);
-  return finish(P, v, emit_like(P, v, in ? &big : &tok, args));
+    args[k] = operand(P, v, k, &R->routes);
+  return finish(P, v, emit_like(P, v, in ? &R->big : &R->tok, args));
 }
 
 /* scatter_add runs where its rows are: the source's index dims cut as the
@@ -537,7 +520,7 @@ static Value *part_rewrite(void *ctx, Program *dst, const Value *v, Value **map)
 }
 
 Program *spmd_partition(const Program *g) {
-  Part P = {NULL, NULL, NULL, NULL, linear_uses(g)};
+  Part P = {NULL, NULL, NULL, NULL, shard_linear_uses(g)};
   Program *s = ir_rewrite(g, true, part_rewrite, &P);
   /* an update goes back into its tensor's layout, where propagation left
    * the two apart; a signal cut by propagation is gathered */
