@@ -19,8 +19,9 @@
  * each mesh axis of more than one device one letter to cut, or none (an
  * axis may cut a letter only where the letter's size divides). A letter
  * of the result gives its cut to the result; a letter the result lacks (a
- * contracted one, a scatter-add's index) leaves a partial sum, all-reduced
- * at once in this model. The strategy fixes the sharding of every member
+ * contracted one, a scatter-add's index) leaves a partial sum, pending
+ * through the linear members that follow it, as the partitioner leaves
+ * it (sharding.c's rule), and all-reduced at the end of that chain. The strategy fixes the sharding of every member
  * of the class (each follower's from its operand's, as the partitioner
  * would lay it out) and of each operand the root needs. An annotated
  * param, input or value has the one strategy its annotation gives.
@@ -64,8 +65,12 @@
  *
  * The result. Each value gets its class's chosen sharding, with origin
  * SO_AUTO (propagation keeps it as it keeps annotations); the partitioner
- * then builds exactly the layouts the search costed, and update.c still
- * decides the sharded optimizer updates. The search is deterministic: the
+ * then builds the layouts the search costed (a moe route where its result
+ * has its groups; partial sums pending as priced), and update.c still
+ * decides the sharded optimizer updates. A class rooted at a scalar (a
+ * constant's broadcasts and what follows them) has no choice and is
+ * priced whole; its values are built as their uses need them
+ * (fit_to_uses), which costs no more. The search is deterministic: the
  * same program, mesh and machine give the same problem, in the same
  * order, and CBC (one thread) the same answer. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
