@@ -13,6 +13,9 @@
  *   memory_gbs        c[i] = a[i] * b[i] over 8 Mi floats: the bytes written
  *                     a second (the model prices an op by the bytes it
  *                     writes);
+ *   rng_gbs           gslrt_rng_fill's normal draws (the kernel a compiled
+ *                     program's draws call: Philox and Box-Muller) into
+ *                     1 Mi floats: the bytes written a second;
  *   link_gbs          MPI_Allreduce of 4 MiB of f32 in place over every
  *                     rank: the bytes one rank receives (2 b (n - 1) / n,
  *                     the ring's) a second;
@@ -74,6 +77,12 @@ static void mem(void *arg) {
     mc[i] = ma[i] * mb[i];
   __asm__ volatile("" : : "r"(mc) : "memory"); /* the stores are the point */
 }
+static void rng(void *arg) {
+  (void)arg;
+  static int64_t step;
+  int64_t shape[1] = {MEM / 8};
+  gslrt_rng_fill(NULL, mc, GSLRT_NORMAL, 1.0, 0.0, 1, step++, 1, shape, NULL, shape);
+}
 static void allreduce(void *arg) {
   (void)arg;
   MPI_Allreduce(MPI_IN_PLACE, buf, LINK, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -105,7 +114,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < LINK; i++)
     buf[i] = 0.0f;
   double flop = 2.0 * N * N * N;
-  double tf = best(gemm_f32, NULL), tb = best(gemm_bf16, NULL), tm = best(mem, NULL);
+  double tf = best(gemm_f32, NULL), tb = best(gemm_bf16, NULL), tm = best(mem, NULL), tr = best(rng, NULL);
   double tl = n > 1 ? best(latency, NULL) : 0, ta = n > 1 ? best(allreduce, NULL) : 0;
   double received = 2.0 * sizeof(float) * LINK * (n - 1) / n;
   if (rank == 0) {
@@ -114,6 +123,7 @@ int main(int argc, char **argv) {
     printf("gemm_f32_gflops = %.1f\n", flop / tf / 1e9);
     printf("gemm_bf16_gflops = %.1f\n", flop / tb / 1e9);
     printf("memory_gbs = %.2f\n", sizeof(float) * (double)MEM / tm / 1e9);
+    printf("rng_gbs = %.3f\n", sizeof(float) * (double)(MEM / 8) / tr / 1e9);
     if (n > 1) {
       printf("link_gbs = %.2f\n", received / (ta > tl ? ta - tl : ta) / 1e9);
       printf("latency_us = %.1f\n", tl * 1e6);

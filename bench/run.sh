@@ -984,8 +984,113 @@ machine() {
   [ -z "${MACHINE_OUT:-}" ] || cp "$tmp/machine.out" "$MACHINE_OUT" || die "could not write $MACHINE_OUT"
 }
 
+# ---- auto: gslc --auto-shard against the hand-annotated examples ---------------
+# Each example on two devices, annotated by hand (examples/; moe's mesh
+# cut to [d = 2]) and with its mesh alone, sharded by gslc --auto-shard
+# (tests/auto/): the cost model's estimate of each program built
+# (--explain's summary), the search's time and problem size, and the step
+# measured at $MPIEXEC -n 2 from rank 0's --metrics (AUTO_STEPS timed
+# steps after WARMUP, median of REPS runs, hand and auto interleaved).
+# Then the search alone, on 4 and on 64 devices for every example: its
+# time, the whole compile's, and its problem's size.
+auto() {
+  MPIEXEC=${MPIEXEC:-mpiexec}
+  [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
+  set -- ${AUTO_STEPS:-300 150 30}
+  [ $# = 3 ] || die "AUTO_STEPS: expected three numbers (mlp moe lm), got '${AUTO_STEPS:-}'"
+  asteps_mlp=$1 asteps_moe=$2 asteps_lm=$3
+  echo "gslc --auto-shard against the hand-annotated examples: two devices ($MPIEXEC -n 2, one rank a core)," \
+       "timed steps after $WARMUP warm-up steps, median of $REPS runs, hand and auto interleaved"
+  sed 's/^mesh \[d = 4\]/mesh [d = 2]/' "$top/examples/moe.gsl" >"$tmp/moe_hand.gsl"
+  grep -q '^mesh \[d = 2\]' "$tmp/moe_hand.gsl" || die "examples/moe.gsl: no 'mesh [d = 4]' line to cut to two devices"
+  cp "$top/examples/mlp.gsl" "$tmp/mlp_hand.gsl"
+  cp "$top/examples/lm.gsl" "$tmp/lm_hand.gsl"
+  lmdata=
+  if $PYTHON "$top/scripts/lm_data.py" --out "$tmp/lmdata" --batch 8 --seq 64 >"$tmp/lmdata.log" 2>&1; then
+    lmdata="--input tokens=$tmp/lmdata/train.npy"
+  else
+    echo "  lm: skipped (scripts/lm_data.py failed: it needs Debian's fortunes and numpy)"
+  fi
+  # name, -D flags on two devices, timed steps
+  set -- "mlp|-D DP=2 -D MP=1|$asteps_mlp" "mlp|-D DP=1 -D MP=2|$asteps_mlp" "moe|-D D=2|$asteps_moe"
+  [ -z "$lmdata" ] || set -- "$@" "lm|-D DATA=1 -D EXPERT=2|$asteps_lm"
+  : >"$tmp/auto.rows"
+  k=0
+  for c in "$@"; do
+    k=$((k + 1))
+    name=${c%%|*} rest=${c#*|}; flags=${rest%|*} n=${rest#*|}
+    hsrc=$tmp/${name}_hand.gsl
+    [ $name = moe ] && hflags= || hflags=$flags
+    $GSLC $hflags -O2 "$hsrc" -o "$tmp/h$k" || die "gslc failed ($name, hand)"
+    $GSLC $flags -O2 --auto-shard "$top/tests/auto/$name.gsl" -o "$tmp/a$k" || die "gslc --auto-shard failed ($name)"
+    $GSLC $hflags --explain "$hsrc" >"$tmp/h$k.explain" || die "gslc --explain failed ($name, hand)"
+    $GSLC $flags --explain --auto-shard "$top/tests/auto/$name.gsl" >"$tmp/a$k.explain" ||
+      die "gslc --explain --auto-shard failed ($name)"
+    echo "$k|$name|$flags|$n" >>"$tmp/auto.rows"
+  done
+  blas_core "$tmp/h1" "both"
+  auto_once() {  # PROG STEPS [OPTIONS]
+    prog=$1 n=$2; shift 2
+    $MPIEXEC -n 2 "$prog" --quiet --steps $((WARMUP + n)) --log-every 1 --metrics "$tmp/auto.jsonl" "$@" </dev/null \
+      >"$tmp/auto.log" 2>&1 || { cat "$tmp/auto.log" >&2; return 1; }
+    awk -v w=$WARMUP '/"ms_per_step": / { k = $0; sub(/.*"step": /, "", k); k += 0
+        m = $0; sub(/.*"ms_per_step": /, "", m); m += 0; if (k > w) { t += m; n++ } }
+      END { if (n) printf "%.4f\n", t / n; else exit 1 }' "$tmp/auto.jsonl"
+  }
+  : >"$tmp/auto.times"
+  r=1
+  while [ $r -le $REPS ]; do
+    while IFS='|' read -r k name flags n; do
+      opt=; [ $name = lm ] && opt=$lmdata
+      # shellcheck disable=SC2086
+      t=$(auto_once "$tmp/h$k" $n $opt) || die "the hand-annotated $name program failed"
+      echo "$k hand $t" >>"$tmp/auto.times"
+      # shellcheck disable=SC2086
+      t=$(auto_once "$tmp/a$k" $n $opt) || die "the auto-sharded $name program failed"
+      echo "$k auto $t" >>"$tmp/auto.times"
+    done <"$tmp/auto.rows"
+    r=$((r + 1))
+  done
+  est() { sed -n 's/^estimated step per device: \([0-9.]*\) ms.*/\1/p' "$1"; }
+  printf "  %-5s %-22s %6s  %-29s %-29s %9s\n" example "mesh (-D)" steps "hand: model, measured ms" \
+    "auto: model, measured ms" "auto/hand"
+  while IFS='|' read -r k name flags n; do
+    awk -v k=$k -v name=$name -v flags="$flags" -v n=$n -v eh="$(est "$tmp/h$k.explain")" -v ea="$(est "$tmp/a$k.explain")" '
+      function median(w,   c, i, j, x, t) { c = 0; for (i = 1; i <= nt; i++) if (tw[i] == w) x[++c] = tv[i]
+        for (i = 2; i <= c; i++) { t = x[i]; for (j = i - 1; j >= 1 && x[j] > t; j--) x[j + 1] = x[j]; x[j + 1] = t }
+        return c % 2 ? x[(c + 1) / 2] : (x[c / 2] + x[c / 2 + 1]) / 2 }
+      $1 == k { tw[++nt] = $2; tv[nt] = $3 }
+      END { h = median("hand"); a = median("auto")
+        printf "  %-5s %-22s %6d  %8.3f %8.3f %11s %8.3f %8.3f %11s %8.3f\n", name, flags, n, eh, h, "", ea, a, "", a / h }' \
+      "$tmp/auto.times"
+  done <"$tmp/auto.rows"
+  echo "(model: the estimate of --explain's summary, the program built, no overlap; measured: the mean ms/step of" \
+       "the timed steps from rank 0's --metrics, the median over the runs; auto/hand: measured)"
+  echo
+  echo "  the search on 4 and on 64 devices (gslc --auto-shard --emit-ir; sizes summed over its solves):"
+  printf "  %-5s %-42s %8s %9s %8s %8s %9s\n" example "mesh (-D)" "search s" "compile s" columns rows integers
+  for c in "mlp|-D DP=2 -D MP=2" "mlp|-D DP=8 -D MP=8" "moe|-D D=4" "moe|-D D=64 -D G=64 -D E=64" \
+           "lm|-D DATA=2 -D EXPERT=2" "lm|-D DATA=8 -D EXPERT=8 -D B=64"; do
+    name=${c%%|*} flags=${c#*|}
+    s0=$(date +%s.%N)
+    # shellcheck disable=SC2086
+    $GSLC $flags --auto-shard --emit-ir "$top/tests/auto/$name.gsl" -o /dev/null || die "gslc --auto-shard failed ($name $flags)"
+    s1=$(date +%s.%N)
+    # shellcheck disable=SC2086
+    $GSLC $flags --auto-shard --explain "$top/tests/auto/$name.gsl" >"$tmp/s.explain" || die "gslc --explain failed ($name $flags)"
+    sed -n '/^## --auto-shard/{n;p;}' "$tmp/s.explain" | awk -v name=$name -v flags="$flags" -v c="$(awk -v a="$s0" -v b="$s1" 'BEGIN { print b - a }')" '{
+        cols = $0; sub(/ columns.*/, "", cols); sub(/.* /, "", cols)
+        ints = $0; sub(/ integer\).*/, "", ints); sub(/.*\(/, "", ints)
+        rows = $0; sub(/ rows.*/, "", rows); sub(/.* /, "", rows)
+        t = $0; sub(/ s; estimated.*/, "", t); sub(/.* in /, "", t)
+        printf "  %-5s %-42s %8.3f %9.3f %8d %8d %9d\n", name, flags, t, c, cols, rows, ints }'
+  done
+  echo "(search s: the search's wall time as --explain reports it; compile s: the whole gslc run, parsing to" \
+       "the IR written, one sample)"
+}
+
 case $ONLY in
-  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine ;;
+  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine; echo; auto ;;
   gemm) gemm ;;
   machine) machine ;;
   mlp) mlp ;;
@@ -995,5 +1100,6 @@ case $ONLY in
   moe_a2a) moe_a2a ;;
   moe_train) moe_train ;;
   lm) lm ;;
-  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm or machine" ;;
+  auto) auto ;;
+  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm, machine or auto" ;;
 esac

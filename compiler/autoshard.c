@@ -452,7 +452,7 @@ static double local_bytes(const Program *p, const Value *v, const Sharding *sh) 
 static double compute_seconds(const Auto *A, const Class *c, const Strat *st, const Value *v, const Sharding *sh,
                               const Sharding *in_sh) {
   const Program *p = A->p;
-  if (v->op == OP_PARAM || v->op == OP_INPUT) /* ties go to the layout that holds fewer bytes a device */
+  if (v->op == OP_PARAM) /* ties go to the layout that holds fewer bytes a device */
     return local_bytes(p, v, sh) * TIE_SECONDS_PER_BYTE;
   Shape local = shard_local_shape(p, &v->shape, sh), args[GSL_MAX_RANK];
   const Shape *argp[GSL_MAX_RANK] = {0};
@@ -461,7 +461,8 @@ static double compute_seconds(const Auto *A, const Class *c, const Strat *st, co
     args[k] = shard_local_shape(p, &v->args[k]->shape, &need);
     argp[k] = &args[k];
   }
-  return machine_op_seconds(A->m, v, &local, argp);
+  double t = machine_op_seconds(A->m, p, v, &local, argp);
+  return v->op == OP_INPUT ? t + local_bytes(p, v, sh) * TIE_SECONDS_PER_BYTE : t;
 }
 
 /* the seconds of an all-reduce of v's local bytes under sh over the axes of mask */

@@ -671,6 +671,7 @@ void ad_train(Program *p);
 typedef struct Machine {
   double gemm_flops[3];            /* matrix products, FLOP/s, by the operands' DType */
   double mem_bytes_per_s;          /* every other op: bytes written (or read) a second */
+  double rng_bytes_per_s;          /* random draws: bytes written a second */
   double link_bytes_per_s;         /* bytes a device receives in a collective, a second */
   double axis_link[GSL_MAX_AXES];  /* the same over one mesh axis; 0: link_bytes_per_s */
   double latency_s;                /* the fixed cost of a collective */
@@ -684,9 +685,13 @@ double machine_link(const Machine *m, int axis); /* bytes a second over mesh axi
 /* The seconds op v takes on one device where its result has shape local
  * and its operand k shape args[k] (every op's rule: an einsum's FLOPs at
  * the GEMM rate of its operands' dtype; any other op's bytes written, a
- * reduction's read, at the memory rate; layouts that fuse into their
- * users, sources and collectives nothing). */
-double machine_op_seconds(const Machine *m, const Value *v, const Shape *local, const Shape *const *args);
+ * reduction's read, at the memory rate; a draw's bytes at the rate of
+ * draws, as an input's with a random initializer (drawn each step unless
+ * --input binds a file; any other input's read or filled at the memory
+ * rate); layouts that fuse into their users, other sources and
+ * collectives nothing). */
+double machine_op_seconds(const Machine *m, const Program *p, const Value *v, const Shape *local,
+                          const Shape *const *args);
 
 /* ---- sharding.c: the sharding algebra, resharding plans, their cost ------- */
 

@@ -8,6 +8,8 @@
  *   gemm_bf16_gflops = 225    the same with bf16 operands
  *   memory_gbs = 6            every other op: GB/s of the bytes it writes
  *                             (a reduce: that it reads)
+ *   rng_gbs = 0.1             random draws (an input or a dropout mask
+ *                             drawn each step): GB/s of the draws written
  *   link_gbs = 2.2            bytes a device receives in a collective, GB/s
  *   link_gbs.AXIS = 2.2       the same over mesh axis AXIS (a group of
  *                             several axes: the slowest of them)
@@ -16,7 +18,9 @@
  * (2 cores, one rank a core, MPICH over shared memory), as `ONLY=machine
  * make bench` (bench/machine.c) measured them on 2026-11-26: 112.5 and
  * 224.8 GFLOP/s through libgslrt's kernels at 512^3, 5.97 GB/s written,
- * 2.24 GB/s received in a 4 MiB all-reduce, 0.4 us for one of a float. */
+ * 2.24 GB/s received in a 4 MiB all-reduce, 0.4 us for one of a float;
+ * and 0.099 GB/s of normal draws (40 ns a float: ten Philox rounds and
+ * Box-Muller in double) the same day later. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +34,13 @@ void machine_default(Machine *m) {
   m->gemm_flops[DT_BF16] = 225e9;
   m->gemm_flops[DT_I32] = 112e9;
   m->mem_bytes_per_s = 6e9;
+  m->rng_bytes_per_s = 0.1e9;
   m->link_bytes_per_s = 2.2e9;
   m->latency_s = 0.4e-6;
 }
 
-double machine_op_seconds(const Machine *m, const Value *v, const Shape *local, const Shape *const *args) {
+double machine_op_seconds(const Machine *m, const Program *p, const Value *v, const Shape *local,
+                          const Shape *const *args) {
   if (v->op == OP_EINSUM) { /* 2 FLOP for each point of its letters' (local) space */
     char seen[2 * GSL_MAX_RANK + 1] = {0};
     double flops = 2;
@@ -50,7 +56,11 @@ double machine_op_seconds(const Machine *m, const Value *v, const Shape *local, 
   const OpInfo *oi = ir_op(v->op);
   double bytes = (double)dtype_size(v->dtype) * (double)shape_elems(local);
   if (v->op == OP_RNG)
-    return bytes / m->mem_bytes_per_s;
+    return bytes / m->rng_bytes_per_s;
+  if (v->op == OP_INPUT) { /* each step: its tile drawn (without --input), else read or filled */
+    InitKind k = p->tensors[v->tensor].init;
+    return bytes / (k == INIT_NORMAL || k == INIT_UNIFORM ? m->rng_bytes_per_s : m->mem_bytes_per_s);
+  }
   if (oi->cls == OC_SOURCE || oi->cls == OC_ANNOTATION || (oi->flags & (OF_INDEX_MAP | OF_SPMD)) ||
       v->op == OP_RESHAPE)
     return 0; /* fused into their users, no work, or communication */
@@ -81,7 +91,8 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
     diag_fatal("--machine %s: %s", path, strerror(errno));
     return false;
   }
-  static const char *const keys[] = {"gemm_f32_gflops", "gemm_bf16_gflops", "memory_gbs", "link_gbs", "latency_us"};
+  static const char *const keys[] = {"gemm_f32_gflops", "gemm_bf16_gflops", "memory_gbs", "link_gbs", "latency_us",
+                                     "rng_gbs"};
   bool seen[8 + GSL_MAX_AXES] = {false};
   char line[512];
   int lineno = 0;
@@ -110,7 +121,7 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
       break;
     }
     int k = -1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
       if (!strcmp(key, keys[i]))
         k = i;
     if (k < 0 && !strncmp(key, "link_gbs.", 9))
@@ -118,8 +129,8 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
         if (!strcmp(key + 9, axes[a]))
           k = 8 + a;
     if (k < 0) {
-      diag_fatal("--machine %s:%d: unknown key '%s' (gemm_f32_gflops, gemm_bf16_gflops, memory_gbs, link_gbs, "
-                 "link_gbs.AXIS for an axis of the mesh, latency_us)", path, lineno, key);
+      diag_fatal("--machine %s:%d: unknown key '%s' (gemm_f32_gflops, gemm_bf16_gflops, memory_gbs, rng_gbs, "
+                 "link_gbs, link_gbs.AXIS for an axis of the mesh, latency_us)", path, lineno, key);
       ok = false;
       break;
     }
@@ -135,6 +146,7 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
     case 2: m->mem_bytes_per_s = x * 1e9; break;
     case 3: m->link_bytes_per_s = x * 1e9; break;
     case 4: m->latency_s = x * 1e-6; break;
+    case 5: m->rng_bytes_per_s = x * 1e9; break;
     default: m->axis_link[k - 8] = x * 1e9; break;
     }
   }

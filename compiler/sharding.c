@@ -439,6 +439,6 @@ void shard_estimate(const Program *s, const Machine *m, double *compute, double 
     }
     for (int k = 0; k < v->nargs && k < (int)(sizeof args / sizeof *args); k++)
       args[k] = &v->args[k]->shape;
-    *compute += machine_op_seconds(m, v, &v->shape, args);
+    *compute += machine_op_seconds(m, s, v, &v->shape, args);
   }
 }

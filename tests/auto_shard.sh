@@ -4,7 +4,8 @@
 # outputs as one device, determinism, and --machine's errors.
 #
 # The plans, with the rates of ref.machine below (100 GFLOP/s f32
-# products, 5 GB/s of memory, 4 GB/s links, 20 us a collective):
+# products, 5 GB/s of memory, 0.1 GB/s of random draws, 4 GB/s links,
+# 20 us a collective):
 #   - a batch-heavy MLP (x f32[8192, 256], w1 [256, 256], w2 [256, 256]):
 #     each product is 2 * 8192 * 256 * 256 = 1.07 GFLOP, 10.7 ms whole;
 #     data parallel halves it (quarters it on 2 x 2) for an all-reduce of
@@ -36,10 +37,31 @@ cat >"$work/ref.machine" <<'EOF2'
 gemm_f32_gflops = 100
 gemm_bf16_gflops = 200
 memory_gbs = 5
+rng_gbs = 0.1
 link_gbs = 4
 latency_us = 20
 EOF2
 REF="--machine $work/ref.machine"
+
+# An input with a random initializer is drawn anew each step (without
+# --input), at the rate of draws; one without, read at the memory rate.
+# Each of x and z holds 512 x 1024 floats a device (2 MiB): x drawn at
+# 0.001 GB/s takes 2097.152 ms, z read and y written at 5 GB/s 0.419 ms
+# each: 2097.991 ms computing.
+cat >"$work/draw.gsl" <<'EOF2'
+mesh [d = 2]
+input x: f32[1024, 1024] shard([d, _]) = normal(1.0)
+input z: f32[1024, 1024] shard([d, _])
+let y = x + z
+output y
+EOF2
+printf 'memory_gbs = 5\nrng_gbs = 0.001\n' >"$work/draw.machine"
+if "$GSLC" --explain --machine "$work/draw.machine" "$work/draw.gsl" >"$work/draw.explain" 2>&1 &&
+   grep -q '^estimated step per device: 2097.991 ms, 2097.991 computing and 0.000 communicating' "$work/draw.explain"; then
+  pass "a drawn input is priced at rng_gbs, a read one at memory_gbs: 2097.991 ms"
+else
+  fail "the drawn input's price:"; tail -1 "$work/draw.explain"
+fi
 
 # sharding NAME FILE: the {...} of NAME's declaration line in --emit-ir
 sharding() { sed -n "s/^%[0-9]* $1: [a-z0-9]*\[[0-9, ]*\] \(.*\) = \(param\|input\) .*/\1/p" "$2"; }
