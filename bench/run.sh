@@ -48,7 +48,10 @@
 # GEMM_SHAPES, MPICC LIBGSLRT, GEMM_LIBS: the runtime's libraries, default
 # RT_LIBS); ONLY=machine measures the rates of gslc --auto-shard's cost
 # model and prints them as a machine file (bench/machine.c; BENCH_REPS,
-# MACHINE_OUT: a file to write it to too).
+# MACHINE_OUT: a file to write it to too); ONLY=auto compares gslc
+# --auto-shard's plans of the examples with the hand-annotated ones at
+# -np 2 (AUTO_STEPS: timed steps of mlp, moe and lm, default "300 150 80";
+# WARMUP REPS MPIEXEC) and times the search on 4 and 64 devices.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -996,7 +999,7 @@ machine() {
 auto() {
   MPIEXEC=${MPIEXEC:-mpiexec}
   [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
-  set -- ${AUTO_STEPS:-300 150 30}
+  set -- ${AUTO_STEPS:-300 150 80}
   [ $# = 3 ] || die "AUTO_STEPS: expected three numbers (mlp moe lm), got '${AUTO_STEPS:-}'"
   asteps_mlp=$1 asteps_moe=$2 asteps_lm=$3
   echo "gslc --auto-shard against the hand-annotated examples: two devices ($MPIEXEC -n 2, one rank a core)," \
