@@ -212,7 +212,7 @@ awk 'BEGIN { x = 5; for (i = 0; i < 2 * 36; i++) { x = (1103515245 * x + 12345) 
   "$NPYTOOL" write windows.npy i32 2,4,9 - || { fail "cannot write windows.npy"; exit 1; }
 run train 2 ./lm2 --steps 2 --quiet --input tokens=windows.npy --checkpoint ck
 [ $rc -eq 0 ] || { fail "training examples/lm.gsl: $(cat train.err)"; exit 1; }
-ls -la ck >ck.before
+ls -lAR --time-style=full-iso ck >ck.before
 for np in 1 2; do
   run lmg$np $np ./lm$np --checkpoint ck --generate 12 --top-k 1 --prompt "The "
   [ $rc -eq 0 ] && [ "$(wc -c <lmg$np.out)" -eq 12 ] || fail "lm on $np device(s), --top-k 1: status $rc, $(wc -c <lmg$np.out) bytes: $(cat lmg$np.err)"
@@ -223,6 +223,6 @@ for np in 1 2; do
 done
 cmp -s lmg1.out lmg2.out || fail "lm, --top-k 1: '$(bytes lmg1.out)' on 1 device, '$(bytes lmg2.out)' on 2"
 cmp -s lms1.out lms2.out || fail "lm, sampled: '$(bytes lms1.out)' on 1 device, '$(bytes lms2.out)' on 2"
-ls -la ck | cmp -s - ck.before || fail "generation changed the checkpoint directory"
+ls -lAR --time-style=full-iso ck | cmp -s - ck.before || fail "generation changed the checkpoint directory"
 [ $status -eq 0 ] && pass "examples/lm.gsl: 12 bytes from a checkpoint, greedy and sampled, the same on 1 and 2 devices"
 exit $status
