@@ -196,7 +196,7 @@ static Sharding follow_sh(const Program *p, const Value *v, const Sharding *sh) 
     r = shard_through(v, sh, false);
     break;
   case OP_RESHAPE:
-    r = shard_reshape(sh, &a->shape, &v->shape);
+    r = shard_reshape(p, sh, &a->shape, &v->shape);
     break;
   case OP_SLICE:
   case OP_CUMSUM:
@@ -226,7 +226,7 @@ static Sharding follow_sh(const Program *p, const Value *v, const Sharding *sh) 
 /* What follower v needs operand k to be when v has sharding sh (the
  * partitioner's natural form; a reduce's with its reduced dims whole: the
  * search prices the cut ones itself, class_cost). */
-static Sharding follow_need(const Value *v, int k, const Sharding *sh) {
+static Sharding follow_need(const Program *p, const Value *v, int k, const Sharding *sh) {
   const Value *a = v->args[k];
   Sharding w = {0};
   switch (v->op) {
@@ -234,8 +234,8 @@ static Sharding follow_need(const Value *v, int k, const Sharding *sh) {
   case OP_BROADCAST:
     return shard_through(v, sh, true);
   case OP_RESHAPE: {
-    w = shard_reshape(sh, &v->shape, &a->shape);
-    Sharding back = shard_reshape(&w, &a->shape, &v->shape);
+    w = shard_reshape(p, sh, &v->shape, &a->shape);
+    Sharding back = shard_reshape(p, &w, &a->shape, &v->shape);
     if (!shard_eq(&back, sh, v->shape.rank))
       memset(&w, 0, sizeof w); /* reshaped whole, then cut */
     return w;
@@ -490,7 +490,7 @@ static bool defers(const Auto *A, const Class *c, const Sharding *msh, const Val
     return false;
   if (w->op == OP_REDUCE)
     return true;
-  Sharding need = follow_need(w, k, &msh[A->midx[u]]);
+  Sharding need = follow_need(A->p, w, k, &msh[A->midx[u]]);
   (void)c;
   return shard_eq(&need, sh, v->shape.rank);
 }
@@ -536,7 +536,7 @@ static double class_cost(Auto *A, Class *c, int s, Sharding *msh) {
           got |= cutr;
         }
       } else {
-        Sharding need = follow_need(v, k, sh);
+        Sharding need = follow_need(p, v, k, sh);
         t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &need);
       }
     }
@@ -639,7 +639,7 @@ static Sharding need_of(const Auto *A, const Value *v, int k, int t) {
   const Class *c = &A->c[A->cls[v->id]];
   if (c->root == v)
     return root_need(A->p, c, &c->st[t], k);
-  return follow_need(v, k, member_sh(A, v->id, t));
+  return follow_need(A->p, v, k, member_sh(A, v->id, t));
 }
 
 /* Index of sh among the n shardings of list (rank r), appending it if new. */
@@ -1191,7 +1191,7 @@ static void fit_to_uses(Auto *A) {
       const Value *u = p->values[list[2 * j]];
       int k = list[2 * j + 1];
       const Class *cu = &A->c[A->cls[u->id]];
-      Sharding need = cu->root == u ? root_need(p, cu, &cu->st[cu->chosen], k) : follow_need(u, k, &u->sh);
+      Sharding need = cu->root == u ? root_need(p, cu, &cu->st[cu->chosen], k) : follow_need(p, u, k, &u->sh);
       need.partial = 0;
       if (j == first[i])
         want = need;

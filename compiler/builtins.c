@@ -172,14 +172,15 @@ bool sema_check_sharding(Sema *s, const Sharding *sh, const Shape *shape, const 
     int64_t shards = 1;
     for (int j = 0; j < sh->naxes[i]; j++)
       shards *= s->p->mesh.size[sh->axes[i][j]];
-    if (shape->d[i] % shards != 0) {
+    if (shape->d[i] < shards) {
       const char *axes = "";
       for (int j = 0; j < sh->naxes[i]; j++) {
         int ax = sh->axes[i][j];
         axes = arena_printf(s->p->arena, "%s%s%s = %" PRId64, axes, j ? ", " : "", s->p->mesh.name[ax],
                             s->p->mesh.size[ax]);
       }
-      sema_error(s, sp, "dimension %d of %s (size %" PRId64 ") is not divisible by its %" PRId64 " shards (mesh axes %s)",
+      sema_error(s, sp, "dimension %d of %s (size %" PRId64 ") cannot be cut into %" PRId64 " shards (mesh axes %s): "
+                 "every shard would need at least one element",
            i, what, shape->d[i], shards, axes);
       return false;
     }

@@ -51,23 +51,30 @@ void cg_emit_collective(CG *g, const Value *v) {
                      : v->op == OP_REDUCE_SCATTER ? "gslrt_reduce_scatter"
                      : r                          ? "gslrt_all_to_all_rider"
                                                   : "gslrt_all_to_all";
-  LLVMValueRef args[16] = {g->ctx_arg,
+  /* the gathered or joined dim's true extent: uneven tiles arrive padded
+   * and are joined without their padding (gslrt.h) */
+  LLVMValueRef args[18] = {g->ctx_arg,
                            group_id(g, v),
                            cg_ci32(g, cg_rt_dtype(v->dtype)),
                            raw_buffer(g, a),
                            raw_buffer(g, v),
                            cg_ci32(g, a->shape.rank),
                            cg_shape_array(g, &a->shape),
-                           cg_ci32(g, v->axis),
-                           cg_ci32(g, v->axis2)};
-  int n = v->op == OP_ALL_TO_ALL ? 9 : 8;
+                           cg_ci32(g, v->axis)};
+  int n = 8;
+  if (v->op == OP_ALL_GATHER)
+    args[n++] = cg_ci64(g, v->shape.d[v->axis]);
+  if (v->op == OP_ALL_TO_ALL) {
+    args[n++] = cg_ci32(g, v->axis2);
+    args[n++] = cg_ci64(g, v->shape.d[v->axis2]);
+  }
   if (r) {
     const Value *ra = r->args[0];
-    LLVMValueRef more[7] = {cg_ci32(g, cg_rt_dtype(r->dtype)), raw_buffer(g, ra), raw_buffer(g, r),
+    LLVMValueRef more[8] = {cg_ci32(g, cg_rt_dtype(r->dtype)), raw_buffer(g, ra), raw_buffer(g, r),
                             cg_ci32(g, ra->shape.rank), cg_shape_array(g, &ra->shape), cg_ci32(g, r->axis),
-                            cg_ci32(g, r->axis2)};
+                            cg_ci32(g, r->axis2), cg_ci64(g, r->shape.d[r->axis2])};
     memcpy(args + n, more, sizeof more);
-    n += 7;
+    n += 8;
   }
   cg_call(g, name, g->t_void, n, args);
 }

@@ -88,11 +88,29 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
       ai[i] = idx[i];
     ai[v->axis].k += v->start;
     return cg_elem_at(g, a, ai);
-  case OP_LOCAL_SLICE:
+  case OP_LOCAL_SLICE: {
     for (int i = 0; i < v->shape.rank; i++)
       ai[i] = idx[i];
     ai[v->axis].dev[g->groups[g->vgroup[v->id]].slot] += v->shape.d[v->axis];
-    return cg_elem_at(g, a, ai);
+    if (!shard_slice_past(g->p, v))
+      return cg_elem_at(g, a, ai);
+    /* uneven tiles: the last blocks reach past the operand's end; there
+     * the load is of element 0 and the result 0 (the plan gave the
+     * operand a buffer) */
+    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSLT, cg_aff_value(g, &ai[v->axis]), cg_ci64(g, a->shape.d[v->axis]), "");
+    Aff lin = cg_linear_of(&a->shape, ai);
+    LLVMValueRef at = LLVMBuildSelect(b, in, cg_aff_value(g, &lin), cg_ci64(g, 0), "");
+    LLVMValueRef x = cg_load_lin(g, cg_buffer_of(g, a), a->dtype, at);
+    return LLVMBuildSelect(b, in, x, a->dtype == DT_I32 ? cg_ci32(g, 0) : cg_cf32(g, 0.0), "");
+  }
+  case OP_PAD_MASK: { /* the element's global index along axis: past the dim's end, padding */
+    for (int i = 0; i < v->shape.rank; i++)
+      ai[i] = idx[i];
+    ai[v->axis].dev[g->groups[g->vgroup[v->id]].slot] += v->shape.d[v->axis];
+    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSLT, cg_aff_value(g, &ai[v->axis]), cg_ci64(g, v->gshape.d[v->axis]), "");
+    LLVMValueRef fill = v->dtype == DT_I32 ? cg_ci32(g, v->ival) : cg_cf32(g, v->fval);
+    return LLVMBuildSelect(b, in, cg_elem_at(g, a, idx), cg_convert(g, fill, v->dtype == DT_I32 ? DT_I32 : DT_F32, v->dtype), "");
+  }
   case OP_ONE_HOT: {
     int r = v->shape.rank - 1;
     LLVMValueRef k = LLVMBuildSExt(b, cg_elem_at(g, a, idx), g->t_i64, "");

@@ -83,8 +83,8 @@ static bool collect_groups(CG *g) {
   for (int i = 0; i < p->nvalues; i++) {
     const Value *v = p->values[i];
     g->vgroup[i] = -1;
-    if (ir_op(v->op)->cls == OC_COLLECTIVE || v->op == OP_LOCAL_SLICE)
-      g->vgroup[i] = find_group(g, v->ngroup, v->group, v->op == OP_LOCAL_SLICE, &ok);
+    if (ir_op(v->op)->cls == OC_COLLECTIVE || ir_op(v->op)->cls == OC_LOCAL)
+      g->vgroup[i] = find_group(g, v->ngroup, v->group, ir_op(v->op)->cls == OC_LOCAL, &ok);
     g->vgroup2[i] = v->op == OP_COLLECTIVE_PERMUTE ? find_group(g, v->ngroup, v->group2, false, &ok) : -1;
     if (v->op == OP_RNG)
       for (int d = 0; d < v->shape.rank; d++)
@@ -147,7 +147,8 @@ static void emit_value(CG *g, const Value *v) {
   case OP_SLICE:
   case OP_ONE_HOT:
   case OP_ANNOTATE:
-  case OP_LOCAL_SLICE: cg_emit_map(g, v); break;
+  case OP_LOCAL_SLICE:
+  case OP_PAD_MASK: cg_emit_map(g, v); break;
   default: die("no code for %s %%%d", op_name(v->op), v->id);
   }
 }

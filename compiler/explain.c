@@ -198,7 +198,7 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
   int n = 0;
   for (int i = 0; i < s->nvalues; i++) {
     const Value *v = s->values[i];
-    if (!(ir_op(v->op)->flags & OF_SPMD)) /* collectives and local slices */
+    if (!(ir_op(v->op)->flags & OF_SPMD) || v->op == OP_PAD_MASK) /* collectives and local slices */
       continue;
     const char *axes = "";
     for (int j = 0; j < v->ngroup; j++)

@@ -701,13 +701,26 @@ uint32_t shard_all_axes(const Sharding *sh, int rank);   /* bitmask of the axes 
 void shard_copy_dim(Sharding *to, int dt, const Sharding *from, int df); /* to's dim dt := from's df */
 int64_t shard_group_size(const Program *p, const uint8_t *axes, int n); /* devices in a group of mesh axes */
 int64_t shard_shards(const Program *p, const Sharding *sh, int dim);    /* devices dim is cut over */
+/* The tile a device holds: a dim of n cut over k devices has ceil(n / k)
+ * elements, shard j's real ones (global [j c, min(n, (j + 1) c))) first,
+ * padding after: the same shape on every device (gsl.7, SHARDING). */
 Shape shard_local_shape(const Program *p, const Shape *global, const Sharding *sh);
+/* The dims of a value of global shape `global` whose shards do not divide
+ * them (bitmask): its tiles end in padding on some device. */
+uint32_t shard_padded(const Program *p, const Shape *global, const Sharding *sh);
+/* SPMD local slice v's last blocks reach past its operand's end (uneven
+ * tiles of a whole dim): those elements are 0, and the operand is read
+ * from a buffer (plan.c gives it one). */
+bool shard_slice_past(const Program *s, const Value *v);
 /* Fits an offered sharding to shape s: drops its partial sums, an axis used
- * twice, and each dimension's axes from the first its size is not divisible by. */
+ * twice, and each dimension's axes from the first that would leave a shard
+ * without an element. */
 void shard_fit(const Program *p, Sharding *sh, const Shape *s);
 /* A reshape from `from` to `to` carries a split of a group's first real
- * dimension (size > 1) onto the other side's; other splits are dropped. */
-Sharding shard_reshape(const Sharding *sh, const Shape *from, const Shape *to);
+ * dimension (size > 1) onto the other side's, where the tiles on both
+ * sides hold the same elements (uneven splits rarely do); other splits
+ * are dropped. */
+Sharding shard_reshape(const Program *p, const Sharding *sh, const Shape *from, const Shape *to);
 /* Through transpose or broadcast v: its result's sharding when its
  * operand has sh, or (back) the operand's sharding that gives its result
  * sh; a broadcast's new and stretched dims stay whole. No partial sums. */
@@ -725,11 +738,11 @@ typedef struct ShardStep {
 
 #define SHARD_MAX_STEPS (4 * GSL_MAX_RANK + 2) /* most steps a plan takes */
 
-/* Plans the resharding of a value of the given rank from `from` to `to`
- * into steps; returns their number (0: the shardings are equal). `to` may
- * keep some of from's partial sums pending (over axes it cuts no dim
+/* Plans the resharding of a value of global shape gshape from `from` to
+ * `to` into steps; returns their number (0: the shardings are equal). `to`
+ * may keep some of from's partial sums pending (over axes it cuts no dim
  * with); the others are resolved. Steps over axes of size 1 are kept. */
-int shard_plan(const Program *p, const Sharding *from, const Sharding *to, int rank, ShardStep *steps);
+int shard_plan(const Program *p, const Shape *gshape, const Sharding *from, const Sharding *to, ShardStep *steps);
 /* Bytes one device receives for one step of kind op, with `in` local input
  * bytes, over a group of n devices. */
 int64_t shard_step_bytes(Op op, int64_t in, int64_t n);

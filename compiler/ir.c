@@ -1194,6 +1194,14 @@ static void print_attrs(FILE *f, Arena *tmp, const Program *p, const Value *v) {
     fprintf(f, " dim %d over ", v->axis);
     print_group(f, p, v->group, v->ngroup);
     break;
+  case OP_PAD_MASK:
+    fprintf(f, " dim %d over ", v->axis);
+    print_group(f, p, v->group, v->ngroup);
+    if (v->dtype == DT_I32)
+      fprintf(f, " padding %lld", (long long)v->ival);
+    else
+      fprintf(f, " padding %g", v->fval);
+    break;
   case OP_COLLECTIVE_PERMUTE:
     fprintf(f, " dim %d over ", v->axis);
     print_group(f, p, v->group, v->ngroup);

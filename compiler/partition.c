@@ -20,6 +20,7 @@
  *
  * The SPMD program is built with the rewriter (ir_rewrite): each global
  * value maps to its SPMD value, in the value's sharding. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,11 +82,32 @@ static void set_group(Value *v, const uint8_t *axes, int n) {
   v->ngroup = n;
 }
 
+/* x with its padding along each of `dims` that its tiles pad (uneven
+ * cuts, gsl.7 SHARDING) set to fill: the identity of the reduction or
+ * contraction about to read it, so that the padding never contributes
+ * (a select, not a product: padding may hold anything, even a NaN). */
+static Value *masked(Part *P, Value *x, uint32_t dims, double fill, Span sp) {
+  uint32_t pad = dims & shard_padded(P->s, &x->gshape, &x->sh);
+  for (int d = 0; d < x->gshape.rank; d++) {
+    if (!(pad & (1u << d)))
+      continue;
+    Value *m = emit(P, NULL, OP_PAD_MASK, x->dtype, x->gshape, &x->sh, sp, 1, &x);
+    m->pass = P->at ? P->at->pass : PASS_UPDATE;
+    m->site = P->at ? P->at->site : m->site;
+    m->axis = d;
+    m->fval = fill;
+    m->ival = fill > 2147483647.0 ? 2147483647 : fill < -2147483648.0 ? -2147483647 - 1 : (int64_t)fill;
+    set_group(m, x->sh.axes[d], x->sh.naxes[d]);
+    x = m;
+  }
+  return x;
+}
+
 /* Reshards x to t (which has no partial sums); the collectives it inserts
  * are charged to the consumer at span sp, for the reason why. */
 static Value *reshard(Part *P, Value *x, const Sharding *t, Span sp, const char *why) {
   ShardStep steps[SHARD_MAX_STEPS];
-  int n = shard_plan(P->s, &x->sh, t, x->gshape.rank, steps);
+  int n = shard_plan(P->s, &x->gshape, &x->sh, t, steps);
   for (int i = 0; i < n; i++) {
     /* over axes of size 1 the data is already where it must be: only the
      * sharding's name for it changes */
@@ -237,6 +259,13 @@ static Value *part_einsum(Part *P, const Value *v) {
   Layout a = einsum_layout(P, v, &z, false), b = einsum_layout(P, v, &z, true);
   const Layout *L = b.cost < a.cost ? &b : &a;
   Value *ops[3] = {operand(P, v, 0, &L->want[0]), operand(P, v, 1, &L->want[1])};
+  for (int k = 0; k < 2; k++) { /* padding along a contracted letter contributes nothing */
+    uint32_t con = 0;
+    for (int i = 0; z.in[k][i]; i++)
+      if (!strchr(z.out, z.in[k][i]))
+        con |= 1u << i;
+    ops[k] = masked(P, ops[k], con, 0.0, v->span);
+  }
   if (z.fill[0]) { /* the fill counts follow the cuts of their letters in the operand that has them */
     Sharding fs = {0};
     for (int i = 0; z.fill[i]; i++) {
@@ -282,7 +311,7 @@ static Value *part_reduce(Part *P, const Value *v) {
     want.partial = keep;
     rs.partial |= keep;
   }
-  Value *o = operand(P, v, 0, &want);
+  Value *o = masked(P, operand(P, v, 0, &want), v->rmask, v->fn == RF_SUM ? 0.0 : -INFINITY, v->span);
   Value *r = emit_like(P, v, &rs, &o);
   if (maxed) {
     uint8_t axes[GSL_MAX_AXES];
@@ -391,8 +420,10 @@ static Value *part_route(Part *P, const Value *v) {
   const Route *R = b.cost < a.cost && shard_shards(P->s, &b.tok, 0) * shard_shards(P->s, &b.tok, 2) >= wa ? &b : &a;
   Value *args[4];
   args[0] = operand(P, v, 0, in ? &R->tok : &R->big);
+  /* padded tokens (groups cut unevenly) route nowhere: expert 0, slot -1
+   * (a dropped choice), weight 0 */
   for (int k = 1; k < v->nargs; k++)
-    args[k] = operand(P, v, k, &R->routes);
+    args[k] = masked(P, operand(P, v, k, &R->routes), ~0u, k == 2 ? -1.0 : 0.0, v->span);
   return finish(P, v, emit_like(P, v, in ? &R->big : &R->tok, args));
 }
 
@@ -420,14 +451,17 @@ static Value *part_scatter_add(Part *P, const Value *v) {
   }
   for (int i = 1; i < v->shape.rank; i++)
     shard_copy_dim(&ss, ix->shape.rank + i - 1, &v->sh, i);
-  Value *args[2] = {operand(P, v, 0, &ss), operand(P, v, 1, &is)};
+  /* padded indices add zeros to row 0 */
+  uint32_t idims = (1u << ix->shape.rank) - 1;
+  Value *args[2] = {masked(P, operand(P, v, 0, &ss), idims, 0.0, v->span),
+                    masked(P, operand(P, v, 1, &is), ~0u, 0.0, v->span)};
   return finish(P, v, emit_like(P, v, &rs, args));
 }
 
 static Value *part_reshape(Part *P, const Value *v) {
   const Value *a = v->args[0];
-  Sharding want = shard_reshape(&v->sh, &v->shape, &a->shape);
-  Sharding back = shard_reshape(&want, &a->shape, &v->shape);
+  Sharding want = shard_reshape(P->s, &v->sh, &v->shape, &a->shape);
+  Sharding back = shard_reshape(P->s, &want, &a->shape, &v->shape);
   if (shard_eq(&back, &v->sh, v->shape.rank)) {
     uint32_t keep = pending(P, v, 0, &want); /* a reshape is linear */
     want.partial = keep;
@@ -481,7 +515,9 @@ static Value *part_value(Part *P, const Value *v) {
       shard_copy_dim(&is, i, &v->sh, i);
     for (int i = 1; i < t->shape.rank; i++)
       shard_copy_dim(&ts, i, &v->sh, ix->shape.rank + i - 1);
-    Value *args[2] = {operand(P, v, 0, &ts), operand(P, v, 1, &is)};
+    /* padded indices read row 0 (padding may hold any number, and the
+     * code checks every index it reads) */
+    Value *args[2] = {operand(P, v, 0, &ts), masked(P, operand(P, v, 1, &is), ~0u, 0.0, v->span)};
     return emit_like(P, v, &v->sh, args);
   }
   case OP_SCATTER_ADD:
@@ -501,6 +537,7 @@ static Value *part_value(Part *P, const Value *v) {
   case OP_ALL_TO_ALL:
   case OP_COLLECTIVE_PERMUTE:
   case OP_LOCAL_SLICE:
+  case OP_PAD_MASK:
   case OP__COUNT:
     break;
   }
@@ -538,10 +575,11 @@ Program *spmd_partition(const Program *g) {
     if (o->kind != OUT_UPDATE)
       continue;
     const Tensor *t = &s->tensors[o->tensor];
-    if (shard_eq(&o->value->sh, &t->sh, t->shape.rank))
-      continue;
-    o->value = reshard(&P, o->value, &t->sh, o->value->span,
-                       arena_printf(s->arena, "the update of %s goes back to its sharding", t->name));
+    if (!shard_eq(&o->value->sh, &t->sh, t->shape.rank))
+      o->value = reshard(&P, o->value, &t->sh, o->value->span,
+                         arena_printf(s->arena, "the update of %s goes back to its sharding", t->name));
+    /* a param's or state's padding stays zero: never updated, never decayed */
+    o->value = masked(&P, o->value, ~0u, 0.0, o->value->span);
   }
   ir_count_uses(s);
   free(P.linear);

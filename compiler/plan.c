@@ -90,6 +90,10 @@ static void decide_buffers(Plan *pl, const Program *p) {
     output[p->outputs[i].value->id] = true;
   }
   int *depth = xcalloc((size_t)(n > 0 ? n : 1), sizeof *depth); /* ops fused into one element's expression */
+  bool *guarded = xcalloc((size_t)(n > 0 ? n : 1), sizeof *guarded); /* read by a local slice past its end */
+  for (int i = 0; i < n; i++)
+    if (shard_slice_past(p, p->values[i]))
+      guarded[p->values[i]->args[0]->id] = true;
   for (int i = 0; i < n; i++) {
     const Value *v = p->values[i];
     const Value *a = v->nargs ? v->args[0] : NULL;
@@ -99,7 +103,9 @@ static void decide_buffers(Plan *pl, const Program *p) {
      * is broadcast over, it would be computed again for every element (an
      * optimizer's pow(b1, t), say) */
     bool scalar = v->nargs && v->op != OP_CONST && !pl->cheap[i] && shape_elems(&v->shape) == 1;
-    pl->mat[i] = (fl & OF_BUFFER) || output[i] || (pl->uses[i] > 1 && !pl->cheap[i]) || scalar;
+    pl->mat[i] = (fl & OF_BUFFER) || output[i] || (pl->uses[i] > 1 && !pl->cheap[i]) || scalar || guarded[i];
+    if (guarded[i])
+      pl->cheap[i] = false;
     if (pl->mat[i])
       continue;
     for (int j = 0; j < v->nargs; j++)
@@ -112,6 +118,7 @@ static void decide_buffers(Plan *pl, const Program *p) {
     }
   }
   free(depth);
+  free(guarded);
   for (int i = n - 1; i >= 0; i--) {
     const Value *v = p->values[i];
     if (!pl->mat[i] && pl->uses[i] == 0)
@@ -732,21 +739,42 @@ static int64_t outer(const Shape *s, int dim) {
 /* The scratch space runtime/collectives.c takes for v: where the blocks
  * of a group are not contiguous (a split dimension after the first), they
  * are packed or unpacked through it. */
+/* the bytes of g blocks of an all_to_all's or reduce_scatter's input a
+ * cut along dim into g tiles of ceil(n / g) (the input padded to g tiles) */
+static int64_t padded_in(const Value *a, int dim, int64_t g) {
+  Shape block = a->shape;
+  block.d[dim] = (block.d[dim] + g - 1) / g;
+  return g * dtype_size(a->dtype) * shape_elems(&block);
+}
+
 static int64_t scratch_of(const Program *p, const Value *v) {
   const Value *a = v->nargs ? v->args[0] : NULL;
   int64_t esize = a ? dtype_size(a->dtype) : 4, g = group_size(p, v), in = a ? esize * shape_elems(&a->shape) : 0;
   if (g == 1 || in == 0)
     return 0;
+  /* uneven tiles (gslrt.h): a dim its group does not divide, a gathered
+   * or joined dim short of g tiles */
+  bool uneven = v->op != OP_ALL_REDUCE && v->op != OP_COLLECTIVE_PERMUTE &&
+                ((v->op != OP_ALL_GATHER && a->shape.d[v->axis] % g) ||
+                 (v->op == OP_ALL_GATHER && v->shape.d[v->axis] != g * a->shape.d[v->axis]) ||
+                 (v->op == OP_ALL_TO_ALL && v->shape.d[v->axis2] != g * a->shape.d[v->axis2]));
+  if (v->op == OP_REDUCE_SCATTER && uneven) /* the input padded to g tiles, widened for bf16 */
+    return round_up((esize == 2 ? 2 : 1) * padded_in(a, v->axis, g));
   if (esize == 2 && (v->op == OP_ALL_REDUCE || v->op == OP_REDUCE_SCATTER))
     return round_up(2 * in); /* bf16 sums: widened to f32 (gslrt.h) */
   switch (v->op) {
   case OP_ALL_GATHER:
-    return outer(&a->shape, v->axis) != 1 ? round_up(g * in) : 0;
+    return outer(&a->shape, v->axis) != 1 || uneven ? round_up(g * in) : 0;
   case OP_REDUCE_SCATTER:
     return outer(&a->shape, v->axis) != 1 ? round_up(in) : 0;
   case OP_ALL_TO_ALL: {
     Shape block = a->shape;
-    block.d[v->axis] /= g;
+    block.d[v->axis] = (block.d[v->axis] + g - 1) / g;
+    if (uneven) {
+      int staged = (outer(&a->shape, v->axis) != 1 || a->shape.d[v->axis] % g) +
+                   (outer(&block, v->axis2) != 1 || v->shape.d[v->axis2] != g * a->shape.d[v->axis2]);
+      return round_up(staged * padded_in(a, v->axis, g));
+    }
     int staged = (outer(&a->shape, v->axis) != 1) + (outer(&block, v->axis2) != 1);
     /* runs contiguous on both sides, large and few enough, go straight
      * between the buffers, without scratch (gslrt.h) */
@@ -795,8 +823,9 @@ static void plan_totals(Plan *pl, const Program *p) {
     int64_t s = v->carrier ? 0 : scratch_of(p, v);
     if (s > pl->scratch_bytes)
       pl->scratch_bytes = s;
-    if (v->carrier && group_size(p, v) > 1 && round_up(2 * value_bytes(v)) > rider)
-      rider = round_up(2 * value_bytes(v));
+    int64_t rb = v->carrier ? round_up(2 * padded_in(v->args[0], v->axis, group_size(p, v))) : 0;
+    if (v->carrier && group_size(p, v) > 1 && rb > rider)
+      rider = rb;
   }
   pl->scratch_bytes += rider;
 }

@@ -150,7 +150,7 @@ static void forward(Prop *P, Value *v) {
     return;
   case OP_RESHAPE:
     if (known(a))
-      offer(P, v, shard_reshape(&a->sh, &a->shape, &v->shape), a);
+      offer(P, v, shard_reshape(P->p, &a->sh, &a->shape, &v->shape), a);
     return;
   case OP_SLICE:
   case OP_CUMSUM:
@@ -255,6 +255,7 @@ static void forward(Prop *P, Value *v) {
   case OP_ALL_TO_ALL:
   case OP_COLLECTIVE_PERMUTE:
   case OP_LOCAL_SLICE:
+  case OP_PAD_MASK:
   case OP__COUNT:
     break;
   }
@@ -282,7 +283,7 @@ static void backward(Prop *P, Value *v) {
     offer(P, a, shard_through(v, &v->sh, true), v);
     return;
   case OP_RESHAPE:
-    offer(P, a, shard_reshape(&v->sh, &v->shape, &a->shape), v);
+    offer(P, a, shard_reshape(P->p, &v->sh, &v->shape, &a->shape), v);
     return;
   case OP_SLICE:
   case OP_CUMSUM:
@@ -379,6 +380,7 @@ static void backward(Prop *P, Value *v) {
   case OP_ALL_TO_ALL:
   case OP_COLLECTIVE_PERMUTE:
   case OP_LOCAL_SLICE:
+  case OP_PAD_MASK:
   case OP__COUNT:
     break;
   }

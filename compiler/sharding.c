@@ -5,7 +5,8 @@
  * (major first) and the axes over which the value is a pending partial
  * sum. From it follow the local (per-device) shape, the fitting of an
  * offered sharding to a shape (an axis used twice is dropped, and so is
- * every axis from the first one a dimension's size is not divisible by),
+ * every axis from the first one that would leave a shard of a dimension
+ * without an element),
  * and the carrying of a sharding through a reshape: the two shapes split
  * into groups of dimensions with equal products, and within a group only a
  * split of its first real dimension (size > 1), with no other dimension of
@@ -22,6 +23,12 @@
  *   4. a dimension whose axes in S are not a prefix of its axes in T: an
  *      all-gather (it becomes whole);
  *   5. a dimension T cuts further than S: a local slice (no communication).
+ * A dimension its shards do not divide is held in tiles of ceil(n / k)
+ * elements, shard j's real ones first, padding after (gsl.7, SHARDING);
+ * a step that keeps some of its axes (an all-to-all out of or into a cut
+ * dimension, a local slice of a tile) is taken only where the coarser
+ * tiles are whole numbers of the finer ones (nests()), else the dimension
+ * is gathered whole and cut again.
  * Every step acts on one dimension and its axes, never on devices: the
  * program's size does not depend on the mesh size.
  *
@@ -86,9 +93,35 @@ int64_t shard_shards(const Program *p, const Sharding *sh, int dim) {
 
 Shape shard_local_shape(const Program *p, const Shape *global, const Sharding *sh) {
   Shape s = *global;
-  for (int i = 0; i < s.rank; i++)
-    s.d[i] /= shard_shards(p, sh, i);
+  for (int i = 0; i < s.rank; i++) {
+    int64_t k = shard_shards(p, sh, i);
+    s.d[i] = (s.d[i] + k - 1) / k;
+  }
   return s;
+}
+
+bool shard_slice_past(const Program *s, const Value *v) {
+  return v->op == OP_LOCAL_SLICE &&
+         shard_group_size(s, v->group, v->ngroup) * v->shape.d[v->axis] > v->args[0]->shape.d[v->axis];
+}
+
+uint32_t shard_padded(const Program *p, const Shape *global, const Sharding *sh) {
+  uint32_t m = 0;
+  for (int i = 0; i < global->rank; i++)
+    if (global->d[i] % shard_shards(p, sh, i))
+      m |= 1u << i;
+  return m;
+}
+
+/* Whether dim d of n elements cut by the first `keep` of sh's axes of it
+ * (kp devices) holds, in each tile, exactly the tiles of the cut by all of
+ * them (ks more): ceil(n / kp) = ks ceil(n / (kp ks)). Even cuts do; an
+ * uneven one may not (10 over 2 then 3: tiles of 5, but 3 tiles of 2). */
+static bool nests(const Program *p, int64_t n, const Sharding *sh, int d, int keep) {
+  int64_t kp = 1, ks = 1;
+  for (int j = 0; j < sh->naxes[d]; j++)
+    *(j < keep ? &kp : &ks) *= p->mesh.size[sh->axes[d][j]];
+  return keep == 0 || (n + kp - 1) / kp == ks * ((n + kp * ks - 1) / (kp * ks));
 }
 
 void shard_fit(const Program *p, Sharding *sh, const Shape *s) {
@@ -100,7 +133,7 @@ void shard_fit(const Program *p, Sharding *sh, const Shape *s) {
     for (int j = 0; j < sh->naxes[i]; j++) {
       int ax = sh->axes[i][j];
       int64_t size = p->mesh.size[ax];
-      if ((used & (1u << ax)) || s->d[i] % (shards * size) != 0)
+      if ((used & (1u << ax)) || s->d[i] < shards * size)
         break; /* the axes after one that does not fit would cut wrongly */
       used |= 1u << ax;
       shards *= size;
@@ -153,7 +186,7 @@ static int first_real(const Shape *s, int lo, int hi) {
   return -1;
 }
 
-Sharding shard_reshape(const Sharding *sh, const Shape *from, const Shape *to) {
+Sharding shard_reshape(const Program *p, const Sharding *sh, const Shape *from, const Shape *to) {
   Group g[2 * GSL_MAX_RANK + 2];
   int n = reshape_groups(from, to, g);
   Sharding out = {0};
@@ -165,7 +198,16 @@ Sharding shard_reshape(const Sharding *sh, const Shape *from, const Shape *to) {
     bool others = false;
     for (int i = f0; i < f1; i++)
       others |= i != fr && sh->naxes[i];
-    if (!others)
+    /* the tiles must hold the same run of the group's elements on both
+     * sides: ceil(nf / k) * inner_f = ceil(nt / k) * inner_t (an even cut
+     * always does; an uneven one only by chance) */
+    int64_t kk = shard_shards(p, sh, fr), inf = 1, int_ = 1;
+    for (int i = fr + 1; i < f1; i++)
+      inf *= from->d[i];
+    for (int i = tr + 1; i < t1; i++)
+      int_ *= to->d[i];
+    bool same_tiles = (from->d[fr] + kk - 1) / kk * inf == (to->d[tr] + kk - 1) / kk * int_;
+    if (!others && same_tiles)
       shard_copy_dim(&out, tr, sh, fr);
   }
   return out;
@@ -219,7 +261,8 @@ static void add_step(ShardStep *steps, int *n, Op op, int axis, int axis2, const
   st->after = *after;
 }
 
-int shard_plan(const Program *p, const Sharding *from, const Sharding *t, int rank, ShardStep *steps) {
+int shard_plan(const Program *p, const Shape *gshape, const Sharding *from, const Sharding *t, ShardStep *steps) {
+  int rank = gshape->rank;
   Sharding cur = *from;
   int n = 0;
   if ((t->partial & ~from->partial) || (t->partial & shard_all_axes(t, rank)))
@@ -266,8 +309,14 @@ int shard_plan(const Program *p, const Sharding *from, const Sharding *t, int ra
         int k2 = cur.naxes[d2];
         if (d2 == d1 || t->naxes[d2] <= k2 || t->axes[d2][k2] != ax || memcmp(cur.axes[d2], t->axes[d2], (size_t)k2))
           continue;
-        cur.naxes[d1]--;
-        cur.axes[d2][cur.naxes[d2]++] = ax;
+        Sharding next = cur;
+        next.naxes[d1]--;
+        next.axes[d2][next.naxes[d2]++] = ax;
+        /* uneven tiles: the axis must leave d1's tile and join d2's as
+         * blocks of them (or d1 become whole, d2 be whole before) */
+        if (!nests(p, gshape->d[d1], &cur, d1, k1 - 1) || !nests(p, gshape->d[d2], &next, d2, k2))
+          continue;
+        cur = next;
         add_step(steps, &n, OP_ALL_TO_ALL, d2, d1, &ax, 1, &cur);
         moved = true;
       }
@@ -288,7 +337,7 @@ int shard_plan(const Program *p, const Sharding *from, const Sharding *t, int ra
   }
   /* 4. dimensions cut in a way T does not continue: all-gather */
   for (int d = 0; d < rank; d++) {
-    if (!cur.naxes[d] || prefix(&cur, t, d))
+    if (!cur.naxes[d] || (prefix(&cur, t, d) && nests(p, gshape->d[d], t, d, cur.naxes[d])))
       continue;
     uint8_t g[GSL_MAX_AXES];
     int k = cur.naxes[d];
@@ -353,7 +402,7 @@ int64_t shard_plan_bytes(const Program *p, const Shape *gshape, DType dt, const 
 
 int64_t shard_reshard_bytes(const Program *p, const Shape *gshape, DType dt, const Sharding *from, const Sharding *to) {
   ShardStep steps[SHARD_MAX_STEPS];
-  int n = shard_plan(p, from, to, gshape->rank, steps);
+  int n = shard_plan(p, gshape, from, to, steps);
   return shard_plan_bytes(p, gshape, dt, from, steps, n);
 }
 
@@ -378,7 +427,7 @@ double shard_reshard_seconds(const Program *p, const Machine *m, const Shape *gs
                              const Sharding *to) {
   ShardStep steps[SHARD_MAX_STEPS];
   int64_t in[SHARD_MAX_STEPS];
-  int n = shard_plan(p, from, to, gshape->rank, steps);
+  int n = shard_plan(p, gshape, from, to, steps);
   plan_inputs(p, gshape, dt, from, steps, n, in);
   double t = 0;
   for (int i = 0; i < n; i++)
@@ -432,7 +481,7 @@ void shard_estimate(const Program *s, const Machine *m, double *compute, double 
   const Shape *args[GSL_MAX_RANK * 4];
   for (int i = 0; i < s->nvalues; i++) {
     const Value *v = s->values[i];
-    if (ir_op(v->op)->flags & OF_SPMD) {
+    if ((ir_op(v->op)->flags & OF_SPMD) && v->op != OP_PAD_MASK) {
       *comm += shard_step_seconds(s, m, v->op, dtype_size(v->args[0]->dtype) * shape_elems(&v->args[0]->shape),
                                   v->group, v->ngroup);
       continue;

@@ -108,18 +108,28 @@ static void verify_collective(Check *c, const Program *p, const Value *v) {
   }
   if (v->op == OP_ALL_REDUCE && v->fn != RF_SUM && v->fn != RF_MAX)
     fail(c, v, "all_reduce must sum or take the maximum");
-  if (v->op == OP_ALL_GATHER)
-    want.d[v->axis] *= n;
-  else if (v->op == OP_REDUCE_SCATTER || v->op == OP_LOCAL_SLICE || v->op == OP_ALL_TO_ALL) {
-    if (want.d[v->axis] % n)
-      fail(c, v, "dim not divisible by the group size");
-    want.d[v->axis] /= n;
+  /* uneven tiles (a dim of n over k shards: tiles of ceil(n / k)): a
+   * gathered dim is at most n tiles, more than n - 1 of them (the last
+   * members may hold padding only, so at least one element) */
+  int64_t got = v->shape.rank == want.rank && v->axis >= 0 && v->axis < want.rank ? v->shape.d[v->axis] : -1;
+  if (v->op == OP_ALL_GATHER) {
+    if (got < 1 || got > want.d[v->axis] * n)
+      fail(c, v, "all_gather's dim is not at most the group's tiles");
+    want.d[v->axis] = got;
+  } else if (v->op == OP_REDUCE_SCATTER || v->op == OP_LOCAL_SLICE || v->op == OP_ALL_TO_ALL) {
+    if (want.d[v->axis] < n)
+      fail(c, v, "a dim of %" PRId64 " cut into %" PRId64 " blocks", want.d[v->axis], n);
+    want.d[v->axis] = (want.d[v->axis] + n - 1) / n;
   }
   if (v->op == OP_ALL_TO_ALL) {
-    if (v->axis2 < 0 || v->axis2 >= want.rank || v->axis2 == v->axis)
+    if (v->axis2 < 0 || v->axis2 >= want.rank || v->axis2 == v->axis) {
       fail(c, v, "bad all_to_all dims");
-    else
-      want.d[v->axis2] *= n;
+    } else {
+      int64_t got2 = v->shape.rank == want.rank ? v->shape.d[v->axis2] : -1;
+      if (got2 < 1 || got2 > want.d[v->axis2] * n)
+        fail(c, v, "all_to_all's joined dim is not at most the group's tiles");
+      want.d[v->axis2] = got2;
+    }
   }
   if (v->op == OP_COLLECTIVE_PERMUTE) {
     uint32_t m1 = 0, m2 = 0;
@@ -169,9 +179,9 @@ static void verify_sharding(Check *c, const Program *p, const Value *v) {
       used |= 1u << ax;
       shards *= p->mesh.size[ax];
     }
-    if (g->d[i] % shards)
-      fail(c, v, "dim %d (%" PRId64 ") is not divisible by its %" PRId64 " shards", i, g->d[i], shards);
-    local.d[i] /= shards;
+    if (g->d[i] < shards)
+      fail(c, v, "dim %d (%" PRId64 ") is cut into more shards (%" PRId64 ")", i, g->d[i], shards);
+    local.d[i] = (local.d[i] + shards - 1) / shards;
   }
   if (p->mesh.naxes && (v->sh.partial >> p->mesh.naxes))
     fail(c, v, "partial over an axis the mesh lacks");
@@ -415,6 +425,11 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
   case OP_LOCAL_SLICE:
   case OP_COLLECTIVE_PERMUTE:
     verify_collective(c, p, v);
+    break;
+  case OP_PAD_MASK:
+    if (!p->spmd || v->ngroup < 1 || v->axis < 0 || v->axis >= v->shape.rank ||
+        !same(&v->shape, &v->args[0]->shape) || v->dtype != v->args[0]->dtype)
+      fail(c, v, "pad_mask outside an SPMD program, or not of its operand's shape, or with a bad group or dim");
     break;
   case OP__COUNT:
     break;

@@ -169,6 +169,7 @@ static Value *batch_value(Vmap *V, const Value *v) {
   case OP_ALL_TO_ALL:
   case OP_COLLECTIVE_PERMUTE:
   case OP_LOCAL_SLICE:
+  case OP_PAD_MASK:
   case OP__COUNT:
     break;
   }

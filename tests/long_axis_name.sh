@@ -44,15 +44,15 @@ grep -qF "gives [_, _] partial($A), its sharding is [_, _]" "$work/explain" ||
   fail "--explain lacks the partial sum's reason, named whole"
 grep -qF "# long.gsl on mesh [$A = 2, $B = 2]: 4 devices" "$work/explain" || fail "--explain lacks the mesh, named whole"
 
-# a dimension its axes do not divide: the located error names them whole
+# a dimension with fewer elements than its shards: the located error names the axes whole
 cat >"$work/bad.gsl" <<GSL
 mesh [$A = 4]
-input x: f32[6, 4] shard([$A, _])
+input x: f32[3, 4] shard([$A, _])
 output x
 GSL
 (cd "$work" && "$GSLC" bad.gsl -o prog) >"$work/out" 2>"$work/err"
 rc=$?
-[ $rc -eq 1 ] || { cat "$work/err"; fail "gslc exited $rc on a dimension its axis does not divide, expected 1"; }
+[ $rc -eq 1 ] || { cat "$work/err"; fail "gslc exited $rc on a dimension with fewer elements than shards, expected 1"; }
 grep -qF "bad.gsl:2:" "$work/err" || { cat "$work/err"; fail "the error is not located"; }
 grep -qF "(mesh axes $A = 4)" "$work/err" || { cat "$work/err"; fail "the error does not name the axis whole"; }
 echo "PASS: long_axis_name"

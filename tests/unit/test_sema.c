@@ -395,8 +395,14 @@ static void test_annotations(void) {
   CU_ASSERT_EQUAL(h->op, OP_ANNOTATE);
   CU_ASSERT_EQUAL(h->sh_origin, SO_ANNOTATED);
   ir_free(p);
-  expect_error("mesh [d = 4]\nparam w: f32[6, 3] split(0)\n",
-               "t.gsl:2:20: error: dimension 0 of param 'w' (size 6) is not divisible by its 4 shards (mesh axes d = 4)");
+  /* an uneven split is a layout (tiles of ceil(6 / 4) = 2 rows); a split
+   * with more shards than elements is the error */
+  p = elaborate("mesh [d = 4]\nparam w: f32[6, 3] split(0)\n");
+  CU_ASSERT_PTR_NOT_NULL(p);
+  ir_free(p);
+  expect_error("mesh [d = 4]\nparam w: f32[3, 3] split(0)\n",
+               "t.gsl:2:20: error: dimension 0 of param 'w' (size 3) cannot be cut into 4 shards (mesh axes d = 4): "
+               "every shard would need at least one element");
   expect_error("mesh [d = 2]\nparam w: f32[6, 3] split(0, q)\n", "t.gsl:2:29: error: unknown mesh axis 'q'");
   expect_error("mesh [d = 2]\nparam w: f32[6, 3] shard([d, d])\n",
                "t.gsl:2:30: error: mesh axis 'd' is used twice in one sharding");

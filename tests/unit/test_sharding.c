@@ -126,7 +126,8 @@ static void test_fit(void) {
   shard_fit(p, &s, &sh);
   cut(&want, 0, 2, A, B);
   CU_ASSERT_TRUE(shard_eq(&s, &want, GSL_MAX_RANK));
-  /* [(b, a), _] on [4, 6]: b fits (4 % 4 = 0), a does not (4 % 8 != 0) */
+  /* [(b, a), _] on [4, 6]: b fits (4 elements for 4 shards), a does not
+   * (8 shards would leave some without an element) */
   memset(&s, 0, sizeof s);
   memset(&want, 0, sizeof want);
   cut(&s, 0, 2, B, A);
@@ -143,6 +144,64 @@ static void test_fit(void) {
   shard_fit(p, &s, &sh);
   cut(&want, 0, 1, A);
   CU_ASSERT_TRUE(shard_eq(&s, &want, GSL_MAX_RANK));
+  /* [b, a] on [6, 3]: an uneven cut stays (6 over 4, 3 over 2: every
+   * shard has an element) */
+  memset(&s, 0, sizeof s);
+  cut(&s, 0, 1, B);
+  cut(&s, 1, 1, A);
+  want = s;
+  sh = shape_of(2, (int64_t[]){6, 3});
+  shard_fit(p, &s, &sh);
+  CU_ASSERT_TRUE(shard_eq(&s, &want, GSL_MAX_RANK));
+  /* its tiles: ceil(6 / 4) = 2, ceil(3 / 2) = 2; both dims padded */
+  Shape l = shard_local_shape(p, &sh, &s);
+  CU_ASSERT_EQUAL(l.d[0], 2);
+  CU_ASSERT_EQUAL(l.d[1], 2);
+  CU_ASSERT_EQUAL(shard_padded(p, &sh, &s), 3u);
+  /* [b, _] on [8, 3]: even, nothing padded */
+  memset(&s, 0, sizeof s);
+  cut(&s, 0, 1, B);
+  sh = shape_of(2, (int64_t[]){8, 3});
+  CU_ASSERT_EQUAL(shard_padded(p, &sh, &s), 0u);
+  ir_free(p);
+}
+
+/* Uneven cuts on [a = 2, b = 4]: where tiles nest, the plan steps as for
+ * even ones; where they do not, the dim is gathered and cut again. */
+static void test_plan_uneven(void) {
+  Program *p = mesh_a2b4();
+  ShardStep st[SHARD_MAX_STEPS];
+  Sharding from = {0}, to = {0};
+  /* f32[10]: [a] (tiles of 5) -> [(a, b)] (tiles of ceil(10 / 8) = 2; 4
+   * of them are 8, not 5): all-gather over a (whole: 10), then a local
+   * slice over (a, b) */
+  Shape g = shape_of(1, (int64_t[]){10});
+  cut(&from, 0, 1, A);
+  cut(&to, 0, 2, A, B);
+  int n = shard_plan(p, &g, &from, &to, st);
+  CU_ASSERT_EQUAL_FATAL(n, 2);
+  CU_ASSERT_EQUAL(st[0].op, OP_ALL_GATHER);
+  CU_ASSERT_EQUAL(st[1].op, OP_LOCAL_SLICE);
+  CU_ASSERT_EQUAL(st[1].ngroup, 2);
+  /* f32[12]: [a] (6) -> [(a, b)] (ceil(12 / 8) = 2, 4 of them 8 > 6): the
+   * same; f32[16]: tiles of 8 = 4 x 2, one local slice over b */
+  g = shape_of(1, (int64_t[]){12});
+  CU_ASSERT_EQUAL(shard_plan(p, &g, &from, &to, st), 2);
+  g = shape_of(1, (int64_t[]){16});
+  n = shard_plan(p, &g, &from, &to, st);
+  CU_ASSERT_EQUAL_FATAL(n, 1);
+  CU_ASSERT_EQUAL(st[0].op, OP_LOCAL_SLICE);
+  CU_ASSERT_EQUAL(st[0].ngroup, 1);
+  /* f32[6, 5]: [b, _] -> [_, b]: the all-to-all out of a whole-to-be dim
+   * and into a whole one is taken uneven or not */
+  g = shape_of(2, (int64_t[]){6, 5});
+  memset(&from, 0, sizeof from);
+  memset(&to, 0, sizeof to);
+  cut(&from, 0, 1, B);
+  cut(&to, 1, 1, B);
+  n = shard_plan(p, &g, &from, &to, st);
+  CU_ASSERT_EQUAL_FATAL(n, 1);
+  CU_ASSERT_EQUAL(st[0].op, OP_ALL_TO_ALL);
   ir_free(p);
 }
 
@@ -151,40 +210,49 @@ static void test_reshape(void) {
   Shape s1x8x12 = shape_of(3, (int64_t[]){1, 8, 12}), s4x6 = shape_of(2, (int64_t[]){4, 6});
   Shape s6x4 = shape_of(2, (int64_t[]){6, 4});
   Sharding s = {0}, want = {0}, r;
+  Program *p = mesh_d4();
   /* [8, 12] -> [96]: one group (8 * 12 = 96); its first real dim 0 is cut
    * by d and nothing else is: [d, _] -> [d] */
   cut(&s, 0, 1, D);
-  r = shard_reshape(&s, &s8x12, &s96);
+  r = shard_reshape(p, &s, &s8x12, &s96);
   cut(&want, 0, 1, D);
   CU_ASSERT_TRUE(shard_eq(&r, &want, GSL_MAX_RANK));
   /* [_, d] -> [96]: a dim other than the first real one is cut: dropped */
   memset(&s, 0, sizeof s);
   cut(&s, 1, 1, D);
-  r = shard_reshape(&s, &s8x12, &s96);
+  r = shard_reshape(p, &s, &s8x12, &s96);
   memset(&want, 0, sizeof want);
   CU_ASSERT_TRUE(shard_eq(&r, &want, GSL_MAX_RANK));
   /* [96] -> [8, 12], [d]: onto the first real dim of the group: [d, _] */
   memset(&s, 0, sizeof s);
   cut(&s, 0, 1, D);
-  r = shard_reshape(&s, &s96, &s8x12);
+  r = shard_reshape(p, &s, &s96, &s8x12);
   cut(&want, 0, 1, D);
   CU_ASSERT_TRUE(shard_eq(&r, &want, GSL_MAX_RANK));
   /* [1, 8, 12] -> [8, 12], [_, d, _]: groups {0, 1} -> {0} (1 * 8 = 8) and
    * {2} -> {1}; the first group's first real dim is 1: [d, _] */
   memset(&s, 0, sizeof s);
   cut(&s, 1, 1, D);
-  r = shard_reshape(&s, &s1x8x12, &s8x12);
+  r = shard_reshape(p, &s, &s1x8x12, &s8x12);
   memset(&want, 0, sizeof want);
   cut(&want, 0, 1, D);
   CU_ASSERT_TRUE(shard_eq(&r, &want, GSL_MAX_RANK));
-  /* [4, 6] -> [6, 4], [d, _]: one group (24 = 24); d carried onto dim 0
-   * (size 6) unfitted: [d, _]; fitting on mesh d = 4 drops it (6 % 4) */
+  /* [4, 6] -> [6, 4], [d, _] on d = 4: one group (24 = 24), but the
+   * tiles differ: [1, 6] holds 6 elements, [6, 4] cut unevenly over 4
+   * (ceil(6 / 4) = 2 rows) 8: dropped */
   memset(&s, 0, sizeof s);
   cut(&s, 0, 1, D);
-  r = shard_reshape(&s, &s4x6, &s6x4);
+  r = shard_reshape(p, &s, &s4x6, &s6x4);
+  memset(&want, 0, sizeof want);
   CU_ASSERT_TRUE(shard_eq(&r, &want, GSL_MAX_RANK));
-  Program *p = mesh_d4();
-  shard_fit(p, &r, &s6x4);
+  /* [6, 4] -> [6, 2, 2], [d, _]: the uneven cut's tiles of 2 rows are 8
+   * elements on both sides: carried, [d, _, _] */
+  Shape s6x2x2 = shape_of(3, (int64_t[]){6, 2, 2}), s24 = shape_of(1, (int64_t[]){24});
+  r = shard_reshape(p, &s, &s6x4, &s6x2x2);
+  cut(&want, 0, 1, D);
+  CU_ASSERT_TRUE(shard_eq(&r, &want, GSL_MAX_RANK));
+  /* [6, 4] -> [24], [d, _]: tiles of 8 against ceil(24 / 4) = 6: dropped */
+  r = shard_reshape(p, &s, &s6x4, &s24);
   memset(&want, 0, sizeof want);
   CU_ASSERT_TRUE(shard_eq(&r, &want, GSL_MAX_RANK));
   ir_free(p);
@@ -204,7 +272,7 @@ static void test_plan_1d(void) {
   memset(&from, 0, sizeof from);
   memset(&to, 0, sizeof to);
   from.partial = 1u << D;
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_REDUCE, 0, 0, &to, 2, 1, D);
   CU_ASSERT_EQUAL(shard_plan_bytes(p, &g, DT_F32, &from, st, n), 576);
@@ -212,7 +280,7 @@ static void test_plan_1d(void) {
 
   /* reduce-scatter: partial(d) -> [d, _]; b = 384, 384 * 3 / 4 = 288 */
   cut(&to, 0, 1, D);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_REDUCE_SCATTER, 0, 0, &to, 2, 1, D);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 288);
@@ -222,14 +290,14 @@ static void test_plan_1d(void) {
   memset(&to, 0, sizeof to);
   cut(&from, 0, 1, D);
   cut(&to, 1, 1, D);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_TO_ALL, 1, 0, &to, 2, 1, D);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 72);
 
   /* all-gather: [d, _] -> [_, _]; b = 96, 96 * 3 = 288 */
   memset(&to, 0, sizeof to);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_GATHER, 0, 0, &to, 2, 1, D);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 288);
@@ -237,14 +305,14 @@ static void test_plan_1d(void) {
   /* local slice: [_, _] -> [_, d]: no communication, 0 bytes */
   memset(&from, 0, sizeof from);
   cut(&to, 1, 1, D);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_LOCAL_SLICE, 1, 0, &to, 2, 1, D);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 0);
 
   /* reduce-scatter onto dim 1: partial(d) -> [_, d]; b = 384, 288 bytes */
   from.partial = 1u << D;
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_REDUCE_SCATTER, 1, 0, &to, 2, 1, D);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 288);
@@ -253,7 +321,7 @@ static void test_plan_1d(void) {
   memset(&from, 0, sizeof from);
   cut(&from, 0, 1, D);
   to = from;
-  CU_ASSERT_EQUAL(shard_plan(p, &from, &to, 2, st), 0);
+  CU_ASSERT_EQUAL(shard_plan(p, &g, &from, &to, st), 0);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 0);
 
   /* a collective-permute needs a dimension cut by two axes: there is
@@ -277,7 +345,7 @@ static void test_plan_2d(void) {
   cut(&from, 0, 1, A);
   from.partial = 1u << B;
   cut(&to, 0, 1, A);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_REDUCE, 0, 0, &to, 2, 1, B);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 384);
@@ -287,7 +355,7 @@ static void test_plan_2d(void) {
   memset(&from, 0, sizeof from);
   memset(&to, 0, sizeof to);
   from.partial = (1u << A) | (1u << B);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_REDUCE, 0, 0, &to, 2, 2, A, B);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 896);
@@ -295,7 +363,7 @@ static void test_plan_2d(void) {
   /* reduce-scatter over both: partial(a, b) -> [(a, b), _]; b = 512, n = 8:
    * 512 * 7 / 8 = 448 */
   cut(&to, 0, 2, A, B);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_REDUCE_SCATTER, 0, 0, &to, 2, 2, A, B);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 448);
@@ -309,7 +377,7 @@ static void test_plan_2d(void) {
   cut(&to, 0, 1, B);
   mid = to;
   mid.partial = 1u << A;
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 2);
   check_step(&st[0], OP_REDUCE_SCATTER, 0, 0, &mid, 2, 1, B);
   check_step(&st[1], OP_ALL_REDUCE, 0, 0, &to, 2, 1, A);
@@ -320,17 +388,17 @@ static void test_plan_2d(void) {
    * step 1 of the plan above alone (384 bytes); partial(a, b) ->
    * partial(b) is an all-reduce over a alone (b = 512, n = 2:
    * 2 * 512 * 1 / 2 = 512); and a partial kept as it is costs nothing */
-  n = shard_plan(p, &from, &mid, 2, st);
+  n = shard_plan(p, &g, &from, &mid, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_REDUCE_SCATTER, 0, 0, &mid, 2, 1, B);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &mid), 384);
   memset(&to, 0, sizeof to);
   to.partial = 1u << B;
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_REDUCE, 0, 0, &to, 2, 1, A);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 512);
-  CU_ASSERT_EQUAL(shard_plan(p, &from, &from, 2, st), 0);
+  CU_ASSERT_EQUAL(shard_plan(p, &g, &from, &from, st), 0);
 
   /* all-to-all over a: [a, _] -> [_, a]; local [4, 16], b = 256, n = 2:
    * 256 * 1 / 2 = 128 */
@@ -338,7 +406,7 @@ static void test_plan_2d(void) {
   memset(&to, 0, sizeof to);
   cut(&from, 0, 1, A);
   cut(&to, 1, 1, A);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_TO_ALL, 1, 0, &to, 2, 1, A);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 128);
@@ -350,13 +418,13 @@ static void test_plan_2d(void) {
   cut(&from, 0, 2, A, B);
   cut(&to, 0, 1, A);
   cut(&to, 1, 1, B);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_TO_ALL, 1, 0, &to, 2, 1, B);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 48);
 
   /* and back, onto the end of a cut dim: [a, b] -> [(a, b), _] */
-  n = shard_plan(p, &to, &from, 2, st);
+  n = shard_plan(p, &g, &to, &from, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_TO_ALL, 0, 1, &from, 2, 1, B);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &to, &from), 48);
@@ -367,7 +435,7 @@ static void test_plan_2d(void) {
   memset(&to, 0, sizeof to);
   cut(&from, 0, 2, A, B);
   cut(&to, 0, 2, B, A);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_COLLECTIVE_PERMUTE, 0, 0, &to, 2, 2, A, B);
   CU_ASSERT_EQUAL(st[0].group2[0], B);
@@ -381,7 +449,7 @@ static void test_plan_2d(void) {
   cut(&from, 0, 1, A);
   cut(&from, 1, 1, B);
   cut(&to, 0, 1, A);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_ALL_GATHER, 1, 0, &to, 2, 1, B);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 192);
@@ -394,7 +462,7 @@ static void test_plan_2d(void) {
   memset(&from, 0, sizeof from);
   cut(&from, 0, 2, A, B);
   memset(&mid, 0, sizeof mid);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 2);
   check_step(&st[0], OP_ALL_GATHER, 0, 0, &mid, 2, 2, A, B);
   check_step(&st[1], OP_LOCAL_SLICE, 0, 0, &to, 2, 1, A);
@@ -406,7 +474,7 @@ static void test_plan_2d(void) {
   memset(&to, 0, sizeof to);
   cut(&from, 0, 1, A);
   cut(&to, 0, 2, A, B);
-  n = shard_plan(p, &from, &to, 2, st);
+  n = shard_plan(p, &g, &from, &to, st);
   CU_ASSERT_EQUAL_FATAL(n, 1);
   check_step(&st[0], OP_LOCAL_SLICE, 0, 0, &to, 2, 1, B);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 0);
@@ -416,7 +484,7 @@ static void test_plan_2d(void) {
   cut(&from, 0, 1, A);
   cut(&from, 1, 1, B);
   to = from;
-  CU_ASSERT_EQUAL(shard_plan(p, &from, &to, 2, st), 0);
+  CU_ASSERT_EQUAL(shard_plan(p, &g, &from, &to, st), 0);
   CU_ASSERT_EQUAL(shard_reshard_bytes(p, &g, DT_F32, &from, &to), 0);
   ir_free(p);
 }
@@ -461,6 +529,7 @@ void add_sharding_tests(void) {
   tests_add(s, "equality and axes", test_eq);
   tests_add(s, "local shapes", test_local_shape);
   tests_add(s, "fitting an offer", test_fit);
+  tests_add(s, "plans of uneven cuts", test_plan_uneven);
   tests_add(s, "reshape groups", test_reshape);
   tests_add(s, "plans and bytes on a 1-D mesh", test_plan_1d);
   tests_add(s, "plans and bytes on a 2-D mesh", test_plan_2d);
