@@ -45,7 +45,9 @@
  * the global shape at the tile's offset, displaced by the header) with
  * MPI_File_write_all; of a tile replicated over some mesh axes only the
  * copy at coordinate 0 of those axes is written (the others take part with
- * 0 elements), so no rank ever holds more than its own tile. MPI_File_sync
+ * 0 elements), so no rank ever holds more than its own tile; of a padded
+ * tile (an uneven split, gslrt.h) only the real box, packed, in a view of
+ * the real extents, so no padding reaches a file. MPI_File_sync
  * flushes each file. Then the crc32s: file i is read back (in 1 MiB chunks)
  * and fsync'd by rank i mod nranks, the results reduced to rank 0, which
  * writes manifest.json (to a temporary, fsync'd, renamed), fsyncs the
@@ -63,7 +65,8 @@
  * and nothing else; then the same optimizer description, character for
  * character), so all decide together. Each file's size and crc32 is
  * checked by rank i mod nranks as above, its header read; then every rank
- * reads its own tile through a file view (MPI_File_read_all). The seed
+ * reads its own tile through a file view (MPI_File_read_all; the real box
+ * of a padded tile, the padding set to zero). The seed
  * comes from the manifest; a different --seed is an error. The step
  * counter resumes at the manifest's step, and inputs, drawn by (seed,
  * stream, step, global index) or read as batch step mod B, continue as if
@@ -484,7 +487,10 @@ fn_exit:
   return rc;
 }
 
-/* The file type of t's tile within its global array (a scalar is [1]). */
+/* The file type of t's real box (its tile without the padding) within its
+ * global array (a scalar is [1]). An empty real box (a trailing shard of
+ * an uneven split) gets a box of one element at the origin, which it moves
+ * 0 elements through: it still takes part in the collective calls. */
 static int tile_type(const gslrt_tensor *t, MPI_Datatype *etype, MPI_Datatype *type, char *err) {
   int sizes[GSLRT_MAX_RANK], subs[GSLRT_MAX_RANK], starts[GSLRT_MAX_RANK], n = t->rank ? t->rank : 1;
   sizes[0] = subs[0] = 1, starts[0] = 0;
@@ -494,12 +500,15 @@ static int tile_type(const gslrt_tensor *t, MPI_Datatype *etype, MPI_Datatype *t
                    kind_name(t->kind), t->name, (int)d, (long long)t->global_shape[d]);
       return -1;
     }
-    sizes[d] = (int)t->global_shape[d], subs[d] = (int)t->local_shape[d];
+    sizes[d] = (int)t->global_shape[d], subs[d] = (int)t->local_real[d];
     starts[d] = (int)t->local_offset[d];
   }
-  if (t->local_count > INT_MAX) {
+  if (t->real_count == 0)
+    for (int32_t d = 0; d < t->rank; d++)
+      subs[d] = 1, starts[d] = 0;
+  if (t->real_count > INT_MAX) {
     gslrt_seterr(err, GSLRT_ERRLEN, "%s %s: a tile of %lld elements is too large to save",
-                 kind_name(t->kind), t->name, (long long)t->local_count);
+                 kind_name(t->kind), t->name, (long long)t->real_count);
     return -1;
   }
   *etype = gslrt_file_dtype(t->dtype) == GSLRT_I32 ? MPI_INT32_T : MPI_FLOAT;
@@ -527,15 +536,19 @@ static int writes_tile(const gslrt_ctx *ctx, const gslrt_tensor *t) {
 /* Writes (or, if !save, reads) t's tile in path, whose data starts at
  * disp; every rank together; 0 or -1 with err on this rank. A bf16 tile
  * goes through an f32 temporary: widened before a write, rounded after a
- * read. */
+ * read. A padded tile (gslrt.h) moves its real box alone, packed into a
+ * temporary before a write and placed with zero padding after a read, so
+ * nothing padded reaches the file and the file is the same on any mesh. */
 static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, const char *head,
                    int64_t disp, int save, char *err) {
   MPI_Datatype etype = MPI_FLOAT, type = MPI_DATATYPE_NULL;
   MPI_File fh = MPI_FILE_NULL;
   MPI_Status st;
-  int fail = 0, rc;
-  void *buf = *t->slot;
+  int fail = 0, rc, padded = t->real_count != t->local_count;
+  void *buf = *t->slot; /* what MPI-IO moves: the real box, 4-byte elements */
+  void *tile = *t->slot; /* the padded tile in the file's element type */
   float *wide = NULL;
+  void *packed = NULL;
   if (tile_type(t, &etype, &type, err) != 0)
     fail = 1;
   if (!fail && t->dtype == GSLRT_BF16) {
@@ -544,7 +557,15 @@ static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, cons
           fail = 1;
     else if (save)
       gslrt_bf16_widen_n(wide, *t->slot, t->local_count);
-    buf = wide;
+    buf = tile = wide;
+  }
+  if (!fail && padded) {
+    if (!(packed = malloc((size_t)t->real_count * 4 + 4)))
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s %s: out of memory for its real box", kind_name(t->kind), t->name),
+          fail = 1;
+    else if (save)
+      gslrt_box_pack(packed, tile, t->rank, t->local_shape, t->local_real, 4);
+    buf = packed;
   }
   if (agree(ctx, fail ? ctx->rank : INT_MAX, err))
     goto fn_fail;
@@ -566,7 +587,7 @@ static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, cons
   if (rc != MPI_SUCCESS && !fail)
     mpi_err(rc, "MPI_File_set_view", path, err), fail = 1;
   if (save) {
-    int n = writes_tile(ctx, t) ? (int)t->local_count : 0;
+    int n = writes_tile(ctx, t) ? (int)t->real_count : 0;
     int got = 0;
     rc = MPI_File_write_all(fh, buf, n, etype, &st);
     if (rc != MPI_SUCCESS && !fail)
@@ -577,19 +598,22 @@ static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, cons
     if (rc != MPI_SUCCESS && !fail)
       mpi_err(rc, "MPI_File_sync", path, err), fail = 1;
   } else {
-    rc = MPI_File_read_all(fh, buf, (int)t->local_count, etype, &st);
+    rc = MPI_File_read_all(fh, buf, (int)t->real_count, etype, &st);
     int got = 0;
     if (rc != MPI_SUCCESS && !fail)
       mpi_err(rc, "MPI_File_read_all", path, err), fail = 1;
-    else if (!fail && (MPI_Get_count(&st, etype, &got) != MPI_SUCCESS || got != (int)t->local_count))
+    else if (!fail && (MPI_Get_count(&st, etype, &got) != MPI_SUCCESS || got != (int)t->real_count))
       gslrt_seterr(err, GSLRT_ERRLEN, "%s: short read", path), fail = 1;
   }
   rc = MPI_File_close(&fh);
   if (rc != MPI_SUCCESS && !fail)
     mpi_err(rc, "MPI_File_close", path, err), fail = 1;
   MPI_Type_free(&type);
+  if (!save && !fail && packed)
+    gslrt_box_unpack(tile, packed, t->rank, t->local_shape, t->local_real, 4);
   if (!save && !fail && wide)
     gslrt_bf16_round_n(*t->slot, wide, t->local_count);
+  free(packed);
   free(wide);
   return agree(ctx, fail ? ctx->rank : INT_MAX, err) ? -1 : 0;
 fn_fail:
@@ -597,6 +621,7 @@ fn_fail:
     MPI_File_close(&fh);
   if (type != MPI_DATATYPE_NULL)
     MPI_Type_free(&type);
+  free(packed);
   free(wide);
   return -1;
 }

@@ -38,6 +38,18 @@
  *                   MPI_Irecv and MPI_Isend per member are posted, the
  *                   carrier's transfer runs as above, and one MPI_Waitall
  *                   ends the rider's messages: no round of its own.
+ * Uneven tiles (gslrt.h: a dimension of n in g tiles of c = ceil(n / g),
+ * the real elements first): every member still moves whole padded tiles
+ * where it can, so the MPI calls keep one count for all:
+ *   all_gather      with outer 1, MPI_Allgatherv of each member's real run
+ *                   straight into out; otherwise the padded tiles gathered
+ *                   into scratch and each one's real elements unpacked;
+ *   reduce_scatter  the input packed into [g][c] tiles with zeros after
+ *                   each one's real elements (widened for bf16), then the
+ *                   even MPI_Reduce_scatter_block: padding sums to zero;
+ *   all_to_all      the input packed into g padded blocks of c, the even
+ *                   MPI_Alltoall, and each received block's real part
+ *                   along dim2 unpacked; never direct. The rider the same.
  * bf16 buffers (2-byte elements) move as they are (MPI_UINT16_T); their
  * sums and maxima are taken in f32: all_reduce widens the buffer into
  * scratch, reduces it there with the same MPI_Allreduce as an f32 buffer,
@@ -174,6 +186,50 @@ void gslrt_unpack_blocks(void *dst, const void *src, int64_t outer, int64_t g, i
              run);
 }
 
+/* Member j's real extent along a dimension of total elements held in tiles
+ * of c (gslrt.h): max(0, min(c, total - j * c)). */
+static int64_t real_of(int64_t total, int64_t c, int64_t j) {
+  int64_t r = total - j * c;
+  return r < 0 ? 0 : r > c ? c : r;
+}
+
+/* gslrt_pack_blocks for a dimension of n elements cut into g tiles of c
+ * (n <= g * c): src = [outer][n][inner] into dst = [g][outer][c][inner],
+ * each tile's real elements (real_of) first and zeros after. With widen,
+ * src is bf16 and dst f32, each element widened on the way. */
+static void pack_padded(void *dst, const void *src, int64_t outer, int64_t g, int64_t c, int64_t n,
+                        int64_t inner, int esize, int widen) {
+  int ds = widen ? 4 : esize;
+  for (int64_t j = 0; j < g; j++) {
+    int64_t r = real_of(n, c, j);
+    for (int64_t o = 0; o < outer; o++) {
+      char *to = (char *)dst + (size_t)((j * outer + o) * c * inner) * (size_t)ds;
+      const char *from = (const char *)src + (size_t)((o * n + j * c) * inner) * (size_t)esize;
+      if (widen)
+        gslrt_bf16_widen_n((float *)to, (const uint16_t *)from, r * inner);
+      else if (r > 0)
+        memcpy(to, from, (size_t)(r * inner) * (size_t)esize);
+      if (r < c)
+        memset(to + (size_t)(r * inner) * (size_t)ds, 0, (size_t)((c - r) * inner) * (size_t)ds);
+    }
+  }
+}
+
+/* gslrt_unpack_blocks keeping each tile's real elements: src = [g][outer][c]
+ * [inner] into dst = [outer][total][inner] (total <= g * c), tile j giving
+ * its first real_of(total, c, j) along the dimension. */
+static void unpack_real(void *dst, const void *src, int64_t outer, int64_t g, int64_t c, int64_t total,
+                        int64_t inner, int esize) {
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < g; j++) {
+      int64_t r = real_of(total, c, j);
+      if (r > 0)
+        memcpy((char *)dst + (size_t)((o * total + j * c) * inner) * (size_t)esize,
+               (const char *)src + (size_t)((j * outer + o) * c * inner) * (size_t)esize,
+               (size_t)(r * inner) * (size_t)esize);
+    }
+}
+
 /* The MPI type that moves elements of dtype; dies naming call on a bad one. */
 static MPI_Datatype mpi_type(gslrt_ctx *ctx, int32_t dtype, const char *call) {
   if (dtype == GSLRT_F32)
@@ -260,16 +316,81 @@ static void too_large(gslrt_ctx *ctx, const char *call, int64_t count) {
 }
 #endif
 
+/* all_gather's uneven case (total < g * c, gslrt.h): with outer 1 each
+ * member's real elements are one run, gathered by MPI_Allgatherv straight
+ * into out at j * c; otherwise the padded tiles are gathered whole into
+ * scratch, as in the even case, and each one's real elements unpacked. */
+static void all_gather_uneven(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type, int es, const void *in,
+                              void *out, span s, int64_t total, const char *call) {
+  int64_t g = gr->size, count = s.outer * s.d * s.inner;
+  int rc;
+  if (g == 1) { /* the first total of the tile's c along dim */
+    for (int64_t o = 0; o < s.outer; o++)
+      memmove((char *)out + (size_t)(o * total * s.inner) * es, (const char *)in + (size_t)(o * s.d * s.inner) * es,
+              (size_t)(total * s.inner) * es);
+    return;
+  }
+  if (s.outer != 1) {
+    void *recv = scratch(ctx, (size_t)(g * count) * es, call);
+    if (count <= GSLRT_MPI_COUNT_MAX)
+      rc = MPI_Allgather(in, (int)count, type, recv, (int)count, type, gr->comm);
+    else
+#if MPI_VERSION >= 4
+      rc = MPI_Allgather_c(in, count, type, recv, count, type, gr->comm);
+#else
+      too_large(ctx, call, count);
+#endif
+    gslrt_mpi_check(ctx, rc, "MPI_Allgather");
+    unpack_real(out, recv, s.outer, g, s.d, total, s.inner, es);
+    return;
+  }
+  int64_t mine = real_of(total, s.d, gr->index) * s.inner;
+  if (total * s.inner <= GSLRT_MPI_COUNT_MAX) {
+    int *counts = malloc(sizeof *counts * (size_t)g), *displs = malloc(sizeof *displs * (size_t)g);
+    if (!counts || !displs)
+      gslrt_fatal(ctx, "%s: out of memory", call);
+    for (int64_t j = 0; j < g; j++) {
+      counts[j] = (int)(real_of(total, s.d, j) * s.inner);
+      displs[j] = counts[j] ? (int)(j * s.d * s.inner) : 0;
+    }
+    rc = MPI_Allgatherv(in, (int)mine, type, out, counts, displs, type, gr->comm);
+    free(counts), free(displs);
+  } else {
+#if MPI_VERSION >= 4
+    MPI_Count *counts = malloc(sizeof *counts * (size_t)g);
+    MPI_Aint *displs = malloc(sizeof *displs * (size_t)g);
+    if (!counts || !displs)
+      gslrt_fatal(ctx, "%s: out of memory", call);
+    for (int64_t j = 0; j < g; j++) {
+      counts[j] = real_of(total, s.d, j) * s.inner;
+      displs[j] = counts[j] ? (MPI_Aint)(j * s.d * s.inner) : 0;
+    }
+    rc = MPI_Allgatherv_c(in, mine, type, out, counts, displs, type, gr->comm);
+    free(counts), free(displs);
+#else
+    too_large(ctx, call, total * s.inner);
+#endif
+  }
+  gslrt_mpi_check(ctx, rc, "MPI_Allgatherv");
+}
+
 void gslrt_all_gather(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
-                      int32_t rank, const int64_t *in_shape, int32_t dim) {
+                      int32_t rank, const int64_t *in_shape, int32_t dim, int64_t total) {
   static const char call[] = "gslrt_all_gather";
   gslrt_group *gr = group_of(ctx, group, call);
   MPI_Datatype type = mpi_type(ctx, dtype, call);
   span s = span_of(ctx, call, rank, in_shape, dim);
   int64_t count = s.outer * s.d * s.inner, g = gr->size;
   int es = gslrt_dtype_size(dtype);
-  if (count == 0)
+  if (total < 0 || total > g * s.d)
+    gslrt_fatal(ctx, "%s: dimension %d gathers %lld elements, but %lld members hold at most %lld each",
+                call, (int)dim, (long long)total, (long long)g, (long long)s.d);
+  if (count == 0 || total == 0)
     return;
+  if (total != g * s.d) {
+    all_gather_uneven(ctx, gr, type, es, in, out, s, total, call);
+    return;
+  }
   if (g == 1) {
     if (out != in)
       memmove(out, in, (size_t)count * es);
@@ -296,14 +417,34 @@ void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const vo
   gslrt_group *gr = group_of(ctx, group, call);
   MPI_Datatype type = mpi_type(ctx, dtype, call);
   span s = span_of(ctx, call, rank, in_shape, dim);
-  int64_t g = gr->size;
-  if (s.d % g != 0)
-    gslrt_fatal(ctx, "%s: dimension %d of extent %lld cannot be cut into %lld blocks", call,
-                (int)dim, (long long)s.d, (long long)g);
-  int64_t count = s.outer * (s.d / g) * s.inner;
+  int64_t g = gr->size, c = (s.d + g - 1) / g; /* the tile's extent along dim */
+  int64_t count = s.outer * c * s.inner;
   int es = gslrt_dtype_size(dtype);
   if (count == 0)
     return;
+  if (s.d % g != 0) {
+    /* uneven (gslrt.h): the input padded to g tiles of c, zeros after each
+     * tile's real elements, in [g][outer][c][inner] (widened for bf16),
+     * then the even call on that; the padding sums to zero */
+    int wide = dtype == GSLRT_BF16;
+    void *packed = scratch(ctx, (size_t)(g * count) * (wide ? 4 : es), call);
+    pack_padded(packed, in, s.outer, g, c, s.d, s.inner, es, wide);
+    int rc;
+    if (count <= GSLRT_MPI_COUNT_MAX)
+      rc = wide ? MPI_Reduce_scatter_block(MPI_IN_PLACE, packed, (int)count, MPI_FLOAT, MPI_SUM, gr->comm)
+                : MPI_Reduce_scatter_block(packed, out, (int)count, type, MPI_SUM, gr->comm);
+    else
+#if MPI_VERSION >= 4
+      rc = wide ? MPI_Reduce_scatter_block_c(MPI_IN_PLACE, packed, count, MPI_FLOAT, MPI_SUM, gr->comm)
+                : MPI_Reduce_scatter_block_c(packed, out, count, type, MPI_SUM, gr->comm);
+#else
+      too_large(ctx, call, count);
+#endif
+    gslrt_mpi_check(ctx, rc, "MPI_Reduce_scatter_block");
+    if (wide)
+      gslrt_bf16_round_n(out, packed, count);
+    return;
+  }
   if (g == 1) {
     if (out != in)
       memmove(out, in, (size_t)count * es);
@@ -382,60 +523,74 @@ static bool all_to_all_direct(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type
 }
 
 /* An all_to_all's input seen as g blocks along dim (s) and one received
- * block seen along dim2 (r); dies naming call on a bad shape or dims. */
+ * block seen along dim2 (r); dies naming call on a bad shape, dims or
+ * total2. */
 typedef struct a2a_layout {
-  span s;        /* the input around dim */
-  span r;        /* one block around dim2 */
-  int64_t count; /* elements of one block */
+  span s;         /* the input around dim (s.d: n, whole) */
+  int64_t c;      /* a block's extent along dim: ceil(n / g) */
+  span r;         /* one block (dim = c) around dim2 (r.d: c2) */
+  int64_t count;  /* elements of one block */
+  int64_t total2; /* the output's extent along dim2 (<= g * c2) */
+  int even;       /* n % g == 0 and total2 == g * c2: no padding on either side */
 } a2a_layout;
 
 static a2a_layout a2a_layout_of(gslrt_ctx *ctx, const char *call, int64_t g, int32_t rank,
-                                const int64_t *in_shape, int32_t dim, int32_t dim2) {
+                                const int64_t *in_shape, int32_t dim, int32_t dim2, int64_t total2) {
   a2a_layout l;
   l.s = span_of(ctx, call, rank, in_shape, dim);
   if (dim2 < 0 || dim2 >= rank)
     gslrt_fatal(ctx, "%s: bad dimension %d", call, (int)dim2);
-  if (l.s.d % g != 0)
-    gslrt_fatal(ctx, "%s: dimension %d of extent %lld cannot be cut into %lld blocks", call,
-                (int)dim, (long long)l.s.d, (long long)g);
-  l.count = l.s.outer * (l.s.d / g) * l.s.inner;
+  l.c = (l.s.d + g - 1) / g;
+  l.count = l.s.outer * l.c * l.s.inner;
   int64_t block[GSLRT_MAX_RANK]; /* the shape of one block */
   memcpy(block, in_shape, (size_t)rank * sizeof *block);
-  block[dim] /= g;
+  block[dim] = l.c;
   l.r = span_of(ctx, call, rank, block, dim2);
+  if (total2 < 0 || total2 > g * l.r.d)
+    gslrt_fatal(ctx, "%s: dimension %d joins %lld elements, but %lld members send at most %lld each",
+                call, (int)dim2, (long long)total2, (long long)g, (long long)l.r.d);
+  l.total2 = total2;
+  l.even = l.s.d % g == 0 && total2 == g * l.r.d;
   return l;
 }
 
 void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
-                      int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2) {
+                      int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2, int64_t total2) {
   static const char call[] = "gslrt_all_to_all";
   gslrt_group *gr = group_of(ctx, group, call);
   MPI_Datatype type = mpi_type(ctx, dtype, call);
   int64_t g = gr->size;
-  a2a_layout l = a2a_layout_of(ctx, call, g, rank, in_shape, dim, dim2);
+  a2a_layout l = a2a_layout_of(ctx, call, g, rank, in_shape, dim, dim2, total2);
   span s = l.s, r = l.r;
   int64_t count = l.count; /* elements of one block */
   int es = gslrt_dtype_size(dtype);
-  if (count == 0)
+  if (count == 0 || total2 == 0)
     return;
   if (g == 1) {
-    if (out != in)
+    if (l.even && out != in)
       memmove(out, in, (size_t)count * es);
+    else if (!l.even) /* the first total2 of the block's c2 along dim2 */
+      for (int64_t o = 0; o < r.outer; o++)
+        memmove((char *)out + (size_t)(o * total2 * r.inner) * es,
+                (const char *)in + (size_t)(o * r.d * r.inner) * es, (size_t)(total2 * r.inner) * es);
     return;
   }
   size_t bytes = (size_t)(g * count) * es;
-  int staged = (s.outer != 1) + (r.outer != 1); /* sides that go through scratch */
-  if (staged && all_to_all_direct(ctx, gr, type, es, in, out, count, (s.d / g) * s.inner, r.d * r.inner))
+  /* a side goes through scratch when its blocks are not contiguous runs
+   * of the caller's buffer: outer != 1, or padding to add or drop */
+  int send_staged = s.outer != 1 || s.d % g != 0, recv_staged = r.outer != 1 || total2 != g * r.d;
+  int staged = send_staged + recv_staged;
+  if (l.even && staged && all_to_all_direct(ctx, gr, type, es, in, out, count, l.c * s.inner, r.d * r.inner))
     return;
   char *space = staged ? scratch(ctx, (size_t)staged * bytes, call) : NULL;
   const void *send = in;
   void *recv = out;
-  if (s.outer != 1) {
-    gslrt_pack_blocks(space, in, s.outer, g, s.d / g, s.inner, es);
+  if (send_staged) {
+    pack_padded(space, in, s.outer, g, l.c, s.d, s.inner, es, 0);
     send = space;
     space += bytes;
   }
-  if (r.outer != 1)
+  if (recv_staged)
     recv = space;
   int rc;
   if (count <= GSLRT_MPI_COUNT_MAX)
@@ -448,7 +603,7 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
 #endif
   gslrt_mpi_check(ctx, rc, "MPI_Alltoall");
   if (recv != out)
-    gslrt_unpack_blocks(out, recv, r.outer, g, r.d, r.inner, es);
+    unpack_real(out, recv, r.outer, g, r.d, total2, r.inner, es);
 }
 
 /* The rider's messages' tag: the direct all_to_all's chunks take tags
@@ -456,18 +611,18 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
 #define RIDER_TAG (GSLRT_A2A_MAX_CHUNKS + 1)
 
 void gslrt_all_to_all_rider(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
-                            int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2,
+                            int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2, int64_t total2,
                             int32_t r_dtype, const void *r_in, void *r_out, int32_t r_rank,
-                            const int64_t *r_shape, int32_t r_dim, int32_t r_dim2) {
+                            const int64_t *r_shape, int32_t r_dim, int32_t r_dim2, int64_t r_total2) {
   static const char call[] = "gslrt_all_to_all_rider";
   gslrt_group *gr = group_of(ctx, group, call);
   MPI_Datatype type = mpi_type(ctx, r_dtype, call);
   int64_t g = gr->size, me = gr->index;
-  a2a_layout l = a2a_layout_of(ctx, call, g, r_rank, r_shape, r_dim, r_dim2);
+  a2a_layout l = a2a_layout_of(ctx, call, g, r_rank, r_shape, r_dim, r_dim2, r_total2);
   int es = gslrt_dtype_size(r_dtype);
-  if (g == 1 || l.count == 0) {
-    gslrt_all_to_all(ctx, group, r_dtype, r_in, r_out, r_rank, r_shape, r_dim, r_dim2);
-    gslrt_all_to_all(ctx, group, dtype, in, out, rank, in_shape, dim, dim2);
+  if (g == 1 || l.count == 0 || r_total2 == 0) {
+    gslrt_all_to_all(ctx, group, r_dtype, r_in, r_out, r_rank, r_shape, r_dim, r_dim2, r_total2);
+    gslrt_all_to_all(ctx, group, dtype, in, out, rank, in_shape, dim, dim2, total2);
     return;
   }
   if (l.count > INT_MAX)
@@ -482,7 +637,7 @@ void gslrt_all_to_all_rider(gslrt_ctx *ctx, int32_t group, int32_t dtype, const 
     ctx->rider_bytes = 2 * bytes;
   }
   char *send = ctx->rider, *recv = send + bytes;
-  gslrt_pack_blocks(send, r_in, l.s.outer, g, l.s.d / g, l.s.inner, es);
+  pack_padded(send, r_in, l.s.outer, g, l.c, l.s.d, l.s.inner, es, 0);
   MPI_Request *req = malloc(sizeof *req * (size_t)(2 * g));
   MPI_Status *st = malloc(sizeof *st * (size_t)(2 * g));
   if (!req || !st)
@@ -499,11 +654,11 @@ void gslrt_all_to_all_rider(gslrt_ctx *ctx, int32_t group, int32_t dtype, const 
       rc = MPI_Isend(send + j * run, (int)l.count, type, (int)j, RIDER_TAG, gr->comm, &req[nreq++]);
   }
   gslrt_mpi_check(ctx, rc, "MPI_Isend/MPI_Irecv (all-to-all rider)");
-  gslrt_all_to_all(ctx, group, dtype, in, out, rank, in_shape, dim, dim2);
+  gslrt_all_to_all(ctx, group, dtype, in, out, rank, in_shape, dim, dim2, total2);
   rc = MPI_Waitall(nreq, req, st);
   free(req), free(st);
   gslrt_mpi_check(ctx, rc, "MPI_Waitall (all-to-all rider)");
-  gslrt_unpack_blocks(r_out, recv, l.r.outer, g, l.r.d, l.r.inner, es);
+  unpack_real(r_out, recv, l.r.outer, g, l.r.d, r_total2, l.r.inner, es);
 }
 
 void gslrt_collective_permute(gslrt_ctx *ctx, int32_t from, int32_t to, int32_t dtype, const void *in,

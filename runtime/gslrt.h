@@ -124,7 +124,25 @@ void gslrt_declare_axis(gslrt_ctx *ctx, const char *name, int64_t size);
  * f32 one (the same numbers on any mesh), and each element rounded
  * (gslrt_bf16_round); its --input file is float32 (numpy has no bf16),
  * each element rounded as it is read; --output files and checkpoints hold
- * it as float32, each element widened exactly. */
+ * it as float32, each element widened exactly.
+ *
+ * The layout of a sharded dimension (GSPMD's, uneven splits by padding):
+ * a dimension of n elements cut into k shards (k the product of the sizes
+ * of the mesh axes splitting it; the shard index j is the device's block
+ * index along them, as gslrt_declare_group numbers members) is held in
+ * tiles of c = ceil(n / k) elements on every device: shard j holds the
+ * global elements [j * c, min(n, (j + 1) * c)), r_j = max(0, min(c,
+ * n - j * c)) real elements, at the start of its tile; the other c - r_j
+ * are padding. So every device's buffer has the same padded tile shape
+ * (the product of the c's), a trailing shard may hold no real element at
+ * all (n = 5 over k = 4: c = 2, r = 2, 2, 1, 0), and k > n is an error.
+ * When k divides n there is no padding. The runtime keeps padding zero in
+ * everything it fills (params and states at init or from a checkpoint,
+ * inputs at every step) and never writes it to a file: --input files are
+ * read, initializers drawn (keyed by global index, so any mesh draws the
+ * same numbers), --output files gathered and checkpoints written and read
+ * in the real box alone. What compiled code leaves in padding is its own
+ * business (the collectives below treat it as they say). */
 void gslrt_declare_tensor(gslrt_ctx *ctx, const char *name, int32_t kind, int32_t dtype,
                           int32_t rank, const int64_t *global_shape, const int32_t *dim_axes,
                           void **slot, int32_t init, double a, double b, uint32_t stream,
@@ -228,50 +246,82 @@ int64_t gslrt_group_size(gslrt_ctx *ctx, int32_t group);
  * widen the buffer into f32, reduce that exactly as the f32 path does (the
  * same MPI call, so the same order), and round each result once: a bf16
  * reduction gives round(the f32 reduction of the widened values).
+ * Tiles along the dimension acted on are those of gslrt_declare_tensor's
+ * layout, over the group's g members in group order: a dimension of n cut
+ * in g tiles of c = ceil(n / g), member j's real elements r_j = max(0,
+ * min(c, n - j * c)) at the start of its tile. Every member makes the call
+ * with the same shapes and totals; a member with r_j = 0 takes part as any
+ * other (it sends its padding where the call says it is sent, and gets
+ * nothing of it back).
  * all_reduce: buf (count elements) is summed (op GSLRT_SUM) or maxed
  *   (GSLRT_MAX) over the group, in place.
- * all_gather: out, of in's shape with dim times the group size, holds every
- *   member's in joined along dim in group order.
- * reduce_scatter: in is summed over the group; out, of in's shape with dim
- *   divided by the group size, keeps this member's block of dim.
- * all_to_all: in's dim is cut into group-size blocks; block j goes to member
- *   j; out (in's shape with dim divided and dim2 multiplied by the group
- *   size) holds the received blocks joined along dim2 in sender order. */
+ * all_gather: in is a padded tile, in_shape[dim] = c; out, of in's shape
+ *   with dim = total (the true global size, 0 <= total <= g * c), holds
+ *   member j's first max(0, min(c, total - j * c)) elements along dim,
+ *   joined in group order: out's [j * c, ...) along dim is member j's.
+ *   Padding in in is never read into out. total = g * c is the even call
+ *   (every member's whole in).
+ * reduce_scatter: in is whole along dim (in_shape[dim] = n) and summed
+ *   over the group; out, of in's shape with dim = c = ceil(n / g), keeps
+ *   this member's [j * c, min(n, (j + 1) * c)) along dim, its padding
+ *   zero.
+ * all_to_all: in's dim (n = in_shape[dim], whole) is cut into g blocks of
+ *   c = ceil(n / g), block j = [j * c, min(n, (j + 1) * c)), padded with
+ *   zeros to c, and block j goes to member j; in's dim2 is a padded tile
+ *   (c2 = in_shape[dim2], or c if dim2 = dim). out, of in's shape with dim
+ *   = c and dim2 = total2 (0 <= total2 <= g * c2), holds the received
+ *   blocks joined along dim2 in sender order, keeping from sender j its
+ *   first max(0, min(c2, total2 - j * c2)) elements along dim2. With
+ *   n % g == 0 and total2 = g * c2 it is the even call: in's dim divided,
+ *   dim2 multiplied by g. */
 enum gslrt_redop { GSLRT_SUM = 0, GSLRT_MAX = 1 };
 void gslrt_all_reduce(gslrt_ctx *ctx, int32_t group, int32_t dtype, int32_t op, void *buf, int64_t count);
 void gslrt_all_gather(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
-                      int32_t rank, const int64_t *in_shape, int32_t dim);
+                      int32_t rank, const int64_t *in_shape, int32_t dim, int64_t total);
 void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
                           int32_t rank, const int64_t *in_shape, int32_t dim);
 void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
-                      int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2);
-/* all_to_all_rider: the all_to_all of in (the carrier) and, in the same
- * call, the all_to_all of r_in (a small rider on the same group, gslc's
- * combine.c): the rider's blocks travel as messages beside the carrier's,
- * ended by the same wait, so the two take one exchange. */
+                      int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2, int64_t total2);
+/* all_to_all_rider: the all_to_all of in (the carrier; total2 as for
+ * all_to_all) and, in the same call, the all_to_all of r_in (a small rider
+ * on the same group, gslc's combine.c; r_total2 its total2): the rider's
+ * blocks travel as messages beside the carrier's, ended by the same wait,
+ * so the two take one exchange. */
 void gslrt_all_to_all_rider(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
-                            int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2,
+                            int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2, int64_t total2,
                             int32_t r_dtype, const void *r_in, void *r_out, int32_t r_rank,
-                            const int64_t *r_shape, int32_t r_dim, int32_t r_dim2);
+                            const int64_t *r_shape, int32_t r_dim, int32_t r_dim2, int64_t r_total2);
 /* all_to_all goes straight between in and out, one message per run that is
- * contiguous on both sides, when those runs are at least
- * GSLRT_A2A_MIN_CHUNK bytes and at most GSLRT_A2A_MAX_CHUNKS per member;
- * otherwise through the context's scratch space (gslc's --stats counts it). */
+ * contiguous on both sides, when the call is even (n % g == 0 and total2 =
+ * g * c2) and those runs are at least GSLRT_A2A_MIN_CHUNK bytes and at
+ * most GSLRT_A2A_MAX_CHUNKS per member; otherwise through the context's
+ * scratch space (gslc's --stats counts it). */
 #define GSLRT_A2A_MIN_CHUNK 16384
 #define GSLRT_A2A_MAX_CHUNKS 4096
 /* The context's scratch space (what gslc's --stats counts as collective
  * scratch) is the largest any one call takes, in bytes, with b the bytes
- * of the call's input buffer (count times the element size, 2 for bf16):
+ * of the call's input buffer (count times the element size, 2 for bf16),
+ * g the group's size and outer the product of the extents before dim:
  *   all_gather        g * b when the dimension is not the first non-1 one
- *                     (outer != 1), else none;
- *   reduce_scatter    f32, i32: b when outer != 1, else none;
+ *                     (outer != 1), else none; the same when total <
+ *                     g * c (b: the padded tile in);
+ *   reduce_scatter    n % g == 0: f32, i32: b when outer != 1, else none;
  *                     bf16: 2 * b (the widened input, packed), always;
+ *                     n % g != 0: with p = g * (out's bytes) (the input
+ *                     padded to g * c along dim): f32, i32: p, always;
+ *                     bf16: 2 * p, always;
  *   all_reduce        f32, i32: none; bf16: 2 * b (the widened buffer);
- *   all_to_all        none when it goes direct (above), else b per side
- *                     that is staged (outer != 1 on that side);
- *   all_to_all_rider  the carrier's, and 2 * the rider's b in space of
+ *   all_to_all        none when it goes direct (above), else p per side
+ *                     that is staged, with p = g * (the bytes of one
+ *                     block: in's shape with dim = c), which is b when
+ *                     n % g == 0; the send side is staged when outer !=
+ *                     1 or n % g != 0, the receive side when the
+ *                     product of a block's extents before dim2 is not 1
+ *                     or total2 != g * c2;
+ *   all_to_all_rider  the carrier's, and 2 * the rider's p in space of
  *                     the rider's own (kept, as the scratch space is);
- *   collective_permute  none.
+ *   collective_permute  none;
+ * and none at all for a group of one device (its collectives are copies).
  * (the direct all_to_all's chunk rule counts bytes: a bf16 run needs twice
  * the elements of an f32 one). */
 /* collective_permute: from and to are groups of the same axes in two

@@ -82,9 +82,11 @@ typedef struct gslrt_tensor {
   int32_t dtype;                                /* GSLRT_F32 or GSLRT_I32 */
   int32_t rank;                                 /* number of dimensions */
   int64_t global_shape[GSLRT_MAX_RANK];         /* the whole tensor's shape */
-  int64_t local_shape[GSLRT_MAX_RANK];          /* this rank's tile */
+  int64_t local_shape[GSLRT_MAX_RANK];          /* this rank's tile, padded (the buffer's shape) */
   int64_t local_offset[GSLRT_MAX_RANK];         /* where the tile starts in the whole */
-  int64_t local_count;                          /* elements in the tile */
+  int64_t local_real[GSLRT_MAX_RANK];           /* the real elements at the tile's start, per dim */
+  int64_t local_count;                          /* elements in the tile, padding included */
+  int64_t real_count;                           /* elements in its real box (local_real) */
   int32_t dim_axes[GSLRT_MAX_RANK * GSLRT_MAX_AXES]; /* the sharding, as declared */
   void **slot;                                  /* where the program keeps the buffer's address */
   int32_t init;                                 /* enum gslrt_init */
@@ -124,9 +126,11 @@ typedef struct gslrt_output {
   int32_t dtype;                        /* GSLRT_F32 or GSLRT_I32 */
   int32_t rank;                         /* number of dimensions */
   int64_t global_shape[GSLRT_MAX_RANK]; /* the whole value's shape */
-  int64_t local_shape[GSLRT_MAX_RANK];  /* this rank's tile */
+  int64_t local_shape[GSLRT_MAX_RANK];  /* this rank's tile, padded (the buffer's shape) */
   int64_t local_offset[GSLRT_MAX_RANK]; /* where the tile starts */
-  int64_t local_count;                  /* elements in the tile */
+  int64_t local_real[GSLRT_MAX_RANK];   /* the real elements at the tile's start, per dim */
+  int64_t local_count;                  /* elements in the tile, padding included */
+  int64_t real_count;                   /* elements in its real box (local_real) */
   int32_t dim_axes[GSLRT_MAX_RANK * GSLRT_MAX_AXES]; /* the sharding, as declared */
   void **slot;                          /* holds the buffer's address after setup */
   const char *file;                     /* --output FILE, or NULL */
@@ -247,9 +251,25 @@ void gslrt_print_usage(FILE *f, const char *prog);
  * rank's coordinates; called by the first declaration and after setup. */
 void gslrt_check_mesh(gslrt_ctx *ctx);
 /* The tile of mesh rank r for a tensor of global_shape sharded by dim_axes
- * (rank * GSLRT_MAX_AXES entries); what names the tensor in errors. */
+ * (rank * GSLRT_MAX_AXES entries), as gslrt.h lays it out (beside
+ * gslrt_declare_tensor): the padded extents c = ceil(n / k) to local_shape,
+ * the start j * c to local_offset, and, if local_real is not NULL, the
+ * real extents max(0, min(c, n - j * c)) to it; what names the tensor in
+ * errors (k > n is one, on every rank together). */
 void gslrt_tile(gslrt_ctx *ctx, int r, const char *what, int32_t rank, const int64_t *global_shape,
                 const int32_t *dim_axes, int64_t *local_shape, int64_t *local_offset);
+void gslrt_tile_real(gslrt_ctx *ctx, int r, const char *what, int32_t rank, const int64_t *global_shape,
+                     const int32_t *dim_axes, int64_t *local_shape, int64_t *local_offset,
+                     int64_t *local_real);
+/* Copies the real box (real, at the start of every dimension) of a padded
+ * tile of shape (rank entries; esize-byte elements, C order) into packed,
+ * a C-order array of the box's shape. */
+void gslrt_box_pack(void *packed, const void *tile, int32_t rank, const int64_t *shape,
+                    const int64_t *real, int esize);
+/* The inverse: packed into the real box of tile, every padding element of
+ * tile set to zero. */
+void gslrt_box_unpack(void *tile, const void *packed, int32_t rank, const int64_t *shape,
+                      const int64_t *real, int esize);
 /* The coordinates of mesh rank r, row-major over the axes (the last axis
  * varies fastest). */
 void gslrt_mesh_coords(const gslrt_ctx *ctx, int64_t r, int64_t *coord);

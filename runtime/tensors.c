@@ -5,13 +5,23 @@
  * r = ((c0 * s1) + c1) * s2 + c2 ... Their product must equal the number of
  * ranks.
  *
- * Tiles: dimension i of a tensor, split over mesh axes a1..ak (major
- * first), has local extent global / (s_a1 * ... * s_ak), and the rank's
- * shard index along it is its coordinates on a1..ak read row-major,
- * ((c_a1 * s_a2) + c_a2) * s_a3 + ... (gslrt_block_index, which also numbers
- * the members of a group of axes); the tile starts at index * extent. Dimensions split by no axis are whole
+ * Tiles: dimension i of a tensor of n elements, split over mesh axes
+ * a1..ak (major first) into K = s_a1 * ... * s_ak shards, has local extent
+ * c = ceil(n / K), and the rank's shard index j along it is its
+ * coordinates on a1..ak read row-major, ((c_a1 * s_a2) + c_a2) * s_a3 + ...
+ * (gslrt_block_index, which also numbers the members of a group of axes);
+ * the tile starts at j * c and holds r = max(0, min(c, n - j * c)) real
+ * elements at its start, the rest padding (gslrt.h, beside
+ * gslrt_declare_tensor). Dimensions split by no axis are whole
  * (replicated). The same function gives any rank's tile, which is how rank
  * 0 reassembles a gathered output.
+ *
+ * Padding: everything that crosses the buffer's edge uses the real box
+ * (the tile's offset, its real extents) with the padded tile's strides:
+ * inputs read from files, initializer draws, ones, the gathered --output
+ * and generation's token windows; every padding element the runtime fills
+ * is zero, and none reaches a file. When every dimension divides evenly
+ * the real box is the tile and every path is the one it always was.
  *
  * Inputs: a --input file's header is read once, on rank 0, checked against
  * the declaration (the global shape exactly, or [B, ...shape]) and shared;
@@ -158,25 +168,81 @@ int64_t gslrt_block_index(const gslrt_ctx *ctx, const int64_t *coord, int n, con
   return index;
 }
 
-void gslrt_tile(gslrt_ctx *ctx, int r, const char *what, int32_t rank, const int64_t *global_shape,
-                const int32_t *dim_axes, int64_t *local_shape, int64_t *local_offset) {
+void gslrt_tile_real(gslrt_ctx *ctx, int r, const char *what, int32_t rank, const int64_t *global_shape,
+                     const int32_t *dim_axes, int64_t *local_shape, int64_t *local_offset,
+                     int64_t *local_real) {
   int64_t coord[GSLRT_MAX_AXES];
   int n = dim_axes ? GSLRT_MAX_AXES : 0;
   gslrt_mesh_coords(ctx, r, coord);
   for (int32_t d = 0; d < rank; d++) {
     const int32_t *axes = dim_axes ? dim_axes + d * GSLRT_MAX_AXES : NULL;
-    int64_t shards = 1, index;
+    int64_t shards = 1, index, size = global_shape[d];
     for (int j = 0; j < n; j++)
       if (axes[j] >= ctx->naxes)
         gslrt_fail_all(ctx, "%s: dimension %d is split over mesh axis %d, but the mesh has %d axes",
                        what, (int)d, (int)axes[j], ctx->naxes);
     index = gslrt_block_index(ctx, coord, n, axes, &shards);
-    if (global_shape[d] < 0 || global_shape[d] % shards != 0)
-      gslrt_fail_all(ctx, "%s: dimension %d of size %lld cannot be split into %lld equal shards",
-                     what, (int)d, (long long)global_shape[d], (long long)shards);
-    local_shape[d] = global_shape[d] / shards;
-    local_offset[d] = index * local_shape[d];
+    /* an empty dimension splits into empty shards, as it always has */
+    if (size < 0 || (size > 0 && shards > size))
+      gslrt_fail_all(ctx, "%s: dimension %d of size %lld cannot be split into %lld shards (more "
+                     "shards than elements)", what, (int)d, (long long)size, (long long)shards);
+    int64_t c = (size + shards - 1) / shards, real = size - index * c;
+    local_shape[d] = c;
+    local_offset[d] = index * c;
+    if (local_real)
+      local_real[d] = real < 0 ? 0 : real > c ? c : real;
   }
+}
+
+void gslrt_tile(gslrt_ctx *ctx, int r, const char *what, int32_t rank, const int64_t *global_shape,
+                const int32_t *dim_axes, int64_t *local_shape, int64_t *local_offset) {
+  gslrt_tile_real(ctx, r, what, rank, global_shape, dim_axes, local_shape, local_offset, NULL);
+}
+
+/* Calls run(tile, packed, bytes) for each contiguous run of the real box
+ * of a padded tile (shape, real: rank entries each), in C order: the box's
+ * rows along its last dimension, each at its place in tile and in packed
+ * (the box in C order). Nothing for an empty box. */
+static void box_runs(char *tile, char *packed, int32_t rank, const int64_t *shape, const int64_t *real,
+                     int esize, int to_packed) {
+  int64_t idx[GSLRT_MAX_RANK] = {0};
+  if (rank == 0) {
+    memcpy(to_packed ? packed : tile, to_packed ? tile : packed, (size_t)esize);
+    return;
+  }
+  for (int32_t d = 0; d < rank; d++)
+    if (real[d] <= 0)
+      return;
+  size_t run = (size_t)real[rank - 1] * (size_t)esize;
+  for (;;) {
+    int64_t e = 0;
+    for (int32_t d = 0; d < rank; d++)
+      e = e * shape[d] + (d + 1 < rank ? idx[d] : 0);
+    if (to_packed)
+      memcpy(packed, tile + (size_t)e * (size_t)esize, run);
+    else
+      memcpy(tile + (size_t)e * (size_t)esize, packed, run);
+    packed += run;
+    int32_t d = rank - 2;
+    while (d >= 0 && ++idx[d] == real[d])
+      idx[d] = 0, d--;
+    if (d < 0)
+      return;
+  }
+}
+
+void gslrt_box_pack(void *packed, const void *tile, int32_t rank, const int64_t *shape,
+                    const int64_t *real, int esize) {
+  box_runs((char *)tile, packed, rank, shape, real, esize, 1);
+}
+
+void gslrt_box_unpack(void *tile, const void *packed, int32_t rank, const int64_t *shape,
+                      const int64_t *real, int esize) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < rank; d++)
+    n *= shape[d];
+  memset(tile, 0, (size_t)n * (size_t)esize);
+  box_runs(tile, (char *)packed, rank, shape, real, esize, 0);
 }
 
 void gslrt_declare_axis(gslrt_ctx *ctx, const char *name, int64_t size) {
@@ -229,8 +295,10 @@ void gslrt_declare_tensor(gslrt_ctx *ctx, const char *name, int32_t kind, int32_
   t->slot = slot, t->init = init, t->a = a, t->b = b, t->stream = stream, t->frozen = frozen;
   for (int i = 0; i < rank * GSLRT_MAX_AXES; i++)
     t->dim_axes[i] = dim_axes ? dim_axes[i] : -1;
-  gslrt_tile(ctx, ctx->rank, name, rank, global_shape, dim_axes, t->local_shape, t->local_offset);
+  gslrt_tile_real(ctx, ctx->rank, name, rank, global_shape, dim_axes, t->local_shape, t->local_offset,
+                  t->local_real);
   t->local_count = count_of(rank, t->local_shape);
+  t->real_count = count_of(rank, t->local_real);
   *slot = gslrt_alloc(ctx, t->local_count * gslrt_dtype_size(dtype));
 }
 
@@ -276,8 +344,10 @@ void gslrt_declare_output(gslrt_ctx *ctx, const char *name, int32_t dtype, int32
   memcpy(o->global_shape, global_shape, (size_t)rank * sizeof *global_shape);
   for (int i = 0; i < rank * GSLRT_MAX_AXES; i++)
     o->dim_axes[i] = dim_axes ? dim_axes[i] : -1;
-  gslrt_tile(ctx, ctx->rank, name, rank, global_shape, dim_axes, o->local_shape, o->local_offset);
+  gslrt_tile_real(ctx, ctx->rank, name, rank, global_shape, dim_axes, o->local_shape, o->local_offset,
+                  o->local_real);
   o->local_count = count_of(rank, o->local_shape);
+  o->real_count = count_of(rank, o->local_real);
 }
 
 /* The input that option (--input or --eval-input) binds with b; a usage
@@ -412,24 +482,56 @@ void gslrt_open_inputs(gslrt_ctx *ctx) {
   }
 }
 
+/* n ones of dtype into buf. */
+static void fill_ones(void *buf, int32_t dtype, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    if (dtype == GSLRT_I32)
+      ((int32_t *)buf)[i] = 1;
+    else if (dtype == GSLRT_BF16)
+      ((uint16_t *)buf)[i] = gslrt_bf16_round(1.0f);
+    else
+      ((float *)buf)[i] = 1.0f;
+  }
+}
+
 /* Fills t's tile from its initializer for step; a bf16 tile is drawn in
- * f32 into a temporary and rounded. */
+ * f32 into a temporary and rounded. A padded tile (gslrt.h) is filled in
+ * its real box alone, drawn into a packed temporary keyed by the global
+ * indices of that box (so any mesh draws the same numbers), then placed
+ * in the buffer with every padding element zero. */
 static void fill_init(gslrt_ctx *ctx, gslrt_tensor *t, int64_t step) {
   void *buf = *t->slot;
+  int es = gslrt_dtype_size(t->dtype);
+  if (t->real_count != t->local_count && t->init != GSLRT_INIT_NONE && t->init != GSLRT_INIT_ZEROS) {
+    float *draw = malloc((size_t)t->real_count * 4 + 4);
+    void *packed = t->dtype == GSLRT_BF16 ? malloc((size_t)t->real_count * 2 + 2) : draw;
+    if (!draw || !packed)
+      gslrt_fatal(ctx, "%s: cannot allocate %lld bytes to draw its initializer", t->name,
+                  (long long)t->real_count * 6);
+    if (t->init == GSLRT_INIT_ONES)
+      fill_ones(packed, t->dtype, t->real_count);
+    else {
+      gslrt_rng_fill(ctx, draw, t->init == GSLRT_INIT_NORMAL ? GSLRT_NORMAL : GSLRT_UNIFORM, t->a, t->b,
+                     t->stream, step, t->rank, t->global_shape, t->local_offset, t->local_real);
+      if (t->dtype == GSLRT_I32)
+        for (int64_t i = 0; i < t->real_count; i++)
+          ((int32_t *)packed)[i] = (int32_t)floorf(draw[i]);
+      if (t->dtype == GSLRT_BF16)
+        gslrt_bf16_round_n(packed, draw, t->real_count);
+    }
+    gslrt_box_unpack(buf, packed, t->rank, t->local_shape, t->local_real, es);
+    if (packed != draw)
+      free(packed);
+    free(draw);
+    return;
+  }
   switch (t->init) {
   case GSLRT_INIT_NONE:
   case GSLRT_INIT_ZEROS:
-    memset(buf, 0, (size_t)t->local_count * (size_t)gslrt_dtype_size(t->dtype));
+    memset(buf, 0, (size_t)t->local_count * (size_t)es);
     return;
   case GSLRT_INIT_ONES:
-    for (int64_t i = 0; i < t->local_count; i++) {
-      if (t->dtype == GSLRT_I32)
-        ((int32_t *)buf)[i] = 1;
-      else if (t->dtype == GSLRT_BF16)
-        ((uint16_t *)buf)[i] = gslrt_bf16_round(1.0f);
-      else
-        ((float *)buf)[i] = 1.0f;
-    }
+    fill_ones(buf, t->dtype, t->local_count);
     return;
   default: {
     float *draw = buf;
@@ -468,15 +570,28 @@ static void read_input(gslrt_ctx *ctx, gslrt_tensor *t, const char *what, const 
   off[0] = batches ? b : 0;
   cnt[0] = 1;
   for (int32_t d = 0; d < t->rank; d++)
-    off[d + lead] = t->local_offset[d], cnt[d + lead] = t->local_shape[d];
-  if (gslrt_npy_read_tile_as(file, h, off, cnt, *t->slot, t->dtype, err, sizeof err) != 0)
+    off[d + lead] = t->local_offset[d], cnt[d + lead] = t->local_real[d];
+  if (t->real_count == t->local_count) {
+    if (gslrt_npy_read_tile_as(file, h, off, cnt, *t->slot, t->dtype, err, sizeof err) != 0)
+      gslrt_fatal(ctx, "%s %s: %s", what, t->name, err);
+    return;
+  }
+  /* a padded tile: its real box read packed, then placed with zero padding */
+  int es = gslrt_dtype_size(t->dtype);
+  void *packed = malloc((size_t)t->real_count * (size_t)es + 4);
+  if (!packed)
+    gslrt_fatal(ctx, "%s %s: cannot allocate %lld bytes to read its tile", what, t->name,
+                (long long)t->real_count * es);
+  if (t->real_count > 0 && gslrt_npy_read_tile_as(file, h, off, cnt, packed, t->dtype, err, sizeof err) != 0)
     gslrt_fatal(ctx, "%s %s: %s", what, t->name, err);
+  gslrt_box_unpack(*t->slot, packed, t->rank, t->local_shape, t->local_real, es);
+  free(packed);
 }
 
-/* The first element of t's tile inside c's box that is outside [0, rows),
- * as its index in C order of t's global shape; INT64_MAX if there is none.
- * The tile and the box are boxes of the global shape, so the scan in the
- * tile's C order meets its elements in global C order. */
+/* The first element of t's real box (its tile without the padding) inside
+ * c's box that is outside [0, rows), as its index in C order of t's global
+ * shape; INT64_MAX if there is none. Both are boxes of the global shape,
+ * so the scan in the tile's C order meets its elements in global C order. */
 static int64_t first_out_of_range(const gslrt_tensor *t, const gslrt_index_check *c) {
   int64_t from[GSLRT_MAX_RANK], to[GSLRT_MAX_RANK], at[GSLRT_MAX_RANK];
   const int32_t *x = *t->slot;
@@ -484,7 +599,7 @@ static int64_t first_out_of_range(const gslrt_tensor *t, const gslrt_index_check
   if (t->rank == 0)
     return x[0] < 0 || x[0] >= c->rows ? 0 : INT64_MAX;
   for (int32_t d = 0; d < t->rank; d++) {
-    int64_t o = t->local_offset[d], n = t->local_shape[d];
+    int64_t o = t->local_offset[d], n = t->local_real[d]; /* padding is not checked */
     from[d] = (c->lo[d] > o ? c->lo[d] : o) - o;
     to[d] = (c->hi[d] < o + n ? c->hi[d] : o + n) - o;
     if (from[d] >= to[d])
@@ -528,7 +643,7 @@ static void index_error(gslrt_ctx *ctx, int k, int eval, int64_t batch) {
   }
   for (int32_t d = 0; d < t->rank; d++) {
     int64_t l = at[d] - t->local_offset[d];
-    held = held && l >= 0 && l < t->local_shape[d];
+    held = held && l >= 0 && l < t->local_real[d];
     local = local * t->local_shape[d] + l;
   }
   int32_t value = held ? ((const int32_t *)*t->slot)[local] : INT32_MAX;
@@ -648,9 +763,16 @@ void gslrt_bind_gen_inputs(gslrt_ctx *ctx, int tokens, const int32_t *window, in
     gslrt_tensor *t = &ctx->tensors[k];
     if (t->kind != GSLRT_INPUT)
       continue;
-    if (k == tokens)
+    if (k == tokens && t->real_count == t->local_count)
       copy_tile((char *)window, t->rank, t->global_shape, t->local_offset, t->local_shape, *t->slot, 4, 1);
-    else
+    else if (k == tokens) { /* a padded tile: its real box, zero padding */
+      int32_t *packed = malloc((size_t)t->real_count * 4 + 4);
+      if (!packed)
+        gslrt_fatal(ctx, "--generate: cannot allocate the tile of input %s", t->name);
+      copy_tile((char *)window, t->rank, t->global_shape, t->local_offset, t->local_real, (char *)packed, 4, 1);
+      gslrt_box_unpack(*t->slot, packed, t->rank, t->local_shape, t->local_real, 4);
+      free(packed);
+    } else
       fill_init(ctx, t, key);
   }
 }
@@ -714,6 +836,7 @@ void *gslrt_gather_output(gslrt_ctx *ctx, const gslrt_output *o) {
   int *counts = NULL, *displs = NULL;
   char *all = NULL, *global = NULL;
   const void *mine = *o->slot;
+  void *packed = NULL;
   int64_t total = 0, gcount = count_of(o->rank, o->global_shape);
   int esize = gslrt_dtype_size(o->dtype);
   if (!mine && o->local_count > 0)
@@ -725,15 +848,22 @@ void *gslrt_gather_output(gslrt_ctx *ctx, const gslrt_output *o) {
       memcpy(global, mine, (size_t)(gcount * esize));
     return global;
   }
+  if (o->real_count != o->local_count) { /* a padded tile: its real box alone */
+    if (!(packed = malloc((size_t)(o->real_count * esize) + 4)))
+      gslrt_fatal(ctx, "output %s: cannot allocate %lld bytes to gather it", o->name,
+                  (long long)o->real_count * esize);
+    gslrt_box_pack(packed, mine, o->rank, o->local_shape, o->local_real, esize);
+    mine = packed;
+  }
   if (ctx->rank == 0) {
     counts = malloc((size_t)ctx->nranks * sizeof *counts);
     displs = malloc((size_t)ctx->nranks * sizeof *displs);
     if (!counts || !displs)
       gslrt_fatal(ctx, "output %s: out of memory", o->name);
     for (int r = 0; r < ctx->nranks; r++) {
-      int64_t shape[GSLRT_MAX_RANK], off[GSLRT_MAX_RANK];
-      gslrt_tile(ctx, r, o->name, o->rank, o->global_shape, o->dim_axes, shape, off);
-      int64_t n = count_of(o->rank, shape);
+      int64_t shape[GSLRT_MAX_RANK], off[GSLRT_MAX_RANK], real[GSLRT_MAX_RANK];
+      gslrt_tile_real(ctx, r, o->name, o->rank, o->global_shape, o->dim_axes, shape, off, real);
+      int64_t n = count_of(o->rank, real);
       if (total + n > INT32_MAX)
         gslrt_fatal(ctx, "output %s: %lld elements are too many to gather", o->name,
                     (long long)(total + n));
@@ -743,14 +873,15 @@ void *gslrt_gather_output(gslrt_ctx *ctx, const gslrt_output *o) {
     if (!(all = malloc((size_t)(total * esize) + 4)))
       gslrt_fatal(ctx, "output %s: cannot allocate %lld bytes to gather it", o->name, (long long)total * esize);
   }
-  gslrt_mpi_check(ctx, MPI_Gatherv(mine, (int)o->local_count, move_type(o->dtype), all, counts, displs,
+  gslrt_mpi_check(ctx, MPI_Gatherv(mine, (int)o->real_count, move_type(o->dtype), all, counts, displs,
                                    move_type(o->dtype), 0, ctx->comm), "MPI_Gatherv");
   if (ctx->rank == 0)
     for (int r = 0; r < ctx->nranks; r++) {
-      int64_t shape[GSLRT_MAX_RANK], off[GSLRT_MAX_RANK];
-      gslrt_tile(ctx, r, o->name, o->rank, o->global_shape, o->dim_axes, shape, off);
-      copy_tile(global, o->rank, o->global_shape, off, shape, all + esize * (int64_t)displs[r], esize, 0);
+      int64_t shape[GSLRT_MAX_RANK], off[GSLRT_MAX_RANK], real[GSLRT_MAX_RANK];
+      gslrt_tile_real(ctx, r, o->name, o->rank, o->global_shape, o->dim_axes, shape, off, real);
+      copy_tile(global, o->rank, o->global_shape, off, real, all + esize * (int64_t)displs[r], esize, 0);
     }
+  free(packed);
   free(counts);
   free(displs);
   free(all);

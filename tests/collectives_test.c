@@ -62,6 +62,29 @@ static void fill(void *buf, int32_t dtype, int64_t r, int s, int64_t n) {
   }
 }
 
+/* A value datum never gives (in its units: 250 for f32 and bf16), put in
+ * the padding of the inputs of uneven calls: it must never reach an output. */
+#define POISON 1000
+
+static void poison(void *buf, int32_t dtype, int64_t e) {
+  if (dtype == GSLRT_F32)
+    ((float *)buf)[e] = (float)POISON * 0.25f;
+  else if (dtype == GSLRT_BF16)
+    ((uint16_t *)buf)[e] = gslrt_bf16_round((float)POISON * 0.25f);
+  else
+    ((int32_t *)buf)[e] = POISON;
+}
+
+/* Member j's real elements in a dimension of total held in tiles of c,
+ * written out from the layout's definition (gslrt.h): the elements of
+ * [j * c, (j + 1) * c) that are below total. */
+static int64_t real_in_tile(int64_t total, int64_t c, int64_t j) {
+  int64_t r = 0;
+  for (int64_t i = j * c; i < (j + 1) * c; i++)
+    r += i < total;
+  return r;
+}
+
 static const char *dtype_name(int32_t dtype) {
   return dtype == GSLRT_F32 ? "f32" : dtype == GSLRT_BF16 ? "bf16" : "i32";
 }
@@ -116,7 +139,7 @@ static void compare(gslrt_ctx *ctx, const char *what, int32_t dtype, const void 
 }
 
 static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
+  void *p = calloc(n ? n : 1, 1);
   if (!p) {
     fprintf(stderr, "collectives_test: out of memory\n");
     exit(1);
@@ -164,46 +187,65 @@ static void check_all_reduce(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int
   free(want), free(buf);
 }
 
-static void check_all_gather(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim) {
+/* all_gather along dim of tiles of c ({2, 3, 5} with dim = c) into total
+ * (<= g * c; g * c is the even call): member j's first real_in_tile(total,
+ * c, j) elements along dim land at j * c; the rest of its tile is
+ * poisoned and must not show. */
+static void check_all_gather(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim, int64_t c,
+                             int64_t total) {
   int64_t in_shape[RANK] = {2, 3, 5}, out_shape[RANK], idx[RANK];
+  in_shape[dim] = c;
   memcpy(out_shape, in_shape, sizeof out_shape);
-  out_shape[dim] *= t->size;
+  out_shape[dim] = total;
   int64_t n = count_of(out_shape), *want = xmalloc((size_t)n * sizeof *want);
   void *in = xmalloc(bytes_of(dtype, count_of(in_shape))), *out = xmalloc(bytes_of(dtype, n));
   int s = ++salt;
   fill(in, dtype, ctx->rank, s, count_of(in_shape));
+  for (int64_t e = 0; e < count_of(in_shape); e++) {
+    unflat(in_shape, e, idx);
+    if (idx[dim] >= real_in_tile(total, c, t->index))
+      poison(in, dtype, e);
+  }
   for (int64_t e = 0; e < n; e++) {
     unflat(out_shape, e, idx);
-    int64_t j = idx[dim] / in_shape[dim];
-    idx[dim] %= in_shape[dim];
+    int64_t j = idx[dim] / c;
+    idx[dim] %= c;
     want[e] = datum(t->member[j], s, flat(in_shape, idx));
   }
-  gslrt_all_gather(ctx, t->id, dtype, in, out, RANK, in_shape, dim);
+  gslrt_all_gather(ctx, t->id, dtype, in, out, RANK, in_shape, dim, total);
   char what[64];
-  snprintf(what, sizeof what, "all_gather %s dim %d", dtype_name(dtype), dim);
+  snprintf(what, sizeof what, "all_gather %s dim %d, %lld of %lld", dtype_name(dtype), dim, (long long)total,
+           (long long)(c * t->size));
   compare(ctx, what, dtype, out, want, n);
   free(want), free(in), free(out);
 }
 
-static void check_reduce_scatter(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim) {
+/* reduce_scatter along dim of extent n ({2, 3, 5} with dim = n): this
+ * member's tile of c = ceil(n / g), its real elements the sums, its
+ * padding zero (out starts poisoned). */
+static void check_reduce_scatter(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim, int64_t n_dim) {
   int64_t in_shape[RANK] = {2, 3, 5}, out_shape[RANK], idx[RANK];
-  in_shape[dim] *= t->size;
+  int64_t c = (n_dim + t->size - 1) / t->size, real = real_in_tile(n_dim, c, t->index);
+  in_shape[dim] = n_dim;
   memcpy(out_shape, in_shape, sizeof out_shape);
-  out_shape[dim] /= t->size;
+  out_shape[dim] = c;
   int64_t n = count_of(out_shape), *want = xmalloc((size_t)n * sizeof *want);
   void *in = xmalloc(bytes_of(dtype, count_of(in_shape))), *out = xmalloc(bytes_of(dtype, n));
   int s = ++salt;
   fill(in, dtype, ctx->rank, s, count_of(in_shape));
   for (int64_t e = 0; e < n; e++) {
+    poison(out, dtype, e);
     unflat(out_shape, e, idx);
-    idx[dim] += t->index * out_shape[dim];
     want[e] = 0;
+    if (idx[dim] >= real)
+      continue;
+    idx[dim] += t->index * c;
     for (int64_t j = 0; j < t->size; j++)
       want[e] += datum(t->member[j], s, flat(in_shape, idx));
   }
   gslrt_reduce_scatter(ctx, t->id, dtype, in, out, RANK, in_shape, dim);
   char what[64];
-  snprintf(what, sizeof what, "reduce_scatter %s dim %d", dtype_name(dtype), dim);
+  snprintf(what, sizeof what, "reduce_scatter %s dim %d of %lld", dtype_name(dtype), dim, (long long)n_dim);
   compare(ctx, what, dtype, out, want, n);
   free(want), free(in), free(out);
 }
@@ -215,61 +257,127 @@ typedef struct a2a_case {
   int64_t *want;          /* the output, by formula */
   void *in, *out;         /* the buffers */
   int32_t dtype, dim, dim2;
+  int64_t total2;         /* the output's extent along dim2 */
 } a2a_case;
 
-/* base: the block's shape before dim is multiplied by the group size;
- * {2, 3, 5} makes every side packed or contiguous, {3, 2, 2048} gives
- * chunks of 16 KiB that go as messages straight between the buffers */
-static a2a_case a2a_prepare(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim, int32_t dim2,
-                            const int64_t *base) {
-  a2a_case c = {.dtype = dtype, .dim = dim, .dim2 = dim2};
+/* base: the input's shape but along dim, which is n_dim (whole); the
+ * output joins total2 along dim2 (the even call: n_dim = g * base[dim],
+ * total2 = g * the block's extent along dim2). {2, 3, 5} makes every side
+ * packed or contiguous, {3, 2, 2048} gives chunks of 16 KiB that go as
+ * messages straight between the buffers. The expected output, from the
+ * layout's definition: position p along dim2 is sender j = p / c2's
+ * element p % c2 of its block for this member, and position q < c along
+ * dim is element index * c + q of dim, or zero padding past n_dim. The
+ * input's padding along dim2 (past this member's real elements of total2)
+ * is poisoned. */
+static a2a_case a2a_prepare_uneven(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim, int32_t dim2,
+                                   const int64_t *base, int64_t n_dim, int64_t total2) {
+  a2a_case c = {.dtype = dtype, .dim = dim, .dim2 = dim2, .total2 = total2};
   int64_t block[RANK], out_shape[RANK], idx[RANK];
+  int64_t g = t->size, cut = (n_dim + g - 1) / g;
   memcpy(c.in_shape, base, sizeof c.in_shape);
-  c.in_shape[dim] *= t->size;
+  c.in_shape[dim] = n_dim;
   memcpy(block, c.in_shape, sizeof block);
-  block[dim] /= t->size;
+  block[dim] = cut;
+  int64_t c2 = block[dim2];
   memcpy(out_shape, block, sizeof out_shape);
-  out_shape[dim2] *= t->size;
+  out_shape[dim2] = total2;
   c.n = count_of(out_shape);
   c.want = xmalloc((size_t)c.n * sizeof *c.want);
   c.in = xmalloc(bytes_of(dtype, count_of(c.in_shape)));
   c.out = xmalloc(bytes_of(dtype, c.n));
   int s = ++salt;
   fill(c.in, dtype, ctx->rank, s, count_of(c.in_shape));
+  for (int64_t e = 0; dim != dim2 && e < count_of(c.in_shape); e++) {
+    unflat(c.in_shape, e, idx);
+    if (idx[dim2] >= real_in_tile(total2, c2, t->index))
+      poison(c.in, dtype, e);
+  }
   for (int64_t e = 0; e < c.n; e++) {
     unflat(out_shape, e, idx);
-    int64_t j = idx[dim2] / block[dim2];
-    idx[dim2] %= block[dim2];
-    idx[dim] += t->index * block[dim];
+    int64_t j = idx[dim2] / c2;
+    idx[dim2] %= c2;
+    if (idx[dim] >= real_in_tile(n_dim, cut, t->index)) {
+      c.want[e] = 0;
+      continue;
+    }
+    idx[dim] += t->index * cut;
     c.want[e] = datum(t->member[j], s, flat(c.in_shape, idx));
   }
   return c;
 }
 
+static a2a_case a2a_prepare(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim, int32_t dim2,
+                            const int64_t *base) {
+  int64_t block2 = dim == dim2 ? base[dim] : base[dim2];
+  return a2a_prepare_uneven(ctx, t, dtype, dim, dim2, base, base[dim] * t->size, block2 * t->size);
+}
+
 static void a2a_finish(gslrt_ctx *ctx, a2a_case *c, const char *kind) {
-  char what[64];
-  snprintf(what, sizeof what, "%s %s dims %d, %d", kind, dtype_name(c->dtype), c->dim, c->dim2);
+  char what[96];
+  snprintf(what, sizeof what, "%s %s dims %d, %d, [%lld, %lld, %lld] to %lld", kind, dtype_name(c->dtype),
+           c->dim, c->dim2, (long long)c->in_shape[0], (long long)c->in_shape[1], (long long)c->in_shape[2],
+           (long long)c->total2);
   compare(ctx, what, c->dtype, c->out, c->want, c->n);
   free(c->want), free(c->in), free(c->out);
+}
+
+static void run_all_to_all(gslrt_ctx *ctx, const tgroup *t, a2a_case *c) {
+  gslrt_all_to_all(ctx, t->id, c->dtype, c->in, c->out, RANK, c->in_shape, c->dim, c->dim2, c->total2);
+  a2a_finish(ctx, c, "all_to_all");
 }
 
 static void check_all_to_all(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim,
                              int32_t dim2, const int64_t *base) {
   a2a_case c = a2a_prepare(ctx, t, dtype, dim, dim2, base);
-  gslrt_all_to_all(ctx, t->id, dtype, c.in, c.out, RANK, c.in_shape, dim, dim2);
-  a2a_finish(ctx, &c, "all_to_all");
+  run_all_to_all(ctx, t, &c);
+}
+
+/* The uneven all_to_alls of {2, 3, 5} along dim and dim2 over g members:
+ * dim of g * b - 1 (the last block one short; b = base[dim]), of (g - 1)
+ * * b (the last member's block all padding when b > 1), and even; the
+ * output's dim2 of g * c2 - c2 - 1 (the last member's elements all
+ * dropped, the one before it short), and even; every pair but the even
+ * one. */
+static void check_all_to_all_uneven(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim, int32_t dim2) {
+  static const int64_t base[RANK] = {2, 3, 5};
+  int64_t g = t->size, b = base[dim];
+  int64_t ns[3] = {g * b - 1, (g - 1) * b, g * b};
+  for (int i = 0; i < 3; i++) {
+    if (ns[i] < 1)
+      continue;
+    int64_t cut = (ns[i] + g - 1) / g, c2 = dim == dim2 ? cut : base[dim2];
+    int64_t totals[2] = {g > 1 ? g * c2 - c2 - 1 : c2 - 1, g * c2};
+    for (int k = 0; k < 2; k++) {
+      if (totals[k] < 0 || (ns[i] == g * b && totals[k] == g * c2))
+        continue;
+      a2a_case c = a2a_prepare_uneven(ctx, t, dtype, dim, dim2, base, ns[i], totals[k]);
+      run_all_to_all(ctx, t, &c);
+    }
+  }
 }
 
 /* A carrier of dtype (dims dim, dim2, block base) with an i32 rider of
  * block {2, 3, 5} along dims 1 and 0 (both sides packed where the group is
- * larger than 1): each must give what it gives alone. */
+ * larger than 1): each must give what it gives alone. uneven: the carrier
+ * and the rider both cut an uneven dimension (g * b - 1) and join an
+ * uneven total2 (g * c2 - 1, or the one element of one device). */
 static void check_all_to_all_rider(gslrt_ctx *ctx, const tgroup *t, int32_t dtype, int32_t dim,
-                                   int32_t dim2, const int64_t *base) {
+                                   int32_t dim2, const int64_t *base, int uneven) {
   static const int64_t small[RANK] = {2, 3, 5};
-  a2a_case c = a2a_prepare(ctx, t, dtype, dim, dim2, base);
-  a2a_case r = a2a_prepare(ctx, t, GSLRT_I32, 1, 0, small);
-  gslrt_all_to_all_rider(ctx, t->id, dtype, c.in, c.out, RANK, c.in_shape, dim, dim2, GSLRT_I32, r.in, r.out, RANK,
-                         r.in_shape, 1, 0);
+  int64_t g = t->size;
+  a2a_case c, r;
+  if (uneven) {
+    int64_t n = g * base[dim] - 1, rn = g * small[1] - 1;
+    int64_t c2 = dim == dim2 ? (n + g - 1) / g : base[dim2], rc2 = small[0];
+    c = a2a_prepare_uneven(ctx, t, dtype, dim, dim2, base, n, g * c2 - 1);
+    r = a2a_prepare_uneven(ctx, t, GSLRT_I32, 1, 0, small, rn, g * rc2 - 1);
+  } else {
+    c = a2a_prepare(ctx, t, dtype, dim, dim2, base);
+    r = a2a_prepare(ctx, t, GSLRT_I32, 1, 0, small);
+  }
+  gslrt_all_to_all_rider(ctx, t->id, dtype, c.in, c.out, RANK, c.in_shape, dim, dim2, c.total2, GSLRT_I32, r.in,
+                         r.out, RANK, r.in_shape, 1, 0, r.total2);
   a2a_finish(ctx, &c, "all_to_all carrying a rider");
   a2a_finish(ctx, &r, "all_to_all rider");
 }
@@ -324,11 +432,12 @@ static void check_bf16_rounding(gslrt_ctx *ctx, const tgroup *t) {
 
 /* bf16 sums that are not exact (thirds, tenths) against the f32 collective
  * on the same values widened, then rounded: the same bits. all_reduce on
- * [2, 3, 5] and reduce_scatter along dim. */
-static void check_bf16_as_f32(gslrt_ctx *ctx, const tgroup *t, int32_t dim) {
+ * [2, 3, 5] and reduce_scatter along dim, of extent n_dim (0: g times its
+ * extent there, the even call). */
+static void check_bf16_as_f32(gslrt_ctx *ctx, const tgroup *t, int32_t dim, int64_t n_dim) {
   int64_t in_shape[RANK] = {2, 3, 5};
-  in_shape[dim] *= t->size;
-  int64_t n = count_of(in_shape), m = n / t->size;
+  in_shape[dim] = n_dim ? n_dim : in_shape[dim] * t->size;
+  int64_t n = count_of(in_shape), m = n / in_shape[dim] * ((in_shape[dim] + t->size - 1) / t->size);
   uint16_t *h = xmalloc(bytes_of(GSLRT_BF16, n)), *ho = xmalloc(bytes_of(GSLRT_BF16, m));
   float *f = xmalloc((size_t)n * 4), *fo = xmalloc((size_t)m * 4);
   for (int64_t i = 0; i < n; i++) {
@@ -385,28 +494,55 @@ static void check_group(gslrt_ctx *ctx, tgroup *t) {
     fprintf(stderr, "FAIL rank %d: %s: a dimension tiled over the group starts at %lld, "
             "expected %lld\n", ctx->rank, where, (long long)off[1], (long long)(3 * t->index));
   }
+  /* uneven: 7 and 5 over the group, tiles of ceil(n / g), the real part first */
+  for (int64_t n7 = 7; n7 >= 5; n7 -= 2) {
+    int64_t real[2], c = (n7 + t->size - 1) / t->size;
+    global[1] = n7;
+    gslrt_tile_real(ctx, ctx->rank, "tile", 2, global, dim_axes, shape, off, real);
+    checks++;
+    if (shape[0] != 7 || real[0] != 7 || shape[1] != c || off[1] != c * t->index ||
+        real[1] != real_in_tile(n7, c, t->index)) {
+      failures++;
+      fprintf(stderr, "FAIL rank %d: %s: %lld over the group tiled as %lld at %lld with %lld real, expected "
+              "%lld at %lld with %lld\n", ctx->rank, where, (long long)n7, (long long)shape[1], (long long)off[1],
+              (long long)real[1], (long long)c, (long long)(c * t->index), (long long)real_in_tile(n7, c, t->index));
+    }
+  }
 
   for (int32_t dtype = GSLRT_F32; dtype <= GSLRT_BF16; dtype++) {
     check_all_reduce(ctx, t, dtype, GSLRT_SUM);
     check_all_reduce(ctx, t, dtype, GSLRT_MAX);
-    for (int32_t dim = 0; dim < RANK; dim++) {
-      check_all_gather(ctx, t, dtype, dim);
-      check_reduce_scatter(ctx, t, dtype, dim);
-    }
     static const int64_t small[RANK] = {2, 3, 5}, big[RANK] = {3, 2, 2048};
+    int64_t g = t->size;
+    for (int32_t dim = 0; dim < RANK; dim++) {
+      check_all_gather(ctx, t, dtype, dim, small[dim], g * small[dim]);
+      check_reduce_scatter(ctx, t, dtype, dim, g * small[dim]);
+      /* uneven: 7 and 5 in tiles of ceil(n / g) (over 4: 2, 2, 2, 1 and
+       * 2, 2, 1, 0), and 5 in tiles one longer (over 3: 3, 2, 0) */
+      check_all_gather(ctx, t, dtype, dim, (7 + g - 1) / g, 7);
+      check_all_gather(ctx, t, dtype, dim, (5 + g - 1) / g, 5);
+      check_all_gather(ctx, t, dtype, dim, (5 + g - 1) / g + 1, 5);
+      check_reduce_scatter(ctx, t, dtype, dim, 7);
+      check_reduce_scatter(ctx, t, dtype, dim, 5);
+    }
     for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
       check_all_to_all(ctx, t, dtype, pairs[p][0], pairs[p][1], small);
       if (dtype != GSLRT_I32)
         check_all_to_all(ctx, t, dtype, pairs[p][0], pairs[p][1], big);
+      check_all_to_all_uneven(ctx, t, dtype, pairs[p][0], pairs[p][1]);
     }
-    if (dtype != GSLRT_I32) { /* a rider with a direct carrier, and with a packed one */
-      check_all_to_all_rider(ctx, t, dtype, 1, 0, big);
-      check_all_to_all_rider(ctx, t, dtype, 0, 2, small);
+    if (dtype != GSLRT_I32) { /* a rider with a direct carrier, and with a packed one; even and uneven */
+      for (int uneven = 0; uneven < 2; uneven++) {
+        check_all_to_all_rider(ctx, t, dtype, 1, 0, big, uneven);
+        check_all_to_all_rider(ctx, t, dtype, 0, 2, small, uneven);
+      }
     }
   }
   check_bf16_rounding(ctx, t);
-  for (int32_t dim = 0; dim < RANK; dim++)
-    check_bf16_as_f32(ctx, t, dim);
+  for (int32_t dim = 0; dim < RANK; dim++) {
+    check_bf16_as_f32(ctx, t, dim, 0);
+    check_bf16_as_f32(ctx, t, dim, 7);
+  }
 }
 
 /* Declares group (n axes) in ctx and records it in t. */

@@ -634,13 +634,13 @@ static void test_groups_of_one(void) {
   for (int i = 0; i < 24; i++)
     in[i] = (float)i - 7.5f;
   memset(out, 0, sizeof out);
-  gslrt_all_gather(&ctx, gab, GSLRT_F32, in, out, 3, shape, 1);
+  gslrt_all_gather(&ctx, gab, GSLRT_F32, in, out, 3, shape, 1, 3);
   CU_ASSERT_EQUAL(memcmp(in, out, sizeof in), 0);
   memset(out, 0, sizeof out);
   gslrt_reduce_scatter(&ctx, g0, GSLRT_F32, in, out, 3, shape, 2);
   CU_ASSERT_EQUAL(memcmp(in, out, sizeof in), 0);
   memset(out, 0, sizeof out);
-  gslrt_all_to_all(&ctx, gab, GSLRT_I32, in, out, 3, shape, 0, 2);
+  gslrt_all_to_all(&ctx, gab, GSLRT_I32, in, out, 3, shape, 0, 2, 4);
   CU_ASSERT_EQUAL(memcmp(in, out, sizeof in), 0);
   memcpy(out, in, sizeof in);
   gslrt_all_reduce(&ctx, g0, GSLRT_F32, GSLRT_MAX, out, 24);
