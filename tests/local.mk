@@ -1,7 +1,7 @@
 # tests/local.mk — the test lists, included by Makefile.am.
 
 # programs compiled and run, their outputs compared (tests/run-gsl.sh)
-E2E_TESTS += tests/e2e/moe_signals.gsl tests/e2e/output_alias.gsl tests/e2e/bf16_ops.gsl tests/e2e/bf16_more.gsl \
+E2E_TESTS += tests/e2e/uneven.gsl tests/e2e/moe_signals.gsl tests/e2e/output_alias.gsl tests/e2e/bf16_ops.gsl tests/e2e/bf16_more.gsl \
 	tests/e2e/elementwise.gsl tests/e2e/transcendental.gsl tests/e2e/broadcast.gsl \
 	tests/e2e/matmul.gsl tests/e2e/reductions.gsl tests/e2e/softmax.gsl \
 	tests/e2e/layout.gsl tests/e2e/indices.gsl tests/e2e/stdlib_nn.gsl \
