@@ -67,6 +67,21 @@ static const char *origin(Arena *a, const Program *g, const Value *v) {
   die("%%%d has sharding origin %d", v->id, (int)v->sh_origin);
 }
 
+/* ", uneven: ..." for each dim of v its shards do not divide (gsl.7,
+ * Uneven dimensions): its size, the tiles, what the last shard holds */
+static const char *uneven_note(Arena *a, const Program *g, const Value *v) {
+  uint32_t pad = shard_padded(g, &v->shape, &v->sh);
+  const char *s = "";
+  for (int d = 0; d < v->shape.rank; d++) {
+    if (!(pad & (1u << d)))
+      continue;
+    int64_t n = v->shape.d[d], k = shard_shards(g, &v->sh, d), c = (n + k - 1) / k, last = n - (k - 1) * c;
+    s = arena_printf(a, "%s, uneven dim %d: %" PRId64 " over %" PRId64 " in tiles of %" PRId64 " (the last holds %" PRId64 ")",
+                     s, d, n, k, c, last > 0 ? last : 0);
+  }
+  return s;
+}
+
 void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard *searched, const Machine *m) {
   Arena *a = arena_new();
   int64_t devices = 1;
@@ -128,8 +143,9 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
   fputs("\n## values: sharding (per dimension the mesh axes that cut it), and why\n", f);
   for (int i = 0; i < g->nvalues; i++) {
     const Value *v = g->values[i];
-    fprintf(f, "%-14s %s%-16s %-14s %-10s %s   ; %s\n", label(a, v), dtype_name(v->dtype),
-            shape_str(a, &v->shape), sharding_str(a, g, v), op_name(v->op), origin(a, g, v), where_site(a, v));
+    fprintf(f, "%-14s %s%-16s %-14s %-10s %s%s   ; %s\n", label(a, v), dtype_name(v->dtype),
+            shape_str(a, &v->shape), sharding_str(a, g, v), op_name(v->op), origin(a, g, v), uneven_note(a, g, v),
+            where_site(a, v));
   }
   if (g->train.loss) {
     const Train *t = &g->train;

@@ -947,6 +947,16 @@ void plan_free(Plan *pl) {
 
 /* ---- gslc --stats ------------------------------------------------------------ */
 
+/* The real elements along dim d of SPMD value v's tile on the device at
+ * the last block of the dim's cut (an uneven cut's shortest, maybe 0). */
+static int64_t last_real(const Program *p, const Value *v, int d) {
+  int64_t n = v->gshape.d[d], k = shard_shards(p, &v->sh, d), c = v->shape.d[d];
+  if (n % k == 0 || c * k <= n) /* even, or a tile that is not the cut's (a whole dim) */
+    return c;
+  int64_t last = n - (k - 1) * c;
+  return last > 0 ? last : 0;
+}
+
 static const char *where(Arena *a, Span sp) {
   if (!sp.src)
     return "-";
@@ -1010,6 +1020,47 @@ void plan_stats(FILE *f, const Program *p, const Plan *pl) {
   if (riders)
     fprintf(f, " (and %d small all_to_all%s riding in them)", riders, riders == 1 ? "" : "s");
   fputc('\n', f);
+  /* uneven dims: the padding the device at the last block of every cut
+   * holds (it holds the most), and the products' FLOP a device spends on
+   * padding, on average (a dim of n over k in tiles of c: n / k of each
+   * tile is real, on average) */
+  int64_t padb[3] = {0, 0, 0};
+  double lost = 0, flop = 0;
+  for (int i = 0; i < p->ntensors; i++) {
+    const Value *v = p->tensors[i].value;
+    int64_t real = 1;
+    for (int d = 0; d < v->shape.rank; d++)
+      real *= last_real(p, v, d);
+    padb[p->tensors[i].kind == TK_PARAM ? 0 : p->tensors[i].kind == TK_STATE ? 1 : 2] +=
+        dtype_size(v->dtype) * (shape_elems(&v->shape) - real);
+  }
+  for (int i = 0; i < p->nvalues; i++) {
+    const Value *v = p->values[i];
+    if (v->op != OP_EINSUM)
+      continue;
+    char seen[2 * GSL_MAX_RANK + 1] = {0};
+    int ns = 0;
+    double all = 2, real = 2;
+    for (int k = 0; k < v->ein.nin; k++)
+      for (int d = 0; v->ein.in[k][d]; d++)
+        if (!strchr(seen, v->ein.in[k][d])) {
+          const Value *x = v->args[k];
+          int64_t n = x->gshape.d[d], kk = shard_shards(p, &x->sh, d), c = x->shape.d[d];
+          seen[ns++] = v->ein.in[k][d];
+          all *= (double)c;
+          real *= n % kk && c * kk > n ? (double)n / (double)kk : (double)c;
+        }
+    flop += all;
+    lost += all - real;
+  }
+  if (padb[0] + padb[1] + padb[2] || lost > 0) {
+    fputs("\n## uneven dimensions: padding (gsl.7, Uneven dimensions)\n", f);
+    fprintf(f, "padding held             %12" PRId64 "   bytes on the device holding the most (params %" PRId64
+               ", states %" PRId64 ", inputs %" PRId64 ")\n",
+            padb[0] + padb[1] + padb[2], padb[0], padb[1], padb[2]);
+    fprintf(f, "products on padding      %12.0f   FLOP a step a device, on average (%.1f%% of its products' %.0f)\n",
+            lost, flop > 0 ? 100.0 * lost / flop : 0.0, flop);
+  }
   /* bf16 (a program's own, or gslc --precision bf16's): what it saves */
   int nbf = 0, nbuf = 0;
   int64_t buf = 0, moved = 0;

@@ -1,7 +1,7 @@
 # tests/local.mk — the test lists, included by Makefile.am.
 
 # programs compiled and run, their outputs compared (tests/run-gsl.sh)
-E2E_TESTS += tests/e2e/uneven.gsl tests/e2e/moe_signals.gsl tests/e2e/output_alias.gsl tests/e2e/bf16_ops.gsl tests/e2e/bf16_more.gsl \
+E2E_TESTS += tests/e2e/uneven.gsl tests/e2e/uneven_train.gsl tests/e2e/moe_signals.gsl tests/e2e/output_alias.gsl tests/e2e/bf16_ops.gsl tests/e2e/bf16_more.gsl \
 	tests/e2e/elementwise.gsl tests/e2e/transcendental.gsl tests/e2e/broadcast.gsl \
 	tests/e2e/matmul.gsl tests/e2e/reductions.gsl tests/e2e/softmax.gsl \
 	tests/e2e/layout.gsl tests/e2e/indices.gsl tests/e2e/stdlib_nn.gsl \
@@ -26,8 +26,8 @@ SPMD_TESTS += \
 	tests/spmd/all_to_all.gsl tests/spmd/gather.gsl tests/spmd/local_slice.gsl \
 	tests/spmd/reduce_scatter.gsl tests/spmd/megatron.gsl tests/spmd/propagate_chain.gsl \
 	tests/spmd/permute.gsl tests/spmd/moe_experts.gsl tests/spmd/moe_mesh2d.gsl \
-	tests/spmd/partial_pending.gsl tests/spmd/moe_train.gsl
-SPMD_GOLDEN += tests/spmd/moe_train.explain tests/spmd/megatron.explain tests/spmd/reduce_scatter.explain \
+	tests/spmd/partial_pending.gsl tests/spmd/moe_train.gsl tests/spmd/uneven_train.gsl
+SPMD_GOLDEN += tests/spmd/uneven_train.explain tests/spmd/uneven_train.stats tests/spmd/moe_train.explain tests/spmd/megatron.explain tests/spmd/reduce_scatter.explain \
 	tests/spmd/propagate_chain.explain tests/spmd/moe_experts.explain tests/spmd/moe_mesh2d.explain \
 	tests/spmd/partial_pending.explain
 

@@ -2,7 +2,8 @@
 # tests/run-gsl.sh — runs one .gsl test for automake's harness (GSL_LOG_COMPILER).
 #
 # tests/spmd/NAME.gsl: gslc --emit-spmd must print NAME.spmd (and --explain
-# NAME.explain, where that file exists): golden partitioner tests.
+# NAME.explain, --stats NAME.stats, where those files exist): golden
+# partitioner tests.
 #
 # tests/ir/NAME.gsl: gslc --emit-ir must print NAME.ir (the global IR after
 # sema and propagation): golden tests of those passes. A comment line
@@ -46,6 +47,10 @@ case $dir in
   if [ -f "$dir/$name.explain" ]; then
     (cd "$dir" && "$GSLC" --explain "$name.gsl") >"$work/explain" 2>&1 || fail "gslc --explain failed"
     diff -u "$dir/$name.explain" "$work/explain" || { echo "FAIL: $name: --explain differs"; status=1; }
+  fi
+  if [ -f "$dir/$name.stats" ]; then
+    (cd "$dir" && "$GSLC" --stats "$name.gsl") >"$work/stats" 2>&1 || fail "gslc --stats failed"
+    diff -u "$dir/$name.stats" "$work/stats" || { echo "FAIL: $name: --stats differs"; status=1; }
   fi
   [ $status -eq 0 ] && echo "PASS: $name"
   exit $status ;;
