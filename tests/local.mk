@@ -64,7 +64,7 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/lm_baselines.sh tests/schedule.sh tests/moe_signals.sh tests/lm_script.sh
 
 # gslc --auto-shard: plans known by hand, annotations kept, the examples without annotations as on one device
-SCRIPT_TESTS += tests/auto_shard.sh
+SCRIPT_TESTS += tests/auto_shard.sh tests/uneven_examples.sh
 EXTRA_DIST += tests/auto/mlp.gsl tests/auto/moe.gsl tests/auto/lm.gsl
 
 # text generation: logits known by construction, a Python reference of the sampling, errors, examples/lm.gsl
