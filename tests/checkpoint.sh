@@ -15,6 +15,8 @@
 #     ranks exactly), and so do the params and adam states of the step-10
 #     checkpoint; a leftover .tmp. directory is ignored, then removed, and
 #     the default --keep 2 leaves step 9 and step 10 only;
+#   - on 3 ranks (uneven tiles): saved as on 4, resumed on 2 and 1, and the
+#     4-rank save resumed on 3, as uninterrupted;
 #   - a corrupted byte, a truncated file, a missing file, another program's
 #     checkpoint, another optimizer's learning rate, a different --seed: exit 1 on every rank, one message
 #     naming the file or param, no step run; an empty DIR starts fresh; a
@@ -181,6 +183,39 @@ for d in 4 2 1 2x2; do
   [ $status -eq 0 ] && pass "resumed on $what: steps 7-10 and every tensor of step 10 as uninterrupted (rtol $rtol)"
 done
 [ $status -eq 0 ] && pass "a leftover .tmp. directory was ignored on resume and removed by the next checkpoint"
+
+# Uneven tiles (gsl.7, Uneven dimensions): on 3 ranks the 4 groups and 4
+# experts are cut in tiles of 2 (2, 2 and none). Saved there, every file
+# of step 6 has the true shape and equals the 4-rank save's to 1e-5;
+# resumed on 2 and 1 ranks, and the 4-rank save resumed on 3, steps 7-10
+# and the final params are the uninterrupted run's to 1e-5.
+# shellcheck disable=SC2086
+"$GSLC" $sizes -D D=3 moe_d.gsl -o m3 || { echo "FAIL: gslc -D D=3"; exit 1; }
+run save3 3 ./m3 --steps 6 --input x=xb.npy --checkpoint ck3 --checkpoint-every 3 --keep 5 --quiet
+if [ $rc -ne 0 ]; then
+  fail "the 6-step run on 3 ranks (status $rc)"; cat save3.err
+else
+  for f in ck/step-00000006/*.npy; do
+    ./ckread "ck3/step-00000006/${f##*/}" "$f" 1e-5 1e-6 || fail "${f##*/} of step 6 saved on 3 ranks differs from 4's"
+  done
+  for r in 3to2:ck3:2 3to1:ck3:1 4to3:ck:3; do
+    u=${r%%:*} from=$(echo "$r" | cut -d: -f2) unp=${r##*:}
+    cp -R "$from" "c$u"
+    # shellcheck disable=SC2046
+    run "r$u" "$unp" "./m$unp" --steps 10 --input x=xb.npy --checkpoint "c$u" --checkpoint-every 3 --resume \
+      --metrics "r$u.jsonl" $(outs "r$u")
+    if [ $rc -ne 0 ]; then
+      fail "resume $u: status $rc"; cat "r$u.err"; continue
+    fi
+    losses "r$u.jsonl" >got.loss
+    paste want.loss got.loss | awk '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > 1e-5 * $2) bad = 1 } END { exit bad || NR != 4 }' ||
+      { fail "resume $u: the losses of steps 7-10 differ:"; paste want.loss got.loss; }
+    for t in wg wi wo; do
+      ./ckread "r$u.$t.npy" "full.$t.npy" 1e-5 1e-6 || fail "resume $u: the final $t differs"
+    done
+  done
+  [ $status -eq 0 ] && pass "uneven tiles: saved on 3 ranks as on 4; resumed from 3 on 2 and 1, from 4 on 3, as uninterrupted"
+fi
 
 # expect NAME NP STATUS TEXT PROGRAM ARGS...: the status, TEXT in stderr
 # (or, for status 0, stdout), no step run, one line of error
