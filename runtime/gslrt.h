@@ -188,7 +188,10 @@ void *gslrt_alloc(gslrt_ctx *ctx, int64_t bytes);
 /* Fills out (the local tile, local_shape, at local_offset within a tensor of
  * global_shape; local_offset NULL means all zeros) with counter-based draws
  * keyed by (seed, stream, step, global element index): the same numbers on
- * any mesh. uniform: [a, b); normal: mean 0, std a. */
+ * any mesh. uniform: [a, b); normal: mean 0, std a. On a padded tile
+ * (local_shape the padded extents, gslrt_declare_tensor) every real
+ * element still gets the draw of its global index; padding elements get
+ * draws of indices they do not own, not zeros. */
 void gslrt_rng_fill(gslrt_ctx *ctx, float *out, int32_t dist, double a, double b,
                     uint32_t stream, int64_t step, int32_t rank, const int64_t *global_shape,
                     const int64_t *local_offset, const int64_t *local_shape);
@@ -251,15 +254,18 @@ int64_t gslrt_group_size(gslrt_ctx *ctx, int32_t group);
  * in g tiles of c = ceil(n / g), member j's real elements r_j = max(0,
  * min(c, n - j * c)) at the start of its tile. Every member makes the call
  * with the same shapes and totals; a member with r_j = 0 takes part as any
- * other (it sends its padding where the call says it is sent, and gets
- * nothing of it back).
+ * other: all_gather takes nothing from it, reduce_scatter leaves it a
+ * tile of zeros, all_to_all sends it a block of zeros along dim and keeps
+ * nothing it sends along dim2. The padding of an all_gather's in, or of an
+ * all_to_all's along dim2, never reaches out; all_reduce and
+ * collective_permute treat padding as any element.
  * all_reduce: buf (count elements) is summed (op GSLRT_SUM) or maxed
  *   (GSLRT_MAX) over the group, in place.
  * all_gather: in is a padded tile, in_shape[dim] = c; out, of in's shape
  *   with dim = total (the true global size, 0 <= total <= g * c), holds
  *   member j's first max(0, min(c, total - j * c)) elements along dim,
  *   joined in group order: out's [j * c, ...) along dim is member j's.
- *   Padding in in is never read into out. total = g * c is the even call
+ *   total = g * c is the even call
  *   (every member's whole in).
  * reduce_scatter: in is whole along dim (in_shape[dim] = n) and summed
  *   over the group; out, of in's shape with dim = c = ceil(n / g), keeps
@@ -381,7 +387,9 @@ void gslrt_fail(gslrt_ctx *ctx, const char *msg);
  * all zeros). Finds the first index out of range and ends the run as
  * gslrt_fail does, naming what (the op and where it is written, as in
  * gslrt_declare_index_check), that index's value and global position, the
- * table's rows and what the run was doing (training step or evaluation). */
+ * table's rows and what the run was doing (training step or evaluation).
+ * It scans the whole of local_shape: padding included, if that is what
+ * it is given. */
 void gslrt_fail_index(gslrt_ctx *ctx, const char *what, int64_t rows, const int32_t *idx, int32_t rank,
                       const int64_t *local_shape, const int64_t *offset);
 

@@ -15,14 +15,22 @@
  * gslrt_block_index), and the expected results with plain index loops over
  * the output; values are small multiples of 1/4, so f32 sums are exact and
  * the comparison is ==. Checked per group: its size and this device's index;
- * that a dimension tiled over the group's axes starts at index * extent;
+ * that a dimension tiled over the group's axes starts at index * extent
+ * (and, uneven, holds the real extent the layout says);
  * all_reduce (sum and max), all_gather, reduce_scatter, all_to_all and
  * collective_permute (between groups of the same axes in two orders) on f32,
  * i32 and bf16 (whose multiples of 1/4 here are exact too), along the first,
  * middle and last dimension of a rank-3 tile with unequal extents
  * (all_to_all with both sides direct, packed or unpacked), and an
  * all_to_all carrying an i32 rider (gslrt_all_to_all_rider): each gives
- * what it would alone. bf16 sums are
+ * what it would alone. Uneven tiles (gslrt.h's padded layout): tiles of 7
+ * and 5 over the group; all_gather of 7 and 5 in tiles of ceil(n / g) and
+ * of 5 in tiles one longer (so trailing members hold nothing, e.g. 3, 2,
+ * 0 over 3); reduce_scatter of 7 and 5 (the tile's padding zero);
+ * all_to_all on every pair of dimensions with an uneven cut, an uneven
+ * total2, and both; riders with both uneven. The padding of their inputs
+ * is poisoned with a value no formula gives, and the expected outputs are
+ * written from the layout's definition. bf16 sums are
  * also checked where rounding shows: bit patterns worked out by hand for
  * 1 + (g - 1) 2^-9 and 1 + 2^-7 + (g - 1) 2^-8 over g members (rounded once
  * from f32, not step by step), and, on values that are not exact, against

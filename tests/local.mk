@@ -95,3 +95,9 @@ check_PROGRAMS += tests/bf16_prog
 tests_bf16_prog_SOURCES = tests/bf16_prog.c
 tests_bf16_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(RT_LIBS)
 SCRIPT_TESTS += tests/bf16.sh
+
+# uneven shards (padded tiles): init, --input, index checks, --output, checkpoints across meshes, through a hand-written program
+check_PROGRAMS += tests/uneven_prog
+tests_uneven_prog_SOURCES = tests/uneven_prog.c
+tests_uneven_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(RT_LIBS)
+SCRIPT_TESTS += tests/uneven.sh
