@@ -45,7 +45,7 @@ static void run(gslrt_ctx *ctx, MPI_Comm comm, int op, int way, float *in, float
     if (way == RAW)
       rc = MPI_Allgather(in, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, comm);
     else
-      gslrt_all_gather(ctx, group, GSLRT_F32, in, out, rank, shape, dim);
+      gslrt_all_gather(ctx, group, GSLRT_F32, in, out, rank, shape, dim, g * shape[dim]);
     break;
   case REDUCE_SCATTER:
     if (way == RAW)
@@ -57,7 +57,7 @@ static void run(gslrt_ctx *ctx, MPI_Comm comm, int op, int way, float *in, float
     if (way == RAW)
       rc = MPI_Alltoall(in, (int)(count / g), MPI_FLOAT, out, (int)(count / g), MPI_FLOAT, comm);
     else
-      gslrt_all_to_all(ctx, group, GSLRT_F32, in, out, rank, shape, dim, dim);
+      gslrt_all_to_all(ctx, group, GSLRT_F32, in, out, rank, shape, dim, dim, shape[dim]);
   }
   gslrt_mpi_check(ctx, rc, op_names[op]);
 }

@@ -63,7 +63,8 @@ static void run(gslrt_ctx *ctx, MPI_Comm comm, int dir, int w, const float *in, 
                 const int64_t *shape, int64_t block, MPI_Datatype strided) {
   int rc = MPI_SUCCESS;
   if (w == GSLRT)
-    gslrt_all_to_all(ctx, group, GSLRT_F32, in, out, 4, shape, dir == 0 ? 0 : 1, dir == 0 ? 1 : 0);
+    gslrt_all_to_all(ctx, group, GSLRT_F32, in, out, 4, shape, dir == 0 ? 0 : 1, dir == 0 ? 1 : 0,
+                     gslrt_group_size(ctx, group) * shape[dir == 0 ? 1 : 0]);
   else if (w == RAW)
     rc = MPI_Alltoall(in, (int)block, MPI_FLOAT, out, (int)block, MPI_FLOAT, comm);
   else if (dir == 0)
