@@ -13,7 +13,8 @@
 #     groups and 8 experts over 3 and 6 (tiles of 3, 3, 2; of 2, 2, 2, 2,
 #     0, 0: trailing devices hold none), moe trained with adam;
 #   lm and lm_dense: 8 sequences of 8 bytes over [data, expert] = 3 x 1,
-#     1 x 3 and 3 x 2; lm's 4 experts over 3 and 2.
+#     1 x 3 and 3 x 2; lm's 4 experts over 3 and 2; evaluated after step 2
+#     (the held-out loss compared too).
 set -u
 status=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslunev.XXXXXX")
@@ -29,10 +30,10 @@ same() {
       "$NPYTOOL" compare "$work/$2.$t" ${head%% *} "$(echo "${head#* }" | tr -d '[] ')" --rtol 1e-5 --atol "$4" - \
         >"$work/cmp" 2>&1 || { fail "$3: ${t%.npy} on $2 differs from one device's: $(cat "$work/cmp")"; return 1; }
   done
-  # the losses each step logged (none for a forward program)
+  # the losses each step logged, and the held-out ones (none for a forward program)
   if [ -f "$work/$1.jsonl" ]; then
-    sed -n 's/.*"loss": *\([^,}]*\).*/\1/p' "$work/$1.jsonl" >"$work/$1.loss"
-    sed -n 's/.*"loss": *\([^,}]*\).*/\1/p' "$work/$2.jsonl" >"$work/$2.loss"
+    sed -n 's/.*"loss": *\([^,}]*\).*/\1/p; s/.*"eval_loss": *\([^,}]*\).*/\1/p' "$work/$1.jsonl" >"$work/$1.loss"
+    sed -n 's/.*"loss": *\([^,}]*\).*/\1/p; s/.*"eval_loss": *\([^,}]*\).*/\1/p' "$work/$2.jsonl" >"$work/$2.loss"
     [ -s "$work/$1.loss" ] && paste "$work/$1.loss" "$work/$2.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d
         m = $1 < 0 ? -$1 : $1; if ($2 == "" || d > 1e-5 * m) bad = 1 } END { exit bad }' ||
       { fail "$3: the losses on $2 differ from one device's: $(paste "$work/$1.loss" "$work/$2.loss" | tr '\n' ' ')"; return 1; }
@@ -101,10 +102,11 @@ for model in lm lm_dense; do
     "$GSLC" $sizes $experts -D DATA=$dd -D EXPERT=$ee "$work/$model.gsl" -o "$work/$n" ||
       { fail "$model does not compile for $dd x $ee"; continue; }
     # shellcheck disable=SC2046,SC2086
-    run $n $((dd * ee)) $n --steps 2 --metrics $n.jsonl --input tokens=train.npy $(outs $n $params) || continue
+    run $n $((dd * ee)) $n --steps 2 --metrics $n.jsonl --input tokens=train.npy --eval-every 2 \
+      --eval-input tokens=train.npy $(outs $n $params) || continue
     [ $dd$ee = 11 ] && continue
     same ${model}11 $n "$model on $dd x $ee" 1e-4 &&
-      echo "PASS: $model on $dd x $ee ($((dd * ee)) ranks): one device's params and losses"
+      echo "PASS: $model on $dd x $ee ($((dd * ee)) ranks): one device's params, losses and held-out loss"
   done
 done
 exit $status
