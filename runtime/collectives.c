@@ -316,6 +316,21 @@ static void too_large(gslrt_ctx *ctx, const char *call, int64_t count) {
 }
 #endif
 
+/* Every member's count elements of in into recv, in group order. */
+static void gather_blocks(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type, const void *in, void *recv,
+                          int64_t count, const char *call) {
+  int rc;
+  if (count <= GSLRT_MPI_COUNT_MAX)
+    rc = MPI_Allgather(in, (int)count, type, recv, (int)count, type, gr->comm);
+  else
+#if MPI_VERSION >= 4
+    rc = MPI_Allgather_c(in, count, type, recv, count, type, gr->comm);
+#else
+    too_large(ctx, call, count);
+#endif
+  gslrt_mpi_check(ctx, rc, "MPI_Allgather");
+}
+
 /* all_gather's uneven case (total < g * c, gslrt.h): with outer 1 each
  * member's real elements are one run, gathered by MPI_Allgatherv straight
  * into out at j * c; otherwise the padded tiles are gathered whole into
@@ -332,15 +347,7 @@ static void all_gather_uneven(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type
   }
   if (s.outer != 1) {
     void *recv = scratch(ctx, (size_t)(g * count) * es, call);
-    if (count <= GSLRT_MPI_COUNT_MAX)
-      rc = MPI_Allgather(in, (int)count, type, recv, (int)count, type, gr->comm);
-    else
-#if MPI_VERSION >= 4
-      rc = MPI_Allgather_c(in, count, type, recv, count, type, gr->comm);
-#else
-      too_large(ctx, call, count);
-#endif
-    gslrt_mpi_check(ctx, rc, "MPI_Allgather");
+    gather_blocks(ctx, gr, type, in, recv, count, call);
     unpack_real(out, recv, s.outer, g, s.d, total, s.inner, es);
     return;
   }
@@ -397,16 +404,7 @@ void gslrt_all_gather(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
     return;
   }
   void *recv = s.outer == 1 ? out : scratch(ctx, (size_t)(g * count) * es, call);
-  int rc;
-  if (count <= GSLRT_MPI_COUNT_MAX)
-    rc = MPI_Allgather(in, (int)count, type, recv, (int)count, type, gr->comm);
-  else
-#if MPI_VERSION >= 4
-    rc = MPI_Allgather_c(in, count, type, recv, count, type, gr->comm);
-#else
-    too_large(ctx, call, count);
-#endif
-  gslrt_mpi_check(ctx, rc, "MPI_Allgather");
+  gather_blocks(ctx, gr, type, in, recv, count, call);
   if (recv != out)
     gslrt_unpack_blocks(out, recv, s.outer, g, s.d, s.inner, es);
 }
