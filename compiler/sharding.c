@@ -409,7 +409,20 @@ int64_t shard_reshard_bytes(const Program *p, const Shape *gshape, DType dt, con
 int64_t shard_collective_bytes(const Program *spmd, const Value *v) {
   if (!(ir_op(v->op)->flags & OF_SPMD) || v->nargs != 1)
     die("%%%d (%s) is not a collective or local slice", v->id, op_name(v->op));
-  return shard_step_bytes(v->op, dtype_size(v->args[0]->dtype) * shape_elems(&v->args[0]->shape), shard_group_size(spmd, v->group, v->ngroup));
+  const Value *a = v->args[0];
+  int64_t n = shard_group_size(spmd, v->group, v->ngroup), es = dtype_size(a->dtype);
+  if (v->op == OP_ALL_GATHER && n > 1 && v->shape.d[v->axis] < n * a->shape.d[v->axis]) {
+    /* uneven tiles along the leading dim move their real elements alone
+     * (runtime/collectives.c): the device holding the fewest receives
+     * the most, total - its own */
+    int64_t outer = 1, inner = 1, total = v->shape.d[v->axis], c = a->shape.d[v->axis];
+    for (int i = 0; i < a->shape.rank; i++)
+      *(i < v->axis ? &outer : &inner) *= i == v->axis ? 1 : a->shape.d[i];
+    int64_t fewest = total - (n - 1) * c;
+    if (outer == 1)
+      return es * inner * (total - (fewest > 0 ? fewest : 0));
+  }
+  return shard_step_bytes(v->op, es * shape_elems(&a->shape), n);
 }
 
 double shard_step_seconds(const Program *p, const Machine *m, Op op, int64_t in, const uint8_t *group, int ngroup) {
