@@ -17,7 +17,9 @@
  * letters; a source's, concat's or annotation's dims; a gather's index
  * and row dims; a dispatch's groups and model dim), and a strategy gives
  * each mesh axis of more than one device one letter to cut, or none (an
- * axis may cut a letter only where the letter's size divides). A letter
+ * axis may cut a letter where every shard gets one of its elements; a
+ * cut its shards do not divide is priced on its padded tiles, gsl.7
+ * Uneven dimensions). A letter
  * of the result gives its cut to the result; a letter the result lacks (a
  * contracted one, a scatter-add's index) leaves a partial sum, pending
  * through the linear members that follow it, as the partitioner leaves
@@ -397,7 +399,7 @@ static Strat *strategies(const Program *p, const Space *s, int *n) {
         continue;
       int l = choice[ax] - 1;
       cut[l] *= p->mesh.size[ax];
-      if ((s->fixed & (1u << l)) || s->size[l] % cut[l] != 0)
+      if ((s->fixed & (1u << l)) || s->size[l] < cut[l])
         ok = false;
     }
     if (ok)

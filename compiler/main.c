@@ -394,7 +394,7 @@ static int compile(const Options *o) {
     if (o->auto_shard && !auto_shard(p, &mach, held_budget, o->mode == MODE_EXPLAIN, &searched)) {
       if (searched.infeasible)
         diag_fatal("--mem-budget %lld: on this mesh a device holds at least %.0f bytes of params, optimizer "
-                   "states and inputs (each cut as far as its dimensions divide), more than %s",
+                   "states and inputs (each cut over as many devices as its dimensions allow), more than %s",
                    (long long)o->mem_budget, searched.least,
                    round ? arena_printf(p->arena, "the %.0f bytes the budget leaves them beside the intermediates "
                                                   "of the plans found", held_budget)

@@ -174,6 +174,14 @@ cmp_runs() { # name, compile flags for N devices, N, steps, output
 }
 cmp_runs mlp "-D DP=2 -D MP=1" 2 2 y "-D DP=1 -D MP=1"
 cmp_runs mlp "-D DP=2 -D MP=2" 4 2 y "-D DP=1 -D MP=1"
+# on 3 devices no dim of the MLP divides (gsl.7, Uneven dimensions): the
+# search cuts unevenly, w1's 1024 columns in tiles of 342, and the
+# program still gives one device's numbers
+"$GSLC" -D DP=3 -D MP=1 --auto-shard --emit-ir "$top_srcdir/tests/auto/mlp.gsl" -o "$work/mlp3.ir" 2>"$work/err" &&
+  [ "$(sharding w1 "$work/mlp3.ir")" != "{[_, _]}" ] && [ -n "$(sharding w1 "$work/mlp3.ir")" ] &&
+  pass "on 3 devices the search cuts w1 unevenly: $(sharding w1 "$work/mlp3.ir")" ||
+  { fail "on 3 devices w1 is $(sharding w1 "$work/mlp3.ir")"; cat "$work/err"; }
+cmp_runs mlp "-D DP=3 -D MP=1" 3 2 y "-D DP=1 -D MP=1"
 cmp_runs moe "-D D=2" 2 2 y "-D D=1"
 cmp_runs moe "-D D=4" 4 2 y "-D D=1"
 
