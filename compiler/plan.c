@@ -736,9 +736,6 @@ static int64_t outer(const Shape *s, int dim) {
   return n;
 }
 
-/* The scratch space runtime/collectives.c takes for v: where the blocks
- * of a group are not contiguous (a split dimension after the first), they
- * are packed or unpacked through it. */
 /* the bytes of g blocks of an all_to_all's or reduce_scatter's input a
  * cut along dim into g tiles of ceil(n / g) (the input padded to g tiles) */
 static int64_t padded_in(const Value *a, int dim, int64_t g) {
@@ -746,6 +743,10 @@ static int64_t padded_in(const Value *a, int dim, int64_t g) {
   block.d[dim] = (block.d[dim] + g - 1) / g;
   return g * dtype_size(a->dtype) * shape_elems(&block);
 }
+
+/* The scratch space runtime/collectives.c takes for v: where the blocks
+ * of a group are not contiguous (a split dimension after the first), they
+ * are packed or unpacked through it. */
 
 static int64_t scratch_of(const Program *p, const Value *v) {
   const Value *a = v->nargs ? v->args[0] : NULL;
@@ -764,7 +765,7 @@ static int64_t scratch_of(const Program *p, const Value *v) {
     return round_up(2 * in); /* bf16 sums: widened to f32 (gslrt.h) */
   switch (v->op) {
   case OP_ALL_GATHER:
-    return outer(&a->shape, v->axis) != 1 || uneven ? round_up(g * in) : 0;
+    return outer(&a->shape, v->axis) != 1 ? round_up(g * in) : 0; /* uneven or not (gslrt.h) */
   case OP_REDUCE_SCATTER:
     return outer(&a->shape, v->axis) != 1 ? round_up(in) : 0;
   case OP_ALL_TO_ALL: {

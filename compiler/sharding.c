@@ -201,12 +201,12 @@ Sharding shard_reshape(const Program *p, const Sharding *sh, const Shape *from, 
     /* the tiles must hold the same run of the group's elements on both
      * sides: ceil(nf / k) * inner_f = ceil(nt / k) * inner_t (an even cut
      * always does; an uneven one only by chance) */
-    int64_t kk = shard_shards(p, sh, fr), inf = 1, int_ = 1;
+    int64_t kk = shard_shards(p, sh, fr), inner_f = 1, inner_t = 1;
     for (int i = fr + 1; i < f1; i++)
-      inf *= from->d[i];
+      inner_f *= from->d[i];
     for (int i = tr + 1; i < t1; i++)
-      int_ *= to->d[i];
-    bool same_tiles = (from->d[fr] + kk - 1) / kk * inf == (to->d[tr] + kk - 1) / kk * int_;
+      inner_t *= to->d[i];
+    bool same_tiles = (from->d[fr] + kk - 1) / kk * inner_f == (to->d[tr] + kk - 1) / kk * inner_t;
     if (!others && same_tiles)
       shard_copy_dim(&out, tr, sh, fr);
   }
