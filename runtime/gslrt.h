@@ -190,8 +190,8 @@ void *gslrt_alloc(gslrt_ctx *ctx, int64_t bytes);
  * keyed by (seed, stream, step, global element index): the same numbers on
  * any mesh. uniform: [a, b); normal: mean 0, std a. On a padded tile
  * (local_shape the padded extents, gslrt_declare_tensor) every real
- * element still gets the draw of its global index; padding elements get
- * draws of indices they do not own, not zeros. */
+ * element still gets the draw of its global index; padding elements
+ * (past global_shape along some dim) draw nothing and are 0. */
 void gslrt_rng_fill(gslrt_ctx *ctx, float *out, int32_t dist, double a, double b,
                     uint32_t stream, int64_t step, int32_t rank, const int64_t *global_shape,
                     const int64_t *local_offset, const int64_t *local_shape);

@@ -32,6 +32,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifndef M_PI
@@ -105,11 +106,21 @@ void gslrt_rng_fill(gslrt_ctx *ctx, float *out, int32_t dist, double a, double b
     count *= local_shape[d];
   }
   uint64_t g = 0;
-  for (int d = 0; d < rank; d++)
+  /* a padded tile (gslrt.h, beside gslrt_declare_tensor): its elements
+   * past the global shape along any dim draw nothing and are 0; the
+   * others draw exactly as in an even tile */
+  bool padded = false;
+  for (int d = 0; d < rank; d++) {
     g += (uint64_t)((local_offset ? local_offset[d] : 0) * gstride[d]);
+    padded |= (local_offset ? local_offset[d] : 0) + local_shape[d] > global_shape[d];
+  }
   for (int64_t e = 0; e < count; e++) {
-    double v = dist == GSLRT_NORMAL ? a * gslrt_rng_normal01(seed, stream, step, g)
-                                    : a + (b - a) * gslrt_rng_uniform01(seed, stream, step, g);
+    bool real = true;
+    for (int d = 0; padded && d < rank; d++)
+      real &= (local_offset ? local_offset[d] : 0) + idx[d] < global_shape[d];
+    double v = !real ? 0.0
+               : dist == GSLRT_NORMAL ? a * gslrt_rng_normal01(seed, stream, step, g)
+                                      : a + (b - a) * gslrt_rng_uniform01(seed, stream, step, g);
     out[e] = (float)v;
     for (int d = rank - 1; d >= 0; d--) {
       g += (uint64_t)gstride[d];

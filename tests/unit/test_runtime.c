@@ -124,6 +124,24 @@ static void test_rng_tiles(void) {
           same &= tile2[e++] == whole[((2 + i) * 6 + j) * 5 + 3 + k];
     CU_ASSERT(same);
   }
+  /* A padded tile (uneven cuts, gslrt.h): [4, 6, 5] cut 3 ways on dim 1
+   * and 2 on dim 2 gives tiles of [4, 2, 3]; the last block, at offset
+   * [0, 4, 3], holds 2 x 2 real elements a row and draws nothing in its
+   * padding (k = 2 of each row), which is 0 */
+  int64_t off3[3] = {0, 4, 3}, loc3[3] = {4, 2, 3};
+  float tile3[24];
+  for (int dist = 0; dist < 2; dist++) {
+    gslrt_rng_fill(&ctx, whole, dist, 0.5, 2, 7, 3, 3, g, NULL, g);
+    for (int i = 0; i < 24; i++)
+      tile3[i] = 99;
+    gslrt_rng_fill(&ctx, tile3, dist, 0.5, 2, 7, 3, 3, g, off3, loc3);
+    int same = 1, e = 0;
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 2; j++)
+        for (int k = 0; k < 3; k++, e++)
+          same &= k < 2 ? tile3[e] == whole[(i * 6 + 4 + j) * 5 + 3 + k] : tile3[e] == 0.0f;
+    CU_ASSERT(same);
+  }
   /* A different step or stream gives different numbers. */
   float other[120];
   gslrt_rng_fill(&ctx, other, GSLRT_UNIFORM, 0, 1, 7, 4, 3, g, NULL, g);
