@@ -147,7 +147,8 @@ typedef struct Auto {
   int *cls;          /* value id -> class */
   int *fol;          /* value id -> operand slot it follows, -1 for a root */
   int *midx;         /* value id -> index among its class's members */
-  int *sole;         /* value id -> its one consumer, or -1 */
+  int *ufirst;       /* value id -> its first use in ulist; its uses end at ufirst[id + 1] */
+  int *ulist;        /* the uses of every value, (consumer id, operand slot) pairs, consumers in program order */
   bool *lin;         /* value id -> a partial sum of it may stay pending (shard_linear_uses) */
   Class *c;
   int nc;
@@ -477,14 +478,16 @@ static double allreduce_seconds(const Auto *A, const Value *v, const Sharding *s
   return shard_reshard_seconds(A->p, A->m, &v->shape, v->dtype, &from, &to);
 }
 
-/* Whether member v of class c, with sharding sh, may leave a partial sum
+/* Whether member v, with sharding sh (msh: its class's members'), may leave a partial sum
  * pending as the partitioner does (sharding.c's linear rule): its one use
  * is a linear member of its own class that follows it, needs it as it is,
  * and passes the sum on (a sum or difference would need its other
  * operand partial too, which a value of another class never is). */
-static bool defers(const Auto *A, const Class *c, const Sharding *msh, const Value *v, const Sharding *sh) {
-  int u = A->sole[v->id];
-  if (!A->lin[v->id] || u < 0 || A->cls[u] != A->cls[v->id])
+static bool defers(const Auto *A, const Sharding *msh, const Value *v, const Sharding *sh) {
+  if (!A->lin[v->id]) /* one use, linear */
+    return false;
+  int u = A->ulist[2 * A->ufirst[v->id]];
+  if (A->cls[u] != A->cls[v->id])
     return false;
   const Value *w = A->p->values[u];
   int k = A->fol[u];
@@ -493,7 +496,6 @@ static bool defers(const Auto *A, const Class *c, const Sharding *msh, const Val
   if (w->op == OP_REDUCE)
     return true;
   Sharding need = follow_need(A->p, w, k, &msh[A->midx[u]]);
-  (void)c;
   return shard_eq(&need, sh, v->shape.rank);
 }
 
@@ -542,7 +544,7 @@ static double class_cost(Auto *A, Class *c, int s, Sharding *msh) {
         t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &need);
       }
     }
-    if (got && defers(A, c, msh, v, sh))
+    if (got && defers(A, msh, v, sh))
       pend[j] = got;
     else
       t += allreduce_seconds(A, v, sh, got);
@@ -562,13 +564,22 @@ static void build_classes(Auto *A) {
   A->cls = xcalloc((size_t)n + 1, sizeof *A->cls);
   A->fol = xcalloc((size_t)n + 1, sizeof *A->fol);
   A->midx = xcalloc((size_t)n + 1, sizeof *A->midx);
-  A->sole = xcalloc((size_t)n + 1, sizeof *A->sole);
   A->lin = shard_linear_uses(p);
+  A->ufirst = xcalloc((size_t)n + 2, sizeof *A->ufirst);
   for (int i = 0; i < n; i++)
-    A->sole[i] = -1;
+    for (int k = 0; k < p->values[i]->nargs; k++)
+      A->ufirst[p->values[i]->args[k]->id + 1]++;
   for (int i = 0; i < n; i++)
-    for (int k = 0; k < p->values[i]->nargs; k++) /* the last use; the one where lin holds */
-      A->sole[p->values[i]->args[k]->id] = i;
+    A->ufirst[i + 1] += A->ufirst[i];
+  A->ulist = xcalloc((size_t)A->ufirst[n] + 1, 2 * sizeof *A->ulist);
+  int *at = xcalloc((size_t)n + 1, sizeof *at);
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < p->values[i]->nargs; k++) {
+      int u = p->values[i]->args[k]->id, j = A->ufirst[u] + at[u]++;
+      A->ulist[2 * j] = i;
+      A->ulist[2 * j + 1] = k;
+    }
+  free(at);
   int *root_of = xcalloc((size_t)n + 1, sizeof *root_of);
   for (int i = 0; i < n; i++) {
     const Value *v = p->values[i];
@@ -658,22 +669,6 @@ static int group_of(Sharding *list, int *n, const Sharding *sh, int r) {
 static void build_edges(Auto *A) {
   Program *p = A->p;
   int n = p->nvalues;
-  /* the uses of each value, by consumers in program order */
-  int *nuses = xcalloc((size_t)n + 1, sizeof *nuses);
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < p->values[i]->nargs; k++)
-      if (k != A->fol[i])
-        nuses[p->values[i]->args[k]->id]++;
-  int **uses = xcalloc((size_t)n + 1, sizeof *uses), *fill = xcalloc((size_t)n + 1, sizeof *fill);
-  for (int i = 0; i < n; i++)
-    uses[i] = xcalloc((size_t)nuses[i] + 1, 2 * sizeof(int));
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < p->values[i]->nargs; k++)
-      if (k != A->fol[i]) {
-        int u = p->values[i]->args[k]->id;
-        uses[u][2 * fill[u]] = i;
-        uses[u][2 * fill[u]++ + 1] = k;
-      }
   for (int ui = 0; ui < n; ui++) {
     const Value *u = p->values[ui];
     int U = A->cls[ui], r = u->shape.rank;
@@ -681,9 +676,11 @@ static void build_edges(Auto *A) {
     Edge e = {U, 0, 0, NULL, NULL, 0, NULL};
     Sharding *as = xcalloc((size_t)cu->nst, sizeof *as), *rs = NULL;
     int caprs = 0;
-    for (int j = 0; j < nuses[ui]; j++) {
-      const Value *v = p->values[uses[ui][2 * j]];
-      int k = uses[ui][2 * j + 1], V = A->cls[v->id];
+    for (int j = A->ufirst[ui]; j < A->ufirst[ui + 1]; j++) {
+      const Value *v = p->values[A->ulist[2 * j]];
+      int k = A->ulist[2 * j + 1], V = A->cls[v->id];
+      if (k == A->fol[v->id]) /* the follower's own operand: costed on its class */
+        continue;
       Class *cv = &A->c[V];
       if (V == U) { /* x * x, or a value of the class used twice: a cost on the class */
         for (int t = 0; t < cv->nst; t++) {
@@ -696,7 +693,7 @@ static void build_edges(Auto *A) {
         e.amap = xcalloc((size_t)cu->nst, sizeof(int));
         for (int s2 = 0; s2 < cu->nst; s2++)
           e.amap[s2] = group_of(as, &e.na, member_sh(A, ui, s2), r);
-        e.use = xcalloc((size_t)nuses[ui], sizeof *e.use);
+        e.use = xcalloc((size_t)(A->ufirst[ui + 1] - A->ufirst[ui]), sizeof *e.use);
       }
       Use *us = &e.use[e.nuse++];
       us->cls = V;
@@ -744,11 +741,6 @@ static void build_edges(Auto *A) {
     }
     A->e[A->ne++] = e;
   }
-  for (int i = 0; i < n; i++)
-    free(uses[i]);
-  free(uses);
-  free(fill);
-  free(nuses);
 }
 
 /* ---- the integer linear program ------------------------------------------- */
@@ -1165,20 +1157,7 @@ static const char *strat_str(Arena *a, const Program *p, const Class *c, int s) 
 static void fit_to_uses(Auto *A) {
   Program *p = A->p;
   int n = p->nvalues;
-  int *first = xcalloc((size_t)n + 2, sizeof *first), *at, *list;
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < p->values[i]->nargs; k++)
-      first[p->values[i]->args[k]->id + 1]++;
-  for (int i = 0; i < n; i++)
-    first[i + 1] += first[i];
-  at = xcalloc((size_t)n + 1, sizeof *at);
-  list = xcalloc((size_t)first[n] + 1, 2 * sizeof *list);
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < p->values[i]->nargs; k++) {
-      int u = p->values[i]->args[k]->id, j = first[u] + at[u]++;
-      list[2 * j] = i;
-      list[2 * j + 1] = k;
-    }
+  const int *first = A->ufirst, *list = A->ulist;
   bool *out = xcalloc((size_t)n + 1, sizeof *out);
   for (int i = 0; i < p->noutputs; i++)
     out[p->outputs[i].value->id] = true;
@@ -1203,9 +1182,6 @@ static void fit_to_uses(Auto *A) {
     if (agree)
       v->sh = want;
   }
-  free(first);
-  free(at);
-  free(list);
   free(out);
 }
 
@@ -1272,7 +1248,8 @@ static void free_auto(Auto *A) {
   free(A->cls);
   free(A->fol);
   free(A->midx);
-  free(A->sole);
+  free(A->ufirst);
+  free(A->ulist);
   free(A->lin);
   arena_free(A->a);
 }

@@ -75,9 +75,9 @@ static const char *uneven_note(Arena *a, const Program *g, const Value *v) {
   for (int d = 0; d < v->shape.rank; d++) {
     if (!(pad & (1u << d)))
       continue;
-    int64_t n = v->shape.d[d], k = shard_shards(g, &v->sh, d), c = (n + k - 1) / k, last = n - (k - 1) * c;
+    int64_t n = v->shape.d[d], k = shard_shards(g, &v->sh, d);
     s = arena_printf(a, "%s, uneven dim %d: %" PRId64 " over %" PRId64 " in tiles of %" PRId64 " (the last holds %" PRId64 ")",
-                     s, d, n, k, c, last > 0 ? last : 0);
+                     s, d, n, k, (n + k - 1) / k, shard_last_real(n, k));
   }
   return s;
 }

@@ -708,6 +708,10 @@ Shape shard_local_shape(const Program *p, const Shape *global, const Sharding *s
 /* The dims of a value of global shape `global` whose shards do not divide
  * them (bitmask): its tiles end in padding on some device. */
 uint32_t shard_padded(const Program *p, const Shape *global, const Sharding *sh);
+/* The real elements the last of k shards of a dim of n holds (tiles of
+ * ceil(n / k)): the fewest any shard holds, 0 where trailing shards hold
+ * padding only. */
+int64_t shard_last_real(int64_t n, int64_t k);
 /* SPMD local slice v's last blocks reach past its operand's end (uneven
  * tiles of a whole dim): those elements are 0, and the operand is read
  * from a buffer (plan.c gives it one). */

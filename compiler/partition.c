@@ -93,7 +93,7 @@ static Value *masked(Part *P, Value *x, uint32_t dims, double fill, Span sp) {
       continue;
     Value *m = emit(P, NULL, OP_PAD_MASK, x->dtype, x->gshape, &x->sh, sp, 1, &x);
     m->pass = P->at ? P->at->pass : PASS_UPDATE;
-    m->site = P->at ? P->at->site : m->site;
+    m->site = P->at ? P->at->site : sp;
     m->axis = d;
     m->fval = fill;
     m->ival = fill > 2147483647.0 ? 2147483647 : fill < -2147483648.0 ? -2147483647 - 1 : (int64_t)fill;

@@ -753,19 +753,18 @@ static int64_t scratch_of(const Program *p, const Value *v) {
   int64_t esize = a ? dtype_size(a->dtype) : 4, g = group_size(p, v), in = a ? esize * shape_elems(&a->shape) : 0;
   if (g == 1 || in == 0)
     return 0;
-  /* uneven tiles (gslrt.h): a dim its group does not divide, a gathered
-   * or joined dim short of g tiles */
-  bool uneven = v->op != OP_ALL_REDUCE && v->op != OP_COLLECTIVE_PERMUTE &&
-                ((v->op != OP_ALL_GATHER && a->shape.d[v->axis] % g) ||
-                 (v->op == OP_ALL_GATHER && v->shape.d[v->axis] != g * a->shape.d[v->axis]) ||
-                 (v->op == OP_ALL_TO_ALL && v->shape.d[v->axis2] != g * a->shape.d[v->axis2]));
+  /* uneven tiles (gslrt.h): a dim a reduce-scatter or all-to-all cuts
+   * that its group does not divide, or a joined dim short of g tiles (an
+   * all-gather's scratch does not depend on them) */
+  bool uneven = (v->op == OP_REDUCE_SCATTER || v->op == OP_ALL_TO_ALL) &&
+                (a->shape.d[v->axis] % g || (v->op == OP_ALL_TO_ALL && v->shape.d[v->axis2] != g * a->shape.d[v->axis2]));
   if (v->op == OP_REDUCE_SCATTER && uneven) /* the input padded to g tiles, widened for bf16 */
     return round_up((esize == 2 ? 2 : 1) * padded_in(a, v->axis, g));
   if (esize == 2 && (v->op == OP_ALL_REDUCE || v->op == OP_REDUCE_SCATTER))
     return round_up(2 * in); /* bf16 sums: widened to f32 (gslrt.h) */
   switch (v->op) {
   case OP_ALL_GATHER:
-    return outer(&a->shape, v->axis) != 1 ? round_up(g * in) : 0; /* uneven or not (gslrt.h) */
+    return outer(&a->shape, v->axis) != 1 ? round_up(g * in) : 0;
   case OP_REDUCE_SCATTER:
     return outer(&a->shape, v->axis) != 1 ? round_up(in) : 0;
   case OP_ALL_TO_ALL: {
@@ -952,10 +951,8 @@ void plan_free(Plan *pl) {
  * the last block of the dim's cut (an uneven cut's shortest, maybe 0). */
 static int64_t last_real(const Program *p, const Value *v, int d) {
   int64_t n = v->gshape.d[d], k = shard_shards(p, &v->sh, d), c = v->shape.d[d];
-  if (n % k == 0 || c * k <= n) /* even, or a tile that is not the cut's (a whole dim) */
-    return c;
-  int64_t last = n - (k - 1) * c;
-  return last > 0 ? last : 0;
+  return n % k == 0 || c * k <= n ? c /* even, or a tile that is not the cut's (a whole dim) */
+                                  : shard_last_real(n, k);
 }
 
 static const char *where(Arena *a, Span sp) {

@@ -105,6 +105,11 @@ bool shard_slice_past(const Program *s, const Value *v) {
          shard_group_size(s, v->group, v->ngroup) * v->shape.d[v->axis] > v->args[0]->shape.d[v->axis];
 }
 
+int64_t shard_last_real(int64_t n, int64_t k) {
+  int64_t c = (n + k - 1) / k, last = n - (k - 1) * c;
+  return last > 0 ? last : 0;
+}
+
 uint32_t shard_padded(const Program *p, const Shape *global, const Sharding *sh) {
   uint32_t m = 0;
   for (int i = 0; i < global->rank; i++)
@@ -415,12 +420,11 @@ int64_t shard_collective_bytes(const Program *spmd, const Value *v) {
     /* uneven tiles along the leading dim move their real elements alone
      * (runtime/collectives.c): the device holding the fewest receives
      * the most, total - its own */
-    int64_t outer = 1, inner = 1, total = v->shape.d[v->axis], c = a->shape.d[v->axis];
+    int64_t outer = 1, inner = 1, total = v->shape.d[v->axis];
     for (int i = 0; i < a->shape.rank; i++)
       *(i < v->axis ? &outer : &inner) *= i == v->axis ? 1 : a->shape.d[i];
-    int64_t fewest = total - (n - 1) * c;
     if (outer == 1)
-      return es * inner * (total - (fewest > 0 ? fewest : 0));
+      return es * inner * (total - shard_last_real(total, n));
   }
   return shard_step_bytes(v->op, es * shape_elems(&a->shape), n);
 }

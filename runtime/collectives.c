@@ -331,6 +331,22 @@ static void gather_blocks(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type, co
   gslrt_mpi_check(ctx, rc, "MPI_Allgather");
 }
 
+/* The sum over the group of every member's g blocks of count elements
+ * (send, or recv itself for MPI_IN_PLACE), this member's block into recv. */
+static void reduce_blocks(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type, const void *send, void *recv,
+                          int64_t count, const char *call) {
+  int rc;
+  if (count <= GSLRT_MPI_COUNT_MAX)
+    rc = MPI_Reduce_scatter_block(send, recv, (int)count, type, MPI_SUM, gr->comm);
+  else
+#if MPI_VERSION >= 4
+    rc = MPI_Reduce_scatter_block_c(send, recv, count, type, MPI_SUM, gr->comm);
+#else
+    too_large(ctx, call, count);
+#endif
+  gslrt_mpi_check(ctx, rc, "MPI_Reduce_scatter_block");
+}
+
 /* all_gather's uneven case (total < g * c, gslrt.h): with outer 1 each
  * member's real elements are one run, gathered by MPI_Allgatherv straight
  * into out at j * c; otherwise the padded tiles are gathered whole into
@@ -427,18 +443,10 @@ void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const vo
     int wide = dtype == GSLRT_BF16;
     void *packed = scratch(ctx, (size_t)(g * count) * (wide ? 4 : es), call);
     pack_padded(packed, in, s.outer, g, c, s.d, s.inner, es, wide);
-    int rc;
-    if (count <= GSLRT_MPI_COUNT_MAX)
-      rc = wide ? MPI_Reduce_scatter_block(MPI_IN_PLACE, packed, (int)count, MPI_FLOAT, MPI_SUM, gr->comm)
-                : MPI_Reduce_scatter_block(packed, out, (int)count, type, MPI_SUM, gr->comm);
+    if (wide)
+      reduce_blocks(ctx, gr, MPI_FLOAT, MPI_IN_PLACE, packed, count, call);
     else
-#if MPI_VERSION >= 4
-      rc = wide ? MPI_Reduce_scatter_block_c(MPI_IN_PLACE, packed, count, MPI_FLOAT, MPI_SUM, gr->comm)
-                : MPI_Reduce_scatter_block_c(packed, out, count, type, MPI_SUM, gr->comm);
-#else
-      too_large(ctx, call, count);
-#endif
-    gslrt_mpi_check(ctx, rc, "MPI_Reduce_scatter_block");
+      reduce_blocks(ctx, gr, type, packed, out, count, call);
     if (wide)
       gslrt_bf16_round_n(out, packed, count);
     return;
@@ -464,16 +472,7 @@ void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const vo
     gslrt_pack_blocks(packed, in, s.outer, g, s.d / g, s.inner, es);
     send = packed;
   }
-  int rc;
-  if (count <= GSLRT_MPI_COUNT_MAX)
-    rc = MPI_Reduce_scatter_block(send, recv, (int)count, type, MPI_SUM, gr->comm);
-  else
-#if MPI_VERSION >= 4
-    rc = MPI_Reduce_scatter_block_c(send, recv, count, type, MPI_SUM, gr->comm);
-#else
-    too_large(ctx, call, count);
-#endif
-  gslrt_mpi_check(ctx, rc, "MPI_Reduce_scatter_block");
+  reduce_blocks(ctx, gr, type, send, recv, count, call);
   if (recv != out)
     gslrt_bf16_round_n(out, recv, count);
 }

@@ -205,7 +205,7 @@ if "$GSLC" --machine "$work/bad.machine" "$work/mlp.gsl" -o /dev/null 2>"$work/e
 else
   grep -q 'it needs one of them' "$work/err" && pass "--machine needs --auto-shard or --explain" || { fail "--machine alone:"; cat "$work/err"; }
 fi
-printf '# links a thousand times slower\nlink_gbs = 0.004\nlatency_us = 20000\n' >"$work/slow.machine"
+cp "$top_srcdir/tests/auto/slow.machine" "$work/slow.machine"   # links a thousand times slower
 # --explain's estimate of the step: the pinned (Megatron) MLP's one
 # all-reduce of a partial [8192, 256] activation a step at least, 8 MiB
 # received, costs 2 ms at 4 GB/s and 2 s at 4 MB/s
@@ -220,19 +220,10 @@ fi
 "$GSLC" --auto-shard --machine "$work/slow.machine" --emit-ir "$work/mlp.gsl" -o "$work/slow.ir" 2>"$work/err" &&
   [ "$(sharding x "$work/slow.ir")" = "{[_, _]}" ] && pass "with links 1000 times slower, x stays whole (no communication)" ||
   { fail "slow links: x $(sharding x "$work/slow.ir" 2>/dev/null)"; cat "$work/err"; }
-# --mem-budget. A 2048 x 2048 f32 param trained with adam on [d = 2]:
-# w, m and v are 16 MiB each whole; cut in two, 8 MiB each, and x's 128
-# KiB too, with adam's step count (4 bytes) whole: at least 3 * 8388608 +
-# 65536 + 4 = 25231364 bytes a device. With links 1000 times slower the
-# search keeps w whole (no collective), over 48 MiB a device; under a 40
-# MiB budget it must cut w, and the plan fits.
-cat >"$work/wh.gsl" <<'EOF2'
-mesh [d = 2]
-param w: f32[2048, 2048] = normal(0.02)
-input x: f32[16, 2048] = normal(1.0)
-let y = x @ w
-train mean(y * y) with adam(lr = 0.001)
-EOF2
+# --mem-budget on tests/auto/budget.gsl (its header works the bytes out):
+# with links 1000 times slower the search keeps w whole, over 48 MiB a
+# device; under a 40 MiB budget it must cut w, and the plan fits.
+cp "$top_srcdir/tests/auto/budget.gsl" "$work/wh.gsl"
 total() { sed -n 's/^total  *\([0-9]*\) .*/\1/p' "$1"; }
 if "$GSLC" --auto-shard --machine "$work/slow.machine" --stats "$work/wh.gsl" >"$work/s0" &&
    "$GSLC" --auto-shard --machine "$work/slow.machine" --emit-ir "$work/wh.gsl" -o "$work/w0.ir" &&

@@ -65,7 +65,7 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 
 # gslc --auto-shard: plans known by hand, annotations kept, the examples without annotations as on one device
 SCRIPT_TESTS += tests/auto_shard.sh tests/uneven_examples.sh
-EXTRA_DIST += tests/auto/mlp.gsl tests/auto/moe.gsl tests/auto/lm.gsl
+EXTRA_DIST += tests/auto/mlp.gsl tests/auto/moe.gsl tests/auto/lm.gsl tests/auto/budget.gsl tests/auto/slow.machine
 
 # text generation: logits known by construction, a Python reference of the sampling, errors, examples/lm.gsl
 SCRIPT_TESTS += tests/generate.sh

@@ -68,14 +68,8 @@ done
 # times dearer, which the search would keep whole without the budget: the
 # plan's --stats total is within the budget, and the peak RSS within that
 # total and the slack
-cat >"$work/wh.gsl" <<'GSL'
-mesh [d = 2]
-param w: f32[2048, 2048] = normal(0.02)
-input x: f32[16, 2048] = normal(1.0)
-let y = x @ w
-train mean(y * y) with adam(lr = 0.001)
-GSL
-printf 'link_gbs = 0.004\nlatency_us = 20000\n' >"$work/slow.machine"
+cp "$top_srcdir/tests/auto/budget.gsl" "$work/wh.gsl"
+cp "$top_srcdir/tests/auto/slow.machine" "$work/slow.machine"
 budget=$((40 * MIB))
 "$GSLC" --auto-shard --machine "$work/slow.machine" --mem-budget $budget --stats "$work/wh.gsl" >"$work/stats" &&
   "$GSLC" --auto-shard --machine "$work/slow.machine" --mem-budget $budget "$work/wh.gsl" -o "$work/wh" ||
