@@ -98,6 +98,18 @@ typedef struct gslrt_program_info {
    * runtime/generate.c). NULL in a program that does not give it (a
    * hand-written one): it cannot generate text. */
   void (*forward)(gslrt_ctx *ctx, int64_t key);
+  /* What gives the program its meaning beyond the shapes a checkpoint
+   * shows, as the text of one JSON object, for the manifest's "build"
+   * (NULL in a hand-written program):
+   *   {"defines": {"L": "8"},                 every -D, as given
+   *    "consts": {"L": 8, "TOP": 2, ...},     every const of the program and
+   *                                           of what it imports, as compiled
+   *                                           ("module.NAME" for an import's)
+   *    "sources": [{"file": "lm.gsl", "sha256": "..."}, ...],  every file
+   *                                           read, in the order read
+   *    "source_sha256": "..."}                SHA-256 of those files' bytes
+   *                                           concatenated in that order */
+  const char *build;
 } gslrt_program_info;
 
 /* gsl_eval's key for held-out batch 0: far past any training step. */
