@@ -822,6 +822,7 @@ static void lp_set(Lp *l, int row, int col, double val) {
 }
 
 #define LP_INF 1e30 /* CBC's infinity */
+#define LP_MAX_OBJ 1e9 /* the dearest price the solver is given, microseconds */
 
 /* X_U[a] - the sum of U's allowed x whose strategies give layout a - into row */
 static void lp_group(Lp *l, const Class *c, const int *map, int g, int row, double coef) {
@@ -922,6 +923,16 @@ static bool solve(Auto *A, AutoShard *r, double limit, bool *optimal) {
   }
   free(at);
 
+  /* the prices, in microseconds, scaled down where the dearest is past
+   * LP_MAX_OBJ (a slow machine file, a huge program): CBC asserts on an
+   * objective coefficient near 1e25 and its tolerances fail long before.
+   * Only the solver sees the scale: a plan's cost is reckoned apart. */
+  double dearest = 0;
+  for (int j = 0; j < l.ncols; j++)
+    dearest = fmax(dearest, fabs(l.obj[j]));
+  if (dearest > LP_MAX_OBJ)
+    for (int j = 0; j < l.ncols; j++)
+      l.obj[j] *= LP_MAX_OBJ / dearest;
   Cbc_Model *m = Cbc_newModel();
   Cbc_loadProblem(m, l.ncols, l.nrows, start, index, value, l.lo, l.hi, l.obj, l.rlo, l.rhi);
   for (int j = 0; j < nx; j++)

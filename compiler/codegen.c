@@ -515,7 +515,7 @@ static void emit_main(CG *g, LLVMValueRef setup, LLVMValueRef step, LLVMValueRef
   LLVMValueRef fields[8] = {cg_cstr(g, g->p->path), cg_cstr(g, version), setup, step,
                             eval ? eval : LLVMConstNull(g->t_ptr),
                             cg_ci32(g, g->p->precision == DT_BF16 ? GSLRT_BF16 : GSLRT_F32), forward,
-                            LLVMConstNull(g->t_ptr)};
+                            g->build ? cg_cstr(g, g->build) : LLVMConstNull(g->t_ptr)};
   LLVMValueRef init = LLVMConstStructInContext(g->ctx, fields, 8, 0);
   LLVMValueRef info = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "gsl_program_info");
   LLVMSetInitializer(info, init);
@@ -670,6 +670,7 @@ bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt) {
   memset(&g, 0, sizeof g);
   bool failed = false, ok = false;
   g.p = p;
+  g.build = opt->build;
   g.ctx = LLVMContextCreate();
   LLVMContextSetDiagnosticHandler(g.ctx, on_llvm_diag, &failed);
   g.mod = LLVMModuleCreateWithNameInContext(p->path, g.ctx);

@@ -46,6 +46,7 @@ typedef struct Loop {
 typedef struct CG {
   const Program *p;       /* what is being compiled */
   const Plan *pl;         /* its buffer plan: who has a buffer, where in the arena */
+  const char *build;      /* gslrt_program_info's build (CodegenOptions), or NULL */
   LLVMContextRef ctx;     /* private context */
   LLVMModuleRef mod;      /* the module being built */
   LLVMBuilderRef b;       /* the builder for code */

@@ -9,7 +9,10 @@
  * EISDIR (fopen accepts one, and the read error would say only EIO), and a
  * read error keeps its own errno. The device and inode of every file read
  * are remembered, so the driver can refuse to write over a source
- * (source_was_read). Errors are counted; the driver stops after a phase
+ * (source_was_read), with the SHA-256 of what was read (OpenSSL's
+ * libcrypto), for the provenance a checkpoint records (source_reads). A
+ * file is read up to SOURCE_MAX_BYTES: /dev/zero is refused, not read
+ * forever. Errors are counted; the driver stops after a phase
  * that reported any. The first 50 errors are shown, then one line says
  * the rest are not; a source line longer than 200 bytes is shown as a
  * window around the error, so no input makes gslc's output explode. */
@@ -19,16 +22,21 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <openssl/evp.h>
+
 #include "gslc.h"
 
 #define DIAG_MAX_ERRORS 50   /* errors shown; the rest are counted */
 #define DIAG_LINE_WIDTH 200  /* bytes of a long source line shown around its span */
+#define SOURCE_MAX_BYTES ((size_t)64 << 20) /* the longest source file read */
+#define SOURCE_MAX_TEXT "64 MiB"            /* the same, in words */
 
 /* The identity of a file source_load read. */
 typedef struct FileId {
   dev_t dev;        /* its device */
   ino_t ino;        /* its inode */
   char *path;       /* the path it was read by */
+  char sha256[65];  /* the SHA-256 of its bytes, in hex */
 } FileId;
 
 static FILE *diag_out;  /* where diagnostics go; NULL means stderr */
@@ -36,6 +44,7 @@ static int nerrors;     /* errors reported since the last reset */
 static bool muted;      /* the last error was past the limit: its notes are not shown either */
 static FileId *read_files; /* every file source_load read */
 static int nread_files;    /* entries in read_files */
+static EVP_MD_CTX *read_all; /* SHA-256 of the bytes of read_files, in order */
 
 Source *source_from_string(const char *path, const char *text) {
   Source *s = xcalloc(1, sizeof *s);
@@ -51,17 +60,54 @@ static void forget_files(void) {
   free(read_files);
   read_files = NULL;
   nread_files = 0;
+  EVP_MD_CTX_free(read_all);
+  read_all = NULL;
 }
 
-/* Remembers that the file behind st was read by path. */
-static void remember(const struct stat *st, const char *path) {
+/* Remembers that the file behind st was read by path, its bytes text[0..len). */
+static void remember(const struct stat *st, const char *path, const char *text, size_t len) {
   for (int i = 0; i < nread_files; i++)
     if (read_files[i].dev == st->st_dev && read_files[i].ino == st->st_ino)
       return;
-  if (!read_files)
+  if (!read_files) {
     atexit(forget_files);
+    read_all = EVP_MD_CTX_new();
+    if (!read_all || !EVP_DigestInit_ex(read_all, EVP_sha256(), NULL))
+      die("OpenSSL's SHA-256 failed");
+  }
+  if (!EVP_DigestUpdate(read_all, text, len))
+    die("OpenSSL's SHA-256 failed");
   read_files = xrealloc(read_files, sizeof *read_files * (size_t)(nread_files + 1));
-  read_files[nread_files++] = (FileId){st->st_dev, st->st_ino, xstrdup(path)};
+  FileId *f = &read_files[nread_files++];
+  *f = (FileId){st->st_dev, st->st_ino, xstrdup(path), ""};
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned mdlen = 0;
+  if (!EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32)
+    die("OpenSSL's SHA-256 failed");
+  for (unsigned i = 0; i < mdlen; i++)
+    snprintf(f->sha256 + 2 * i, 3, "%02x", md[i]);
+}
+
+int source_nreads(void) { return nread_files; }
+const char *source_read_path(int i) { return read_files[i].path; }
+const char *source_read_sha256(int i) { return read_files[i].sha256; }
+
+const char *source_sha256_all(void) {
+  static char hex[65];
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned mdlen = 0;
+  EVP_MD_CTX *c = EVP_MD_CTX_new();
+  if (!c || (read_all ? !EVP_MD_CTX_copy_ex(c, read_all) : !EVP_DigestInit_ex(c, EVP_sha256(), NULL)) ||
+      !EVP_DigestFinal_ex(c, md, &mdlen) || mdlen != 32)
+    die("OpenSSL's SHA-256 failed");
+  EVP_MD_CTX_free(c);
+  for (unsigned i = 0; i < mdlen; i++)
+    snprintf(hex + 2 * i, 3, "%02x", md[i]);
+  return hex;
+}
+
+const char *source_strerror(int err) {
+  return err == EFBIG ? "longer than " SOURCE_MAX_TEXT ", the most gslc reads of a source file" : strerror(err);
 }
 
 const char *source_was_read(const char *path) {
@@ -85,19 +131,24 @@ Source *source_load(const char *path) {
     errno = e;
     return NULL;
   }
-  remember(&st, path);
   size_t cap = 4096, len = 0;
   char *buf = xmalloc(cap);
+  int err = 0;
   for (;;) {
     if (cap - len < 2)
       buf = xrealloc(buf, cap *= 2);
     errno = 0;
     size_t n = fread(buf + len, 1, cap - len - 1, f);
     len += n;
+    if (len > SOURCE_MAX_BYTES) {
+      err = EFBIG;
+      break;
+    }
     if (n == 0)
       break;
   }
-  int err = ferror(f) ? (errno ? errno : EIO) : 0;
+  if (!err && ferror(f))
+    err = errno ? errno : EIO;
   fclose(f);
   if (err) {
     free(buf);
@@ -105,6 +156,7 @@ Source *source_load(const char *path) {
     return NULL;
   }
   buf[len] = '\0';
+  remember(&st, path, buf, len);
   Source *s = xcalloc(1, sizeof *s);
   s->path = xstrdup(path);
   s->text = buf;

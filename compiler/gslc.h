@@ -60,6 +60,13 @@ typedef struct Span {
 } Span;
 
 Source *source_load(const char *path);                  /* NULL (and errno) if unreadable */
+const char *source_strerror(int err); /* what source_load's errno means (EFBIG: past its bound) */
+/* The files source_load read, each once, in the order first read: their
+ * paths and the SHA-256 of their bytes in hex (the manifest's "build"). */
+int source_nreads(void);
+const char *source_read_path(int i);
+const char *source_read_sha256(int i);
+const char *source_sha256_all(void); /* of their bytes one after another, in that order */
 const char *source_was_read(const char *path);          /* the path source_load read path's file by, or NULL */
 Source *source_from_string(const char *path, const char *text);
 void source_free(Source *s);
@@ -226,7 +233,7 @@ bool ir_optim_keyword(int id, int k, char *name, size_t cap, double *dflt);
 /* The learning-rate decays after warmup (decay.def), a keyword of every
  * optimizer. */
 typedef enum DecayId {
-#define X(id, name, fn) DECAY_##id,
+#define X(id, name, fn, peak, at) DECAY_##id,
 #include "decay.def"
 #undef X
   DECAY__COUNT
@@ -235,6 +242,9 @@ typedef enum DecayId {
 const char *ir_decay_name(int id);     /* "cosine" */
 const char *ir_decay_fn(int id);       /* its stdlib/optim.gsl function */
 int ir_decay_lookup(const char *name); /* a DecayId, or -1 */
+/* the largest multiple of lr - min_lr decay id's arithmetic reaches, and
+ * the expression (*at) that reaches it */
+double ir_decay_peak(int id, const char **at);
 
 
 typedef struct Shape {
@@ -428,6 +438,14 @@ typedef struct MoeNote {
   const char *why; /* padded: why (the op that mixes slots, or the option); NULL: skipped */
 } MoeNote;
 
+/* A const of the user's program as elaborated (-D applied). */
+typedef struct ConstDef {
+  const char *name; /* its name */
+  bool is_int;      /* an integer (i), else a float (f) */
+  int64_t i;
+  double f;
+} ConstDef;
+
 typedef struct Program {
   Arena *arena;     /* owns everything below */
   const char *path; /* main source file */
@@ -449,6 +467,8 @@ typedef struct Program {
   bool keep_f32;     /* builder state: under --precision bf16, products stay f32 (a moe block's gating) */
   struct Program *home; /* an IR function (ir_new_fn): the program it is inlined into, whose arena
                            holds it; NULL for a program of its own */
+  ConstDef *consts;  /* sema's: the user's consts in source order, for the manifest's "build" */
+  int nconsts;       /* entries of consts */
 } Program;
 
 Program *ir_new(const char *path);
@@ -934,6 +954,7 @@ typedef struct CodegenOptions {
   int opt_level;   /* 0..3 */
   EmitKind emit;   /* what to write */
   const char *out; /* file to write */
+  const char *build; /* gslrt_program_info's build: a JSON object's text (main.c), or NULL */
 } CodegenOptions;
 
 /* Lowers p to LLVM with its buffer plan pl (plan_buffers(p)), optimizes

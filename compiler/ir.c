@@ -227,8 +227,10 @@ bool ir_optim_keyword(int id, int k, char *name, size_t cap, double *dflt) {
 static const struct {
   const char *name; /* as written after `decay =` */
   const char *fn;   /* its stdlib/optim.gsl function */
+  double peak;      /* the largest multiple of lr - min_lr its arithmetic reaches */
+  const char *at;   /* the expression that reaches it */
 } decay_table[] = {
-#define X(id, name, fn) {name, fn},
+#define X(id, name, fn, peak, at) {name, fn, peak, at},
 #include "decay.def"
 #undef X
 };
@@ -242,6 +244,12 @@ const char *ir_decay_name(int id) {
 const char *ir_decay_fn(int id) {
   ir_decay_name(id);
   return decay_table[id].fn;
+}
+
+double ir_decay_peak(int id, const char **at) {
+  ir_decay_name(id);
+  *at = decay_table[id].at;
+  return decay_table[id].peak;
 }
 
 int ir_decay_lookup(const char *name) {
@@ -299,6 +307,7 @@ void ir_free(Program *p) {
   free(p->values);
   free(p->tensors);
   free(p->outputs);
+  free(p->consts);
   if (!p->home)
     arena_free(p->arena);
 }

@@ -13,7 +13,12 @@
  * or as a function's argument, in the scope the loop stands in or in the
  * body of a loop around it, rebinds that binding in place: later
  * statements and iterations see the new value, and after the loop the
- * name holds the last iteration's. Every other name the body binds, and
+ * name holds the last iteration's. In a function's body the same holds of
+ * a name bound outside the function (a global let): the loop rebinds it in
+ * a binding of the function's own, made at the first rebinding, so the
+ * function's later statements see the last iteration's value and the
+ * global itself is unchanged (one rule for loops at the top level and in
+ * functions). Every other name the body binds, and
  * the loop variable, is local to one iteration; a use of one after the
  * loop is explained (sema_explain_ended). Consts, params, inputs,
  * functions and loop variables are never rebound.
@@ -32,8 +37,12 @@
 
 /* The binding of name in sc or, while sc is an iteration's scope, in the
  * scopes it sits on up to the first that is not one: what a let of a loop
- * whose iterations sit on sc would rebind. *home: the scope it is in. */
-static Binding *carried(Scope *sc, const char *name, Scope **home) {
+ * whose iterations sit on sc would rebind. *home: the scope it is in.
+ * Else NULL, and where that first scope is a function's body, *home is
+ * it and *outer the binding the name has outside the function, if any
+ * (a global the loop rebinds inside the function alone). */
+static Binding *carried(Scope *sc, const char *name, Scope **home, Binding **outer) {
+  *outer = NULL;
   for (; sc; sc = sc->parent) {
     Binding *b = sema_lookup_local(sc, name);
     if (b) {
@@ -42,6 +51,10 @@ static Binding *carried(Scope *sc, const char *name, Scope **home) {
     }
     if (!sc->loop)
       break;
+  }
+  if (sc && sc->parent) {
+    *home = sc;
+    *outer = sema_lookup(sc->parent, name);
   }
   return NULL;
 }
@@ -52,7 +65,8 @@ static bool is_loop_var(const Scope *home, const char *name) {
 
 Binding *sema_rebinds(Scope *sc, const char *name) {
   Scope *home;
-  Binding *b = sc->loop && !sema_lookup_local(sc, name) ? carried(sc->parent, name, &home) : NULL;
+  Binding *outer;
+  Binding *b = sc->loop && !sema_lookup_local(sc, name) ? carried(sc->parent, name, &home, &outer) : NULL;
   return b && b->rebindable ? b : NULL;
 }
 
@@ -71,9 +85,22 @@ static const char *kind_of(const Binding *b) {
 
 Binding *sema_bind_let(Sema *s, Scope *sc, const Node *nm, BindKind k) {
   Scope *home = sc;
-  Binding *b = sc->loop ? sema_lookup_local(sc, nm->name) : NULL;
+  Binding *b = sc->loop ? sema_lookup_local(sc, nm->name) : NULL, *outer = NULL;
   if (!b && sc->loop)
-    b = carried(sc->parent, nm->name, &home);
+    b = carried(sc->parent, nm->name, &home, &outer);
+  if (outer && outer->kind != BK_POISON) { /* a name from outside the function the loop is in */
+    if (!outer->rebindable) {
+      sema_error(s, nm->span, "'%s' is %s, and a loop's body rebinds only names bound by let or as a function's "
+                 "argument", nm->name, kind_of(outer));
+      diag_note(outer->span, "'%s' is bound here", nm->name);
+      return NULL;
+    }
+    /* carried as at the top level, in a binding of the function's own:
+     * the function's later statements see it, the global is unchanged */
+    if ((b = sema_bind(s, home, nm->name, k, nm->span)))
+      b->rebindable = true;
+    return b;
+  }
   if (b && (b->kind == BK_POISON && !b->rebindable))
     return NULL; /* its declaration failed, and said so */
   if (b && (home != sc || is_loop_var(sc, nm->name))) {
@@ -157,7 +184,8 @@ static void each_name(Sema *s, Scope *sc, const NodeList *body, const Node *loop
 static void spoil(Sema *s, Scope *sc, const Node *nm, bool var) {
   (void)s;
   Scope *home;
-  Binding *b = var ? NULL : carried(sc, nm->name, &home);
+  Binding *outer;
+  Binding *b = var ? NULL : carried(sc, nm->name, &home, &outer);
   if (b && b->rebindable)
     b->kind = BK_POISON;
 }
@@ -165,7 +193,8 @@ static void spoil(Sema *s, Scope *sc, const Node *nm, bool var) {
 /* after a loop: a name it did not rebind was local to its iterations */
 static void end(Sema *s, Scope *sc, const Node *nm, bool var) {
   Scope *home;
-  if (strcmp(nm->name, "_") == 0 || (!var && carried(sc, nm->name, &home)))
+  Binding *outer;
+  if (strcmp(nm->name, "_") == 0 || (!var && carried(sc, nm->name, &home, &outer)))
     return;
   Ended *e = NULL;
   for (Ended *o = sc->ended; o && !e; o = o->next)
@@ -266,7 +295,8 @@ bool sema_exec_for(Sema *s, Scope *sc, const Node *st) {
   ok = range_end(s, sc, st->a, "start", &lo) && ok;
   ok = range_end(s, sc, st->b, "end", &hi) && ok;
   Scope *home;
-  Binding *hidden = carried(sc, st->c->name, &home);
+  Binding *outer;
+  Binding *hidden = carried(sc, st->c->name, &home, &outer);
   if (hidden && hidden->kind != BK_POISON) {
     sema_error(s, st->c->span, "the loop variable '%s' would hide the '%s' bound before the loop", st->c->name,
                st->c->name);

@@ -14,7 +14,12 @@
  *   link_gbs.AXIS = 2.2       the same over mesh axis AXIS (a group of
  *                             several axes: the slowest of them)
  *   latency_us = 0.4          the fixed cost of each collective, microseconds
- * Numbers are positive decimals. The defaults are the reference machine's
+ * Numbers are positive decimals, each within its setting's range (the
+ * table `settings` below: 1e-3 to 1e7 GFLOP/s, 1e-6 to 1e6 GB/s and
+ * microseconds), so that every price the search makes stays a number the
+ * solver handles. Lines may be of any length; the file at most 1 MiB
+ * (a device or an endless pipe is refused, not read forever), and what a
+ * message quotes of it is escaped. The defaults are the reference machine's
  * (2 cores, one rank a core, MPICH over shared memory), as `ONLY=machine
  * make bench` (bench/machine.c) measured them on 2026-11-26: 112.5 and
  * 224.8 GFLOP/s through libgslrt's kernels at 512^3, 5.97 GB/s written,
@@ -22,6 +27,7 @@
  * and 0.099 GB/s of normal draws (40 ns a float: ten Philox rounds and
  * Box-Muller in double) the same day later. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,9 +86,70 @@ static char *trim(char *s) {
   while (*s == ' ' || *s == '\t')
     s++;
   char *e = s + strlen(s);
-  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
     *--e = '\0';
   return s;
+}
+
+/* What a message quotes of the file: at most 60 bytes, every byte that is
+ * not printable ASCII as \xNN, so no file echoes raw bytes to a terminal. */
+static const char *quoted(const char *s, char *buf, size_t cap) {
+  size_t n = 0;
+  for (int k = 0; *s && n + 5 < cap; s++, k++) {
+    if (k == 60) {
+      memcpy(buf + n, "...", 4);
+      return buf;
+    }
+    unsigned char c = (unsigned char)*s;
+    n += (size_t)(c >= 0x20 && c < 0x7f ? snprintf(buf + n, cap - n, "%c", c) : snprintf(buf + n, cap - n, "\\x%02x", c));
+  }
+  buf[n] = '\0';
+  return buf;
+}
+
+/* A machine file's settings: each key, its place in machine_load's switch,
+ * the range its value must fall in (wide enough for any machine, narrow
+ * enough that every price stays a number the solver handles) and its
+ * unit. */
+static const struct {
+  const char *key;
+  double lo, hi;
+  const char *unit;
+} settings[] = {
+    {"gemm_f32_gflops", 1e-3, 1e7, "GFLOP/s"}, {"gemm_bf16_gflops", 1e-3, 1e7, "GFLOP/s"},
+    {"memory_gbs", 1e-6, 1e6, "GB/s"},        {"link_gbs", 1e-6, 1e6, "GB/s"},
+    {"latency_us", 1e-6, 1e6, "microseconds"}, {"rng_gbs", 1e-6, 1e6, "GB/s"},
+};
+enum { NSETTINGS = sizeof settings / sizeof *settings };
+
+/* Reads all of f, NUL-terminated, refusing more than MACHINE_MAX_BYTES (a
+ * device or an endless pipe is not a machine file); NULL after reporting. */
+#define MACHINE_MAX_BYTES (1 << 20)
+static char *read_all(FILE *f, const char *path, size_t *len) {
+  size_t cap = 4096, n = 0;
+  char *buf = xmalloc(cap);
+  for (;;) {
+    if (n == cap - 1)
+      buf = xrealloc(buf, cap *= 2);
+    size_t got = fread(buf + n, 1, cap - 1 - n, f);
+    n += got;
+    if (n > MACHINE_MAX_BYTES) {
+      diag_fatal("--machine %s: longer than %d bytes: a machine file is a few lines of 'key = value'", path,
+                 MACHINE_MAX_BYTES);
+      free(buf);
+      return NULL;
+    }
+    if (got == 0)
+      break;
+  }
+  if (ferror(f)) {
+    diag_fatal("--machine %s: %s", path, strerror(errno ? errno : EIO));
+    free(buf);
+    return NULL;
+  }
+  buf[n] = '\0';
+  *len = n;
+  return buf;
 }
 
 bool machine_load(Machine *m, const char *path, const char *const *axes, int naxes) {
@@ -91,14 +158,26 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
     diag_fatal("--machine %s: %s", path, strerror(errno));
     return false;
   }
-  static const char *const keys[] = {"gemm_f32_gflops", "gemm_bf16_gflops", "memory_gbs", "link_gbs", "latency_us",
-                                     "rng_gbs"};
-  bool seen[8 + GSL_MAX_AXES] = {false};
-  char line[512];
-  int lineno = 0;
+  size_t len;
+  char *text = read_all(f, path, &len);
+  fclose(f);
+  if (!text)
+    return false;
+  bool seen[NSETTINGS + GSL_MAX_AXES] = {false};
+  char q[320];
   bool ok = true;
-  while (ok && fgets(line, sizeof line, f)) {
+  int lineno = 0;
+  for (char *line = text, *next; ok && line < text + len; line = next) {
     lineno++;
+    char *nl = memchr(line, '\n', (size_t)(text + len - line));
+    next = nl ? nl + 1 : text + len;
+    if (nl)
+      *nl = '\0';
+    if (strlen(line) != (size_t)((nl ? nl : text + len) - line)) {
+      diag_fatal("--machine %s:%d: a NUL byte: a machine file is text", path, lineno);
+      ok = false;
+      break;
+    }
     char *hash = strchr(line, '#');
     if (hash)
       *hash = '\0';
@@ -107,30 +186,39 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
       continue;
     char *eq = strchr(s, '=');
     if (!eq) {
-      diag_fatal("--machine %s:%d: expected 'key = value', got '%s'", path, lineno, s);
+      diag_fatal("--machine %s:%d: expected 'key = value', got '%s'", path, lineno, quoted(s, q, sizeof q));
       ok = false;
       break;
     }
     *eq = '\0';
     char *key = trim(s), *val = trim(eq + 1), *end;
-    errno = 0;
-    double x = strtod(val, &end);
-    if (!*val || *end || errno || !(x > 0) || x > 1e15) {
-      diag_fatal("--machine %s:%d: %s takes a positive number, got '%s'", path, lineno, key, val);
-      ok = false;
-      break;
-    }
     int k = -1;
-    for (int i = 0; i < 6; i++)
-      if (!strcmp(key, keys[i]))
+    for (int i = 0; i < NSETTINGS; i++)
+      if (!strcmp(key, settings[i].key))
         k = i;
     if (k < 0 && !strncmp(key, "link_gbs.", 9))
       for (int a = 0; a < naxes; a++)
         if (!strcmp(key + 9, axes[a]))
-          k = 8 + a;
+          k = NSETTINGS + a;
     if (k < 0) {
       diag_fatal("--machine %s:%d: unknown key '%s' (gemm_f32_gflops, gemm_bf16_gflops, memory_gbs, rng_gbs, "
-                 "link_gbs, link_gbs.AXIS for an axis of the mesh, latency_us)", path, lineno, key);
+                 "link_gbs, link_gbs.AXIS for an axis of the mesh, latency_us)", path, lineno,
+                 quoted(key, q, sizeof q));
+      ok = false;
+      break;
+    }
+    int r = k < NSETTINGS ? k : 3; /* link_gbs.AXIS: link_gbs's range */
+    errno = 0;
+    double x = strtod(val, &end);
+    if (!*val || *end || !isfinite(x) || x <= 0) {
+      diag_fatal("--machine %s:%d: %s takes a positive number (%s), got '%s'", path, lineno, key, settings[r].unit,
+                 quoted(val, q, sizeof q));
+      ok = false;
+      break;
+    }
+    if (x < settings[r].lo || x > settings[r].hi) {
+      diag_fatal("--machine %s:%d: %s = %s is out of range: it takes %g to %g (%s)", path, lineno, key,
+                 quoted(val, q, sizeof q), settings[r].lo, settings[r].hi, settings[r].unit);
       ok = false;
       break;
     }
@@ -147,13 +235,9 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
     case 3: m->link_bytes_per_s = x * 1e9; break;
     case 4: m->latency_s = x * 1e-6; break;
     case 5: m->rng_bytes_per_s = x * 1e9; break;
-    default: m->axis_link[k - 8] = x * 1e9; break;
+    default: m->axis_link[k - NSETTINGS] = x * 1e9; break;
     }
   }
-  if (ok && ferror(f)) {
-    diag_fatal("--machine %s: %s", path, strerror(errno));
-    ok = false;
-  }
-  fclose(f);
+  free(text);
   return ok;
 }

@@ -13,11 +13,13 @@
  * BLAS after the program's object; the linker's stderr is held back and
  * printed after our own error line. The output file is never a source:
  * -o naming the input is refused before any work, -o naming an imported
- * module before anything is written. An uninstalled gslc (run from its build
- * tree) uses the build tree's runtime and the source tree's stdlib; an
- * installed one uses those under its prefix. */
+ * module before anything is written. The runtime and the stdlib are found
+ * from where gslc itself is (find_resources): a build tree or an install,
+ * moved or not. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
+#include <stdarg.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,17 +201,76 @@ static int parse_options(int argc, char **argv, Options *o) {
   return 0;
 }
 
-/* Where the runtime library and the stdlib are: beside the build tree when
- * this gslc is the one in it, else under the install prefix. */
-static bool running_uninstalled(void) {
-  char self[PATH_MAX], built[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0)
-    return false;
-  self[n] = '\0';
-  if (!realpath(GSL_BUILDDIR "/gslc", built))
-    return false;
-  return strcmp(self, built) == 0;
+/* Where the runtime library and the stdlib are, found from where this gslc
+ * is, as clang finds its resource directory: the directory D of
+ * /proc/self/exe (links resolved), then
+ *   a build tree:  D/runtime/libgslrt.a, and D/stdlib (a build in the
+ *                  source tree) or else the configured source tree's;
+ *   an install:    the configured libdir and stdlib dir taken relative to
+ *                  the configured bindir, from D (so an install moved to any
+ *                  prefix, or made with DESTDIR, works);
+ *   the configured libdir and stdlib dir themselves, last.
+ * The first place that has libgslrt.a and nn.gsl wins. */
+typedef struct Resources {
+  char runtime[PATH_MAX]; /* libgslrt.a */
+  char stdlib[PATH_MAX];  /* the directory of nn.gsl, moe.gsl, optim.gsl */
+} Resources;
+
+/* to relative to from ("/usr/local/bin", "/usr/local/lib" -> "../lib"),
+ * both absolute paths without "." or ".." components */
+static void relative_to(const char *from, const char *to, char *out, size_t cap) {
+  const char *f = from, *t = to;
+  for (;;) { /* past their common leading components */
+    while (*f == '/')
+      f++;
+    while (*t == '/')
+      t++;
+    size_t nf = strcspn(f, "/"), nt = strcspn(t, "/");
+    if (!nf || nf != nt || strncmp(f, t, nf) != 0)
+      break;
+    f += nf, t += nt;
+  }
+  size_t n = 0;
+  out[0] = '\0';
+  while (*f) { /* one ".." for each component of from left */
+    n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, "../");
+    f += strcspn(f, "/");
+    while (*f == '/')
+      f++;
+  }
+  snprintf(out + n, n < cap ? cap - n : 0, "%s", *t ? t : ".");
+}
+
+/* out = a "/" b; false if it does not fit */
+static bool join(char *out, size_t cap, const char *a, const char *b) {
+  int n = snprintf(out, cap, "%s/%s", a, b);
+  return n > 0 && (size_t)n < cap;
+}
+
+/* Whether runtime directory rdir has libgslrt.a and stdlib directory sdir
+ * nn.gsl: r then names them. */
+static bool resources_at(Resources *r, const char *rdir, const char *sdir) {
+  char nn[PATH_MAX];
+  return join(r->runtime, sizeof r->runtime, rdir, "libgslrt.a") && join(nn, sizeof nn, sdir, "nn.gsl") &&
+         snprintf(r->stdlib, sizeof r->stdlib, "%s", sdir) < (int)sizeof r->stdlib && access(r->runtime, R_OK) == 0 && access(nn, R_OK) == 0;
+}
+
+static bool find_resources(Resources *r) {
+  char self[PATH_MAX], rdir[PATH_MAX], sdir[PATH_MAX], rel[PATH_MAX];
+  if (realpath("/proc/self/exe", self)) {
+    *strrchr(self, '/') = '\0'; /* its directory */
+    if (join(rdir, sizeof rdir, self, "runtime") &&
+        ((join(sdir, sizeof sdir, self, "stdlib") && resources_at(r, rdir, sdir)) ||
+         resources_at(r, rdir, GSL_SRCDIR "/stdlib")))
+      return true;
+    relative_to(GSL_BINDIR, GSL_LIBDIR, rel, sizeof rel);
+    if (join(rdir, sizeof rdir, self, rel)) {
+      relative_to(GSL_BINDIR, GSL_STDLIBDIR, rel, sizeof rel);
+      if (join(sdir, sizeof sdir, self, rel) && resources_at(r, rdir, sdir))
+        return true;
+    }
+  }
+  return resources_at(r, GSL_LIBDIR, GSL_STDLIBDIR);
 }
 
 /* FILE.gsl -> FILE + ext; a file not named .gsl gives a.out (or a + ext),
@@ -320,13 +381,7 @@ done:
   return ok;
 }
 
-static bool link_program(const char *object, const char *out, bool uninstalled) {
-  char runtime[PATH_MAX];
-  snprintf(runtime, sizeof runtime, "%s/libgslrt.a", uninstalled ? GSL_BUILDDIR "/runtime" : GSL_LIBDIR);
-  if (access(runtime, R_OK) != 0) {
-    diag_fatal("cannot find the runtime library %s: %s", runtime, strerror(errno));
-    return false;
-  }
+static bool link_program(const char *object, const char *out, char *runtime) {
   char *argv[32];
   int n = 0;
   argv[n++] = (char *)GSL_LINKER;
@@ -343,6 +398,74 @@ static bool link_program(const char *object, const char *out, bool uninstalled) 
   return ok;
 }
 
+/* Appends printf-style text to buf. */
+static void put(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+  va_list ap;
+  for (;;) {
+    va_start(ap, fmt);
+    int n = vsnprintf(*buf + *len, *cap - *len, fmt, ap);
+    va_end(ap);
+    if ((size_t)n < *cap - *len) {
+      *len += (size_t)n;
+      return;
+    }
+    *buf = xrealloc(*buf, *cap = 2 * *cap + (size_t)n);
+  }
+}
+
+/* Appends s as a JSON string. */
+static void json_string(char **buf, size_t *len, size_t *cap, const char *s) {
+  put(buf, len, cap, "\"");
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+    if (*c == '"' || *c == '\\')
+      put(buf, len, cap, "\\%c", *c);
+    else if (*c < 0x20 || *c >= 0x7f) /* not ASCII: escaped, so the text is JSON whatever the bytes */
+      put(buf, len, cap, "\\u%04x", *c);
+    else
+      put(buf, len, cap, "%c", *c);
+  put(buf, len, cap, "\"");
+}
+
+/* gslrt_program_info's build (runtime/gslrt.h): the -D settings, the
+ * program's consts as compiled, and every source file read with its
+ * SHA-256, and one SHA-256 of them all (their bytes in the order read). */
+static char *build_json(const Options *o, const Program *p) {
+  size_t len = 0, cap = 1024;
+  char *buf = xmalloc(cap);
+  put(&buf, &len, &cap, "{\"defines\": {");
+  for (int i = 0; i < o->ndefine; i++) {
+    bool later = false; /* -D given twice: the last counts, as in sema */
+    for (int j = i + 1; j < o->ndefine; j++)
+      later |= strcmp(o->defines[i].name, o->defines[j].name) == 0;
+    if (later)
+      continue;
+    put(&buf, &len, &cap, len && buf[len - 1] != '{' ? ", " : "");
+    json_string(&buf, &len, &cap, o->defines[i].name);
+    put(&buf, &len, &cap, ": ");
+    json_string(&buf, &len, &cap, o->defines[i].value);
+  }
+  put(&buf, &len, &cap, "}, \"consts\": {");
+  for (int i = 0; i < p->nconsts; i++) {
+    const ConstDef *c = &p->consts[i];
+    put(&buf, &len, &cap, i ? ", " : "");
+    json_string(&buf, &len, &cap, c->name);
+    if (c->is_int)
+      put(&buf, &len, &cap, ": %lld", (long long)c->i);
+    else if (isfinite(c->f))
+      put(&buf, &len, &cap, ": %.17g", c->f);
+    else
+      put(&buf, &len, &cap, ": null");
+  }
+  put(&buf, &len, &cap, "}, \"sources\": [");
+  for (int i = 0; i < source_nreads(); i++) {
+    put(&buf, &len, &cap, "%s{\"file\": ", i ? ", " : "");
+    json_string(&buf, &len, &cap, source_read_path(i));
+    put(&buf, &len, &cap, ", \"sha256\": \"%s\"}", source_read_sha256(i));
+  }
+  put(&buf, &len, &cap, "], \"source_sha256\": \"%s\"}", source_sha256_all());
+  return buf;
+}
+
 static int compile(const Options *o) {
   char *out = output_path(o);
   if (output_overwrites_source(out, o->input)) {
@@ -351,13 +474,22 @@ static int compile(const Options *o) {
   }
   Source *src = source_load(o->input);
   if (!src) {
-    diag_fatal("cannot read %s: %s", o->input, strerror(errno));
+    diag_fatal("cannot read %s: %s", o->input, source_strerror(errno));
     free(out);
     return 1;
   }
-  bool uninstalled = running_uninstalled();
+  Resources res;
+  if (!find_resources(&res)) {
+    diag_fatal("cannot find the runtime (libgslrt.a) and the stdlib (nn.gsl): neither beside this gslc (as in "
+               "its build tree, or as installed under %s and %s, from %s), nor there", GSL_LIBDIR, GSL_STDLIBDIR,
+               GSL_BINDIR);
+    free(out);
+    source_free(src);
+    return 1;
+  }
   Arena *ast_arena = arena_new();
   Program *p = NULL, *sema_p = NULL, *spmd = NULL;
+  char *build = NULL; /* gslrt_program_info's build */
   Plan *plan = NULL;
   int rc = 1;
   char *obj = NULL;
@@ -365,8 +497,7 @@ static int compile(const Options *o) {
   Node *root = parse_source(src, ast_arena);
   if (!root || diag_errors())
     goto done;
-  SemaOptions so = {o->includes, o->ninclude, uninstalled ? GSL_SRCDIR "/stdlib" : GSL_STDLIBDIR,
-                    o->defines, o->ndefine};
+  SemaOptions so = {o->includes, o->ninclude, res.stdlib, o->defines, o->ndefine};
   p = ir_new(src->path);
   p->precision = o->precision;
   Sema *sema = sema_new(p, ast_arena, &so);
@@ -374,6 +505,7 @@ static int compile(const Options *o) {
   sema_free(sema);
   if (!elaborated || diag_errors())
     goto done;
+  build = build_json(o, p);
   ad_train(p);
   ir_dce(p);
   if (!ir_verify(p, stderr))
@@ -456,7 +588,7 @@ static int compile(const Options *o) {
     goto done;
   }
 
-  CodegenOptions co = {o->opt_level, EMIT_OBJECT, NULL};
+  CodegenOptions co = {o->opt_level, EMIT_OBJECT, NULL, build};
   if (o->mode == MODE_LINK) {
     char tmpl[] = "/tmp/gslc-XXXXXX.o";
     int fd = mkstemps(tmpl, 2);
@@ -473,11 +605,12 @@ static int compile(const Options *o) {
   }
   if (!cg_emit(spmd, plan, &co))
     goto done;
-  if (o->mode == MODE_LINK && !link_program(obj, out, uninstalled))
+  if (o->mode == MODE_LINK && !link_program(obj, out, res.runtime))
     goto done;
   rc = 0;
 done:
   free(out);
+  free(build);
   if (obj) {
     unlink(obj);
     free(obj);

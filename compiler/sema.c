@@ -231,7 +231,19 @@ Value *sema_value_of(Sema *s, R r, Span sp) {
 Value *sema_eval_value(Sema *s, Scope *sc, const Node *n) { return sema_value_of(s, sema_eval(s, sc, n), n->span); }
 
 /* Evaluates n and insists on a compile-time integer. ok is cleared on error. */
+/* A boolean literal where a number is expected is an error (true is not
+ * 1 there); true after reporting it. */
+static bool bool_for_number(Sema *s, const Node *n, const char *what, bool *ok) {
+  if (n->kind != AST_BOOL)
+    return false;
+  sema_error(s, n->span, "%s must be a number, not the boolean %s", what, n->flag ? "true" : "false");
+  *ok = false;
+  return true;
+}
+
 int64_t sema_eval_int(Sema *s, Scope *sc, const Node *n, const char *what, bool *ok) {
+  if (bool_for_number(s, n, what, ok))
+    return 0;
   R r = sema_eval(s, sc, n);
   if (r.k == R_INT)
     return r.i;
@@ -244,6 +256,8 @@ int64_t sema_eval_int(Sema *s, Scope *sc, const Node *n, const char *what, bool 
 }
 
 double sema_eval_number(Sema *s, Scope *sc, const Node *n, const char *what, bool *ok) {
+  if (bool_for_number(s, n, what, ok))
+    return 0;
   R r = sema_eval(s, sc, n);
   if (is_num(r))
     return num(r);
@@ -655,6 +669,11 @@ static void exec_const(Sema *s, Scope *sc, const Node *st) {
     b->i = r.i;
   else if (b)
     b->f = r.f;
+  if (b && sc == &s->global) { /* recorded for the manifest (gslrt_program_info's build) */
+    Program *p = s->p;
+    p->consts = xrealloc(p->consts, sizeof *p->consts * (size_t)(p->nconsts + 1));
+    p->consts[p->nconsts++] = (ConstDef){st->name, r.k == R_INT, r.k == R_INT ? r.i : 0, r.k == R_INT ? 0 : r.f};
+  }
 }
 
 static void exec_mesh(Sema *s, const Node *st) {
@@ -955,6 +974,22 @@ static void train_schedule(Sema *s, Scope *sc, const Args *a, Train *t, double l
   } else if (mn && t->min_lr > lr) {
     sema_error(s, mn->span, "min_lr = %g is above lr = %g; the decay falls from lr to min_lr", t->min_lr, lr);
     *ok = false;
+  } else if (isfinite(f32_of(lr))) { /* (an lr past f32 was reported with the optimizer's keywords) */
+    /* the values the schedule computes in f32, not only lr, stay finite:
+     * the warmup's lr * (e + 1) up to lr * warmup, and the decay's peak */
+    const char *at;
+    double lr32 = f32_of(lr), peak = ir_decay_peak(t->decay, &at);
+    const Node *ln = sema_kwarg(a, "lr"), *wn = sema_kwarg(a, "warmup");
+    if (t->warmup > 0 && !isfinite(f32_of(lr32 * t->warmup))) {
+      sema_error(s, ln ? ln->span : wn->span, "lr = %g with warmup = %g: the warmup computes lr * (e + 1), up to "
+                 "lr * warmup = %g, past the largest f32 (3.40282347e+38)", lr, t->warmup, lr32 * t->warmup);
+      *ok = false;
+    } else if (!isfinite(f32_of(peak * (lr32 - f32_of(t->min_lr))))) {
+      sema_error(s, ln ? ln->span : dn->span, "lr = %g with decay = %s: the schedule computes %s, up to %g, past "
+                 "the largest f32 (3.40282347e+38)", lr, ir_decay_name(t->decay), at,
+                 peak * (lr32 - f32_of(t->min_lr)));
+      *ok = false;
+    }
   }
 }
 
@@ -1016,10 +1051,11 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
     if (!n)
       continue;
     bool good = true;
-    t->args[k] = sema_eval_number(s, sc, n, name, &good);
+    bool flag = strcmp(name, "nesterov") == 0;
+    t->args[k] = flag && n->kind == AST_BOOL ? n->flag : sema_eval_number(s, sc, n, name, &good);
     /* PyTorch's checks: lr, eps, weight decay and momentum >= 0, betas in
      * [0, 1); made on the value written and on the f32 the program stores */
-    bool beta = strncmp(name, "beta", 4) == 0, flag = strcmp(name, "nesterov") == 0;
+    bool beta = strncmp(name, "beta", 4) == 0;
     const char *range = beta ? "0 <= beta < 1" : flag ? "true or false" : "it must be a number >= 0";
     double v = t->args[k], f = f32_of(v);
     if (good && (!isfinite(v) || v < 0 || (beta && v >= 1) || (flag && v != 0 && v != 1))) {
@@ -1100,7 +1136,7 @@ static void import_into(Sema *s, Scope *sc, const char *name, Span at) {
   sc->imported[sc->nimported++] = key;
   Source *src = source_load(path);
   if (!src) {
-    sema_error(s, at, "cannot read module \"%s\" at %s: %s", name, path, strerror(errno));
+    sema_error(s, at, "cannot read module \"%s\" at %s: %s", name, path, source_strerror(errno));
     return;
   }
   /* the source lives as long as the program: its spans point into it */

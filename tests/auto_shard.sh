@@ -189,7 +189,7 @@ cmp_runs moe "-D D=4" 4 2 y "-D D=1"
 printf 'link_gbs = 4\nlink_gbs = 5\n' >"$work/twice.machine"
 printf 'gemm_f32_gflops = fast\n' >"$work/bad.machine"
 printf 'warp_factor = 9\n' >"$work/unknown.machine"
-for m in twice:"twice.machine:2: link_gbs is set twice" bad:"bad.machine:1: gemm_f32_gflops takes a positive number, got 'fast'" \
+for m in twice:"twice.machine:2: link_gbs is set twice" bad:"bad.machine:1: gemm_f32_gflops takes a positive number (GFLOP/s), got 'fast'" \
          unknown:"unknown.machine:1: unknown key 'warp_factor'" missing:"missing.machine: No such file or directory"; do
   f=${m%%:*}; want=${m#*:}
   if "$GSLC" --auto-shard --machine "$work/$f.machine" --emit-ir "$work/mlp.gsl" -o /dev/null 2>"$work/err"; then

@@ -91,6 +91,26 @@ else
   fail "no schedule: lr $(field lr plain.jsonl | sort -u | tr '\n' ' '), grad_norm $(field grad_norm plain.jsonl | sort -u)"
 fi
 
+# ---- the schedule's values stay finite, not only lr (issue 30, item 5) ------
+# cosine computes (lr - min_lr) * (1 + cos(pi p)), up to 2 lr: lr = 1.5e38
+# keeps that at 3.0e38, under the largest f32 (3.40282347e38), and step 1
+# logs lr 1.5e+38 (1.5e38 rounded to f32, as %.9g prints it), not inf or
+# null; lr = 1.8e38 would reach 3.6e38 and is refused where it is written
+# (tests/errors/train_values.gsl has the message).
+cat >edge.gsl <<'EOF'
+param w: f32[4] = ones()
+input x: f32[4] = ones()
+train sum(w * x) with sgd(lr = 1.5e38, decay = cosine, decay_steps = 8)
+EOF
+if "$GSLC" edge.gsl -o edge && ./edge --steps 1 --quiet --metrics edge.jsonl && [ "$(field lr edge.jsonl)" = 1.5e+38 ]; then
+  pass "lr = 1.5e38 under cosine: step 1's lr 1.5e+38, finite"
+else
+  fail "lr = 1.5e38 under cosine: $(cat edge.jsonl)"
+fi
+sed 's/1.5e38/1.8e38/' edge.gsl >edge2.gsl
+"$GSLC" edge2.gsl -o edge2 2>edge2.err && fail "lr = 1.8e38 under cosine compiled"
+grep -q "^edge2.gsl:3:32: error: lr = 1.8e+38 with decay = cosine" edge2.err || fail "lr = 1.8e38: $(cat edge2.err)"
+
 # ---- a resumed run continues the schedule exactly ----------------------------
 cat >res.gsl <<'EOF'
 const D = 1
