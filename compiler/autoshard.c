@@ -1280,12 +1280,29 @@ bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoS
   build_edges(&A);
   /* the least bytes the mesh allows: each class's own least (they add) */
   report->least = 0;
+  int big[3] = {-1, -1, -1};  /* the classes holding most at their least, largest first */
+  double *least = xcalloc((size_t)A.nc + 1, sizeof *least);
   for (int ci = 0; ci < A.nc; ci++) {
-    double least = A.c[ci].mem[0];
+    least[ci] = A.c[ci].mem[0];
     for (int s = 1; s < A.c[ci].nst; s++)
-      least = A.c[ci].mem[s] < least ? A.c[ci].mem[s] : least;
-    report->least += least;
+      least[ci] = A.c[ci].mem[s] < least[ci] ? A.c[ci].mem[s] : least[ci];
+    report->least += least[ci];
+    for (int k = 0, c = ci; k < 3 && least[c] > 0; k++)
+      if (big[k] < 0 || least[c] > least[big[k]]) {
+        int t = big[k];
+        big[k] = c;
+        if ((c = t) < 0)
+          break;
+      }
   }
+  report->largest = "";
+  for (int k = 0; k < 3 && big[k] >= 0; k++) {
+    const Value *r = A.c[big[k]].root;
+    const Tensor *t = &p->tensors[r->tensor];
+    report->largest = arena_printf(p->arena, "%s%s%s %.0f%s", report->largest, k ? ", " : "", t->name, least[big[k]],
+                                   t->annotated ? " (as annotated)" : "");
+  }
+  free(least);
   if (budget >= 0 && report->least > budget) {
     free_auto(&A);
     report->infeasible = true;

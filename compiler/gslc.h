@@ -810,6 +810,7 @@ typedef struct AutoShard {
   bool optimal;                    /* every solve proven optimal by the solver */
   double seconds;                  /* the search's wall time */
   double least;                    /* the least bytes of params, states and inputs a device can hold */
+  const char *largest;             /* the largest parts of least, for a message (in the program's arena) */
   bool infeasible;                 /* least is past the budget: nothing was searched (the caller reports) */
   bool compared;                   /* totals holds the baselines too */
   double totals[3][3];             /* the chosen plan, pure data parallel, replication: compute and
@@ -933,12 +934,17 @@ typedef struct Plan {
   int64_t output_bytes;   /* OUT_VALUE outputs' local tiles (held in the arena or the params and inputs) */
   int64_t scratch_bytes;  /* the runtime's collective scratch space (the largest one needs) */
   int64_t gather_bytes;   /* rank 0, after the steps: an output gathered and placed (several devices) */
+  int gather_output;      /* the output gather_bytes is for (an index of the program's outputs), or -1 */
 } Plan;
 
 Plan *plan_buffers(const Program *p);   /* p: the SPMD program (or a global one, as one device) */
 void plan_free(Plan *pl);
 /* The bytes a device needs: params, states, inputs, the planned arena and the runtime's staging (--stats' total). */
 int64_t plan_total(const Plan *pl);
+/* The largest parts of plan_total, largest first, for a message: "gathering
+ * output w1 on rank 0 201326592, intermediates 168034496, params 151035904
+ * (w1 67108864)" (in a). */
+const char *plan_largest(Arena *a, const Program *p, const Plan *pl);
 /* No two buffers share arena bytes while both are live; every buffer lies
  * aligned inside the arena. false and a report to err (if not NULL) when
  * broken. (Pairs of byte-sharing buffers past 5e7 go unchecked.) */

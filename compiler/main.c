@@ -522,14 +522,17 @@ static int compile(const Options *o) {
    * where the plan's intermediates then take it past the budget, the
    * bound shrinks by the excess and the search runs again */
   double held_budget = o->mem_budget > 0 ? (double)o->mem_budget : -1;
+  const char *last_largest = NULL; /* the largest parts of the last plan past the budget */
   for (int round = 0;; round++) {
     if (o->auto_shard && !auto_shard(p, &mach, held_budget, o->mode == MODE_EXPLAIN, &searched)) {
       if (searched.infeasible)
         diag_fatal("--mem-budget %lld: on this mesh a device holds at least %.0f bytes of params, optimizer "
-                   "states and inputs (each cut over as many devices as its dimensions allow), more than %s",
-                   (long long)o->mem_budget, searched.least,
-                   round ? arena_printf(p->arena, "the %.0f bytes the budget leaves them beside the intermediates "
-                                                  "of the plans found", held_budget)
+                   "states and inputs (each cut over as many devices as its dimensions and annotations allow; "
+                   "the largest: %s), more than %s",
+                   (long long)o->mem_budget, searched.least, searched.largest,
+                   round ? arena_printf(p->arena, "the %.0f bytes the budget leaves them beside the rest of the "
+                                                  "plans found (the largest parts of the last: %s)",
+                                        held_budget, last_largest)
                          : "the budget");
       goto done;
     }
@@ -548,11 +551,13 @@ static int compile(const Options *o) {
     if (!o->mem_budget || plan_total(plan) <= o->mem_budget)
       break;
     if (round == MEM_ROUNDS - 1 || !o->auto_shard) {
-      diag_fatal("--mem-budget %lld: the plan found needs %lld bytes a device (gslc --stats says how), more than "
-                 "the budget%s", (long long)o->mem_budget, (long long)plan_total(plan),
-                 o->auto_shard ? "" : " (without --auto-shard, the annotations decide)");
+      diag_fatal("--mem-budget %lld: the plan found needs %lld bytes a device, more than the budget%s; the "
+                 "largest parts: %s (gslc --stats says how)", (long long)o->mem_budget, (long long)plan_total(plan),
+                 o->auto_shard ? "" : " (without --auto-shard, the annotations decide)",
+                 plan_largest(p->arena, spmd, plan));
       goto done;
     }
+    last_largest = plan_largest(p->arena, spmd, plan);
     held_budget -= (double)(plan_total(plan) - o->mem_budget);
     shard_reset(p);
     plan_free(plan);

@@ -794,6 +794,7 @@ static int64_t scratch_of(const Program *p, const Value *v) {
 }
 
 static void plan_totals(Plan *pl, const Program *p) {
+  pl->gather_output = -1;
   int64_t devices = 1;
   for (int i = 0; i < p->mesh.naxes; i++)
     devices *= p->mesh.size[i];
@@ -812,8 +813,10 @@ static void plan_totals(Plan *pl, const Program *p) {
       continue;
     int64_t local = value_bytes(v), global = dtype_size(v->dtype) * shape_elems(p->spmd ? &v->gshape : &v->shape);
     pl->output_bytes += local;
-    if (devices > 1 && devices * local + global > pl->gather_bytes)
+    if (devices > 1 && devices * local + global > pl->gather_bytes) {
       pl->gather_bytes = devices * local + global;
+      pl->gather_output = i;
+    }
   }
   /* a rider packs its blocks into space of its own beside the scratch
    * space its carrier takes (gslrt.h) */
@@ -925,6 +928,52 @@ Plan *plan_buffers(const Program *p) {
 
 int64_t plan_total(const Plan *pl) {
   return pl->param_bytes + pl->state_bytes + pl->input_bytes + pl->arena_bytes + pl->scratch_bytes + pl->gather_bytes;
+}
+
+/* One part of plan_total, for plan_largest. */
+typedef struct Part {
+  int64_t bytes;      /* its bytes */
+  const char *what;   /* what it is */
+} Part;
+
+static int by_bytes(const void *x, const void *y) {
+  const Part *a = x, *b = y;
+  return a->bytes > b->bytes ? -1 : a->bytes < b->bytes;
+}
+
+/* "KIND B" for the tensors of kind k, with the largest's name and bytes
+ * where there are several */
+static Part tensors_part(Arena *a, const Program *p, TensorKind k, const char *kind, int64_t total) {
+  const Tensor *big = NULL;
+  int n = 0;
+  for (int i = 0; i < p->ntensors; i++)
+    if (p->tensors[i].kind == k) {
+      n++;
+      if (!big || value_bytes(p->tensors[i].value) > value_bytes(big->value))
+        big = &p->tensors[i];
+    }
+  if (n < 2)
+    return (Part){total, big ? arena_printf(a, "%s (%s) %" PRId64, kind, big->name, total) : kind};
+  return (Part){total, arena_printf(a, "%s %" PRId64 " (the largest %s, %" PRId64 ")", kind, total, big->name,
+                                    value_bytes(big->value))};
+}
+
+const char *plan_largest(Arena *a, const Program *p, const Plan *pl) {
+  Part part[6] = {
+      tensors_part(a, p, TK_PARAM, "params", pl->param_bytes),
+      tensors_part(a, p, TK_STATE, "optimizer states", pl->state_bytes),
+      tensors_part(a, p, TK_INPUT, "inputs", pl->input_bytes),
+      {pl->arena_bytes, arena_printf(a, "intermediates %" PRId64, pl->arena_bytes)},
+      {pl->scratch_bytes, arena_printf(a, "collective scratch %" PRId64, pl->scratch_bytes)},
+      {pl->gather_bytes, pl->gather_output < 0 ? ""
+                                               : arena_printf(a, "gathering output %s on rank 0 %" PRId64,
+                                                              p->outputs[pl->gather_output].name, pl->gather_bytes)},
+  };
+  qsort(part, 6, sizeof *part, by_bytes);
+  const char *s = "";
+  for (int i = 0; i < 3 && part[i].bytes > 0; i++)
+    s = arena_printf(a, "%s%s%s", s, i ? ", " : "", part[i].what);
+  return s;
 }
 
 void plan_free(Plan *pl) {
