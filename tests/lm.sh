@@ -67,6 +67,10 @@ same() { # what a b: the numbers in files a and b agree to 1e-4 relative
     if (d > 1e-4 * m) { print w " " NR ": " $1 " against " $2; bad = 1 } } END { exit bad }'
 }
 
+# the streams gsl.7 gives (random_routing): the 12 params' initializers
+# 0 to 11, then one draw per MoE layer (L = 4: layers 1 and 3) 12 and 13
+streams=$("$GSLC" --emit-ir "$top_srcdir/examples/lm.gsl" | sed -n 's/.*rng uniform(0, 1) stream \([0-9]*\) .*/\1/p' | tr '\n' ' ')
+[ "$streams" = "12 13 " ] || fail "examples/lm.gsl's routing draws are on streams $streams, not 12 13 as gsl.7 says"
 run m1 1 1 1 || exit 1
 params="emb pos ln_g ln_b wq wk wv wo w1 w2 wout"
 run d1 1 1 1 lm_dense || exit 1
