@@ -51,7 +51,10 @@
 # MACHINE_OUT: a file to write it to too); ONLY=auto compares gslc
 # --auto-shard's plans of the examples with the hand-annotated ones at
 # -np 2 (AUTO_STEPS: timed steps of mlp, moe and lm, default "300 150 80";
-# WARMUP REPS MPIEXEC) and times the search on 4 and 64 devices.
+# WARMUP REPS MPIEXEC) and times the search on 4 and 64 devices;
+# ONLY=depth times gslc -O2 on examples/lm.gsl against its depth
+# (DEPTHS, default "4 12 24 48"; DEPTH_REPS; BASE_GSLC, another build's
+# gslc to time beside, with the L = 4 step of each: DEPTH_STEPS).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -1092,8 +1095,66 @@ auto() {
        "the IR written, one sample)"
 }
 
+# Compile time against depth: examples/lm.gsl at -O2 for each L of
+# DEPTHS, by this gslc and, with BASE_GSLC set (a build of another
+# revision), by that one beside it, interleaved, the median of DEPTH_REPS
+# runs of each (wall and user seconds, /usr/bin/time); then the L = 4
+# binaries' training step at -np 1 (DEPTH_STEPS timed steps after WARMUP,
+# median of REPS, from --metrics), this build's over the base's.
+depth() {
+  DEPTHS=${DEPTHS:-4 12 24 48} DEPTH_REPS=${DEPTH_REPS:-3} DEPTH_STEPS=${DEPTH_STEPS:-40}
+  MPIEXEC=${MPIEXEC:-mpiexec}
+  echo "GSL depth benchmark: gslc -O2 examples/lm.gsl against its depth L (seconds, median of $DEPTH_REPS)" \
+       "${BASE_GSLC:+beside BASE_GSLC=$BASE_GSLC}"
+  printf '  %-4s %10s %10s %8s' L "wall s" "user s" kernels
+  [ -n "${BASE_GSLC:-}" ] && printf ' %12s %12s %8s' "base wall" "base user" "ratio"
+  echo
+  once() {  # GSLC L: "wall user" of one compile
+    /usr/bin/time -f '%e %U' -o "$tmp/time" "$1" -O2 -D L=$2 "$top/examples/lm.gsl" -o "$tmp/lm_d$2" ||
+      die "$1 failed at L = $2"
+    cat "$tmp/time"
+  }
+  med() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+  for L in $DEPTHS; do
+    : >"$tmp/new"; : >"$tmp/base"
+    for r in $(seq "$DEPTH_REPS"); do
+      once "$GSLC" $L >>"$tmp/new"
+      [ -n "${BASE_GSLC:-}" ] && once "$BASE_GSLC" $L >>"$tmp/base"
+    done
+    $GSLC -O0 --emit-llvm -D L=$L "$top/examples/lm.gsl" -o "$tmp/k.ll" || die "gslc --emit-llvm failed at L = $L"
+    k=$(grep -c '^define internal void @k' "$tmp/k.ll")
+    w=$(cut -d' ' -f1 "$tmp/new" | med) u=$(cut -d' ' -f2 "$tmp/new" | med)
+    printf '  %-4s %10s %10s %8s' $L $w $u $k
+    if [ -n "${BASE_GSLC:-}" ]; then
+      bw=$(cut -d' ' -f1 "$tmp/base" | med) bu=$(cut -d' ' -f2 "$tmp/base" | med)
+      printf ' %12s %12s %8s' $bw $bu "$(awk -v a=$w -v b=$bw 'BEGIN { printf "%.2f", a / b }')"
+    fi
+    echo
+  done
+  [ -n "${BASE_GSLC:-}" ] || return 0
+  # the L = 4 step of each build, interleaved
+  $GSLC -O2 -D L=4 -D DATA=1 -D EXPERT=1 "$top/examples/lm.gsl" -o "$tmp/lm_new" &&
+    $BASE_GSLC -O2 -D L=4 -D DATA=1 -D EXPERT=1 "$top/examples/lm.gsl" -o "$tmp/lm_base" ||
+    die "the L = 4 builds failed"
+  step() {  # PROG: mean ms a step after the warm-up
+    $MPIEXEC -n 1 "$1" --quiet --steps $((WARMUP + DEPTH_STEPS)) --log-every 1 --metrics "$tmp/d.jsonl" >/dev/null ||
+      die "$1 failed"
+    awk -v w=$WARMUP '/"ms_per_step": / { k = $0; sub(/.*"step": /, "", k); k += 0
+        m = $0; sub(/.*"ms_per_step": /, "", m); if (k > w) { t += m; n++ } } END { printf "%.3f\n", t / n }' "$tmp/d.jsonl"
+  }
+  : >"$tmp/sn"; : >"$tmp/sb"
+  for r in $(seq "$REPS"); do
+    step "$tmp/lm_new" >>"$tmp/sn"
+    step "$tmp/lm_base" >>"$tmp/sb"
+  done
+  sn=$(med <"$tmp/sn") sb=$(med <"$tmp/sb")
+  echo "  the L = 4 step at -np 1: $sn ms (this build), $sb ms (base), ratio" \
+       "$(awk -v a=$sn -v b=$sb 'BEGIN { printf "%.3f", a / b }') (median of $REPS runs of $DEPTH_STEPS steps each)"
+}
+
 case $ONLY in
-  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine; echo; auto ;;
+  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine; echo; auto; echo; depth ;;
+  depth) depth ;;
   gemm) gemm ;;
   machine) machine ;;
   mlp) mlp ;;
@@ -1104,5 +1165,5 @@ case $ONLY in
   moe_train) moe_train ;;
   lm) lm ;;
   auto) auto ;;
-  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm, machine or auto" ;;
+  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm, machine, auto or depth" ;;
 esac

@@ -29,7 +29,9 @@ LLVMValueRef cg_elem_at(CG *g, const Value *v, const Aff *idx) {
   if (g->pre[v->id])
     return g->pre[v->id];
   Aff lin = cg_linear_of(&v->shape, idx);
-  return cg_load_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &lin));
+  int64_t k = lin.k; /* the constant part of the index goes into the buffer's slot */
+  lin.k = 0;
+  return cg_load_lin(g, cg_buffer_at(g, v, k), v->dtype, cg_aff_value(g, &lin));
 }
 
 /* The element of v at idx from its operands (v an elementwise op or an
@@ -149,7 +151,9 @@ void cg_emit_map(CG *g, const Value *v) {
   cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
   LLVMValueRef x = def_elem(g, v, idx);
   Aff lin = cg_linear_of(&v->shape, idx);
-  cg_store_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &lin), x);
+  int64_t k = lin.k;
+  lin.k = 0;
+  cg_store_lin(g, cg_buffer_at(g, v, k), v->dtype, cg_aff_value(g, &lin), x);
   cg_nest_close(g, l, v->shape.rank);
   while (g->npre)
     g->pre[g->pre_ids[--g->npre]] = NULL;

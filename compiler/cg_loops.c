@@ -19,6 +19,7 @@
  * loads the ones it uses (and the arena, for temporaries) once, in its
  * entry block, on first use (params and inputs: the runtime's storage,
  * behind globals of their own). */
+#include <stdlib.h>
 #include <string.h>
 
 #include <llvm-c/Core.h>
@@ -63,32 +64,86 @@ LLVMValueRef cg_call2(CG *g, const char *name, LLVMValueRef x, LLVMValueRef y) {
   return cg_call(g, name, LLVMTypeOf(x), 2, a);
 }
 
+/* A constant global made once a module for its contents (so that two
+ * kernels naming the same string or shape name the same global, and can
+ * be one: codegen.c's emit_kernels). */
+typedef struct Interned {
+  uint64_t hash;      /* of kind and bytes */
+  char kind;          /* 's' a string, else an array's element type's width */
+  size_t len;         /* bytes */
+  char *bytes;        /* its contents */
+  LLVMValueRef value; /* the pointer to it */
+} Interned;
+
+static uint64_t fnv1a(char kind, const void *p, size_t n) {
+  uint64_t h = 1469598103934665603ull ^ (unsigned char)kind;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+  return h;
+}
+
+static LLVMValueRef interned(CG *g, char kind, const void *p, size_t n) {
+  uint64_t h = fnv1a(kind, p, n);
+  for (int i = 0; i < g->ninterned; i++)
+    if (g->interned[i].hash == h && g->interned[i].kind == kind && g->interned[i].len == n &&
+        !memcmp(g->interned[i].bytes, p, n))
+      return g->interned[i].value;
+  return NULL;
+}
+
+static LLVMValueRef intern(CG *g, char kind, const void *p, size_t n, LLVMValueRef value) {
+  if (g->ninterned == g->capinterned)
+    g->interned = xrealloc(g->interned, sizeof *g->interned * (size_t)(g->capinterned = g->capinterned ? 2 * g->capinterned : 64));
+  char *copy = xmalloc(n + 1);
+  memcpy(copy, p, n);
+  g->interned[g->ninterned++] = (Interned){fnv1a(kind, p, n), kind, n, copy, value};
+  return value;
+}
+
+void cg_free_interned(CG *g) {
+  for (int i = 0; i < g->ninterned; i++)
+    free(g->interned[i].bytes);
+  free(g->interned);
+  g->interned = NULL;
+  g->ninterned = g->capinterned = 0;
+}
+
 /* A private constant global holding s, as an i8 pointer. */
 LLVMValueRef cg_cstr(CG *g, const char *s) {
   size_t n = strlen(s);
+  LLVMValueRef known = interned(g, 's', s, n);
+  if (known)
+    return known;
   LLVMValueRef init = LLVMConstStringInContext(g->ctx, s, (unsigned)n, 0);
   LLVMValueRef gv = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "str");
   LLVMSetInitializer(gv, init);
   LLVMSetGlobalConstant(gv, 1);
   LLVMSetLinkage(gv, LLVMPrivateLinkage);
   LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
-  return LLVMConstBitCast(gv, g->t_ptr);
+  return intern(g, 's', s, n, LLVMConstBitCast(gv, g->t_ptr));
 }
 
 /* A private constant array of n integers of type t (at least one element),
  * as a pointer to its first element. */
 LLVMValueRef cg_const_array(CG *g, LLVMTypeRef t, int n, const int64_t *v) {
-  LLVMValueRef el[GSL_MAX_RANK * GSL_MAX_AXES + 1];
+  int64_t key[GSL_MAX_RANK * GSL_MAX_AXES + 1];
   int m = n > 0 ? n : 1;
   for (int i = 0; i < m; i++)
-    el[i] = LLVMConstInt(t, (unsigned long long)(i < n ? v[i] : 0), 1);
+    key[i] = i < n ? v[i] : 0;
+  char kind = (char)LLVMGetIntTypeWidth(t);
+  LLVMValueRef known = interned(g, kind, key, sizeof *key * (size_t)m);
+  if (known)
+    return known;
+  LLVMValueRef el[GSL_MAX_RANK * GSL_MAX_AXES + 1];
+  for (int i = 0; i < m; i++)
+    el[i] = LLVMConstInt(t, (unsigned long long)key[i], 1);
   LLVMValueRef init = LLVMConstArray(t, el, (unsigned)m);
   LLVMValueRef gv = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "dims");
   LLVMSetInitializer(gv, init);
   LLVMSetGlobalConstant(gv, 1);
   LLVMSetLinkage(gv, LLVMPrivateLinkage);
   LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
-  return LLVMConstBitCast(gv, LLVMPointerType(t, 0));
+  return intern(g, kind, key, sizeof *key * (size_t)m, LLVMConstBitCast(gv, LLVMPointerType(t, 0)));
 }
 
 LLVMValueRef cg_shape_array(CG *g, const Shape *s) { return cg_const_array(g, g->t_i64, s->rank, s->d); }
@@ -246,27 +301,75 @@ LLVMValueRef cg_round_bf16(CG *g, LLVMValueRef x) {
 
 int32_t cg_rt_dtype(DType dt) { return dt == DT_I32 ? GSLRT_I32 : dt == DT_BF16 ? GSLRT_BF16 : GSLRT_F32; }
 
-LLVMValueRef cg_buffer_of(CG *g, const Value *v) {
-  int r = g->pl->root[v->id];
-  if (!g->pl->mat[v->id] || !g->glob[r])
-    die("value %%%d has no buffer", v->id);
-  if (!g->ptr[r]) { /* first use in this function: load it in the entry block */
-    LLVMValueRef raw = LLVMBuildLoad2(g->ab, g->t_ptr, g->glob[r], "");
-    g->ptr[r] = LLVMBuildBitCast(g->ab, raw, LLVMPointerType(cg_elem_type(g, g->p->values[r]->dtype), 0), "buf");
-    g->loaded[g->nloaded++] = r;
-  }
-  return g->ptr[r];
+/* In a kernel, the pointer its slot for (glob, off) gives, loaded in the
+ * entry block on first use: the buffer the global holds, off bytes on.
+ * Slots are numbered in the order first asked for; the kernel's code
+ * names no buffer or offset of its own, so it serves every value whose
+ * code is the same on other buffers (emit_kernels). */
+static LLVMValueRef slot_ptr(CG *g, int buf, int64_t off) {
+  int k = 0;
+  while (k < g->nslot && (g->slot[k].buf != buf || g->slot[k].off != off))
+    k++;
+  if (k < g->nslot)
+    return g->slot[k].ptr;
+  if (g->nslot == g->capslot)
+    g->slot = xrealloc(g->slot, sizeof *g->slot * (size_t)(g->capslot = g->capslot ? 2 * g->capslot : 8));
+  LLVMValueRef at[2] = {cg_ci64(g, k), cg_ci32(g, 0)};
+  LLVMValueRef holder = LLVMBuildLoad2(g->ab, LLVMPointerType(g->t_ptr, 0),
+                                       LLVMBuildInBoundsGEP2(g->ab, g->t_slot, g->slots_arg, at, 2, ""), "slot");
+  at[1] = cg_ci32(g, 1);
+  LLVMValueRef o = LLVMBuildLoad2(g->ab, g->t_i64, LLVMBuildInBoundsGEP2(g->ab, g->t_slot, g->slots_arg, at, 2, ""), "off");
+  LLVMValueRef base = LLVMBuildLoad2(g->ab, g->t_ptr, holder, "");
+  LLVMValueRef p = LLVMBuildGEP2(g->ab, LLVMInt8TypeInContext(g->ctx), base, &o, 1, "buf");
+  g->slot[g->nslot++] = (Slot){buf, off, p};
+  return p;
 }
 
-/* A temporary of n elements of type dt: a private global pointer that
- * gsl_setup fills with gslrt_alloc; loaded where it is used. */
+LLVMValueRef cg_buffer_of(CG *g, const Value *v) { return cg_buffer_at(g, v, 0); }
 
+LLVMValueRef cg_param(CG *g, int64_t x, LLVMTypeRef t) {
+  if (!g->slotted)
+    return LLVMConstInt(t, (unsigned long long)x, 1);
+  int k = 0;
+  while (k < g->nslot && (g->slot[k].buf != SLOT_PARAM || g->slot[k].off != x))
+    k++;
+  if (k == g->nslot) {
+    if (g->nslot == g->capslot)
+      g->slot = xrealloc(g->slot, sizeof *g->slot * (size_t)(g->capslot = g->capslot ? 2 * g->capslot : 8));
+    LLVMValueRef at[2] = {cg_ci64(g, k), cg_ci32(g, 1)};
+    LLVMValueRef o = LLVMBuildLoad2(g->ab, g->t_i64, LLVMBuildInBoundsGEP2(g->ab, g->t_slot, g->slots_arg, at, 2, ""), "param");
+    g->slot[g->nslot++] = (Slot){SLOT_PARAM, x, o};
+  }
+  return LLVMBuildTrunc(g->b, g->slot[k].ptr, t, "");
+}
+
+LLVMValueRef cg_buffer_at(CG *g, const Value *v, int64_t k) {
+  int r = g->pl->root[v->id];
+  if (!g->pl->mat[v->id] || (!g->slotted && !g->glob[r]))
+    die("value %%%d has no buffer", v->id);
+  LLVMTypeRef et = cg_elem_type(g, g->p->values[r]->dtype);
+  if (g->slotted)
+    return LLVMBuildBitCast(g->ab, slot_ptr(g, r, k * dtype_size(g->p->values[r]->dtype)),
+                            LLVMPointerType(et, 0), "");
+  if (!g->ptr[r]) { /* first use in this function: load it in the entry block */
+    LLVMValueRef raw = LLVMBuildLoad2(g->ab, g->t_ptr, g->glob[r], "");
+    g->ptr[r] = LLVMBuildBitCast(g->ab, raw, LLVMPointerType(et, 0), "buf");
+    g->loaded[g->nloaded++] = r;
+  }
+  if (!k)
+    return g->ptr[r];
+  LLVMValueRef at = cg_ci64(g, k);
+  return LLVMBuildGEP2(g->b, et, g->ptr[r], &at, 1, "");
+}
+
+/* A temporary of the plan: a private global pointer that gsl_setup points
+ * at its place in the arena; loaded on first use. */
 LLVMValueRef cg_temp(CG *g, int t, DType dt) {
-  LLVMValueRef off = cg_ci64(g, g->pl->temps[t].offset);
-  if (!g->arena)
-    g->arena = LLVMBuildLoad2(g->ab, g->t_ptr, g->arena_glob, "arena");
-  LLVMValueRef raw = LLVMBuildInBoundsGEP2(g->b, LLVMInt8TypeInContext(g->ctx), g->arena, &off, 1, "tmp");
-  return LLVMBuildBitCast(g->b, raw, LLVMPointerType(cg_elem_type(g, dt), 0), "");
+  if (!g->tptr[t]) {
+    g->tptr[t] = g->slotted ? slot_ptr(g, -1 - t, 0) : LLVMBuildLoad2(g->ab, g->t_ptr, g->tglob[t], "tmp");
+    g->tloaded[g->ntloaded++] = t;
+  }
+  return LLVMBuildBitCast(g->b, g->tptr[t], LLVMPointerType(cg_elem_type(g, dt), 0), "");
 }
 
 /* ---- the device's place on the mesh -------------------------------------- */

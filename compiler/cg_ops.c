@@ -280,20 +280,26 @@ void cg_emit_route(CG *g, const Value *v) {
 }
 
 /* One loop nest per operand, each writing its range along the axis. */
-void cg_emit_concat(CG *g, const Value *v) {
+void cg_emit_concat_piece(CG *g, const Value *v, int j) {
   int64_t off = 0;
-  for (int j = 0; j < v->nargs; j++) {
-    const Value *a = v->args[j];
-    Loop l[GSL_MAX_RANK];
-    Aff idx[GSL_MAX_RANK];
-    cg_nest_open(g, l, a->shape.rank, a->shape.d, idx);
-    LLVMValueRef x = cg_convert(g, cg_elem_at(g, a, idx), a->dtype, v->dtype);
-    idx[v->axis].k += off;
-    Aff lin = cg_linear_of(&v->shape, idx);
-    cg_store_lin(g, cg_buffer_of(g, v), v->dtype, cg_aff_value(g, &lin), x);
-    cg_nest_close(g, l, a->shape.rank);
-    off += a->shape.d[v->axis];
-  }
+  for (int i = 0; i < j; i++)
+    off += v->args[i]->shape.d[v->axis];
+  const Value *a = v->args[j];
+  Loop l[GSL_MAX_RANK];
+  Aff idx[GSL_MAX_RANK];
+  cg_nest_open(g, l, a->shape.rank, a->shape.d, idx);
+  LLVMValueRef x = cg_convert(g, cg_elem_at(g, a, idx), a->dtype, v->dtype);
+  idx[v->axis].k += off;
+  Aff lin = cg_linear_of(&v->shape, idx);
+  int64_t k = lin.k; /* the piece's place goes into the buffer's slot */
+  lin.k = 0;
+  cg_store_lin(g, cg_buffer_at(g, v, k), v->dtype, cg_aff_value(g, &lin), x);
+  cg_nest_close(g, l, a->shape.rank);
+}
+
+void cg_emit_concat(CG *g, const Value *v) {
+  for (int j = 0; j < v->nargs; j++)
+    cg_emit_concat_piece(g, v, j);
 }
 
 /* The local tile of the draw, at its offset in the global tensor: along a
@@ -308,7 +314,7 @@ void cg_emit_rng(CG *g, const Value *v) {
                            cg_ci32(g, v->fn == RNG_NORMAL ? 1 : 0),
                            LLVMConstReal(g->t_f64, v->fval),
                            LLVMConstReal(g->t_f64, v->fval2),
-                           LLVMConstInt(g->t_i32, v->stream, 0),
+                           cg_param(g, v->stream, g->t_i32),
                            g->step_arg,
                            cg_ci32(g, v->shape.rank),
                            cg_shape_array(g, p->spmd ? &v->gshape : &v->shape),

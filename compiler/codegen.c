@@ -14,12 +14,16 @@
  * outputs need: the forward pass), gsl_forward (cut down to what the
  * `output` values need, for text generation), and main (gslrt_main with
  * a constant program info). Each value's code is a function of its own (kID.OP,
- * internal, so that profiles name it), which gsl_step and gsl_eval call:
- * LLVM optimizes small functions, and the forward pass is shared, not
- * copied. Params and inputs live behind module-private global pointers the
- * runtime fills; every other buffer is the arena plus its planned offset
- * (plan.c decides who has a buffer, and where), kept in a private global
- * that a function loads on first use.
+ * internal, so that profiles name it; a concat's, one a piece), which
+ * gsl_step and gsl_eval call: LLVM optimizes small functions, and the
+ * forward pass is shared, not copied. A kernel names no buffer: it reads
+ * each through a slot its call site passes (the address of the global
+ * holding the buffer, and an offset into it), so values whose code is the
+ * same on other buffers (each layer of a stack) share one kernel, emitted
+ * and optimized once (emit_kernels). Params and inputs live behind
+ * module-private global pointers the runtime fills; every other buffer is
+ * the arena plus its planned offset (plan.c decides who has a buffer, and
+ * where), kept in a private global.
  *
  * SPMD. The program is normally partition.c's per-device program
  * (Program.spmd): every value holds its local tile, so the code simply
@@ -182,7 +186,12 @@ static void open_function(CG *g, LLVMValueRef fn) {
   for (int i = 0; i < g->nloaded; i++)
     g->ptr[g->loaded[i]] = NULL;
   g->nloaded = 0;
+  for (int i = 0; i < g->ntloaded; i++)
+    g->tptr[g->tloaded[i]] = NULL;
+  g->ntloaded = 0;
   g->arena = NULL;
+  g->slotted = false;
+  g->nslot = 0;
   for (int k = 0; k < g->ngroups; k++)
     if (g->groups[k].slot >= 0)
       g->gidx[g->groups[k].slot] = LLVMBuildLoad2(g->ab, g->t_i64, g->gidx_glob[g->groups[k].slot], "gidx");
@@ -193,29 +202,111 @@ static void close_function(CG *g) {
   LLVMBuildBr(g->ab, LLVMGetNextBasicBlock(LLVMGetEntryBasicBlock(g->fn)));
 }
 
-/* Every value with code gets its own internal function kID.OP(ctx, step),
- * never inlined: gsl_step and gsl_eval are lists of calls, and LLVM
- * optimizes one small function at a time (one function of every loop
- * nest of a Transformer's step took it a minute at -O2). */
+/* A kernel's text with its name and the numbers of the metadata it names
+ * left out: two kernels with one text compute the same from the buffers
+ * their slots give. (The one metadata codegen attaches is a loop's
+ * llvm.loop, always {self, llvm.loop.vectorize.enable = true}, so where a
+ * text names one is all there is to know of it.) */
+static char *kernel_text(LLVMValueRef fn) {
+  char *raw = LLVMPrintValueToString(fn), *s = strstr(raw, "{\n"); /* the body, past "define ... @name(...) {" */
+  s = s ? s : raw;
+  char *out = xmalloc(strlen(s) + 1), *o = out;
+  while (*s) {
+    if (*s == '!' && s[1] >= '0' && s[1] <= '9') { /* !123: !# */
+      *o++ = '!', *o++ = '#';
+      for (s++; *s >= '0' && *s <= '9'; s++)
+        ;
+    } else {
+      *o++ = *s++;
+    }
+  }
+  *o = '\0';
+  LLVMDisposeMessage(raw);
+  return out;
+}
+
+/* Every value with code gets an internal function kID.OP(ctx, step,
+ * slots), never inlined: gsl_step and gsl_eval are lists of calls, and
+ * LLVM optimizes one small function at a time (one function of every loop
+ * nest of a Transformer's step took it a minute at -O2); a concat gets one
+ * a piece (a stacked param's gradient: one a layer). A kernel reads and
+ * writes its buffers through slots, each the address of the global
+ * holding a buffer and an offset into it (a constant array its call site
+ * passes), so it names no buffer or offset of its own: where a kernel
+ * comes out as the text of one made before (each layer of a stack: the
+ * same ops, shapes, dtypes and layouts on other buffers, or other slices
+ * of one), it is dropped and that one is called with its slots. Compile
+ * time then follows the distinct kernels, not the depth, as XLA's while
+ * body and torch.compile's regional compilation do; fusion is untouched,
+ * since a kernel is what it was. */
 static void emit_kernels(CG *g) {
   const Program *p = g->p;
-  LLVMTypeRef sp[2] = {g->t_ptr, g->t_i64};
-  LLVMTypeRef ft = LLVMFunctionType(g->t_void, sp, 2, 0);
+  LLVMTypeRef sp[3] = {g->t_ptr, g->t_i64, LLVMPointerType(g->t_slot, 0)};
+  LLVMTypeRef ft = LLVMFunctionType(g->t_void, sp, 3, 0);
   unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+  char **texts = NULL;     /* per distinct kernel: its text */
+  uint64_t *hashes = NULL; /* ... and its hash */
+  LLVMValueRef *fns = NULL; /* ... and its function */
+  int nmade = 0, cap = 0;
   for (int i = 0; i < p->nvalues; i++) {
     const Value *v = p->values[i];
+    g->kfirst[i] = g->ncalls;
     if (!has_code(g, v))
       continue;
-    char name[64];
-    snprintf(name, sizeof name, "k%d.%s", v->id, op_name(v->op));
-    g->kernel[i] = add_function(g, name, ft);
-    LLVMSetLinkage(g->kernel[i], LLVMInternalLinkage); /* named in profiles */
-    LLVMAddAttributeAtIndex(g->kernel[i], LLVMAttributeFunctionIndex,
-                            LLVMCreateEnumAttribute(g->ctx, noinline, 0));
-    open_function(g, g->kernel[i]);
-    emit_value(g, v);
-    close_function(g);
+    int pieces = v->op == OP_CONCAT ? v->nargs : 1;
+    for (int j = 0; j < pieces; j++) {
+      char name[64];
+      snprintf(name, sizeof name, "k%d.%s", v->id, op_name(v->op));
+      LLVMValueRef fn = add_function(g, name, ft);
+      LLVMSetLinkage(fn, LLVMInternalLinkage); /* named in profiles */
+      LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, noinline, 0));
+      open_function(g, fn);
+      g->slotted = true;
+      g->slots_arg = LLVMGetParam(fn, 2);
+      if (v->op == OP_CONCAT)
+        cg_emit_concat_piece(g, v, j);
+      else
+        emit_value(g, v);
+      close_function(g);
+      if (g->ncalls == g->capcalls)
+        g->calls = xrealloc(g->calls, sizeof *g->calls * (size_t)(g->capcalls = g->capcalls ? 2 * g->capcalls : 256));
+      KernelCall *c = &g->calls[g->ncalls++];
+      c->slots = xmalloc(sizeof(Slot) * ((size_t)g->nslot + 1));
+      memcpy(c->slots, g->slot, sizeof(Slot) * (size_t)g->nslot);
+      c->nslots = g->nslot;
+      c->array = NULL;
+      char *text = kernel_text(fn);
+      uint64_t h = 1469598103934665603ull;
+      for (const char *t = text; *t; t++)
+        h = (h ^ (unsigned char)*t) * 1099511628211ull;
+      int same = -1;
+      for (int k = 0; k < nmade && same < 0; k++)
+        if (hashes[k] == h && !strcmp(texts[k], text))
+          same = k;
+      if (same >= 0) {
+        LLVMDeleteFunction(fn);
+        c->fn = fns[same];
+        free(text);
+        continue;
+      }
+      if (nmade == cap) {
+        cap = cap ? 2 * cap : 256;
+        texts = xrealloc(texts, sizeof *texts * (size_t)cap);
+        hashes = xrealloc(hashes, sizeof *hashes * (size_t)cap);
+        fns = xrealloc(fns, sizeof *fns * (size_t)cap);
+      }
+      texts[nmade] = text, hashes[nmade] = h, fns[nmade] = fn;
+      c->fn = fn;
+      nmade++;
+    }
   }
+  g->kfirst[p->nvalues] = g->ncalls;
+  g->nkernels = nmade;
+  for (int k = 0; k < nmade; k++)
+    free(texts[k]);
+  free(texts);
+  free(hashes);
+  free(fns);
 }
 
 /* The device's index in every group whose index the code reads, into the
@@ -231,13 +322,56 @@ static void store_group_indices(CG *g) {
 
 /* Calls the kernels of the values need marks (every one when need is
  * NULL), in program order. */
+/* The buffer globals (each root value's with a buffer, each temporary's),
+ * made after the kernels, which name none of them, so that comparing a
+ * kernel with the others (LLVM numbering the module's globals to print
+ * it) costs what the kernels cost, not the depth; then each value's slots
+ * as a constant array of {the address of its buffer's global, offset}. */
+static void make_buffers(CG *g) {
+  const Program *p = g->p;
+  for (int i = 0; i < p->nvalues; i++)
+    if (g->pl->mat[i] && g->pl->root[i] == i) {
+      char name[64];
+      snprintf(name, sizeof name, "buf.%d", i);
+      g->glob[i] = LLVMAddGlobal(g->mod, g->t_ptr, name);
+      LLVMSetInitializer(g->glob[i], LLVMConstNull(g->t_ptr));
+      LLVMSetLinkage(g->glob[i], LLVMPrivateLinkage);
+    }
+  for (int t = 0; t < g->pl->ntemps; t++) {
+    g->tglob[t] = LLVMAddGlobal(g->mod, g->t_ptr, "tmp");
+    LLVMSetInitializer(g->tglob[t], LLVMConstNull(g->t_ptr));
+    LLVMSetLinkage(g->tglob[t], LLVMPrivateLinkage);
+  }
+  for (int i = 0; i < g->ncalls; i++) {
+    KernelCall *c = &g->calls[i];
+    LLVMValueRef *el = xcalloc((size_t)c->nslots + 1, sizeof *el);
+    for (int k = 0; k < c->nslots; k++) {
+      const Slot *sl = &c->slots[k];
+      LLVMValueRef f[2] = {sl->buf == SLOT_PARAM ? LLVMConstNull(LLVMPointerType(g->t_ptr, 0))
+                           : sl->buf >= 0           ? g->glob[sl->buf]
+                                                    : g->tglob[-1 - sl->buf],
+                           cg_ci64(g, sl->off)};
+      if (!f[0])
+        die("a kernel's slot names value %%%d, which has no buffer", sl->buf);
+      el[k] = LLVMConstNamedStruct(g->t_slot, f, 2);
+    }
+    LLVMValueRef init = LLVMConstArray(g->t_slot, el, (unsigned)c->nslots);
+    free(el);
+    LLVMValueRef arr = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "slots");
+    LLVMSetInitializer(arr, init);
+    LLVMSetGlobalConstant(arr, 1);
+    LLVMSetLinkage(arr, LLVMPrivateLinkage);
+    c->array = LLVMConstBitCast(arr, LLVMPointerType(g->t_slot, 0));
+  }
+}
+
 static void call_kernels(CG *g, const bool *need) {
-  LLVMTypeRef sp[2] = {g->t_ptr, g->t_i64};
-  LLVMTypeRef ft = LLVMFunctionType(g->t_void, sp, 2, 0);
+  LLVMTypeRef sp[3] = {g->t_ptr, g->t_i64, LLVMPointerType(g->t_slot, 0)};
+  LLVMTypeRef ft = LLVMFunctionType(g->t_void, sp, 3, 0);
   for (int i = 0; i < g->p->nvalues; i++)
-    if (g->kernel[i] && (!need || need[i])) {
-      LLVMValueRef a[2] = {g->ctx_arg, g->step_arg};
-      LLVMBuildCall2(g->b, ft, g->kernel[i], a, 2, "");
+    for (int k = g->kfirst[i]; k < g->kfirst[i + 1] && (!need || need[i]); k++) {
+      LLVMValueRef a[3] = {g->ctx_arg, g->step_arg, g->calls[k].array};
+      LLVMBuildCall2(g->b, ft, g->calls[k].fn, a, 3, "");
     }
 }
 
@@ -480,6 +614,10 @@ static void emit_setup(CG *g, LLVMValueRef fn) {
         LLVMValueRef off = cg_ci64(g, g->pl->offset[i]);
         LLVMBuildStore(b, LLVMBuildInBoundsGEP2(b, LLVMInt8TypeInContext(g->ctx), arena, &off, 1, ""), g->glob[i]);
       }
+    for (int t = 0; t < g->pl->ntemps; t++) {
+      LLVMValueRef off = cg_ci64(g, g->pl->temps[t].offset);
+      LLVMBuildStore(b, LLVMBuildInBoundsGEP2(b, LLVMInt8TypeInContext(g->ctx), arena, &off, 1, ""), g->tglob[t]);
+    }
   }
   for (int i = 0; i < p->noutputs; i++) {
     const Value *v = p->outputs[i].value;
@@ -604,14 +742,6 @@ static bool write_output(CG *g, LLVMTargetMachineRef tm, const CodegenOptions *o
 
 static void build_module(CG *g) {
   const Program *p = g->p;
-  for (int i = 0; i < p->nvalues; i++)
-    if (g->pl->mat[i] && g->pl->root[i] == i) {
-      char name[64];
-      snprintf(name, sizeof name, "buf.%d", i);
-      g->glob[i] = LLVMAddGlobal(g->mod, g->t_ptr, name);
-      LLVMSetInitializer(g->glob[i], LLVMConstNull(g->t_ptr));
-      LLVMSetLinkage(g->glob[i], LLVMPrivateLinkage);
-    }
   g->arena_glob = LLVMAddGlobal(g->mod, g->t_ptr, "arena");
   LLVMSetInitializer(g->arena_glob, LLVMConstNull(g->t_ptr));
   LLVMSetLinkage(g->arena_glob, LLVMPrivateLinkage);
@@ -631,6 +761,7 @@ static void build_module(CG *g) {
   LLVMValueRef eval = p->train.loss ? add_function(g, "gsl_eval", LLVMFunctionType(g->t_void, sp, 3, 0)) : NULL;
   LLVMValueRef forward = add_function(g, "gsl_forward", LLVMFunctionType(g->t_void, sp, 2, 0));
   emit_kernels(g);
+  make_buffers(g);
   emit_step(g, step);
   if (eval)
     emit_eval(g, eval);
@@ -683,6 +814,9 @@ bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt) {
   g.t_f32 = LLVMFloatTypeInContext(g.ctx);
   g.t_f64 = LLVMDoubleTypeInContext(g.ctx);
   g.t_ptr = LLVMPointerType(LLVMInt8TypeInContext(g.ctx), 0);
+  g.t_slot = LLVMStructCreateNamed(g.ctx, "slot");
+  LLVMTypeRef slot_fields[2] = {LLVMPointerType(g.t_ptr, 0), g.t_i64};
+  LLVMStructSetBody(g.t_slot, slot_fields, 2, 0);
   g.md_loop = LLVMGetMDKindIDInContext(g.ctx, "llvm.loop", 9);
   size_t n = (size_t)(p->nvalues > 0 ? p->nvalues : 1);
   g.pl = pl;
@@ -694,8 +828,13 @@ bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt) {
   g.vgroup2 = xcalloc(n, sizeof *g.vgroup2);
   g.pre = xcalloc(n, sizeof *g.pre);
   g.pre_ids = xcalloc(n, sizeof *g.pre_ids);
-  g.kernel = xcalloc(n, sizeof *g.kernel);
+  g.kfirst = xcalloc(n + 1, sizeof *g.kfirst);
   g.loaded = xcalloc(n, sizeof *g.loaded);
+
+  size_t nt = (size_t)pl->ntemps + 1;
+  g.tglob = xcalloc(nt, sizeof *g.tglob);
+  g.tptr = xcalloc(nt, sizeof *g.tptr);
+  g.tloaded = xcalloc(nt, sizeof *g.tloaded);
 
   char *triple = LLVMGetTargetMachineTriple(tm);
   LLVMSetTarget(g.mod, triple);
@@ -727,8 +866,17 @@ bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt) {
   free(g.vgroup2);
   free(g.pre);
   free(g.pre_ids);
-  free(g.kernel);
+  free(g.kfirst);
+  for (int i = 0; i < g.ncalls; i++)
+    free(g.calls[i].slots);
+  free(g.calls);
   free(g.loaded);
+
+  free(g.tglob);
+  free(g.tptr);
+  free(g.tloaded);
+  free(g.slot);
+  cg_free_interned(&g);
   return ok;
 }
 

@@ -11,6 +11,8 @@
 #ifndef GSLC_CODEGEN_H
 #define GSLC_CODEGEN_H
 
+#include <limits.h>
+
 #include <llvm-c/Core.h>
 
 #include "gslc.h"
@@ -42,6 +44,24 @@ typedef struct Loop {
   int64_t n;              /* trip count, at least 1 */
 } Loop;
 
+#define SLOT_PARAM INT_MIN
+
+/* A kernel's slot: a buffer, off bytes on; or a number. */
+typedef struct Slot {
+  int buf;           /* the buffer: a root value's id, -1 - t for the plan's temporary t, or
+                        SLOT_PARAM: no buffer, off is a number the code reads (cg_param) */
+  int64_t off;       /* bytes past its start, or the number */
+  LLVMValueRef ptr;  /* in the kernel, the pointer, loaded in its entry block */
+} Slot;
+
+/* A call of a kernel: one value's code, or one piece of a concat's. */
+typedef struct KernelCall {
+  LLVMValueRef fn;    /* the kernel (one function serves every call whose code is the same) */
+  Slot *slots;        /* what its slots name */
+  int nslots;
+  LLVMValueRef array; /* those slots as a constant array of {global's address, offset} (make_buffers) */
+} KernelCall;
+
 /* The state of one cg_emit. */
 typedef struct CG {
   const Program *p;       /* what is being compiled */
@@ -63,7 +83,20 @@ typedef struct CG {
   LLVMValueRef fn;        /* the function being emitted (a kernel, gsl_step or gsl_eval) */
   LLVMValueRef ctx_arg;   /* its ctx */
   LLVMValueRef step_arg;  /* its step (gsl_eval's key) */
-  LLVMValueRef *kernel;   /* per value: the private function computing it, or NULL */
+  KernelCall *calls;      /* every kernel call gsl_step makes, in program order (emit_kernels) */
+  int ncalls, capcalls;   /* in use, allocated */
+  int *kfirst;            /* per value: its first call in calls (its last: the next value's first - 1) */
+  bool slotted;           /* the function being emitted is a kernel: its buffers come from its slots */
+  LLVMValueRef slots_arg; /* in a kernel, its slots (a pointer to the first {i8**, i64}) */
+  LLVMTypeRef t_slot;     /* a slot: {the address of a global holding a buffer, a byte offset} */
+  struct Slot *slot;      /* in a kernel, what its slots name, in the order first used */
+  int nslot, capslot;     /* in use, allocated */
+  LLVMValueRef *tglob;    /* per plan temporary: the private global holding its place in the arena */
+  LLVMValueRef *tptr;     /* per plan temporary: in a kernel, its pointer, loaded on first use */
+  int *tloaded, ntloaded; /* the temporaries with tptr set, to clear for the next function */
+  int nkernels;           /* distinct kernels emitted (emit_kernels) */
+  struct Interned *interned; /* constants made once a module (cg_cstr, cg_const_array) */
+  int ninterned, capinterned;
   LLVMValueRef gidx_glob[CG_MAXG]; /* private i64 globals: the device's index in each slot's group */
   LLVMValueRef iv[CG_MAXL]; /* counters of the open loops, outermost first */
   int niv;                /* open loops */
@@ -92,7 +125,8 @@ LLVMValueRef cg_cf32(CG *g, double v);
 LLVMValueRef cg_call(CG *g, const char *name, LLVMTypeRef ret, int n, LLVMValueRef *args);
 LLVMValueRef cg_call1(CG *g, const char *name, LLVMValueRef x); /* returns x's type */
 LLVMValueRef cg_call2(CG *g, const char *name, LLVMValueRef x, LLVMValueRef y);
-LLVMValueRef cg_cstr(CG *g, const char *s); /* a private constant string, as i8* */
+LLVMValueRef cg_cstr(CG *g, const char *s); /* a private constant string, as i8* (one a module for its text) */
+void cg_free_interned(CG *g);              /* the table behind cg_cstr and cg_const_array */
 /* a private constant array of n integers of type t, as a pointer to its first */
 LLVMValueRef cg_const_array(CG *g, LLVMTypeRef t, int n, const int64_t *v);
 LLVMValueRef cg_shape_array(CG *g, const Shape *s);
@@ -110,7 +144,15 @@ Aff cg_linear_of(const Shape *s, const Aff *idx); /* C-order offset of idx in sh
 LLVMValueRef cg_load_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin);
 void cg_store_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin, LLVMValueRef x);
 LLVMValueRef cg_buffer_of(CG *g, const Value *v); /* v's buffer (its root's), typed */
+/* v's buffer k elements on: in a kernel, a slot of its own, so that code
+ * reading or writing at a constant offset (a layer's slice of a stacked
+ * param) is the same for every offset */
+LLVMValueRef cg_buffer_at(CG *g, const Value *v, int64_t k);
 LLVMValueRef cg_temp(CG *g, int t, DType dt);     /* Plan.temps[t] in the arena, typed */
+/* the integer x, of type t, as a kernel reads it from a slot (a constant
+ * outside kernels): for a number that differs between values whose code is
+ * otherwise the same (a random draw's stream, one a layer) */
+LLVMValueRef cg_param(CG *g, int64_t x, LLVMTypeRef t);
 /* in a kernel, the device's index in the group of axes[0..n) (one codegen.c gave a slot) */
 LLVMValueRef cg_group_index(CG *g, int n, const uint8_t *axes);
 /* v's dim d (a draw's, an iota's) is split over the mesh: its tile starts at the device's block */
@@ -141,6 +183,7 @@ void cg_emit_gather(CG *g, const Value *v);
 void cg_emit_scatter_add(CG *g, const Value *v);
 void cg_emit_route(CG *g, const Value *v); /* dispatch, combine */
 void cg_emit_concat(CG *g, const Value *v);
+void cg_emit_concat_piece(CG *g, const Value *v, int j); /* the code of operand j's part (a kernel of its own) */
 void cg_emit_rng(CG *g, const Value *v);
 
 /* ---- cg_collectives.c ---------------------------------------------------- */
