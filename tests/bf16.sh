@@ -5,7 +5,8 @@
 # float32 --input rounded on load, --output as float32 widened exactly
 # (numpy reads it; the values against a numpy model of the steps with
 # bf16 rounding done by bit operations), the same files on 1 and 2 ranks,
-# an int32 file refused, checkpoints (manifest dtype "bf16", precision,
+# an int32 file refused, a float16 one refused saying how bf16 is
+# stored, checkpoints (manifest dtype "bf16", precision,
 # '<f4' files) resumed bit for bit on either mesh, and the notes of a
 # resume across dtypes and precisions. Needs numpy (skipped without it).
 set -u
@@ -21,6 +22,7 @@ x = np.array([[1.0, -2.5, 1 / 3, 1 + 2**-8, 1 + 3 * 2**-8, 0.1],
               [2.0, 0.75, -1 / 7, 3.0, -0.3, 1e-3]] * 2, np.float32)
 np.save("x.npy", x)
 np.save("xi.npy", x.astype(np.int32))
+np.save("xh.npy", x.astype(np.float16))
 PY
 
 for n in 1 2; do
@@ -70,6 +72,16 @@ for n in 1 2; do
     fail "$n rank(s): an int32 file: status $rc, expected '$want' in:"; cat err
   fi
 done
+
+# a float16 file ('<f2') for the bf16 input: refused, saying how a bf16
+# array is stored (float16 is not bf16: another exponent and mantissa)
+run 1 --steps 1 --input x=xh.npy
+want="error: input x: xh.npy: unsupported dtype '<f2' (expected '<f4' for f32, '<i4' for i32, or '<f4' for bf16: numpy has no bf16, so a bf16 array is stored as float32, widened exactly, and rounded to bf16 on reading)"
+if [ $rc -eq 1 ] && grep -qF "$want" err && [ "$(wc -l <err)" -eq 1 ]; then
+  pass "a float16 file for a bf16 input refused, naming how bf16 is stored"
+else
+  fail "a float16 file: status $rc, expected '$want' alone in:"; cat err
+fi
 
 # checkpoints: 4 steps straight, against 2 then 2 more resumed, on every pair of meshes
 export BF16_PROG_PRECISION=bf16

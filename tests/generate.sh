@@ -183,7 +183,10 @@ expect e_byte 2 "--prompt: byte 97 ('a', 0x61) at offset 1 is not a token of thi
   ./succ1 --generate 3 --prompt "$(printf '\001a')"
 expect e_topk0 2 "invalid value '0' for --top-k" ./succ1 --generate 3 --prompt-file p3 --top-k 0
 expect e_topk 2 "--top-k 17: the program has only V = 16 tokens" ./succ1 --generate 3 --prompt-file p3 --top-k 17
-expect e_temp 2 "invalid value '-1' for --temperature (expected a number >= 0)" ./succ1 --generate 3 --prompt-file p3 --temperature -1
+expect e_temp 2 "invalid value '-1' for --temperature (expected 0 or a number from 1e-6 to 1e6)" ./succ1 --generate 3 --prompt-file p3 --temperature -1
+# too large, and too small to be a double but not 0: out of the range, not "negative"
+expect e_thuge 2 "invalid value '1e308' for --temperature (expected 0 or a number from 1e-6 to 1e6)" ./succ1 --generate 3 --prompt-file p3 --temperature 1e308
+expect e_ttiny 2 "invalid value '1e-320' for --temperature (expected 0 or a number from 1e-6 to 1e6)" ./succ1 --generate 3 --prompt-file p3 --temperature 1e-320
 expect e_tnan 2 "invalid value 'nan' for --temperature" ./succ1 --generate 3 --prompt-file p3 --temperature nan
 expect e_gen0 2 "invalid value '0' for --generate" ./succ1 --generate 0 --prompt-file p3
 expect e_nogen 2 "--prompt needs --generate N" ./succ1 --prompt x
