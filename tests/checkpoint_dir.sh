@@ -20,7 +20,13 @@
 #   - each bad field is refused naming it (values from the manifest's
 #     text, the crc32 from Python's zlib, decimal as the manifest keeps it);
 #     a tensor's file that is a FIFO or a link to /dev/zero is refused, not
-#     read forever.
+#     read forever;
+#   - a --metrics or --output file inside DIR (a checkpoint's manifest or
+#     tensor, DIR/.lock, a new file), named through a link, a link to a
+#     step directory, "..", or with DIR given as a link, with --resume or
+#     without (DIR not yet made), is a usage error before anything is
+#     written: the checkpoint stays as it was and still resumes; a file
+#     beside DIR whose name begins with DIR's is written.
 set -u
 status=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslckdir.XXXXXX")
@@ -229,4 +235,44 @@ done
 crc=$($PY -c 'import zlib; print(zlib.crc32(open("ck/step-00000002/w.npy", "rb").read()))')
 bad "a crc32 that does not match" "w.npy has crc32 $crc, the manifest says $((crc ^ 1))" \
   'd["tensors"][0]["crc32"] ^= 1'
+
+# ---- the run's own files inside DIR ------------------------------------------
+# inside WHAT OPTION DIR ARGS...: a usage error (status 2) naming OPTION
+# as "OPTION is inside the --checkpoint directory DIR", and nothing run
+inside() {
+  what=$1 opt=$2 dir=$3; shift 3
+  run e 1 "$@"
+  if [ $rc -eq 2 ] && [ "$(head -1 e.err)" = "t: error: $opt is inside the --checkpoint directory $dir (a run never writes its own files there)" ] &&
+     ! grep -q '^step ' e.out; then
+    pass "$what: refused"
+  else
+    fail "$what: status $rc (want 2), stderr:"; cat e.err e.out
+  fi
+}
+rm -rf d lk s2 sub; cp -R ck d; mkdir sub; ln -s d lk; ln -s d/step-00000002 s2
+cp d/step-00000002/manifest.json m.keep; cp d/step-00000002/w.npy w.keep
+inside "--metrics DIR/step-N/manifest.json, with --resume" "--metrics d/step-00000002/manifest.json" d \
+  ./t --steps 4 --checkpoint d --resume --metrics d/step-00000002/manifest.json
+inside "--output into DIR/step-N, over a kept tensor" "--output w=d/step-00000002/w.npy" d \
+  ./t --steps 4 --checkpoint d --resume --output w=d/step-00000002/w.npy
+inside "--output through a link to DIR" "--output w=lk/step-00000002/w.npy" d \
+  ./t --steps 4 --checkpoint d --resume --output w=lk/step-00000002/w.npy
+inside "--metrics, a new file through a link to DIR/step-N" "--metrics s2/new.jsonl" d \
+  ./t --steps 4 --checkpoint d --resume --metrics s2/new.jsonl
+inside "--metrics through .." "--metrics sub/../d/new.jsonl" d ./t --steps 4 --checkpoint d --resume --metrics sub/../d/new.jsonl
+inside "--checkpoint given as a link, --metrics by the real name" "--metrics d/.lock" lk \
+  ./t --steps 4 --checkpoint lk --resume --metrics d/.lock
+inside "without --resume, into a DIR not yet made" "--metrics fresh/m.jsonl" fresh ./t --steps 2 --checkpoint fresh --metrics fresh/m.jsonl
+if cmp -s m.keep d/step-00000002/manifest.json && cmp -s w.keep d/step-00000002/w.npy && [ ! -e d/new.jsonl ] &&
+   [ ! -e d/step-00000002/new.jsonl ] && [ ! -e fresh ] && [ "$(ls d)" = step-00000002 ]; then
+  pass "the refusals touched nothing: the manifest and w.npy as they were, no file made, no DIR made"
+else
+  fail "a refused run touched DIR:"; ls -la d d/step-00000002
+fi
+run e 1 ./t --steps 4 --checkpoint d --resume --metrics d.jsonl --output w=dw.npy --quiet
+if [ $rc -eq 0 ] && [ -s d.jsonl ] && [ -s dw.npy ] && [ -f d/step-00000004/manifest.json ]; then
+  pass "files beside DIR whose names begin with its name (d.jsonl, dw.npy) are written, and DIR resumes"
+else
+  fail "files beside DIR: status $rc"; cat e.err
+fi
 exit $status
