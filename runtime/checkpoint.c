@@ -54,7 +54,8 @@
  * directory, renames it to DIR/step-N, and fsyncs DIR. Only then are this
  * run's complete checkpoints beyond the newest --keep removed, with any
  * leftover DIR/step-*.tmp.* (of a run that crashed while writing: with the
- * lock held, no live run owns one). A crash at any moment leaves the
+ * lock held, no live run owns one), each unless a generation is reading
+ * it (see "Readers beside a run"). A crash at any moment leaves the
  * complete checkpoints as they were, and at most a .tmp. directory, which
  * resuming ignores.
  *
@@ -86,12 +87,30 @@
  * an f32 tensor widened; each such tensor, and a precision that differs
  * from the manifest's, is one note on rank 0's stderr, not an error.
  *
- * Generation (--generate, generate.c) only reads. DIR must exist, and no
- * lock is taken: a run still training in DIR may be sampled (a checkpoint
- * appears whole, by a rename). The newest complete checkpoint is checked
- * and read as for --resume, but the generation keeps its own --seed, and
- * its note goes to stderr (stdout has the text alone); a DIR with no
- * checkpoint is an error.
+ * Generation (--generate, generate.c) only reads. DIR must exist, and
+ * DIR/.lock is not taken: a run still training in DIR may be sampled (a
+ * checkpoint appears whole, by a rename). The newest complete checkpoint
+ * is checked and read as for --resume, but the generation keeps its own
+ * --seed, and its note goes to stderr (stdout has the text alone); a DIR
+ * with no checkpoint is an error.
+ *
+ * Readers beside a run. A training run prunes while generations read
+ * (--checkpoint-every 1 --keep 1 removes a checkpoint every step), so
+ * the reader locks what it reads: rank 0 opens DIR/step-N/manifest.json,
+ * takes flock(LOCK_SH) on it (not waiting), checks that the name still
+ * leads to that file (st_nlink > 0, the same inode by fstatat), reads
+ * the manifest from it, and holds it until every rank has read every
+ * tile; a checkpoint being removed or gone is looked for again, the
+ * newest (find_newest). The pruner, before removing a checkpoint (or a
+ * moved-aside one), opens its manifest and takes flock(LOCK_EX |
+ * LOCK_NB): refused, a reader has it, and the checkpoint stays for a
+ * later prune (DIR holds more than --keep meanwhile); granted, it holds
+ * it while it removes the directory, so no reader starts on it
+ * (remove_checkpoint). Should a checkpoint vanish while read all the
+ * same (a pruner of an older gsl, or a step rewritten, moved aside),
+ * rank 0 sees the name no longer leads to the locked manifest, and the
+ * reading starts again from the newest, up to CKPT_READ_TRIES times
+ * (vanished). --resume, which holds DIR/.lock, takes no such lock.
  *
  * Errors. A failure on any rank is shared (the first in rank or file
  * order, with its message) before anyone moves on; rank 0 removes the
@@ -110,6 +129,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -122,6 +142,10 @@
 #define CKPT_KEEP 2                /* complete checkpoints kept without --keep */
 #define CKPT_NAME 256              /* room for a name in DIR, a tensor's name or file */
 #define CKPT_LOCK ".lock"          /* the lock file in DIR */
+#define CKPT_FIND_TRIES 200        /* a reader's looks for the newest checkpoint, locked */
+#define CKPT_FIND_WAIT_NS 10000000L /* between them (10 ms) */
+#define CKPT_NONE_TRIES 3          /* of them, that find none at all */
+#define CKPT_READ_TRIES 5          /* a reader's reads of a checkpoint that vanished while read */
 
 static int is_saved(const gslrt_tensor *t) { return t->kind == GSLRT_PARAM || t->kind == GSLRT_STATE; }
 static const char *kind_name(int32_t kind) { return kind == GSLRT_STATE ? "state" : "param"; }
@@ -239,15 +263,14 @@ static DIR *list_dir(int dfd) {
   return d;
 }
 
-/* The text of DIR/name/manifest.json (malloc'd, NUL-terminated, its
- * length in *len), not through a link; NULL with err. */
-static char *read_manifest(int dfd, const char *name, size_t *len, char *err) {
-  char path[CKPT_PATH];
+/* The text of the manifest open as fd, named path in messages
+ * (malloc'd, NUL-terminated, its length in *len), read from its start;
+ * NULL with err. fd stays open. */
+static char *read_manifest_fd(int fd, const char *path, size_t *len, char *err) {
   struct stat st;
   char *text = NULL;
   size_t got = 0;
-  int fd = join(path, name, "manifest.json") ? openat(dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
-  if (fd < 0 || fstat(fd, &st) != 0) {
+  if (fstat(fd, &st) != 0) {
     gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s: %s", path, strerror(errno));
     goto fn_fail;
   }
@@ -261,7 +284,7 @@ static char *read_manifest(int dfd, const char *name, size_t *len, char *err) {
     goto fn_fail;
   }
   while (got < (size_t)st.st_size) {
-    ssize_t k = read(fd, text + got, (size_t)st.st_size - got);
+    ssize_t k = pread(fd, text + got, (size_t)st.st_size - got, (off_t)got);
     if (k < 0 && errno == EINTR)
       continue;
     if (k <= 0) {
@@ -272,13 +295,68 @@ static char *read_manifest(int dfd, const char *name, size_t *len, char *err) {
   }
   text[got] = 0;
   *len = got;
-  close(fd);
   return text;
 fn_fail:
   free(text);
+  return NULL;
+}
+
+/* The text of DIR/name/manifest.json (malloc'd, NUL-terminated, its
+ * length in *len), not through a link; NULL with err. */
+static char *read_manifest(int dfd, const char *name, size_t *len, char *err) {
+  char path[CKPT_PATH] = "";
+  char *text = NULL;
+  int fd = join(path, name, "manifest.json") ? openat(dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  if (fd < 0)
+    gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s: %s", path, strerror(errno));
+  else
+    text = read_manifest_fd(fd, path, len, err);
   if (fd >= 0)
     close(fd);
-  return NULL;
+  return text;
+}
+
+/* DIR/name/manifest.json opened (not through a link) and flock'd with how
+ * (LOCK_SH or LOCK_EX, never waiting): its descriptor, or -1 with errno
+ * (EWOULDBLOCK: another holds a lock that excludes this one). The
+ * readers' lock: see "Readers beside a run" above. */
+static int lock_manifest(int dfd, const char *name, int how) {
+  char path[CKPT_PATH];
+  int fd = join(path, name, "manifest.json") ? openat(dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  if (fd >= 0 && flock(fd, how | LOCK_NB) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    fd = -1;
+  }
+  return fd;
+}
+
+/* Whether the manifest open as fd is still DIR/name/manifest.json: not
+ * removed, not renamed away, not replaced by another. */
+static int still_there(int dfd, const char *name, int fd) {
+  char path[CKPT_PATH];
+  struct stat a, b;
+  return fd >= 0 && fstat(fd, &a) == 0 && a.st_nlink > 0 && join(path, name, "manifest.json") &&
+         fstatat(dfd, path, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Removes the checkpoint (or moved-aside one) DIR/name unless a reader
+ * holds its manifest (LOCK_SH): with the manifest flock'd LOCK_EX, which
+ * keeps new readers out until it is gone. 0 removed, 1 left for a later
+ * prune (a reader has it), -1 with errno. An entry without a manifest (a
+ * temporary never finished, a link) is removed as it is. */
+static int remove_checkpoint(int dfd, const char *name) {
+  int fd = lock_manifest(dfd, name, LOCK_EX), rc;
+  if (fd < 0 && errno == EWOULDBLOCK)
+    return 1;
+  rc = remove_entry(dfd, name);
+  if (fd >= 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+  }
+  return rc;
 }
 
 /* The run identity in the manifest of the complete checkpoint DIR/name,
@@ -788,7 +866,9 @@ static int by_step(const void *x, const void *y) {
 
 /* Removes, on rank 0, this run's complete checkpoints older than its
  * newest keep, and every leftover temporary but ours (a link one is
- * removed itself); a failure is only a warning. */
+ * removed itself), each unless a reader holds it (remove_checkpoint: it
+ * stays, past --keep, until a prune after the reader is done); a failure
+ * is only a warning. */
 static void prune(gslrt_ctx *ctx, const char *mine) {
   const char *dir = ctx->opts.checkpoint;
   DIR *d = list_dir(ctx->ckpt_dir);
@@ -801,7 +881,7 @@ static void prune(gslrt_ctx *ctx, const char *mine) {
   while ((e = readdir(d))) {
     int64_t s = step_of(e->d_name);
     if (is_temp(e->d_name) && strcmp(e->d_name, mine)) {
-      if (remove_entry(ctx->ckpt_dir, e->d_name) != 0)
+      if (remove_checkpoint(ctx->ckpt_dir, e->d_name) < 0)
         fprintf(stderr, "%s: warning: cannot remove the leftover %s/%s: %s\n", ctx->prog, dir, e->d_name,
                 strerror(errno));
     } else if (s >= 0 && entry_kind(ctx->ckpt_dir, e->d_name) == ENTRY_COMPLETE &&
@@ -820,7 +900,7 @@ static void prune(gslrt_ctx *ctx, const char *mine) {
     qsort(steps, (size_t)n, sizeof *steps, by_step);
   for (int i = 0; i + keep < n; i++) {
     snprintf(name, sizeof name, "step-%08lld", (long long)steps[i]);
-    if (remove_entry(ctx->ckpt_dir, name) != 0)
+    if (remove_checkpoint(ctx->ckpt_dir, name) < 0) /* 1: a reader has it; the next prune tries again */
       fprintf(stderr, "%s: warning: cannot remove the old checkpoint %s/%s: %s\n", ctx->prog, dir, name,
               strerror(errno));
   }
@@ -867,8 +947,8 @@ static int commit(gslrt_ctx *ctx, const char *tmp, const char *final, int64_t do
     gslrt_seterr(err, GSLRT_ERRLEN, "cannot fsync %s: %s", dir, strerror(errno));
     return -1;
   }
-  if (aside)
-    remove_entry(ctx->ckpt_dir, old);
+  if (aside) /* a reader of it may hold it: then the next prune removes it */
+    remove_checkpoint(ctx->ckpt_dir, old);
   return 0;
 }
 
@@ -1425,14 +1505,12 @@ static void precision_notes(const gslrt_ctx *ctx, const char *where, const manif
   fflush(stderr);
 }
 
-/* Rank 0: the newest complete checkpoint in DIR, its name in found and its
- * manifest in *text (malloc'd, *len bytes). 0 found, 1 none, -1 error with
- * err. */
-static int find_newest(gslrt_ctx *ctx, char *found, char **text, size_t *len, char *err) {
+/* Rank 0: the newest complete checkpoint in DIR, its name in found. 0
+ * found, 1 none, -1 error with err. */
+static int newest(gslrt_ctx *ctx, char *found, char *err) {
   DIR *d = list_dir(ctx->ckpt_dir);
   struct dirent *e;
   int64_t best = -1;
-  *text = NULL;
   if (!d) {
     gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s: %s", ctx->opts.checkpoint, strerror(errno));
     return -1;
@@ -1445,9 +1523,87 @@ static int find_newest(gslrt_ctx *ctx, char *found, char **text, size_t *len, ch
     }
   }
   closedir(d);
-  if (best < 0)
-    return 1;
-  return (*text = read_manifest(ctx->ckpt_dir, found, len, err)) ? 0 : -1;
+  return best < 0;
+}
+
+/* Rank 0: the newest complete checkpoint in DIR, its name in found and its
+ * manifest in *text (malloc'd, *len bytes). 0 found, 1 none, -1 error with
+ * err. A reader (lock not NULL: generation, beside a run that may prune)
+ * holds the manifest flock'd LOCK_SH, its descriptor in *lock, and has
+ * read the text from it; a checkpoint being removed, gone before it was
+ * locked, or none seen (a listing may miss a checkpoint renamed into
+ * place while the older is removed) is looked for again, up to
+ * CKPT_FIND_TRIES times (CKPT_NONE_TRIES for none) CKPT_FIND_WAIT_NS
+ * apart. */
+static int find_newest(gslrt_ctx *ctx, char *found, char **text, size_t *len, int *lock, char *err) {
+  int rc = 1;
+  *text = NULL;
+  if (!lock) {
+    rc = newest(ctx, found, err);
+    if (rc == 0 && !(*text = read_manifest(ctx->ckpt_dir, found, len, err)))
+      rc = -1;
+    return rc;
+  }
+  *lock = -1;
+  for (int tries = 0, none = 0; tries < CKPT_FIND_TRIES && none < CKPT_NONE_TRIES; tries++) {
+    struct timespec wait = {0, CKPT_FIND_WAIT_NS};
+    char path[CKPT_PATH];
+    if (tries)
+      nanosleep(&wait, NULL);
+    if ((rc = newest(ctx, found, err)) < 0)
+      return -1;
+    if (rc == 1 && ++none)
+      continue;
+    int fd = lock_manifest(ctx->ckpt_dir, found, LOCK_SH);
+    if (fd < 0 && errno != EWOULDBLOCK && errno != ENOENT) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s/%s/manifest.json: %s", ctx->opts.checkpoint, found,
+                   strerror(errno));
+      return -1;
+    }
+    if (fd < 0 || !still_there(ctx->ckpt_dir, found, fd)) { /* being removed, or gone */
+      if (fd >= 0)
+        close(fd);
+      rc = 1;
+      continue;
+    }
+    snprintf(path, sizeof path, "%s/manifest.json", found);
+    if (!(*text = read_manifest_fd(fd, path, len, err))) {
+      close(fd);
+      return -1;
+    }
+    *lock = fd;
+    return 0;
+  }
+  return rc;
+}
+
+/* After a failure (err) to read the checkpoint where, locked by rank 0
+ * as *lock, every rank together: whether it is because the checkpoint
+ * is gone (removed or replaced since: a run pruning it without the
+ * readers' lock), so that a reader (gen) may look for the newest again.
+ * Rank 0 then lets go of *lock and says so unless --quiet. Gone a
+ * CKPT_READ_TRIES-th time, the reader fails, saying why. */
+static int vanished(gslrt_ctx *ctx, int gen, int *lock, const char *where, int attempt, const char *err) {
+  int gone = 0;
+  if (ctx->rank == 0 && gen && *lock >= 0)
+    gone = !still_there(ctx->ckpt_dir, strrchr(where, '/') + 1, *lock);
+  gslrt_mpi_check(ctx, MPI_Bcast(&gone, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+  if (!gone)
+    return 0;
+  if (ctx->rank == 0) {
+    close(*lock);
+    *lock = -1;
+  }
+  if (attempt >= CKPT_READ_TRIES)
+    gslrt_fail_all(ctx, "--generate: checkpoint %s was removed while it was read (%s), the %dth in a row; is a "
+                   "run of an older gsl, which does not leave alone a checkpoint being read, pruning %s?", where,
+                   err, CKPT_READ_TRIES, ctx->opts.checkpoint);
+  if (ctx->rank == 0 && !ctx->opts.quiet) {
+    fprintf(stderr, "%s: note: checkpoint %s was removed while it was read; reading the newest again\n",
+            ctx->prog, where);
+    fflush(stderr);
+  }
+  return 1;
 }
 
 int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
@@ -1456,111 +1612,126 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   char *text = NULL;
   size_t tlen = 0;
   manifest m;
-  ckpt_entry *list;
-  int status = 0, n = 0, len = 0, fail = 0;
+  ckpt_entry *list = NULL;
+  int64_t *disp = NULL, *disp_all = NULL;
+  int status = 0, n = 0, len = 0, fail = 0, lock = -1;
   int gen = ctx->opts.generate > 0; /* generation: the newest checkpoint's params, nothing else */
   if (!dir || (!ctx->opts.resume && !gen))
     return 0;
-  if (ctx->rank == 0) {
-    status = find_newest(ctx, found, &text, &tlen, err);
-    len = (int)tlen;
-  }
-  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
-  if (status < 0)
-    gslrt_fail_all(ctx, "--resume: %s", err);
-  if (status == 1 && gen)
-    gslrt_fail_all(ctx, "--generate: --checkpoint %s holds no checkpoint to generate from", dir);
-  if (status == 1) {
-    if (ctx->rank == 0 && !ctx->opts.quiet) {
-      printf("no checkpoint in %s: starting at step 0\n", dir);
-      fflush(stdout);
-    }
-    return 0;
-  }
-  gslrt_mpi_check(ctx, MPI_Bcast(found, sizeof found, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
-  gslrt_mpi_check(ctx, MPI_Bcast(&len, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
-  if (ctx->rank != 0 && !(text = calloc(1, (size_t)len + 1)))
-    gslrt_fatal(ctx, "--resume: out of memory");
-  gslrt_mpi_check(ctx, MPI_Bcast(text, len, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
-  if (snprintf(where, sizeof where, "%s/%s", dir, found) >= (int)sizeof where)
-    gslrt_fail_all(ctx, "--resume: the path of %s is too long", found);
-  /* every rank parses and checks the same text, and decides alike */
-  if (parse_manifest(text, (size_t)len, step_of(found), &m, err) != 0) {
-    free(text);
-    gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
-  }
-  free(text);
-  list = m.list, n = m.n;
-  /* before the tensors: a schedule given to sgd adds its step count */
-  if (strcmp(m.optimizer, ctx->optimizer ? ctx->optimizer : "none")) {
-    free(list);
-    gslrt_fail_all(ctx, "checkpoint %s: the optimizer is %s there, %s in this program", where, m.optimizer,
-                   ctx->optimizer ? ctx->optimizer : "none");
-  }
-  if (match(ctx, list, n, err) != 0) {
-    free(list);
-    gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
-  }
-  if (ctx->opts.seed_given && ctx->opts.seed != m.seed && !gen) {
-    free(list);
-    gslrt_fail_all(ctx, "checkpoint %s: it was saved with --seed %llu, not %llu (resume without --seed, "
-                   "or with the same)", where, (unsigned long long)m.seed, (unsigned long long)ctx->opts.seed);
-  }
-  if (!gen) /* generation draws with its own --seed */
-    ctx->seed = m.seed;
-  memcpy(ctx->run_id, m.run, sizeof ctx->run_id);
-  /* sizes and crc32s: file k on rank k mod nranks; the first bad file is named */
-  int64_t *disp = calloc((size_t)n + 1, sizeof *disp), *disp_all = calloc((size_t)n + 1, sizeof *disp);
-  if (!disp || !disp_all)
-    gslrt_fatal(ctx, "--resume: out of memory");
-  for (int k = 0; k < n && !fail; k++) {
-    ckpt_entry *e = &list[k];
-    uint32_t crc;
-    int64_t bytes;
-    gslrt_npy h;
-    char msg[GSLRT_ERRLEN];
-    if (k % ctx->nranks != ctx->rank)
-      continue;
-    if (snprintf(path, sizeof path, "%s/%s", where, e->file) >= (int)sizeof path)
-      gslrt_seterr(err, sizeof err, "the path of %s is too long", e->file), fail = 1;
-    else if (file_crc(path, e->file, 0, &crc, &bytes, err) != 0)
-      fail = 1;
-    else if (bytes != e->bytes)
-      gslrt_seterr(err, sizeof err, "%s is %lld bytes, the manifest says %lld", e->file, (long long)bytes,
-                   (long long)e->bytes), fail = 1;
-    else if (crc != e->crc)
-      gslrt_seterr(err, sizeof err, "%s has crc32 %lu, the manifest says %lu", e->file,
-                   (unsigned long)crc, (unsigned long)e->crc), fail = 1;
-    else if (gslrt_npy_read_header(path, &h, msg, sizeof msg) != 0)
-      gslrt_seterr(err, sizeof err, "%s", msg), fail = 1;
-    else if (h.dtype != gslrt_file_dtype(e->dtype) || h.rank != e->rank ||
-             memcmp(h.shape, e->shape, (size_t)e->rank * sizeof *h.shape))
-      gslrt_seterr(err, sizeof err, "%s: its header does not match the manifest", e->file), fail = 1;
-    else
-      disp[k] = h.data_offset;
-    if (fail)
-      status = k;
-  }
-  if (agree(ctx, fail ? status : INT_MAX, err)) {
+  /* a reader beside a run reads again where the checkpoint vanished (vanished) */
+  for (int attempt = 1;; attempt++) {
     free(list), free(disp), free(disp_all);
-    gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
-  }
-  gslrt_mpi_check(ctx, MPI_Allreduce(disp, disp_all, n, MPI_INT64_T, MPI_MAX, ctx->comm), "MPI_Allreduce");
-  /* every rank reads its own tiles */
-  for (int i = 0; i < ctx->ntensors; i++) {
-    const gslrt_tensor *t = &ctx->tensors[i];
-    int k = 0;
-    if (!is_saved(t))
-      continue;
-    while (strcmp(list[k].name, t->name))
-      k++;
-    if (snprintf(path, sizeof path, "%s/%s", where, list[k].file) >= (int)sizeof path)
-      gslrt_fail_all(ctx, "checkpoint %s: the path of %s is too long", where, list[k].file);
-    if (tile_io(ctx, t, path, NULL, disp_all[k], 0, err) != 0) {
+    list = NULL, disp = disp_all = NULL, n = 0, fail = 0, status = 0;
+    if (ctx->rank == 0) {
+      status = find_newest(ctx, found, &text, &tlen, gen ? &lock : NULL, err);
+      len = (int)tlen;
+    }
+    gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+    if (status < 0)
+      gslrt_fail_all(ctx, "--resume: %s", err);
+    if (status == 1 && gen)
+      gslrt_fail_all(ctx, "--generate: --checkpoint %s holds no checkpoint to generate from", dir);
+    if (status == 1) {
+      if (ctx->rank == 0 && !ctx->opts.quiet) {
+        printf("no checkpoint in %s: starting at step 0\n", dir);
+        fflush(stdout);
+      }
+      return 0;
+    }
+    gslrt_mpi_check(ctx, MPI_Bcast(found, sizeof found, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
+    gslrt_mpi_check(ctx, MPI_Bcast(&len, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+    if (ctx->rank != 0 && !(text = calloc(1, (size_t)len + 1)))
+      gslrt_fatal(ctx, "--resume: out of memory");
+    gslrt_mpi_check(ctx, MPI_Bcast(text, len, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
+    if (snprintf(where, sizeof where, "%s/%s", dir, found) >= (int)sizeof where)
+      gslrt_fail_all(ctx, "--resume: the path of %s is too long", found);
+    /* every rank parses and checks the same text, and decides alike */
+    if (parse_manifest(text, (size_t)len, step_of(found), &m, err) != 0) {
+      free(text);
+      gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
+    }
+    free(text);
+    text = NULL;
+    list = m.list, n = m.n;
+    /* before the tensors: a schedule given to sgd adds its step count */
+    if (strcmp(m.optimizer, ctx->optimizer ? ctx->optimizer : "none")) {
+      free(list);
+      gslrt_fail_all(ctx, "checkpoint %s: the optimizer is %s there, %s in this program", where, m.optimizer,
+                     ctx->optimizer ? ctx->optimizer : "none");
+    }
+    if (match(ctx, list, n, err) != 0) {
+      free(list);
+      gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
+    }
+    if (ctx->opts.seed_given && ctx->opts.seed != m.seed && !gen) {
+      free(list);
+      gslrt_fail_all(ctx, "checkpoint %s: it was saved with --seed %llu, not %llu (resume without --seed, "
+                     "or with the same)", where, (unsigned long long)m.seed, (unsigned long long)ctx->opts.seed);
+    }
+    /* sizes and crc32s: file k on rank k mod nranks; the first bad file is named */
+    disp = calloc((size_t)n + 1, sizeof *disp), disp_all = calloc((size_t)n + 1, sizeof *disp);
+    if (!disp || !disp_all)
+      gslrt_fatal(ctx, "--resume: out of memory");
+    for (int k = 0; k < n && !fail; k++) {
+      ckpt_entry *e = &list[k];
+      uint32_t crc;
+      int64_t bytes;
+      gslrt_npy h;
+      char msg[GSLRT_ERRLEN];
+      if (k % ctx->nranks != ctx->rank)
+        continue;
+      if (snprintf(path, sizeof path, "%s/%s", where, e->file) >= (int)sizeof path)
+        gslrt_seterr(err, sizeof err, "the path of %s is too long", e->file), fail = 1;
+      else if (file_crc(path, e->file, 0, &crc, &bytes, err) != 0)
+        fail = 1;
+      else if (bytes != e->bytes)
+        gslrt_seterr(err, sizeof err, "%s is %lld bytes, the manifest says %lld", e->file, (long long)bytes,
+                     (long long)e->bytes), fail = 1;
+      else if (crc != e->crc)
+        gslrt_seterr(err, sizeof err, "%s has crc32 %lu, the manifest says %lu", e->file,
+                     (unsigned long)crc, (unsigned long)e->crc), fail = 1;
+      else if (gslrt_npy_read_header(path, &h, msg, sizeof msg) != 0)
+        gslrt_seterr(err, sizeof err, "%s", msg), fail = 1;
+      else if (h.dtype != gslrt_file_dtype(e->dtype) || h.rank != e->rank ||
+               memcmp(h.shape, e->shape, (size_t)e->rank * sizeof *h.shape))
+        gslrt_seterr(err, sizeof err, "%s: its header does not match the manifest", e->file), fail = 1;
+      else
+        disp[k] = h.data_offset;
+      if (fail)
+        status = k;
+    }
+    if (agree(ctx, fail ? status : INT_MAX, err)) {
+      if (vanished(ctx, gen, &lock, where, attempt, err))
+        continue;
       free(list), free(disp), free(disp_all);
       gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
     }
+    gslrt_mpi_check(ctx, MPI_Allreduce(disp, disp_all, n, MPI_INT64_T, MPI_MAX, ctx->comm), "MPI_Allreduce");
+    /* every rank reads its own tiles */
+    for (int i = 0; i < ctx->ntensors && !fail; i++) {
+      const gslrt_tensor *t = &ctx->tensors[i];
+      int k = 0;
+      if (!is_saved(t))
+        continue;
+      while (strcmp(list[k].name, t->name))
+        k++;
+      if (snprintf(path, sizeof path, "%s/%s", where, list[k].file) >= (int)sizeof path)
+        gslrt_fail_all(ctx, "checkpoint %s: the path of %s is too long", where, list[k].file);
+      fail = tile_io(ctx, t, path, NULL, disp_all[k], 0, err) != 0; /* the same on every rank */
+    }
+    if (fail && vanished(ctx, gen, &lock, where, attempt, err))
+      continue;
+    if (fail) {
+      free(list), free(disp), free(disp_all);
+      gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
+    }
+    break;
   }
+  if (lock >= 0) /* every rank has read every tile: the checkpoint may go */
+    close(lock);
+  if (!gen) /* generation draws with its own --seed */
+    ctx->seed = m.seed;
+  memcpy(ctx->run_id, m.run, sizeof ctx->run_id);
   if (ctx->rank == 0)
     precision_notes(ctx, where, &m);
   free(list), free(disp), free(disp_all);

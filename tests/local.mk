@@ -67,8 +67,9 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 SCRIPT_TESTS += tests/auto_shard.sh tests/uneven_examples.sh
 EXTRA_DIST += tests/auto/mlp.gsl tests/auto/moe.gsl tests/auto/lm.gsl tests/auto/budget.gsl tests/auto/slow.machine
 
-# text generation: logits known by construction, a Python reference of the sampling, errors, examples/lm.gsl
-SCRIPT_TESTS += tests/generate.sh
+# text generation: logits known by construction, a Python reference of the sampling, errors, examples/lm.gsl;
+# beside a training run that prunes its checkpoints
+SCRIPT_TESTS += tests/generate.sh tests/generate_live.sh
 EXTRA_DIST += tests/generate_ref.py
 
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
