@@ -145,6 +145,7 @@
 #define CKPT_FIND_TRIES 200        /* a reader's looks for the newest checkpoint, locked */
 #define CKPT_FIND_WAIT_NS 10000000L /* between them (10 ms) */
 #define CKPT_NONE_TRIES 3          /* of them, that find none at all */
+#define CKPT_GONE_WAIT_NS 200000000L /* for a checkpoint that lacks a file to be gone (200 ms) */
 #define CKPT_READ_TRIES 5          /* a reader's reads of a checkpoint that vanished while read */
 
 static int is_saved(const gslrt_tensor *t) { return t->kind == GSLRT_PARAM || t->kind == GSLRT_STATE; }
@@ -1577,16 +1578,32 @@ static int find_newest(gslrt_ctx *ctx, char *found, char **text, size_t *len, in
   return rc;
 }
 
-/* After a failure (err) to read the checkpoint where, locked by rank 0
- * as *lock, every rank together: whether it is because the checkpoint
- * is gone (removed or replaced since: a run pruning it without the
- * readers' lock), so that a reader (gen) may look for the newest again.
- * Rank 0 then lets go of *lock and says so unless --quiet. Gone a
- * CKPT_READ_TRIES-th time, the reader fails, saying why. */
-static int vanished(gslrt_ctx *ctx, int gen, int *lock, const char *where, int attempt, const char *err) {
-  int gone = 0;
-  if (ctx->rank == 0 && gen && *lock >= 0)
-    gone = !still_there(ctx->ckpt_dir, strrchr(where, '/') + 1, *lock);
+/* After a failure (err) to read the checkpoint where, of files list[0..n),
+ * locked by rank 0 as *lock, every rank together: whether it is because
+ * the checkpoint is gone (removed or replaced since: a run pruning it
+ * without the readers' lock), so that a reader (gen) may look for the
+ * newest again. A checkpoint that lacks one of its files is being
+ * removed (a complete one never does, and its manifest goes in its turn)
+ * if its manifest is gone CKPT_GONE_WAIT_NS later. Rank 0 then lets go
+ * of *lock and says so unless --quiet. Gone a CKPT_READ_TRIES-th time,
+ * the reader fails, saying why. */
+static int vanished(gslrt_ctx *ctx, int gen, int *lock, const char *where, const ckpt_entry *list, int n,
+                    int attempt, const char *err) {
+  const char *name = strrchr(where, '/') + 1;
+  char path[CKPT_PATH];
+  struct stat st;
+  int gone = 0, lacks = 0;
+  if (ctx->rank == 0 && gen && *lock >= 0) {
+    gone = !still_there(ctx->ckpt_dir, name, *lock);
+    for (int k = 0; k < n && !gone && !lacks; k++)
+      lacks = snprintf(path, sizeof path, "%s/%s", name, list[k].file) < (int)sizeof path &&
+              fstatat(ctx->ckpt_dir, path, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+    if (lacks) {
+      struct timespec wait = {0, CKPT_GONE_WAIT_NS};
+      nanosleep(&wait, NULL);
+      gone = !still_there(ctx->ckpt_dir, name, *lock);
+    }
+  }
   gslrt_mpi_check(ctx, MPI_Bcast(&gone, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
   if (!gone)
     return 0;
@@ -1701,7 +1718,7 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
         status = k;
     }
     if (agree(ctx, fail ? status : INT_MAX, err)) {
-      if (vanished(ctx, gen, &lock, where, attempt, err))
+      if (vanished(ctx, gen, &lock, where, list, n, attempt, err))
         continue;
       free(list), free(disp), free(disp_all);
       gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
@@ -1719,7 +1736,7 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
         gslrt_fail_all(ctx, "checkpoint %s: the path of %s is too long", where, list[k].file);
       fail = tile_io(ctx, t, path, NULL, disp_all[k], 0, err) != 0; /* the same on every rank */
     }
-    if (fail && vanished(ctx, gen, &lock, where, attempt, err))
+    if (fail && vanished(ctx, gen, &lock, where, list, n, attempt, err))
       continue;
     if (fail) {
       free(list), free(disp), free(disp_all);
