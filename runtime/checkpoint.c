@@ -15,6 +15,9 @@
  * object of numbers, null where not finite, e.g. {"lr": 0.0003,
  * "grad_norm": 0.87}; empty for a program that reports none; format
  * version 4: versions 2 and 3 have none and still read),
+ * the program's build record (gslrt_program_info.build, parsed once at the
+ * start: "build", the object as gslc wrote it, {} for a program without
+ * one; format version 5: version 4 and older have none and still read),
  * the mesh it was saved on, every cycling --input's batch count and
  * position, and per tensor its name, kind, dtype, global shape, file, size
  * and zlib crc32 (of the whole file, in decimal). A directory is a
@@ -75,7 +78,9 @@
  * program computes from its optimizer's step count, a state saved like any
  * other; its keywords are part of the optimizer's description, so a
  * resume under another schedule or clipping is refused as another
- * learning rate is (the signals are a record, not checked).
+ * learning rate is (the signals are a record, not checked). So is the
+ * build record, but where its "consts" or "source_sha256" differ from
+ * this program's, rank 0 says so in one note on stderr (build_note).
  *
  * bf16 (issue 19). A bf16 tensor is saved as float32, every element
  * widened exactly (its file's header says '<f4', its manifest dtype
@@ -124,6 +129,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -133,9 +139,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define CKPT_VERSION 4             /* manifest format version written */
+#define CKPT_VERSION 5             /* manifest format version written */
 #define CKPT_VERSION_OLD 2         /* the oldest still read (no "precision": f32; no "signals") */
 #define CKPT_VERSION_PRECISION 3   /* the first with "precision" (no "signals") */
+#define CKPT_VERSION_SIGNALS 4     /* the first with "signals" (no "build") */
 #define CKPT_CHUNK (1 << 20)       /* bytes read at a time for a crc32 */
 #define CKPT_MAX_MANIFEST (64 << 20) /* longest manifest accepted */
 #define CKPT_PATH 4096             /* room for a path */
@@ -194,6 +201,35 @@ static int fsync_path(const char *path) {
     close(fd);
   }
   return rc;
+}
+
+/* ---- the program's build record ------------------------------------------- */
+
+void gslrt_checkpoint_build(gslrt_ctx *ctx) {
+  json_error_t je;
+  json_t *b;
+  if (!ctx->info->build)
+    return;
+  if (!(b = json_loads(ctx->info->build, JSON_REJECT_DUPLICATES, &je))) {
+    for (char *c = je.text; *c; c++) /* kept to one printable line */
+      if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+        *c = '?';
+    gslrt_fail_all(ctx, "the program's build record (gslrt_program_info.build) is not JSON (%d:%d: %s): a bug "
+                   "of the gslc that compiled it (%s), not of the program; report it", je.line, je.column,
+                   je.text, ctx->info->compiler_version ? ctx->info->compiler_version : "?");
+  }
+  if (!json_is_object(b)) {
+    json_decref(b);
+    gslrt_fail_all(ctx, "the program's build record (gslrt_program_info.build) is JSON but not an object: a bug "
+                   "of the gslc that compiled it (%s), not of the program; report it",
+                   ctx->info->compiler_version ? ctx->info->compiler_version : "?");
+  }
+  ctx->build = b;
+}
+
+void gslrt_checkpoint_free(gslrt_ctx *ctx) {
+  json_decref(ctx->build);
+  ctx->build = NULL;
 }
 
 /* ---- the directory, on rank 0 ----------------------------------------------- */
@@ -735,7 +771,8 @@ static json_t *manifest_doc(gslrt_ctx *ctx, int64_t done, const uint32_t *crc, c
        put(doc, "program", json_string(ctx->info->source ? ctx->info->source : "")) &&
        put(doc, "compiler", json_string(ctx->info->compiler_version ? ctx->info->compiler_version : "")) &&
        put(doc, "optimizer", json_string(ctx->optimizer ? ctx->optimizer : "none")) &&
-       put(doc, "precision", json_string(precision_name(ctx)));
+       put(doc, "precision", json_string(precision_name(ctx))) &&
+       put(doc, "build", ctx->build ? json_incref(ctx->build) : json_object());
   json_t *signals = json_object();
   ok = ok && signals && put(doc, "signals", signals);
   for (int i = 0; ok && i < ctx->nsignals; i++) {
@@ -1049,6 +1086,7 @@ typedef struct manifest {
   uint64_t seed;                 /* the seed */
   char optimizer[GSLRT_ERRLEN / 2]; /* the optimizer's description */
   char precision[8];             /* "f32" or "bf16" ("f32" in a version 2 manifest) */
+  json_t *build;                 /* the program's build record (a reference), or NULL before version 5 */
   ckpt_entry *list;              /* the tensors (malloc'd) */
   int n;                         /* entries in list */
 } manifest;
@@ -1104,8 +1142,8 @@ static void describe(const json_t *v, char *buf, size_t len) {
 
 /* The fields a manifest's object may have, NULL-terminated. */
 static const char *const top_fields[] = {"format", "version", "run", "step", "seed", "program",
-                                         "compiler", "optimizer", "precision", "signals", "mesh", "inputs",
-                                         "tensors", NULL};
+                                         "compiler", "optimizer", "precision", "build", "signals", "mesh",
+                                         "inputs", "tensors", NULL};
 static const char *const axis_fields[] = {"axis", "size", NULL};
 static const char *const input_fields[] = {"name", "batches", "position", NULL};
 static const char *const tensor_fields[] = {"name", "kind", "dtype", "shape", "file", "bytes", "crc32", NULL};
@@ -1343,12 +1381,12 @@ static int parse_manifest(const char *text, size_t len, int64_t dir_step, manife
                  (long long)v, CKPT_VERSION_OLD, CKPT_VERSION);
     goto fn_exit;
   }
-  if (v < CKPT_VERSION && json_object_get(doc, "signals")) {
+  if (v < CKPT_VERSION_SIGNALS && json_object_get(doc, "signals")) {
     gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: format version %lld has no \"signals\" (they came in %d)",
-                 (long long)v, CKPT_VERSION);
+                 (long long)v, CKPT_VERSION_SIGNALS);
     goto fn_exit;
   }
-  if (v == CKPT_VERSION && check_signals(doc, err) != 0)
+  if (v >= CKPT_VERSION_SIGNALS && check_signals(doc, err) != 0)
     goto fn_exit;
   if (v == CKPT_VERSION_OLD && json_object_get(doc, "precision")) {
     gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: format version %d has no \"precision\" (it came in %d)",
@@ -1359,6 +1397,23 @@ static int parse_manifest(const char *text, size_t len, int64_t dir_step, manife
     snprintf(m->precision, sizeof m->precision, "f32");
   else if (get_str(doc, "", "precision", sizeof m->precision - 1, precisions, m->precision, err) != 0)
     goto fn_exit;
+  if (v < CKPT_VERSION && json_object_get(doc, "build")) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: format version %lld has no \"build\" (it came in %d)",
+                 (long long)v, CKPT_VERSION);
+    goto fn_exit;
+  }
+  if (v == CKPT_VERSION) { /* a record: an object, whatever it holds (build_note reads what it knows) */
+    json_t *b = field(doc, "", "build", err);
+    char got[64];
+    if (!b)
+      goto fn_exit;
+    if (!json_is_object(b)) {
+      describe(b, got, sizeof got);
+      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: \"build\" must be an object, not %s", got);
+      goto fn_exit;
+    }
+    m->build = json_incref(b);
+  }
   if (get_str(doc, "", "run", 32, NULL, m->run, err) != 0)
     goto fn_exit;
   if (strlen(m->run) != 32 || strspn(m->run, "0123456789abcdef") != 32) {
@@ -1436,7 +1491,8 @@ fn_exit:
   json_decref(doc);
   if (rc != 0) {
     free(m->list);
-    m->list = NULL, m->n = 0;
+    json_decref(m->build);
+    m->list = NULL, m->n = 0, m->build = NULL;
   }
   return rc;
 }
@@ -1503,6 +1559,105 @@ static void precision_notes(const gslrt_ctx *ctx, const char *where, const manif
               gslrt_dtype_name(e->dtype), gslrt_dtype_name(t->dtype),
               t->dtype == GSLRT_BF16 ? "rounded to nearest even" : "widened exactly");
   }
+  fflush(stderr);
+}
+
+/* A const's value in a note: 8, 0.001, "x"; "(none)" for none. */
+static void show_value(const json_t *v, char *buf, size_t len) {
+  char *text;
+  if (!v) {
+    snprintf(buf, len, "(none)");
+  } else if (json_is_real(v)) { /* the shortest of %.15g and %.17g that reads back */
+    snprintf(buf, len, "%.15g", json_real_value(v));
+    if (strtod(buf, NULL) != json_real_value(v))
+      snprintf(buf, len, "%.17g", json_real_value(v));
+  } else if ((text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT))) {
+    snprintf(buf, len, "%s", text);
+    free(text);
+  } else {
+    snprintf(buf, len, "?");
+  }
+}
+
+/* Appends ", " (unless at the start) and the formatted text to buf. */
+static void append(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t len, const char *fmt, ...) {
+  size_t n = strlen(buf);
+  va_list ap;
+  if (n + 3 >= len)
+    return;
+  if (n)
+    buf[n++] = ',', buf[n++] = ' ', buf[n] = 0;
+  va_start(ap, fmt);
+  vsnprintf(buf + n, len - n, fmt, ap);
+  va_end(ap);
+}
+
+/* The files of "sources" in a and b (arrays of {"file", "sha256"}) whose
+ * sha256 differs or which only one has, into buf ("" if none). */
+static void changed_sources(const json_t *a, const json_t *b, char *buf, size_t len) {
+  const json_t *lists[2] = {a, b};
+  size_t i, j;
+  json_t *x, *y;
+  *buf = 0;
+  for (int side = 0; side < 2; side++)
+    json_array_foreach((json_t *)lists[side], i, x) {
+      const char *file = json_string_value(json_object_get(x, "file"));
+      const char *sha = json_string_value(json_object_get(x, "sha256")), *other = NULL;
+      int seen = 0;
+      if (!file)
+        continue;
+      json_array_foreach((json_t *)lists[!side], j, y)
+        if (json_string_value(json_object_get(y, "file")) && !strcmp(json_string_value(json_object_get(y, "file")), file))
+          seen = 1, other = json_string_value(json_object_get(y, "sha256"));
+      if (!seen || (side == 0 && (!sha || !other || strcmp(sha, other))))
+        append(buf, len, "%s", file);
+    }
+}
+
+/* Rank 0, after a resume from where: one note on stderr if the program
+ * that wrote the checkpoint (its manifest's "build") was compiled with
+ * other consts, or from other sources (source_sha256), than this one;
+ * nothing where either has no build record, or no such field. */
+static void build_note(const gslrt_ctx *ctx, const char *where, const manifest *m) {
+  const json_t *here = ctx->build, *there = m->build;
+  char was[GSLRT_ERRLEN / 4] = "", is[GSLRT_ERRLEN / 4] = "", files[GSLRT_ERRLEN / 4] = "", v[128], part[GSLRT_ERRLEN];
+  const char *key;
+  json_t *x;
+  int consts = 0, sources = 0;
+  if (!here || !there)
+    return;
+  json_t *ca = json_object_get(there, "consts"), *cb = json_object_get(here, "consts");
+  if (json_is_object(ca) && json_is_object(cb)) {
+    json_object_foreach(ca, key, x) /* the checkpoint's consts, then those only this program has */
+      if (!json_equal(x, json_object_get(cb, key))) {
+        show_value(x, v, sizeof v), append(was, sizeof was, "%s=%s", key, v);
+        show_value(json_object_get(cb, key), v, sizeof v), append(is, sizeof is, "%s=%s", key, v);
+        consts = 1;
+      }
+    json_object_foreach(cb, key, x)
+      if (!json_object_get(ca, key)) {
+        append(was, sizeof was, "%s=(none)", key);
+        show_value(x, v, sizeof v), append(is, sizeof is, "%s=%s", key, v);
+        consts = 1;
+      }
+  }
+  const char *sa = json_string_value(json_object_get(there, "source_sha256"));
+  const char *sb = json_string_value(json_object_get(here, "source_sha256"));
+  sources = sa && sb && strcmp(sa, sb);
+  if (!consts && !sources)
+    return;
+  if (sources && json_is_array(json_object_get(there, "sources")) && json_is_array(json_object_get(here, "sources")))
+    changed_sources(json_object_get(here, "sources"), json_object_get(there, "sources"), files, sizeof files);
+  if (consts)
+    snprintf(part, sizeof part, "compiled with %s; this one has %s%s", was, is, sources ? "; and " : "");
+  else
+    *part = 0;
+  if (sources)
+    snprintf(part + strlen(part), sizeof part - strlen(part), "from other sources (%s%ssource_sha256 %.12s..., "
+             "this one's %.12s...)", files, !*files ? "" : strchr(files, ',') ? " differ; " : " differs; ", sa, sb);
+  gslrt_erase_progress();
+  fprintf(stderr, "%s: note: checkpoint %s was written by a program %s: resuming\n", ctx->prog, where, part);
   fflush(stderr);
 }
 
@@ -1637,6 +1792,8 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
     return 0;
   /* a reader beside a run reads again where the checkpoint vanished (vanished) */
   for (int attempt = 1;; attempt++) {
+    if (list) /* a reading that vanished (vanished): m is that attempt's */
+      json_decref(m.build);
     free(list), free(disp), free(disp_all);
     list = NULL, disp = disp_all = NULL, n = 0, fail = 0, status = 0;
     if (ctx->rank == 0) {
@@ -1750,7 +1907,8 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
     ctx->seed = m.seed;
   memcpy(ctx->run_id, m.run, sizeof ctx->run_id);
   if (ctx->rank == 0)
-    precision_notes(ctx, where, &m);
+    precision_notes(ctx, where, &m), build_note(ctx, where, &m);
+  json_decref(m.build);
   free(list), free(disp), free(disp_all);
   if (ctx->rank == 0 && !ctx->opts.quiet && gen) { /* stdout has the text alone */
     fprintf(stderr, "%s: generating from checkpoint %s (step %lld)\n", ctx->prog, where, (long long)m.step);

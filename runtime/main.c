@@ -2,14 +2,15 @@
  *
  *   MPI_Init; duplicate MPI_COMM_WORLD, errors returned on the duplicate;
  *   parse the options (usage errors: exit 2); --help / --version;
- *   gsl_setup (declarations; the mesh is checked against the ranks);
+ *   parse the program's build record (checkpoint.c); gsl_setup
+ *   (declarations; the mesh is checked against the ranks);
  *   build the communicators of the declared groups of mesh axes;
  *   with --generate, generate text in place of all that follows, loading
  *   the params itself (generate.c);
  *   match --input/--output/--eval-input with the declarations (eval.c);
  *   refuse a --metrics or --output file inside the --checkpoint
- *   directory (through links and ".."); create the --metrics file; check the output targets and the input
- *   and held-out files;
+ *   directory (through links and ".."); create the --metrics file;
+ *   check the output targets and the input and held-out files;
  *   check the --checkpoint directory (checkpoint.c);
  *   initialize params and states; with --resume, restore them, the seed
  *   and the step counter k from the newest checkpoint (checkpoint.c);
@@ -487,6 +488,7 @@ static void free_ctx(gslrt_ctx *ctx) {
   free(ctx->signals);
   free(ctx->checks);
   free(ctx->check_first);
+  gslrt_checkpoint_free(ctx);
   gslrt_free_groups(ctx);
   gslrt_free_options(&ctx->opts);
   ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL, ctx->eval_names = NULL, ctx->signals = NULL;
@@ -634,6 +636,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   ctx.end = ctx.opts.steps;
   if (!ctx.opts.generate) /* generation has nothing to save: a signal ends it at once */
     install_signals();
+  gslrt_checkpoint_build(&ctx);
   info->setup(&ctx);
   gslrt_check_mesh(&ctx);
   gslrt_build_groups(&ctx);

@@ -83,6 +83,8 @@ check_PROGRAMS += tests/train_log_prog
 tests_train_log_prog_SOURCES = tests/train_log_prog.c
 tests_train_log_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(RT_LIBS)
 SCRIPT_TESTS += tests/train_log.sh
+# the program's build record in checkpoint manifests, and the note when a resume's program differs
+SCRIPT_TESTS += tests/manifest_build.sh
 
 # evaluation while training (--eval-input, --eval-every), through a hand-written program with gsl_eval
 check_PROGRAMS += tests/eval_prog
