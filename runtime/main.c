@@ -76,6 +76,7 @@
 #include "seterr.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -370,11 +371,44 @@ static int inside(const char *path, const char *dir) {
   return !strncmp(p, dir, n) && (p[n] == '/' || p[n] == 0 || (n == 1 && dir[0] == '/'));
 }
 
+/* Whether the existing file st is, by another name (a hard link), a file
+ * in the directory dir or in one of its subdirectories (a checkpoint's),
+ * whose name under dir goes to found (PATH_MAX bytes). */
+static int linked_into(const struct stat *st, const char *dir, char *found) {
+  DIR *d = opendir(dir), *sub;
+  struct dirent *e, *f;
+  struct stat o;
+  char path[PATH_MAX];
+  int hit = 0;
+  while (d && !hit && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path || lstat(path, &o) != 0)
+      continue;
+    if (o.st_dev == st->st_dev && o.st_ino == st->st_ino) {
+      snprintf(found, PATH_MAX, "%s", e->d_name), hit = 1;
+    } else if (S_ISDIR(o.st_mode) && (sub = opendir(path))) {
+      while (!hit && (f = readdir(sub))) {
+        char inner[PATH_MAX];
+        if (snprintf(inner, sizeof inner, "%s/%s", path, f->d_name) < (int)sizeof inner &&
+            lstat(inner, &o) == 0 && S_ISREG(o.st_mode) && o.st_dev == st->st_dev && o.st_ino == st->st_ino)
+          snprintf(found, PATH_MAX, "%s/%s", e->d_name, f->d_name), hit = 1;
+      }
+      closedir(sub);
+    }
+  }
+  if (d)
+    closedir(d);
+  return hit;
+}
+
 /* Refuses, on rank 0 before anything is opened for writing, every file the
  * run writes (--metrics, each --output) that resolves into the --checkpoint
  * directory, through links and "..", whether or not --resume is
  * given: a run's own file there would replace a checkpoint's (a manifest
- * truncated, a tensor renamed over) or be taken for one. A usage error. */
+ * truncated, a tensor renamed over) or be taken for one. So is a --metrics
+ * file that is a hard link to a file there, since it is truncated in
+ * place (an --output is renamed over its name, a new file). A usage
+ * error. */
 static void check_not_in_checkpoint(gslrt_ctx *ctx) {
   const gslrt_options *op = &ctx->opts;
   char err[GSLRT_ERRLEN] = "", dir[PATH_MAX];
@@ -384,6 +418,16 @@ static void check_not_in_checkpoint(gslrt_ctx *ctx) {
   if (op->metrics && inside(op->metrics, dir)) {
     gslrt_seterr(err, sizeof err, "--metrics %s is inside the --checkpoint directory %s (a run never writes its "
                  "own files there)", op->metrics, op->checkpoint);
+    status = 2;
+    goto fn_exit;
+  }
+  struct stat st;
+  char found[PATH_MAX];
+  if (op->metrics && stat(op->metrics, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1 &&
+      linked_into(&st, dir, found)) {
+    gslrt_seterr(err, sizeof err, "--metrics %s is another name (a hard link) of %s/%s, inside the --checkpoint "
+                 "directory %s (a run never writes its own files there)", op->metrics, op->checkpoint, found,
+                 op->checkpoint);
     status = 2;
     goto fn_exit;
   }

@@ -24,8 +24,10 @@
 #   - a --metrics or --output file inside DIR (a checkpoint's manifest or
 #     tensor, DIR/.lock, a new file), named through a link, a link to a
 #     step directory, "..", or with DIR given as a link, with --resume or
-#     without (DIR not yet made), is a usage error before anything is
-#     written: the checkpoint stays as it was and still resumes; a file
+#     without (DIR not yet made), or a --metrics file that is a hard link
+#     to a manifest there (truncated in place), is a usage error before
+#     anything is written: the checkpoint stays as it was and still
+#     resumes; a file
 #     beside DIR whose name begins with DIR's is written.
 set -u
 status=0
@@ -265,6 +267,14 @@ inside "--metrics, a new file through a link to DIR/step-N" "--metrics s2/new.js
 inside "--metrics through .." "--metrics sub/../d/new.jsonl" d ./t --steps 4 --checkpoint d --resume --metrics sub/../d/new.jsonl
 inside "--checkpoint given as a link, --metrics by the real name" "--metrics d/.lock" lk \
   ./t --steps 4 --checkpoint lk --resume --metrics d/.lock
+ln d/step-00000002/manifest.json hard.json
+run e 1 ./t --steps 4 --checkpoint d --resume --metrics hard.json
+if [ $rc -eq 2 ] && [ "$(head -1 e.err)" = "t: error: --metrics hard.json is another name (a hard link) of d/step-00000002/manifest.json, inside the --checkpoint directory d (a run never writes its own files there)" ]; then
+  pass "--metrics, a hard link to DIR/step-N/manifest.json: refused (it would be truncated in place)"
+else
+  fail "--metrics, a hard link into DIR: status $rc (want 2), stderr:"; cat e.err
+fi
+rm -f hard.json
 inside "without --resume, into a DIR not yet made" "--metrics fresh/m.jsonl" fresh ./t --steps 2 --checkpoint fresh --metrics fresh/m.jsonl
 if cmp -s m.keep d/step-00000002/manifest.json && cmp -s w.keep d/step-00000002/w.npy && [ ! -e d/new.jsonl ] &&
    [ ! -e d/step-00000002/new.jsonl ] && [ ! -e fresh ] && [ "$(ls d)" = step-00000002 ]; then
