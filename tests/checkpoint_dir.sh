@@ -27,8 +27,7 @@
 #     without (DIR not yet made), or a --metrics file that is a hard link
 #     to a manifest there (truncated in place), is a usage error before
 #     anything is written: the checkpoint stays as it was and still
-#     resumes; a file
-#     beside DIR whose name begins with DIR's is written.
+#     resumes; a file beside DIR whose name begins with DIR's is written.
 set -u
 status=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslckdir.XXXXXX")
