@@ -15,6 +15,9 @@
  * object of numbers, null where not finite, e.g. {"lr": 0.0003,
  * "grad_norm": 0.87}; empty for a program that reports none; format
  * version 4: versions 2 and 3 have none and still read),
+ * the program's build record (gslrt_program_info.build, parsed once at the
+ * start: "build", the object as gslc wrote it, {} for a program without
+ * one; format version 5: version 4 and older have none and still read),
  * the mesh it was saved on, every cycling --input's batch count and
  * position, and per tensor its name, kind, dtype, global shape, file, size
  * and zlib crc32 (of the whole file, in decimal). A directory is a
@@ -54,7 +57,8 @@
  * directory, renames it to DIR/step-N, and fsyncs DIR. Only then are this
  * run's complete checkpoints beyond the newest --keep removed, with any
  * leftover DIR/step-*.tmp.* (of a run that crashed while writing: with the
- * lock held, no live run owns one). A crash at any moment leaves the
+ * lock held, no live run owns one), each unless a generation is reading
+ * it (see "Readers beside a run"). A crash at any moment leaves the
  * complete checkpoints as they were, and at most a .tmp. directory, which
  * resuming ignores.
  *
@@ -74,7 +78,9 @@
  * program computes from its optimizer's step count, a state saved like any
  * other; its keywords are part of the optimizer's description, so a
  * resume under another schedule or clipping is refused as another
- * learning rate is (the signals are a record, not checked).
+ * learning rate is (the signals are a record, not checked). So is the
+ * build record, but where its "consts" or "source_sha256" differ from
+ * this program's, rank 0 says so in one note on stderr (build_note).
  *
  * bf16 (issue 19). A bf16 tensor is saved as float32, every element
  * widened exactly (its file's header says '<f4', its manifest dtype
@@ -86,12 +92,30 @@
  * an f32 tensor widened; each such tensor, and a precision that differs
  * from the manifest's, is one note on rank 0's stderr, not an error.
  *
- * Generation (--generate, generate.c) only reads. DIR must exist, and no
- * lock is taken: a run still training in DIR may be sampled (a checkpoint
- * appears whole, by a rename). The newest complete checkpoint is checked
- * and read as for --resume, but the generation keeps its own --seed, and
- * its note goes to stderr (stdout has the text alone); a DIR with no
- * checkpoint is an error.
+ * Generation (--generate, generate.c) only reads. DIR must exist, and
+ * DIR/.lock is not taken: a run still training in DIR may be sampled (a
+ * checkpoint appears whole, by a rename). The newest complete checkpoint
+ * is checked and read as for --resume, but the generation keeps its own
+ * --seed, and its note goes to stderr (stdout has the text alone); a DIR
+ * with no checkpoint is an error.
+ *
+ * Readers beside a run. A training run prunes while generations read
+ * (--checkpoint-every 1 --keep 1 removes a checkpoint every step), so
+ * the reader locks what it reads: rank 0 opens DIR/step-N/manifest.json,
+ * takes flock(LOCK_SH) on it (not waiting), checks that the name still
+ * leads to that file (st_nlink > 0, the same inode by fstatat), reads
+ * the manifest from it, and holds it until every rank has read every
+ * tile; a checkpoint being removed or gone is looked for again, the
+ * newest (find_newest). The pruner, before removing a checkpoint (or a
+ * moved-aside one), opens its manifest and takes flock(LOCK_EX |
+ * LOCK_NB): refused, a reader has it, and the checkpoint stays for a
+ * later prune (DIR holds more than --keep meanwhile); granted, it holds
+ * it while it removes the directory, so no reader starts on it
+ * (remove_checkpoint). Should a checkpoint vanish while read all the
+ * same (a pruner of an older gsl, or a step rewritten, moved aside),
+ * rank 0 sees the name no longer leads to the locked manifest, and the
+ * reading starts again from the newest, up to CKPT_READ_TRIES times
+ * (vanished). --resume, which holds DIR/.lock, takes no such lock.
  *
  * Errors. A failure on any rank is shared (the first in rank or file
  * order, with its message) before anyone moves on; rank 0 removes the
@@ -105,23 +129,31 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
-#define CKPT_VERSION 4             /* manifest format version written */
+#define CKPT_VERSION 5             /* manifest format version written */
 #define CKPT_VERSION_OLD 2         /* the oldest still read (no "precision": f32; no "signals") */
 #define CKPT_VERSION_PRECISION 3   /* the first with "precision" (no "signals") */
+#define CKPT_VERSION_SIGNALS 4     /* the first with "signals" (no "build") */
 #define CKPT_CHUNK (1 << 20)       /* bytes read at a time for a crc32 */
 #define CKPT_MAX_MANIFEST (64 << 20) /* longest manifest accepted */
 #define CKPT_PATH 4096             /* room for a path */
 #define CKPT_KEEP 2                /* complete checkpoints kept without --keep */
 #define CKPT_NAME 256              /* room for a name in DIR, a tensor's name or file */
 #define CKPT_LOCK ".lock"          /* the lock file in DIR */
+#define CKPT_FIND_TRIES 200        /* a reader's looks for the newest checkpoint, locked */
+#define CKPT_FIND_WAIT_NS 10000000L /* between them (10 ms) */
+#define CKPT_NONE_TRIES 3          /* of them, that find none at all */
+#define CKPT_GONE_WAIT_NS 200000000L /* for a checkpoint that lacks a file to be gone (200 ms) */
+#define CKPT_READ_TRIES 5          /* a reader's reads of a checkpoint that vanished while read */
 
 static int is_saved(const gslrt_tensor *t) { return t->kind == GSLRT_PARAM || t->kind == GSLRT_STATE; }
 static const char *kind_name(int32_t kind) { return kind == GSLRT_STATE ? "state" : "param"; }
@@ -169,6 +201,35 @@ static int fsync_path(const char *path) {
     close(fd);
   }
   return rc;
+}
+
+/* ---- the program's build record ------------------------------------------- */
+
+void gslrt_checkpoint_build(gslrt_ctx *ctx) {
+  json_error_t je;
+  json_t *b;
+  if (!ctx->info->build)
+    return;
+  if (!(b = json_loads(ctx->info->build, JSON_REJECT_DUPLICATES, &je))) {
+    for (char *c = je.text; *c; c++) /* kept to one printable line */
+      if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+        *c = '?';
+    gslrt_fail_all(ctx, "the program's build record (gslrt_program_info.build) is not JSON (%d:%d: %s): a bug "
+                   "of the gslc that compiled it (%s), not of the program; report it", je.line, je.column,
+                   je.text, ctx->info->compiler_version ? ctx->info->compiler_version : "?");
+  }
+  if (!json_is_object(b)) {
+    json_decref(b);
+    gslrt_fail_all(ctx, "the program's build record (gslrt_program_info.build) is JSON but not an object: a bug "
+                   "of the gslc that compiled it (%s), not of the program; report it",
+                   ctx->info->compiler_version ? ctx->info->compiler_version : "?");
+  }
+  ctx->build = b;
+}
+
+void gslrt_checkpoint_free(gslrt_ctx *ctx) {
+  json_decref(ctx->build);
+  ctx->build = NULL;
 }
 
 /* ---- the directory, on rank 0 ----------------------------------------------- */
@@ -239,15 +300,14 @@ static DIR *list_dir(int dfd) {
   return d;
 }
 
-/* The text of DIR/name/manifest.json (malloc'd, NUL-terminated, its
- * length in *len), not through a link; NULL with err. */
-static char *read_manifest(int dfd, const char *name, size_t *len, char *err) {
-  char path[CKPT_PATH];
+/* The text of the manifest open as fd, named path in messages
+ * (malloc'd, NUL-terminated, its length in *len), read from its start;
+ * NULL with err. fd stays open. */
+static char *read_manifest_fd(int fd, const char *path, size_t *len, char *err) {
   struct stat st;
   char *text = NULL;
   size_t got = 0;
-  int fd = join(path, name, "manifest.json") ? openat(dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
-  if (fd < 0 || fstat(fd, &st) != 0) {
+  if (fstat(fd, &st) != 0) {
     gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s: %s", path, strerror(errno));
     goto fn_fail;
   }
@@ -261,7 +321,7 @@ static char *read_manifest(int dfd, const char *name, size_t *len, char *err) {
     goto fn_fail;
   }
   while (got < (size_t)st.st_size) {
-    ssize_t k = read(fd, text + got, (size_t)st.st_size - got);
+    ssize_t k = pread(fd, text + got, (size_t)st.st_size - got, (off_t)got);
     if (k < 0 && errno == EINTR)
       continue;
     if (k <= 0) {
@@ -272,13 +332,68 @@ static char *read_manifest(int dfd, const char *name, size_t *len, char *err) {
   }
   text[got] = 0;
   *len = got;
-  close(fd);
   return text;
 fn_fail:
   free(text);
+  return NULL;
+}
+
+/* The text of DIR/name/manifest.json (malloc'd, NUL-terminated, its
+ * length in *len), not through a link; NULL with err. */
+static char *read_manifest(int dfd, const char *name, size_t *len, char *err) {
+  char path[CKPT_PATH] = "";
+  char *text = NULL;
+  int fd = join(path, name, "manifest.json") ? openat(dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  if (fd < 0)
+    gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s: %s", path, strerror(errno));
+  else
+    text = read_manifest_fd(fd, path, len, err);
   if (fd >= 0)
     close(fd);
-  return NULL;
+  return text;
+}
+
+/* DIR/name/manifest.json opened (not through a link) and flock'd with how
+ * (LOCK_SH or LOCK_EX, never waiting): its descriptor, or -1 with errno
+ * (EWOULDBLOCK: another holds a lock that excludes this one). The
+ * readers' lock: see "Readers beside a run" above. */
+static int lock_manifest(int dfd, const char *name, int how) {
+  char path[CKPT_PATH];
+  int fd = join(path, name, "manifest.json") ? openat(dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  if (fd >= 0 && flock(fd, how | LOCK_NB) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    fd = -1;
+  }
+  return fd;
+}
+
+/* Whether the manifest open as fd is still DIR/name/manifest.json: not
+ * removed, not renamed away, not replaced by another. */
+static int still_there(int dfd, const char *name, int fd) {
+  char path[CKPT_PATH];
+  struct stat a, b;
+  return fd >= 0 && fstat(fd, &a) == 0 && a.st_nlink > 0 && join(path, name, "manifest.json") &&
+         fstatat(dfd, path, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Removes the checkpoint (or moved-aside one) DIR/name unless a reader
+ * holds its manifest (LOCK_SH): with the manifest flock'd LOCK_EX, which
+ * keeps new readers out until it is gone. 0 removed, 1 left for a later
+ * prune (a reader has it), -1 with errno. An entry without a manifest (a
+ * temporary never finished, a link) is removed as it is. */
+static int remove_checkpoint(int dfd, const char *name) {
+  int fd = lock_manifest(dfd, name, LOCK_EX), rc;
+  if (fd < 0 && errno == EWOULDBLOCK)
+    return 1;
+  rc = remove_entry(dfd, name);
+  if (fd >= 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+  }
+  return rc;
 }
 
 /* The run identity in the manifest of the complete checkpoint DIR/name,
@@ -656,7 +771,8 @@ static json_t *manifest_doc(gslrt_ctx *ctx, int64_t done, const uint32_t *crc, c
        put(doc, "program", json_string(ctx->info->source ? ctx->info->source : "")) &&
        put(doc, "compiler", json_string(ctx->info->compiler_version ? ctx->info->compiler_version : "")) &&
        put(doc, "optimizer", json_string(ctx->optimizer ? ctx->optimizer : "none")) &&
-       put(doc, "precision", json_string(precision_name(ctx)));
+       put(doc, "precision", json_string(precision_name(ctx))) &&
+       put(doc, "build", ctx->build ? json_incref(ctx->build) : json_object());
   json_t *signals = json_object();
   ok = ok && signals && put(doc, "signals", signals);
   for (int i = 0; ok && i < ctx->nsignals; i++) {
@@ -788,7 +904,9 @@ static int by_step(const void *x, const void *y) {
 
 /* Removes, on rank 0, this run's complete checkpoints older than its
  * newest keep, and every leftover temporary but ours (a link one is
- * removed itself); a failure is only a warning. */
+ * removed itself), each unless a reader holds it (remove_checkpoint: it
+ * stays, past --keep, until a prune after the reader is done); a failure
+ * is only a warning. */
 static void prune(gslrt_ctx *ctx, const char *mine) {
   const char *dir = ctx->opts.checkpoint;
   DIR *d = list_dir(ctx->ckpt_dir);
@@ -801,7 +919,7 @@ static void prune(gslrt_ctx *ctx, const char *mine) {
   while ((e = readdir(d))) {
     int64_t s = step_of(e->d_name);
     if (is_temp(e->d_name) && strcmp(e->d_name, mine)) {
-      if (remove_entry(ctx->ckpt_dir, e->d_name) != 0)
+      if (remove_checkpoint(ctx->ckpt_dir, e->d_name) < 0)
         fprintf(stderr, "%s: warning: cannot remove the leftover %s/%s: %s\n", ctx->prog, dir, e->d_name,
                 strerror(errno));
     } else if (s >= 0 && entry_kind(ctx->ckpt_dir, e->d_name) == ENTRY_COMPLETE &&
@@ -820,7 +938,7 @@ static void prune(gslrt_ctx *ctx, const char *mine) {
     qsort(steps, (size_t)n, sizeof *steps, by_step);
   for (int i = 0; i + keep < n; i++) {
     snprintf(name, sizeof name, "step-%08lld", (long long)steps[i]);
-    if (remove_entry(ctx->ckpt_dir, name) != 0)
+    if (remove_checkpoint(ctx->ckpt_dir, name) < 0) /* 1: a reader has it; the next prune tries again */
       fprintf(stderr, "%s: warning: cannot remove the old checkpoint %s/%s: %s\n", ctx->prog, dir, name,
               strerror(errno));
   }
@@ -867,8 +985,8 @@ static int commit(gslrt_ctx *ctx, const char *tmp, const char *final, int64_t do
     gslrt_seterr(err, GSLRT_ERRLEN, "cannot fsync %s: %s", dir, strerror(errno));
     return -1;
   }
-  if (aside)
-    remove_entry(ctx->ckpt_dir, old);
+  if (aside) /* a reader of it may hold it: then the next prune removes it */
+    remove_checkpoint(ctx->ckpt_dir, old);
   return 0;
 }
 
@@ -968,6 +1086,7 @@ typedef struct manifest {
   uint64_t seed;                 /* the seed */
   char optimizer[GSLRT_ERRLEN / 2]; /* the optimizer's description */
   char precision[8];             /* "f32" or "bf16" ("f32" in a version 2 manifest) */
+  json_t *build;                 /* the program's build record (a reference), or NULL before version 5 */
   ckpt_entry *list;              /* the tensors (malloc'd) */
   int n;                         /* entries in list */
 } manifest;
@@ -1023,8 +1142,8 @@ static void describe(const json_t *v, char *buf, size_t len) {
 
 /* The fields a manifest's object may have, NULL-terminated. */
 static const char *const top_fields[] = {"format", "version", "run", "step", "seed", "program",
-                                         "compiler", "optimizer", "precision", "signals", "mesh", "inputs",
-                                         "tensors", NULL};
+                                         "compiler", "optimizer", "precision", "build", "signals", "mesh",
+                                         "inputs", "tensors", NULL};
 static const char *const axis_fields[] = {"axis", "size", NULL};
 static const char *const input_fields[] = {"name", "batches", "position", NULL};
 static const char *const tensor_fields[] = {"name", "kind", "dtype", "shape", "file", "bytes", "crc32", NULL};
@@ -1262,12 +1381,12 @@ static int parse_manifest(const char *text, size_t len, int64_t dir_step, manife
                  (long long)v, CKPT_VERSION_OLD, CKPT_VERSION);
     goto fn_exit;
   }
-  if (v < CKPT_VERSION && json_object_get(doc, "signals")) {
+  if (v < CKPT_VERSION_SIGNALS && json_object_get(doc, "signals")) {
     gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: format version %lld has no \"signals\" (they came in %d)",
-                 (long long)v, CKPT_VERSION);
+                 (long long)v, CKPT_VERSION_SIGNALS);
     goto fn_exit;
   }
-  if (v == CKPT_VERSION && check_signals(doc, err) != 0)
+  if (v >= CKPT_VERSION_SIGNALS && check_signals(doc, err) != 0)
     goto fn_exit;
   if (v == CKPT_VERSION_OLD && json_object_get(doc, "precision")) {
     gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: format version %d has no \"precision\" (it came in %d)",
@@ -1278,6 +1397,23 @@ static int parse_manifest(const char *text, size_t len, int64_t dir_step, manife
     snprintf(m->precision, sizeof m->precision, "f32");
   else if (get_str(doc, "", "precision", sizeof m->precision - 1, precisions, m->precision, err) != 0)
     goto fn_exit;
+  if (v < CKPT_VERSION && json_object_get(doc, "build")) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: format version %lld has no \"build\" (it came in %d)",
+                 (long long)v, CKPT_VERSION);
+    goto fn_exit;
+  }
+  if (v == CKPT_VERSION) { /* a record: an object, whatever it holds (build_note reads what it knows) */
+    json_t *b = field(doc, "", "build", err);
+    char got[64];
+    if (!b)
+      goto fn_exit;
+    if (!json_is_object(b)) {
+      describe(b, got, sizeof got);
+      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: \"build\" must be an object, not %s", got);
+      goto fn_exit;
+    }
+    m->build = json_incref(b);
+  }
   if (get_str(doc, "", "run", 32, NULL, m->run, err) != 0)
     goto fn_exit;
   if (strlen(m->run) != 32 || strspn(m->run, "0123456789abcdef") != 32) {
@@ -1355,7 +1491,8 @@ fn_exit:
   json_decref(doc);
   if (rc != 0) {
     free(m->list);
-    m->list = NULL, m->n = 0;
+    json_decref(m->build);
+    m->list = NULL, m->n = 0, m->build = NULL;
   }
   return rc;
 }
@@ -1425,14 +1562,111 @@ static void precision_notes(const gslrt_ctx *ctx, const char *where, const manif
   fflush(stderr);
 }
 
-/* Rank 0: the newest complete checkpoint in DIR, its name in found and its
- * manifest in *text (malloc'd, *len bytes). 0 found, 1 none, -1 error with
- * err. */
-static int find_newest(gslrt_ctx *ctx, char *found, char **text, size_t *len, char *err) {
+/* A const's value in a note: 8, 0.001, "x"; "(none)" for none. */
+static void show_value(const json_t *v, char *buf, size_t len) {
+  char *text;
+  if (!v) {
+    snprintf(buf, len, "(none)");
+  } else if (json_is_real(v)) { /* the shortest of %.15g and %.17g that reads back */
+    snprintf(buf, len, "%.15g", json_real_value(v));
+    if (strtod(buf, NULL) != json_real_value(v))
+      snprintf(buf, len, "%.17g", json_real_value(v));
+  } else if ((text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT))) {
+    snprintf(buf, len, "%s", text);
+    free(text);
+  } else {
+    snprintf(buf, len, "?");
+  }
+}
+
+/* Appends ", " (unless at the start) and the formatted text to buf. */
+static void append(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t len, const char *fmt, ...) {
+  size_t n = strlen(buf);
+  va_list ap;
+  if (n + 3 >= len)
+    return;
+  if (n)
+    buf[n++] = ',', buf[n++] = ' ', buf[n] = 0;
+  va_start(ap, fmt);
+  vsnprintf(buf + n, len - n, fmt, ap);
+  va_end(ap);
+}
+
+/* The files of "sources" in a and b (arrays of {"file", "sha256"}) whose
+ * sha256 differs or which only one has, into buf ("" if none). */
+static void changed_sources(const json_t *a, const json_t *b, char *buf, size_t len) {
+  const json_t *lists[2] = {a, b};
+  size_t i, j;
+  json_t *x, *y;
+  *buf = 0;
+  for (int side = 0; side < 2; side++)
+    json_array_foreach((json_t *)lists[side], i, x) {
+      const char *file = json_string_value(json_object_get(x, "file"));
+      const char *sha = json_string_value(json_object_get(x, "sha256")), *other = NULL;
+      int seen = 0;
+      if (!file)
+        continue;
+      json_array_foreach((json_t *)lists[!side], j, y)
+        if (json_string_value(json_object_get(y, "file")) && !strcmp(json_string_value(json_object_get(y, "file")), file))
+          seen = 1, other = json_string_value(json_object_get(y, "sha256"));
+      if (!seen || (side == 0 && (!sha || !other || strcmp(sha, other))))
+        append(buf, len, "%s", file);
+    }
+}
+
+/* Rank 0, after a resume from where: one note on stderr if the program
+ * that wrote the checkpoint (its manifest's "build") was compiled with
+ * other consts, or from other sources (source_sha256), than this one;
+ * nothing where either has no build record, or no such field. */
+static void build_note(const gslrt_ctx *ctx, const char *where, const manifest *m) {
+  const json_t *here = ctx->build, *there = m->build;
+  char was[GSLRT_ERRLEN / 4] = "", is[GSLRT_ERRLEN / 4] = "", files[GSLRT_ERRLEN / 4] = "", v[128], part[GSLRT_ERRLEN];
+  const char *key;
+  json_t *x;
+  int consts = 0, sources = 0;
+  if (!here || !there)
+    return;
+  json_t *ca = json_object_get(there, "consts"), *cb = json_object_get(here, "consts");
+  if (json_is_object(ca) && json_is_object(cb)) {
+    json_object_foreach(ca, key, x) /* the checkpoint's consts, then those only this program has */
+      if (!json_equal(x, json_object_get(cb, key))) {
+        show_value(x, v, sizeof v), append(was, sizeof was, "%s=%s", key, v);
+        show_value(json_object_get(cb, key), v, sizeof v), append(is, sizeof is, "%s=%s", key, v);
+        consts = 1;
+      }
+    json_object_foreach(cb, key, x)
+      if (!json_object_get(ca, key)) {
+        append(was, sizeof was, "%s=(none)", key);
+        show_value(x, v, sizeof v), append(is, sizeof is, "%s=%s", key, v);
+        consts = 1;
+      }
+  }
+  const char *sa = json_string_value(json_object_get(there, "source_sha256"));
+  const char *sb = json_string_value(json_object_get(here, "source_sha256"));
+  sources = sa && sb && strcmp(sa, sb);
+  if (!consts && !sources)
+    return;
+  if (sources && json_is_array(json_object_get(there, "sources")) && json_is_array(json_object_get(here, "sources")))
+    changed_sources(json_object_get(here, "sources"), json_object_get(there, "sources"), files, sizeof files);
+  if (consts)
+    snprintf(part, sizeof part, "compiled with %s; this one has %s%s", was, is, sources ? "; and " : "");
+  else
+    *part = 0;
+  if (sources)
+    snprintf(part + strlen(part), sizeof part - strlen(part), "from other sources (%s%ssource_sha256 %.12s..., "
+             "this one's %.12s...)", files, !*files ? "" : strchr(files, ',') ? " differ; " : " differs; ", sa, sb);
+  gslrt_erase_progress();
+  fprintf(stderr, "%s: note: checkpoint %s was written by a program %s: resuming\n", ctx->prog, where, part);
+  fflush(stderr);
+}
+
+/* Rank 0: the newest complete checkpoint in DIR, its name in found. 0
+ * found, 1 none, -1 error with err. */
+static int newest(gslrt_ctx *ctx, char *found, char *err) {
   DIR *d = list_dir(ctx->ckpt_dir);
   struct dirent *e;
   int64_t best = -1;
-  *text = NULL;
   if (!d) {
     gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s: %s", ctx->opts.checkpoint, strerror(errno));
     return -1;
@@ -1445,9 +1679,103 @@ static int find_newest(gslrt_ctx *ctx, char *found, char **text, size_t *len, ch
     }
   }
   closedir(d);
-  if (best < 0)
-    return 1;
-  return (*text = read_manifest(ctx->ckpt_dir, found, len, err)) ? 0 : -1;
+  return best < 0;
+}
+
+/* Rank 0: the newest complete checkpoint in DIR, its name in found and its
+ * manifest in *text (malloc'd, *len bytes). 0 found, 1 none, -1 error with
+ * err. A reader (lock not NULL: generation, beside a run that may prune)
+ * holds the manifest flock'd LOCK_SH, its descriptor in *lock, and has
+ * read the text from it; a checkpoint being removed, gone before it was
+ * locked, or none seen (a listing may miss a checkpoint renamed into
+ * place while the older is removed) is looked for again, up to
+ * CKPT_FIND_TRIES times (CKPT_NONE_TRIES for none) CKPT_FIND_WAIT_NS
+ * apart. */
+static int find_newest(gslrt_ctx *ctx, char *found, char **text, size_t *len, int *lock, char *err) {
+  int rc = 1;
+  *text = NULL;
+  if (!lock) {
+    rc = newest(ctx, found, err);
+    if (rc == 0 && !(*text = read_manifest(ctx->ckpt_dir, found, len, err)))
+      rc = -1;
+    return rc;
+  }
+  *lock = -1;
+  for (int tries = 0, none = 0; tries < CKPT_FIND_TRIES && none < CKPT_NONE_TRIES; tries++) {
+    struct timespec wait = {0, CKPT_FIND_WAIT_NS};
+    char path[CKPT_PATH];
+    if (tries)
+      nanosleep(&wait, NULL);
+    if ((rc = newest(ctx, found, err)) < 0)
+      return -1;
+    if (rc == 1 && ++none)
+      continue;
+    int fd = lock_manifest(ctx->ckpt_dir, found, LOCK_SH);
+    if (fd < 0 && errno != EWOULDBLOCK && errno != ENOENT) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "cannot read %s/%s/manifest.json: %s", ctx->opts.checkpoint, found,
+                   strerror(errno));
+      return -1;
+    }
+    if (fd < 0 || !still_there(ctx->ckpt_dir, found, fd)) { /* being removed, or gone */
+      if (fd >= 0)
+        close(fd);
+      rc = 1;
+      continue;
+    }
+    snprintf(path, sizeof path, "%s/manifest.json", found);
+    if (!(*text = read_manifest_fd(fd, path, len, err))) {
+      close(fd);
+      return -1;
+    }
+    *lock = fd;
+    return 0;
+  }
+  return rc;
+}
+
+/* After a failure (err) to read the checkpoint where, of files list[0..n),
+ * locked by rank 0 as *lock, every rank together: whether it is because
+ * the checkpoint is gone (removed or replaced since: a run pruning it
+ * without the readers' lock), so that a reader (gen) may look for the
+ * newest again. A checkpoint that lacks one of its files is being
+ * removed (a complete one never does, and its manifest goes in its turn)
+ * if its manifest is gone CKPT_GONE_WAIT_NS later. Rank 0 then lets go
+ * of *lock and says so unless --quiet. Gone a CKPT_READ_TRIES-th time,
+ * the reader fails, saying why. */
+static int vanished(gslrt_ctx *ctx, int gen, int *lock, const char *where, const ckpt_entry *list, int n,
+                    int attempt, const char *err) {
+  const char *name = strrchr(where, '/') + 1;
+  char path[CKPT_PATH];
+  struct stat st;
+  int gone = 0, lacks = 0;
+  if (ctx->rank == 0 && gen && *lock >= 0) {
+    gone = !still_there(ctx->ckpt_dir, name, *lock);
+    for (int k = 0; k < n && !gone && !lacks; k++)
+      lacks = snprintf(path, sizeof path, "%s/%s", name, list[k].file) < (int)sizeof path &&
+              fstatat(ctx->ckpt_dir, path, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+    if (lacks) {
+      struct timespec wait = {0, CKPT_GONE_WAIT_NS};
+      nanosleep(&wait, NULL);
+      gone = !still_there(ctx->ckpt_dir, name, *lock);
+    }
+  }
+  gslrt_mpi_check(ctx, MPI_Bcast(&gone, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+  if (!gone)
+    return 0;
+  if (ctx->rank == 0) {
+    close(*lock);
+    *lock = -1;
+  }
+  if (attempt >= CKPT_READ_TRIES)
+    gslrt_fail_all(ctx, "--generate: checkpoint %s was removed while it was read (%s), the %dth in a row; is a "
+                   "run of an older gsl, which does not leave alone a checkpoint being read, pruning %s?", where,
+                   err, CKPT_READ_TRIES, ctx->opts.checkpoint);
+  if (ctx->rank == 0 && !ctx->opts.quiet) {
+    fprintf(stderr, "%s: note: checkpoint %s was removed while it was read; reading the newest again\n",
+            ctx->prog, where);
+    fflush(stderr);
+  }
+  return 1;
 }
 
 int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
@@ -1456,113 +1784,131 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   char *text = NULL;
   size_t tlen = 0;
   manifest m;
-  ckpt_entry *list;
-  int status = 0, n = 0, len = 0, fail = 0;
+  ckpt_entry *list = NULL;
+  int64_t *disp = NULL, *disp_all = NULL;
+  int status = 0, n = 0, len = 0, fail = 0, lock = -1;
   int gen = ctx->opts.generate > 0; /* generation: the newest checkpoint's params, nothing else */
   if (!dir || (!ctx->opts.resume && !gen))
     return 0;
-  if (ctx->rank == 0) {
-    status = find_newest(ctx, found, &text, &tlen, err);
-    len = (int)tlen;
-  }
-  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
-  if (status < 0)
-    gslrt_fail_all(ctx, "--resume: %s", err);
-  if (status == 1 && gen)
-    gslrt_fail_all(ctx, "--generate: --checkpoint %s holds no checkpoint to generate from", dir);
-  if (status == 1) {
-    if (ctx->rank == 0 && !ctx->opts.quiet) {
-      printf("no checkpoint in %s: starting at step 0\n", dir);
-      fflush(stdout);
-    }
-    return 0;
-  }
-  gslrt_mpi_check(ctx, MPI_Bcast(found, sizeof found, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
-  gslrt_mpi_check(ctx, MPI_Bcast(&len, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
-  if (ctx->rank != 0 && !(text = calloc(1, (size_t)len + 1)))
-    gslrt_fatal(ctx, "--resume: out of memory");
-  gslrt_mpi_check(ctx, MPI_Bcast(text, len, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
-  if (snprintf(where, sizeof where, "%s/%s", dir, found) >= (int)sizeof where)
-    gslrt_fail_all(ctx, "--resume: the path of %s is too long", found);
-  /* every rank parses and checks the same text, and decides alike */
-  if (parse_manifest(text, (size_t)len, step_of(found), &m, err) != 0) {
-    free(text);
-    gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
-  }
-  free(text);
-  list = m.list, n = m.n;
-  /* before the tensors: a schedule given to sgd adds its step count */
-  if (strcmp(m.optimizer, ctx->optimizer ? ctx->optimizer : "none")) {
-    free(list);
-    gslrt_fail_all(ctx, "checkpoint %s: the optimizer is %s there, %s in this program", where, m.optimizer,
-                   ctx->optimizer ? ctx->optimizer : "none");
-  }
-  if (match(ctx, list, n, err) != 0) {
-    free(list);
-    gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
-  }
-  if (ctx->opts.seed_given && ctx->opts.seed != m.seed && !gen) {
-    free(list);
-    gslrt_fail_all(ctx, "checkpoint %s: it was saved with --seed %llu, not %llu (resume without --seed, "
-                   "or with the same)", where, (unsigned long long)m.seed, (unsigned long long)ctx->opts.seed);
-  }
-  if (!gen) /* generation draws with its own --seed */
-    ctx->seed = m.seed;
-  memcpy(ctx->run_id, m.run, sizeof ctx->run_id);
-  /* sizes and crc32s: file k on rank k mod nranks; the first bad file is named */
-  int64_t *disp = calloc((size_t)n + 1, sizeof *disp), *disp_all = calloc((size_t)n + 1, sizeof *disp);
-  if (!disp || !disp_all)
-    gslrt_fatal(ctx, "--resume: out of memory");
-  for (int k = 0; k < n && !fail; k++) {
-    ckpt_entry *e = &list[k];
-    uint32_t crc;
-    int64_t bytes;
-    gslrt_npy h;
-    char msg[GSLRT_ERRLEN];
-    if (k % ctx->nranks != ctx->rank)
-      continue;
-    if (snprintf(path, sizeof path, "%s/%s", where, e->file) >= (int)sizeof path)
-      gslrt_seterr(err, sizeof err, "the path of %s is too long", e->file), fail = 1;
-    else if (file_crc(path, e->file, 0, &crc, &bytes, err) != 0)
-      fail = 1;
-    else if (bytes != e->bytes)
-      gslrt_seterr(err, sizeof err, "%s is %lld bytes, the manifest says %lld", e->file, (long long)bytes,
-                   (long long)e->bytes), fail = 1;
-    else if (crc != e->crc)
-      gslrt_seterr(err, sizeof err, "%s has crc32 %lu, the manifest says %lu", e->file,
-                   (unsigned long)crc, (unsigned long)e->crc), fail = 1;
-    else if (gslrt_npy_read_header(path, &h, msg, sizeof msg) != 0)
-      gslrt_seterr(err, sizeof err, "%s", msg), fail = 1;
-    else if (h.dtype != gslrt_file_dtype(e->dtype) || h.rank != e->rank ||
-             memcmp(h.shape, e->shape, (size_t)e->rank * sizeof *h.shape))
-      gslrt_seterr(err, sizeof err, "%s: its header does not match the manifest", e->file), fail = 1;
-    else
-      disp[k] = h.data_offset;
-    if (fail)
-      status = k;
-  }
-  if (agree(ctx, fail ? status : INT_MAX, err)) {
+  /* a reader beside a run reads again where the checkpoint vanished (vanished) */
+  for (int attempt = 1;; attempt++) {
+    if (list) /* a reading that vanished (vanished): m is that attempt's */
+      json_decref(m.build);
     free(list), free(disp), free(disp_all);
-    gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
-  }
-  gslrt_mpi_check(ctx, MPI_Allreduce(disp, disp_all, n, MPI_INT64_T, MPI_MAX, ctx->comm), "MPI_Allreduce");
-  /* every rank reads its own tiles */
-  for (int i = 0; i < ctx->ntensors; i++) {
-    const gslrt_tensor *t = &ctx->tensors[i];
-    int k = 0;
-    if (!is_saved(t))
-      continue;
-    while (strcmp(list[k].name, t->name))
-      k++;
-    if (snprintf(path, sizeof path, "%s/%s", where, list[k].file) >= (int)sizeof path)
-      gslrt_fail_all(ctx, "checkpoint %s: the path of %s is too long", where, list[k].file);
-    if (tile_io(ctx, t, path, NULL, disp_all[k], 0, err) != 0) {
+    list = NULL, disp = disp_all = NULL, n = 0, fail = 0, status = 0;
+    if (ctx->rank == 0) {
+      status = find_newest(ctx, found, &text, &tlen, gen ? &lock : NULL, err);
+      len = (int)tlen;
+    }
+    gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+    if (status < 0)
+      gslrt_fail_all(ctx, "--resume: %s", err);
+    if (status == 1 && gen)
+      gslrt_fail_all(ctx, "--generate: --checkpoint %s holds no checkpoint to generate from", dir);
+    if (status == 1) {
+      if (ctx->rank == 0 && !ctx->opts.quiet) {
+        printf("no checkpoint in %s: starting at step 0\n", dir);
+        fflush(stdout);
+      }
+      return 0;
+    }
+    gslrt_mpi_check(ctx, MPI_Bcast(found, sizeof found, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
+    gslrt_mpi_check(ctx, MPI_Bcast(&len, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+    if (ctx->rank != 0 && !(text = calloc(1, (size_t)len + 1)))
+      gslrt_fatal(ctx, "--resume: out of memory");
+    gslrt_mpi_check(ctx, MPI_Bcast(text, len, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
+    if (snprintf(where, sizeof where, "%s/%s", dir, found) >= (int)sizeof where)
+      gslrt_fail_all(ctx, "--resume: the path of %s is too long", found);
+    /* every rank parses and checks the same text, and decides alike */
+    if (parse_manifest(text, (size_t)len, step_of(found), &m, err) != 0) {
+      free(text);
+      gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
+    }
+    free(text);
+    text = NULL;
+    list = m.list, n = m.n;
+    /* before the tensors: a schedule given to sgd adds its step count */
+    if (strcmp(m.optimizer, ctx->optimizer ? ctx->optimizer : "none")) {
+      free(list);
+      gslrt_fail_all(ctx, "checkpoint %s: the optimizer is %s there, %s in this program", where, m.optimizer,
+                     ctx->optimizer ? ctx->optimizer : "none");
+    }
+    if (match(ctx, list, n, err) != 0) {
+      free(list);
+      gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
+    }
+    if (ctx->opts.seed_given && ctx->opts.seed != m.seed && !gen) {
+      free(list);
+      gslrt_fail_all(ctx, "checkpoint %s: it was saved with --seed %llu, not %llu (resume without --seed, "
+                     "or with the same)", where, (unsigned long long)m.seed, (unsigned long long)ctx->opts.seed);
+    }
+    /* sizes and crc32s: file k on rank k mod nranks; the first bad file is named */
+    disp = calloc((size_t)n + 1, sizeof *disp), disp_all = calloc((size_t)n + 1, sizeof *disp);
+    if (!disp || !disp_all)
+      gslrt_fatal(ctx, "--resume: out of memory");
+    for (int k = 0; k < n && !fail; k++) {
+      ckpt_entry *e = &list[k];
+      uint32_t crc;
+      int64_t bytes;
+      gslrt_npy h;
+      char msg[GSLRT_ERRLEN];
+      if (k % ctx->nranks != ctx->rank)
+        continue;
+      if (snprintf(path, sizeof path, "%s/%s", where, e->file) >= (int)sizeof path)
+        gslrt_seterr(err, sizeof err, "the path of %s is too long", e->file), fail = 1;
+      else if (file_crc(path, e->file, 0, &crc, &bytes, err) != 0)
+        fail = 1;
+      else if (bytes != e->bytes)
+        gslrt_seterr(err, sizeof err, "%s is %lld bytes, the manifest says %lld", e->file, (long long)bytes,
+                     (long long)e->bytes), fail = 1;
+      else if (crc != e->crc)
+        gslrt_seterr(err, sizeof err, "%s has crc32 %lu, the manifest says %lu", e->file,
+                     (unsigned long)crc, (unsigned long)e->crc), fail = 1;
+      else if (gslrt_npy_read_header(path, &h, msg, sizeof msg) != 0)
+        gslrt_seterr(err, sizeof err, "%s", msg), fail = 1;
+      else if (h.dtype != gslrt_file_dtype(e->dtype) || h.rank != e->rank ||
+               memcmp(h.shape, e->shape, (size_t)e->rank * sizeof *h.shape))
+        gslrt_seterr(err, sizeof err, "%s: its header does not match the manifest", e->file), fail = 1;
+      else
+        disp[k] = h.data_offset;
+      if (fail)
+        status = k;
+    }
+    if (agree(ctx, fail ? status : INT_MAX, err)) {
+      if (vanished(ctx, gen, &lock, where, list, n, attempt, err))
+        continue;
       free(list), free(disp), free(disp_all);
       gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
     }
+    gslrt_mpi_check(ctx, MPI_Allreduce(disp, disp_all, n, MPI_INT64_T, MPI_MAX, ctx->comm), "MPI_Allreduce");
+    /* every rank reads its own tiles */
+    for (int i = 0; i < ctx->ntensors && !fail; i++) {
+      const gslrt_tensor *t = &ctx->tensors[i];
+      int k = 0;
+      if (!is_saved(t))
+        continue;
+      while (strcmp(list[k].name, t->name))
+        k++;
+      if (snprintf(path, sizeof path, "%s/%s", where, list[k].file) >= (int)sizeof path)
+        gslrt_fail_all(ctx, "checkpoint %s: the path of %s is too long", where, list[k].file);
+      fail = tile_io(ctx, t, path, NULL, disp_all[k], 0, err) != 0; /* the same on every rank */
+    }
+    if (fail && vanished(ctx, gen, &lock, where, list, n, attempt, err))
+      continue;
+    if (fail) {
+      free(list), free(disp), free(disp_all);
+      gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
+    }
+    break;
   }
+  if (lock >= 0) /* every rank has read every tile: the checkpoint may go */
+    close(lock);
+  if (!gen) /* generation draws with its own --seed */
+    ctx->seed = m.seed;
+  memcpy(ctx->run_id, m.run, sizeof ctx->run_id);
   if (ctx->rank == 0)
-    precision_notes(ctx, where, &m);
+    precision_notes(ctx, where, &m), build_note(ctx, where, &m);
+  json_decref(m.build);
   free(list), free(disp), free(disp_all);
   if (ctx->rank == 0 && !ctx->opts.quiet && gen) { /* stdout has the text alone */
     fprintf(stderr, "%s: generating from checkpoint %s (step %lld)\n", ctx->prog, where, (long long)m.step);

@@ -27,6 +27,13 @@
  * are T. The choice depends on the scores and the seed alone, so a mesh
  * that computes the same logits writes the same text.
  *
+ * The prompt. Only its last T bytes are used, but every byte is checked
+ * against V, so a --prompt-file is read whole, keeping the last T: a
+ * regular file or a FIFO (a pipe, /dev/stdin under `|`) of at most
+ * GEN_MAX_PROMPT (64 MiB); a device (/dev/zero, which never ends; a
+ * terminal) or a directory is refused before it is opened, as npy.c
+ * refuses one, and a longer file or pipe as soon as it is seen to be.
+ *
  * Nothing else is written: no checkpoint, no output file, no log; notes go
  * to stderr (not with --quiet), the text alone to stdout. */
 #include "internal.h"
@@ -37,8 +44,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define GEN_MAX_V 256 /* tokens are bytes */
+#define GEN_MAX_PROMPT (64 << 20) /* the longest --prompt-file read, in bytes */
 
 /* What generation works with, found in the program's declarations. */
 typedef struct gen_plan {
@@ -130,12 +139,75 @@ static int check_byte(unsigned char c, int64_t i, const char *what, int64_t v, c
   return 2;
 }
 
+/* Appends the got bytes of buf to the last *n <= t bytes of the prompt
+ * in last, keeping the last t. */
+static void keep_last(unsigned char *last, int64_t *n, int64_t t, const unsigned char *buf, int64_t got) {
+  if (got >= t) {
+    memcpy(last, buf + (got - t), (size_t)t);
+    *n = t;
+    return;
+  }
+  int64_t drop = *n + got > t ? *n + got - t : 0;
+  memmove(last, last + drop, (size_t)(*n - drop));
+  *n -= drop;
+  memcpy(last + *n, buf, (size_t)got);
+  *n += got;
+}
+
+/* What kind of file mode is, for a message: "a directory". */
+static const char *kind_of(mode_t mode) {
+  return S_ISDIR(mode) ? "a directory" : S_ISCHR(mode) ? "a character device" : S_ISBLK(mode) ? "a block device"
+         : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
+/* Opens the --prompt-file (what names it): a regular file of at most
+ * GEN_MAX_PROMPT bytes, or a FIFO (a pipe: /dev/stdin under `|`), whose
+ * reading is bounded as it goes; anything else (a device, which may never
+ * end, as /dev/zero; a directory) is refused before it is opened, and
+ * again after (it may have changed between). NULL, with 2 (a usage error)
+ * or 1 (it cannot be opened) in *status and the cause in err. */
+static FILE *open_prompt(const char *path, const char *what, int *status, char *err) {
+  struct stat st;
+  FILE *f = NULL;
+  *status = 1;
+  if (stat(path, &st) != 0) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "%s: cannot open it: %s", what, strerror(errno));
+    return NULL;
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s: it is %s, not a regular file or a FIFO (refusing to read it)", what,
+                   kind_of(st.st_mode));
+      *status = 2;
+      break;
+    }
+    if (S_ISREG(st.st_mode) && st.st_size > GEN_MAX_PROMPT) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s: it is %lld bytes, more than a prompt may be (%d MiB; its last bytes "
+                   "are what generation reads: give those)", what, (long long)st.st_size, GEN_MAX_PROMPT >> 20);
+      *status = 2;
+      break;
+    }
+    if (pass == 1)
+      return f;
+    if (!(f = fopen(path, "rb")) || fstat(fileno(f), &st) != 0) {
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s: cannot open it: %s", what, strerror(errno));
+      break;
+    }
+  }
+  if (f)
+    fclose(f);
+  return NULL;
+}
+
 /* Rank 0: the prompt's last (up to) t bytes into last, their count into
- * *n; every byte checked against v. 0, or 2 (a usage error: empty, or a
- * byte past V) or 1 (a file that cannot be read) with the cause in err. */
+ * *n; every byte checked against v. 0, or 2 (a usage error: empty, a byte
+ * past V, a file that is neither regular nor a FIFO, more than
+ * GEN_MAX_PROMPT bytes) or 1 (a file that cannot be read) with the cause
+ * in err. */
 static int read_prompt(const gslrt_options *op, int64_t t, int64_t v, unsigned char *last, int64_t *n, char *err) {
   char what[GSLRT_ERRLEN];
   int64_t len = 0;
+  int status;
   *n = 0;
   if (op->prompt) {
     len = (int64_t)strlen(op->prompt);
@@ -146,23 +218,24 @@ static int read_prompt(const gslrt_options *op, int64_t t, int64_t v, unsigned c
     memcpy(last, op->prompt + (len - *n), (size_t)*n);
   } else {
     snprintf(what, sizeof what, "--prompt-file %s", op->prompt_file);
-    FILE *f = fopen(op->prompt_file, "rb");
+    FILE *f = open_prompt(op->prompt_file, what, &status, err);
     unsigned char buf[4096];
     size_t got;
-    if (!f) {
-      gslrt_seterr(err, GSLRT_ERRLEN, "%s: cannot open it: %s", what, strerror(errno));
-      return 1;
-    }
+    if (!f)
+      return status;
     while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
-      for (size_t i = 0; i < got; i++) {
+      if (len + (int64_t)got > GEN_MAX_PROMPT) { /* a FIFO, or a file that grew */
+        gslrt_seterr(err, GSLRT_ERRLEN, "%s: more than %d MiB, more than a prompt may be (its last bytes are "
+                     "what generation reads: give those)", what, GEN_MAX_PROMPT >> 20);
+        fclose(f);
+        return 2;
+      }
+      for (size_t i = 0; i < got; i++)
         if (check_byte(buf[i], len + (int64_t)i, what, v, err)) {
           fclose(f);
           return 2;
         }
-        if (*n == t) /* keep the last t: drop the oldest */
-          memmove(last, last + 1, (size_t)t - 1), (*n)--;
-        last[(*n)++] = buf[i];
-      }
+      keep_last(last, n, t, buf, (int64_t)got);
       len += (int64_t)got;
     }
     int bad = ferror(f) ? errno : 0;

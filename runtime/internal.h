@@ -171,6 +171,7 @@ struct gslrt_ctx {
   int ckpt_dir;                           /* rank 0: the open --checkpoint DIR, or -1 */
   int ckpt_lock;                          /* rank 0: DIR/.lock, flock'd for the run, or -1 */
   char run_id[33];                        /* the run's identity in its checkpoints (hex) */
+  void *build;                            /* info->build parsed (a jansson json_t object), or NULL */
   const char **eval_names;                /* gslrt_declare_eval's names, in order */
   int neval;                              /* entries in eval_names */
   int64_t eval_batches;                   /* held-out batches B; 0: no --eval-input, no evaluation */
@@ -324,6 +325,13 @@ void gslrt_bind_gen_inputs(gslrt_ctx *ctx, int tokens, const int32_t *window, in
 int64_t gslrt_tokens_per_step(const gslrt_ctx *ctx);
 
 /* ---- checkpoint.c ------------------------------------------------------- */
+
+/* Parses the program's "build" record (gslrt_program_info.build) into
+ * ctx->build, once, at the start; text that is not a JSON object is a bug
+ * of gslc, and ends the run saying so. Every rank alike. */
+void gslrt_checkpoint_build(gslrt_ctx *ctx);
+/* Frees ctx->build. */
+void gslrt_checkpoint_free(gslrt_ctx *ctx);
 
 /* Checks the checkpoint options against each other (usage errors) and,
  * on rank 0, that DIR is or can be made a directory; every rank together. */

@@ -2,13 +2,15 @@
  *
  *   MPI_Init; duplicate MPI_COMM_WORLD, errors returned on the duplicate;
  *   parse the options (usage errors: exit 2); --help / --version;
- *   gsl_setup (declarations; the mesh is checked against the ranks);
+ *   parse the program's build record (checkpoint.c); gsl_setup
+ *   (declarations; the mesh is checked against the ranks);
  *   build the communicators of the declared groups of mesh axes;
  *   with --generate, generate text in place of all that follows, loading
  *   the params itself (generate.c);
  *   match --input/--output/--eval-input with the declarations (eval.c);
- *   create the --metrics file; check the output targets and the input
- *   and held-out files;
+ *   refuse a --metrics or --output file inside the --checkpoint
+ *   directory (through links and ".."); create the --metrics file;
+ *   check the output targets and the input and held-out files;
  *   check the --checkpoint directory (checkpoint.c);
  *   initialize params and states; with --resume, restore them, the seed
  *   and the step counter k from the newest checkpoint (checkpoint.c);
@@ -74,7 +76,9 @@
 #include "seterr.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -309,6 +313,135 @@ static int same_file(const char *path, const struct stat *st, const char *other)
   return st && stat(other, &o) == 0 && o.st_dev == st->st_dev && o.st_ino == st->st_ino;
 }
 
+/* The absolute path path names, into out (PATH_MAX bytes), as the kernel
+ * would find it: its longest prefix that exists resolved by realpath
+ * (every symbolic link and ".." in it, of the file itself if it exists),
+ * the rest appended as written, "." dropped and ".." taking the last
+ * component off (nothing there exists, so no link can be among it). 0,
+ * or -1 if a path is too long. */
+static int resolve(const char *path, char *out) {
+  char prefix[PATH_MAX], rest[PATH_MAX] = "";
+  size_t n = strlen(path);
+  if (n >= sizeof prefix)
+    return -1;
+  memcpy(prefix, path, n + 1);
+  for (;;) { /* drop a last component until what is left exists */
+    while (n > 1 && prefix[n - 1] == '/')
+      prefix[--n] = 0;
+    if (realpath(n ? prefix : ".", out))
+      break;
+    char *slash = strrchr(prefix, '/'), tail[PATH_MAX];
+    int last = !slash || slash == prefix; /* "name" or "/name": the rest from "." or "/" */
+    if (snprintf(tail, sizeof tail, "%s%s%s", slash ? slash + 1 : prefix, *rest ? "/" : "", rest) >=
+        (int)sizeof tail)
+      return -1;
+    memcpy(rest, tail, strlen(tail) + 1);
+    if (last) {
+      if (!realpath(slash ? "/" : ".", out))
+        return -1;
+      break;
+    }
+    *slash = 0;
+    n = strlen(prefix);
+  }
+  for (char *c = strtok(rest, "/"); c; c = strtok(NULL, "/")) {
+    size_t len = strlen(out);
+    if (!strcmp(c, "."))
+      continue;
+    if (!strcmp(c, "..")) {
+      char *slash = strrchr(out, '/');
+      if (slash)
+        slash[slash == out ? 1 : 0] = 0;
+      continue;
+    }
+    if (len + 1 + strlen(c) >= PATH_MAX)
+      return -1;
+    snprintf(out + len, PATH_MAX - len, "%s%s", out[len - 1] == '/' ? "" : "/", c);
+  }
+  return 0;
+}
+
+/* Whether the file path, written by the run, resolves (resolve) into the
+ * directory whose resolved path is dir, or is it. */
+static int inside(const char *path, const char *dir) {
+  char p[PATH_MAX];
+  size_t n = strlen(dir);
+  if (resolve(path, p) != 0)
+    return 0; /* too long to open, so never written */
+  return !strncmp(p, dir, n) && (p[n] == '/' || p[n] == 0 || (n == 1 && dir[0] == '/'));
+}
+
+/* Whether the existing file st is, by another name (a hard link), a file
+ * in the directory dir or in one of its subdirectories (a checkpoint's),
+ * whose name under dir goes to found (PATH_MAX bytes). */
+static int linked_into(const struct stat *st, const char *dir, char *found) {
+  DIR *d = opendir(dir), *sub;
+  struct dirent *e, *f;
+  struct stat o;
+  char path[PATH_MAX];
+  int hit = 0;
+  while (d && !hit && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path || lstat(path, &o) != 0)
+      continue;
+    if (o.st_dev == st->st_dev && o.st_ino == st->st_ino) {
+      snprintf(found, PATH_MAX, "%s", e->d_name), hit = 1;
+    } else if (S_ISDIR(o.st_mode) && (sub = opendir(path))) {
+      while (!hit && (f = readdir(sub))) {
+        char inner[PATH_MAX];
+        if (snprintf(inner, sizeof inner, "%s/%s", path, f->d_name) < (int)sizeof inner &&
+            lstat(inner, &o) == 0 && S_ISREG(o.st_mode) && o.st_dev == st->st_dev && o.st_ino == st->st_ino)
+          snprintf(found, PATH_MAX, "%s/%s", e->d_name, f->d_name), hit = 1;
+      }
+      closedir(sub);
+    }
+  }
+  if (d)
+    closedir(d);
+  return hit;
+}
+
+/* Refuses, on rank 0 before anything is opened for writing, every file the
+ * run writes (--metrics, each --output) that resolves into the --checkpoint
+ * directory, through links and "..", whether or not --resume is
+ * given: a run's own file there would replace a checkpoint's (a manifest
+ * truncated, a tensor renamed over) or be taken for one. So is a --metrics
+ * file that is a hard link to a file there, since it is truncated in
+ * place (an --output is renamed over its name, a new file). A usage
+ * error. */
+static void check_not_in_checkpoint(gslrt_ctx *ctx) {
+  const gslrt_options *op = &ctx->opts;
+  char err[GSLRT_ERRLEN] = "", dir[PATH_MAX];
+  int status = 0;
+  if (!op->checkpoint || ctx->rank != 0 || resolve(op->checkpoint, dir) != 0)
+    goto fn_exit;
+  if (op->metrics && inside(op->metrics, dir)) {
+    gslrt_seterr(err, sizeof err, "--metrics %s is inside the --checkpoint directory %s (a run never writes its "
+                 "own files there)", op->metrics, op->checkpoint);
+    status = 2;
+    goto fn_exit;
+  }
+  struct stat st;
+  char found[PATH_MAX];
+  if (op->metrics && stat(op->metrics, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1 &&
+      linked_into(&st, dir, found)) {
+    gslrt_seterr(err, sizeof err, "--metrics %s is another name (a hard link) of %s/%s, inside the --checkpoint "
+                 "directory %s (a run never writes its own files there)", op->metrics, op->checkpoint, found,
+                 op->checkpoint);
+    status = 2;
+    goto fn_exit;
+  }
+  for (int i = 0; i < op->noutputs; i++)
+    if (inside(op->outputs[i].file, dir)) {
+      gslrt_seterr(err, sizeof err, "--output %s=%s is inside the --checkpoint directory %s (a run never writes "
+                   "its own files there)", op->outputs[i].name, op->outputs[i].file, op->checkpoint);
+      status = 2;
+      goto fn_exit;
+    }
+fn_exit:
+  gslrt_rank0_verdict(ctx, status, err);
+}
+
 /* Checks and creates (truncates) the --metrics file on rank 0; the verdict
  * on it: 0, or 2 (a usage error) or 1 (a run-time error) with the cause in
  * err. O_NONBLOCK: a FIFO without a reader fails at once instead of
@@ -399,6 +532,7 @@ static void free_ctx(gslrt_ctx *ctx) {
   free(ctx->signals);
   free(ctx->checks);
   free(ctx->check_first);
+  gslrt_checkpoint_free(ctx);
   gslrt_free_groups(ctx);
   gslrt_free_options(&ctx->opts);
   ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL, ctx->eval_names = NULL, ctx->signals = NULL;
@@ -546,6 +680,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   ctx.end = ctx.opts.steps;
   if (!ctx.opts.generate) /* generation has nothing to save: a signal ends it at once */
     install_signals();
+  gslrt_checkpoint_build(&ctx);
   info->setup(&ctx);
   gslrt_check_mesh(&ctx);
   gslrt_build_groups(&ctx);
@@ -555,6 +690,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   }
   gslrt_check_bindings(&ctx);
   gslrt_check_eval(&ctx);
+  check_not_in_checkpoint(&ctx);
   open_metrics(&ctx);
   gslrt_check_outputs(&ctx);
   gslrt_checkpoint_open(&ctx);

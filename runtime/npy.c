@@ -291,8 +291,9 @@ static int parse_dict(const char *path, const char *text, gslrt_npy *h, char *er
   else if (!strcmp(descr, "<i4"))
     h->dtype = GSLRT_I32;
   else {
-    gslrt_seterr(err, errlen, "%s: unsupported dtype '%s' (expected '<f4' for f32 or '<i4' for i32)",
-           path, shown(show, sizeof show, descr));
+    gslrt_seterr(err, errlen, "%s: unsupported dtype '%s' (expected '<f4' for f32, '<i4' for i32, or '<f4' "
+                 "for bf16: numpy has no bf16, so a bf16 array is stored as float32, widened exactly, and "
+                 "rounded to bf16 on reading)", path, shown(show, sizeof show, descr));
     goto fn_exit;
   }
   rc = 0;

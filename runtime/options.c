@@ -11,6 +11,7 @@
 #include "seterr.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -18,37 +19,51 @@
 
 enum opt_kind { OPT_FLAG, OPT_COUNT, OPT_SEED, OPT_PATH, OPT_BIND, OPT_TEXT, OPT_REAL };
 
-/* One option of the table. */
+/* One option of the table, with the values it accepts: every message
+ * that refuses a value states the option's range from here. */
 typedef struct opt {
   const char *name;   /* "--steps" */
   enum opt_kind kind; /* how the value is parsed (OPT_FLAG: none) */
-  int64_t min;        /* least value of an OPT_COUNT */
+  int64_t min, max;   /* an OPT_COUNT's least and greatest value */
+  const char *lo;     /* an OPT_REAL's least positive value, as text ("1e-6") */
+  const char *hi;     /* its greatest value, as text ("1e6") */
+  int zero;           /* whether an OPT_REAL may also be 0 */
   size_t field;       /* offsetof the destination in gslrt_options */
 } opt;
 
+/* The greatest --steps: a checkpoint is named by its step in at most 18
+ * digits (checkpoint.c reads no longer name back). */
+#define MAX_STEPS 999999999999999999LL
+/* The greatest --generate: byte j runs with key GSLRT_GEN_KEY + j, an int64. */
+#define MAX_GENERATE (INT64_MAX - GSLRT_GEN_KEY)
+
 #define OFF(f) offsetof(gslrt_options, f)
+#define COUNT(lo, hi) OPT_COUNT, lo, hi, NULL, NULL, 0
+#define OTHER(kind) kind, 0, 0, NULL, NULL, 0
 static const opt opts_table[] = {
-    {"--steps", OPT_COUNT, 1, OFF(steps)},
-    {"--seed", OPT_SEED, 0, OFF(seed)},
-    {"--input", OPT_BIND, 0, OFF(inputs)},
-    {"--output", OPT_BIND, 0, OFF(outputs)},
-    {"--eval-input", OPT_BIND, 0, OFF(eval_inputs)},
-    {"--eval-every", OPT_COUNT, 1, OFF(eval_every)},
-    {"--checkpoint", OPT_PATH, 0, OFF(checkpoint)},
-    {"--checkpoint-every", OPT_COUNT, 1, OFF(checkpoint_every)},
-    {"--keep", OPT_COUNT, 1, OFF(keep)},
-    {"--resume", OPT_FLAG, 0, OFF(resume)},
-    {"--log-every", OPT_COUNT, 1, OFF(log_every)},
-    {"--metrics", OPT_PATH, 0, OFF(metrics)},
-    {"--quiet", OPT_FLAG, 0, OFF(quiet)},
-    {"--help", OPT_FLAG, 0, OFF(help)},
-    {"--version", OPT_FLAG, 0, OFF(version)},
-    {"--generate", OPT_COUNT, 1, OFF(generate)},
-    {"--prompt", OPT_TEXT, 0, OFF(prompt)},
-    {"--prompt-file", OPT_PATH, 0, OFF(prompt_file)},
-    {"--temperature", OPT_REAL, 0, OFF(temperature)},
-    {"--top-k", OPT_COUNT, 1, OFF(top_k)},
-    {"--max-time", OPT_REAL, 0, OFF(max_time)},
+    {"--steps", COUNT(1, MAX_STEPS), OFF(steps)},
+    {"--seed", OTHER(OPT_SEED), OFF(seed)},
+    {"--input", OTHER(OPT_BIND), OFF(inputs)},
+    {"--output", OTHER(OPT_BIND), OFF(outputs)},
+    {"--eval-input", OTHER(OPT_BIND), OFF(eval_inputs)},
+    {"--eval-every", COUNT(1, INT64_MAX), OFF(eval_every)},
+    {"--checkpoint", OTHER(OPT_PATH), OFF(checkpoint)},
+    {"--checkpoint-every", COUNT(1, INT64_MAX), OFF(checkpoint_every)},
+    {"--keep", COUNT(1, INT_MAX), OFF(keep)}, /* checkpoint.c counts checkpoints in an int */
+    {"--resume", OTHER(OPT_FLAG), OFF(resume)},
+    {"--log-every", COUNT(1, INT64_MAX), OFF(log_every)},
+    {"--metrics", OTHER(OPT_PATH), OFF(metrics)},
+    {"--quiet", OTHER(OPT_FLAG), OFF(quiet)},
+    {"--help", OTHER(OPT_FLAG), OFF(help)},
+    {"--version", OTHER(OPT_FLAG), OFF(version)},
+    {"--generate", COUNT(1, MAX_GENERATE), OFF(generate)},
+    {"--prompt", OTHER(OPT_TEXT), OFF(prompt)},
+    {"--prompt-file", OTHER(OPT_PATH), OFF(prompt_file)},
+    /* below 1e-6 every weight but the best underflows (the argmax, as 0
+     * says); beyond 1e6 every weight is 1 to within float rounding */
+    {"--temperature", OPT_REAL, 0, 0, "1e-6", "1e6", 1, OFF(temperature)},
+    {"--top-k", COUNT(1, INT64_MAX), OFF(top_k)},
+    {"--max-time", OPT_REAL, 0, 0, "0.001", "1e9", 0, OFF(max_time)}, /* seconds: a millisecond to 31 years */
 };
 #define NOPTS (sizeof opts_table / sizeof opts_table[0])
 
@@ -73,15 +88,21 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *v) {
   return 1;
 }
 
-/* A decimal number >= 0, finite: digits with an optional point and
- * exponent (strtod's), no sign, no spaces, no inf or nan. */
-static int parse_real(const char *s, double *v) {
+/* A decimal number in op's range (0, if op->zero, or from op->lo to
+ * op->hi): digits with an optional point and exponent (strtod's), no
+ * sign, no spaces, no inf or nan. A value too small for a double
+ * (1e-320) or too large (1e999) is out of the range like any other. */
+static int parse_real(const opt *op, const char *s, double *v) {
   char *end;
   if (!((*s >= '0' && *s <= '9') || *s == '.'))
     return 0;
   errno = 0;
   double x = strtod(s, &end);
-  if (errno || *end || !(x >= 0 && x <= 1e300))
+  if (*end || end == s)
+    return 0;
+  if (errno == ERANGE) /* underflow (to a subnormal or 0) or overflow */
+    return 0;
+  if (!(x == 0 ? op->zero : x >= strtod(op->lo, NULL) && x <= strtod(op->hi, NULL)))
     return 0;
   *v = x;
   return 1;
@@ -205,9 +226,9 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
     uint64_t v;
     switch (op->kind) {
     case OPT_COUNT:
-      if (!parse_uint(val, INT64_MAX, &v) || (int64_t)v < op->min) {
-        gslrt_seterr(err, errlen, "invalid value '%s' for %s (expected an integer >= %lld)", val, op->name,
-               (long long)op->min);
+      if (!parse_uint(val, (uint64_t)op->max, &v) || (int64_t)v < op->min) {
+        gslrt_seterr(err, errlen, "invalid value '%s' for %s (expected an integer from %lld to %lld)", val,
+                     op->name, (long long)op->min, (long long)op->max);
         goto fn_exit;
       }
       *(int64_t *)dst = (int64_t)v;
@@ -236,8 +257,9 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
       *(const char **)dst = val;
       break;
     case OPT_REAL:
-      if (!parse_real(val, (double *)dst)) {
-        gslrt_seterr(err, errlen, "invalid value '%s' for %s (expected a number >= 0)", val, op->name);
+      if (!parse_real(op, val, (double *)dst)) {
+        gslrt_seterr(err, errlen, "invalid value '%s' for %s (expected %sa number from %s to %s)", val, op->name,
+                     op->zero ? "0 or " : "", op->lo, op->hi);
         goto fn_exit;
       }
       break;
@@ -247,10 +269,6 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
   }
   if (check_generate(o, given, err, errlen) != 0)
     goto fn_exit;
-  if (was_given(given, "--max-time") && !(o->max_time > 0)) {
-    gslrt_seterr(err, errlen, "invalid value for --max-time: a run needs more than 0 seconds");
-    goto fn_exit;
-  }
   rc = 0;
 fn_exit:
   return rc;
@@ -318,7 +336,9 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "                         step (params and optimizer states as .npy files of\n"
           "                         their global shapes, and manifest.json)\n"
           "  --checkpoint-every K   also save one every K steps (needs --checkpoint)\n"
-          "  --keep N               keep the newest N checkpoints in DIR (default 2; needs --checkpoint)\n"
+          "  --keep N               keep the newest N checkpoints in DIR (default 2; needs\n"
+          "                         --checkpoint; one a --generate is reading stays until\n"
+          "                         it is done)\n"
           "  --resume               continue from the newest complete checkpoint in DIR,\n"
           "                         on any mesh (needs --checkpoint); --steps is the\n"
           "                         total, so steps K+1..N run after one of step K\n"
@@ -330,7 +350,8 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "                         truncated before step 1)\n"
           "  --max-time S           end the run early, as if --steps said so, where one\n"
           "                         more step (and the final evaluation) would take it\n"
-          "                         past S seconds of wall time since it started\n"
+          "                         past S seconds (0.001 to 1e9) of wall time since it\n"
+          "                         started\n"
           "  --generate N           write N bytes of text to stdout, sampled from the\n"
           "                         program's `output logits` (f32[B, T, V], the scores\n"
           "                         of the token after each position of its i32[B, W]\n"
@@ -339,7 +360,8 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "                         --checkpoint DIR (read only), else their initializers\n"
           "  --prompt TEXT          the bytes the text continues (with --generate)\n"
           "  --prompt-file FILE     the same from a file (any bytes below V)\n"
-          "  --temperature T        divide the scores by T >= 0 (default 1; 0: the argmax)\n"
+          "  --temperature T        divide the scores by T, 0 or from 1e-6 to 1e6 (default 1;\n"
+          "                         0: the argmax)\n"
           "  --top-k K              sample among the K best scores only (default: all V)\n"
           "                         --seed S keys the sampling: the same S, the same text\n"
           "  --quiet                print nothing but errors\n"

@@ -5,7 +5,8 @@
 # float32 --input rounded on load, --output as float32 widened exactly
 # (numpy reads it; the values against a numpy model of the steps with
 # bf16 rounding done by bit operations), the same files on 1 and 2 ranks,
-# an int32 file refused, checkpoints (manifest dtype "bf16", precision,
+# an int32 file refused, a float16 one refused saying how bf16 is
+# stored, checkpoints (manifest dtype "bf16", precision,
 # '<f4' files) resumed bit for bit on either mesh, and the notes of a
 # resume across dtypes and precisions. Needs numpy (skipped without it).
 set -u
@@ -21,6 +22,7 @@ x = np.array([[1.0, -2.5, 1 / 3, 1 + 2**-8, 1 + 3 * 2**-8, 0.1],
               [2.0, 0.75, -1 / 7, 3.0, -0.3, 1e-3]] * 2, np.float32)
 np.save("x.npy", x)
 np.save("xi.npy", x.astype(np.int32))
+np.save("xh.npy", x.astype(np.float16))
 PY
 
 for n in 1 2; do
@@ -71,6 +73,16 @@ for n in 1 2; do
   fi
 done
 
+# a float16 file ('<f2') for the bf16 input: refused, saying how a bf16
+# array is stored (float16 is not bf16: another exponent and mantissa)
+run 1 --steps 1 --input x=xh.npy
+want="error: input x: xh.npy: unsupported dtype '<f2' (expected '<f4' for f32, '<i4' for i32, or '<f4' for bf16: numpy has no bf16, so a bf16 array is stored as float32, widened exactly, and rounded to bf16 on reading)"
+if [ $rc -eq 1 ] && grep -qF "$want" err && [ "$(wc -l <err)" -eq 1 ]; then
+  pass "a float16 file for a bf16 input refused, naming how bf16 is stored"
+else
+  fail "a float16 file: status $rc, expected '$want' alone in:"; cat err
+fi
+
 # checkpoints: 4 steps straight, against 2 then 2 more resumed, on every pair of meshes
 export BF16_PROG_PRECISION=bf16
 rm -rf ref; run 2 --steps 4 --input x=x.npy --checkpoint ref --output w=ref.npy --output m=refm.npy
@@ -79,7 +91,7 @@ if $PY - ref/step-00000004 <<'PY'
 import json, sys, numpy as np
 d = sys.argv[1]
 m = json.load(open(d + "/manifest.json"))
-assert m["version"] == 4 and m["precision"] == "bf16" and m["signals"] == {}, m
+assert m["version"] == 5 and m["precision"] == "bf16" and m["signals"] == {} and m["build"] == {}, m
 t = {e["name"]: e for e in m["tensors"]}
 assert t["w"]["dtype"] == "bf16" and t["sgd.m.w"]["dtype"] == "bf16" and t["r"]["dtype"] == "f32", t
 assert b"'descr': '<f4'" in open(d + "/w.npy", "rb").read(128)
@@ -87,7 +99,7 @@ w = np.load(d + "/w.npy")
 assert w.dtype == np.float32 and (w.view(np.uint32) & 0xffff == 0).all()
 PY
 then
-  pass "a checkpoint's manifest: version 4, precision and dtype bf16, no signals; its file float32, widened"
+  pass "a checkpoint's manifest: version 5, precision and dtype bf16, no signals, no build record; its file float32, widened"
 else
   fail "the checkpoint's manifest or files"
 fi
@@ -133,6 +145,7 @@ m = json.load(open(sys.argv[1]))
 m["version"] = 2
 del m["precision"]
 del m["signals"]
+del m["build"]
 json.dump(m, open(sys.argv[1], "w"), indent=2)
 PY
 BF16_PROG_PRECISION=f32 run 1 --steps 3 --input x=x.npy --checkpoint ck --resume

@@ -20,7 +20,14 @@
 #   - each bad field is refused naming it (values from the manifest's
 #     text, the crc32 from Python's zlib, decimal as the manifest keeps it);
 #     a tensor's file that is a FIFO or a link to /dev/zero is refused, not
-#     read forever.
+#     read forever;
+#   - a --metrics or --output file inside DIR (a checkpoint's manifest or
+#     tensor, DIR/.lock, a new file), named through a link, a link to a
+#     step directory, "..", or with DIR given as a link, with --resume or
+#     without (DIR not yet made), or a --metrics file that is a hard link
+#     to a manifest there (truncated in place), is a usage error before
+#     anything is written: the checkpoint stays as it was and still
+#     resumes; a file beside DIR whose name begins with DIR's is written.
 set -u
 status=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslckdir.XXXXXX")
@@ -177,7 +184,7 @@ bad "a fractional step" 'manifest.json: "step" must be a whole number, not 2.9' 
 bad "a step of 1e30" 'manifest.json: "step" must be a whole number, not 1e+30' 'd["step"] = 1e30'
 bad "a step not the directory's" 'manifest.json: "step" is 3, but the directory is step-00000002' 'd["step"] = 3'
 bad "a negative step" 'manifest.json: "step" is -2, not in [0, 9223372036854775807]' 'd["step"] = -2'
-bad "junk after the document" 'manifest.json:21:1: end of file expected near '"'"'x'"'"'' 'm = m + "x\n"'
+bad "junk after the document" 'manifest.json:22:1: end of file expected near '"'"'x'"'"'' 'm = m + "x\n"'
 bad "a key given twice" "manifest.json:5:19: duplicate object key near '\"step\"'" \
   'm = m.replace("\"step\": 2,", "\"step\": 2, \"step\": 2,")'
 bad "a tensor given twice" 'manifest.json: tensors[0] and tensors[4] both have the name "w"' \
@@ -204,13 +211,16 @@ bad "a missing field" 'manifest.json: the document has no "seed"' 'del d["seed"]
 bad "a seed as a number" 'manifest.json: "seed" must be a string, not 0' 'd["seed"] = 0'
 bad "a seed beyond 2^64" 'manifest.json: "seed" is "18446744073709551616", not a decimal integer from 0 to 18446744073709551615' \
   'd["seed"] = str(2**64)'
-bad "another format version" 'manifest.json has format version 1, this runtime reads 2 to 4' 'd["version"] = 1'
+bad "another format version" 'manifest.json has format version 1, this runtime reads 2 to 5' 'd["version"] = 1'
 bad "a precision not f32 or bf16" 'manifest.json: "precision" is "f16", not "f32" or "bf16"' 'd["precision"] = "f16"'
-bad "no precision in version 4" 'manifest.json: the document has no "precision"' 'del d["precision"]'
+bad "no precision in version 5" 'manifest.json: the document has no "precision"' 'del d["precision"]'
 bad "a precision in version 2" 'manifest.json: format version 2 has no "precision" (it came in 3)' \
-  'd["version"] = 2; del d["signals"]'
-bad "no signals in version 4" 'manifest.json: the document has no "signals"' 'del d["signals"]'
-bad "signals in version 3" 'manifest.json: format version 3 has no "signals" (they came in 4)' 'd["version"] = 3'
+  'd["version"] = 2; del d["signals"]; del d["build"]'
+bad "no signals in version 5" 'manifest.json: the document has no "signals"' 'del d["signals"]'
+bad "signals in version 3" 'manifest.json: format version 3 has no "signals" (they came in 4)' 'd["version"] = 3; del d["build"]'
+bad "a build record in version 4" 'manifest.json: format version 4 has no "build" (it came in 5)' 'd["version"] = 4'
+bad "no build record in version 5" 'manifest.json: the document has no "build"' 'del d["build"]'
+bad "a build record not an object" 'manifest.json: "build" must be an object, not an array' 'd["build"] = []'
 bad "signals not an object" 'manifest.json: "signals" must be an object, not an array' 'd["signals"] = []'
 bad "a signal not a number" 'manifest.json: signals."lr" must be a number or null, or an array of them, not "0.1"' 'd["signals"]["lr"] = "0.1"'
 bad "a run identity not hex" 'manifest.json: "run" is "xyz", not 32 hexadecimal digits' 'd["run"] = "xyz"'
@@ -229,4 +239,52 @@ done
 crc=$($PY -c 'import zlib; print(zlib.crc32(open("ck/step-00000002/w.npy", "rb").read()))')
 bad "a crc32 that does not match" "w.npy has crc32 $crc, the manifest says $((crc ^ 1))" \
   'd["tensors"][0]["crc32"] ^= 1'
+
+# ---- the run's own files inside DIR ------------------------------------------
+# inside WHAT OPTION DIR ARGS...: a usage error (status 2) naming OPTION
+# as "OPTION is inside the --checkpoint directory DIR", and nothing run
+inside() {
+  what=$1 opt=$2 dir=$3; shift 3
+  run e 1 "$@"
+  if [ $rc -eq 2 ] && [ "$(head -1 e.err)" = "t: error: $opt is inside the --checkpoint directory $dir (a run never writes its own files there)" ] &&
+     ! grep -q '^step ' e.out; then
+    pass "$what: refused"
+  else
+    fail "$what: status $rc (want 2), stderr:"; cat e.err e.out
+  fi
+}
+rm -rf d lk s2 sub; cp -R ck d; mkdir sub; ln -s d lk; ln -s d/step-00000002 s2
+cp d/step-00000002/manifest.json m.keep; cp d/step-00000002/w.npy w.keep
+inside "--metrics DIR/step-N/manifest.json, with --resume" "--metrics d/step-00000002/manifest.json" d \
+  ./t --steps 4 --checkpoint d --resume --metrics d/step-00000002/manifest.json
+inside "--output into DIR/step-N, over a kept tensor" "--output w=d/step-00000002/w.npy" d \
+  ./t --steps 4 --checkpoint d --resume --output w=d/step-00000002/w.npy
+inside "--output through a link to DIR" "--output w=lk/step-00000002/w.npy" d \
+  ./t --steps 4 --checkpoint d --resume --output w=lk/step-00000002/w.npy
+inside "--metrics, a new file through a link to DIR/step-N" "--metrics s2/new.jsonl" d \
+  ./t --steps 4 --checkpoint d --resume --metrics s2/new.jsonl
+inside "--metrics through .." "--metrics sub/../d/new.jsonl" d ./t --steps 4 --checkpoint d --resume --metrics sub/../d/new.jsonl
+inside "--checkpoint given as a link, --metrics by the real name" "--metrics d/.lock" lk \
+  ./t --steps 4 --checkpoint lk --resume --metrics d/.lock
+ln d/step-00000002/manifest.json hard.json
+run e 1 ./t --steps 4 --checkpoint d --resume --metrics hard.json
+if [ $rc -eq 2 ] && [ "$(head -1 e.err)" = "t: error: --metrics hard.json is another name (a hard link) of d/step-00000002/manifest.json, inside the --checkpoint directory d (a run never writes its own files there)" ]; then
+  pass "--metrics, a hard link to DIR/step-N/manifest.json: refused (it would be truncated in place)"
+else
+  fail "--metrics, a hard link into DIR: status $rc (want 2), stderr:"; cat e.err
+fi
+rm -f hard.json
+inside "without --resume, into a DIR not yet made" "--metrics fresh/m.jsonl" fresh ./t --steps 2 --checkpoint fresh --metrics fresh/m.jsonl
+if cmp -s m.keep d/step-00000002/manifest.json && cmp -s w.keep d/step-00000002/w.npy && [ ! -e d/new.jsonl ] &&
+   [ ! -e d/step-00000002/new.jsonl ] && [ ! -e fresh ] && [ "$(ls d)" = step-00000002 ]; then
+  pass "the refusals touched nothing: the manifest and w.npy as they were, no file made, no DIR made"
+else
+  fail "a refused run touched DIR:"; ls -la d d/step-00000002
+fi
+run e 1 ./t --steps 4 --checkpoint d --resume --metrics d.jsonl --output w=dw.npy --quiet
+if [ $rc -eq 0 ] && [ -s d.jsonl ] && [ -s dw.npy ] && [ -f d/step-00000004/manifest.json ]; then
+  pass "files beside DIR whose names begin with its name (d.jsonl, dw.npy) are written, and DIR resumes"
+else
+  fail "files beside DIR: status $rc"; cat e.err
+fi
 exit $status

@@ -205,8 +205,8 @@ for n in 1 2; do
   EVAL_PROG_NO_TRAIN=1 expect "$n" 2 "--eval-every: the program has no loss to evaluate (it has no train statement)" \
     --input x=x.npy --eval-every 2
   expect "$n" 2 "--eval-every needs --eval-input NAME=FILE (the held-out data)" --input x=x.npy --eval-every 2
-  expect "$n" 2 "invalid value '0' for --eval-every (expected an integer >= 1)" --eval-every 0
-  expect "$n" 2 "invalid value 'often' for --eval-every (expected an integer >= 1)" --eval-every often
+  expect "$n" 2 "invalid value '0' for --eval-every (expected an integer from 1 to 9223372036854775807)" --eval-every 0
+  expect "$n" 2 "invalid value 'often' for --eval-every (expected an integer from 1 to 9223372036854775807)" --eval-every often
   expect "$n" 2 "--eval-input x given twice" --eval-input x=xe.npy --eval-input x=xe1.npy
   expect "$n" 2 "--eval-input x.npy: expected NAME=FILE" --eval-input x.npy
   expect "$n" 2 "--eval-input y=xe.npy: the program has no input named y" --input x=x.npy --eval-input y=xe.npy

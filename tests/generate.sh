@@ -20,7 +20,10 @@
 #   - two.gsl scores 0.7, 0 and -10 ...: 2000 bytes with --top-k 2 are 0
 #     or 1, with 0 within 4.5 binomial standard deviations of 2000 p, p =
 #     e^0.7 / (e^0.7 + 1);
-#   - a bad prompt, bad option values, programs without the convention,
+#   - a prompt file of 1 MiB, and the same through a pipe (/dev/stdin):
+#     read whole, its last byte continued;
+#   - a bad prompt (/dev/zero, a directory, a file or pipe past 64 MiB),
+#     bad option values, programs without the convention,
 #     no checkpoint to load, NaN scores: one message each, the right exit
 #     status, nothing on stdout;
 #   - examples/lm.gsl at a tiny size, trained 2 steps on 2 devices with a
@@ -105,6 +108,16 @@ printf '\001\001\001\001\001\001\001\001\001\001\001' >p11
 run pos11 1 ./pos1 --generate 3 --top-k 1 --prompt-file p11
 [ $rc -eq 0 ] && [ "$(bytes pos11.out)" = "8 8 8" ] || fail "pos: a prompt of 11 bytes gives '$(bytes pos11.out)', not '8 8 8'"
 [ $status -eq 0 ] && pass "pos: the last position of a left-aligned window is read, and the window slides once full"
+# a long prompt is read whole (every byte checked) and its tail used; so
+# is a pipe (the program run without mpiexec: hydra's forwarding of stdin
+# ends in SIGPIPE past some hundred KiB, whatever the rank reads)
+{ head -c 1048576 /dev/zero; printf '\005\003'; } >long
+run long 1 ./succ1 --generate 4 --top-k 1 --prompt-file long
+[ $rc -eq 0 ] && [ "$(bytes long.out)" = "4 5 6 7" ] || fail "a 1 MiB prompt ending in 3: status $rc, bytes '$(bytes long.out)', want '4 5 6 7'; $(cat long.err)"
+rc=0
+cat long | timeout 120 ./succ1 --generate 4 --top-k 1 --prompt-file /dev/stdin >pipe.out 2>pipe.err || rc=$?
+[ $rc -eq 0 ] && [ "$(bytes pipe.out)" = "4 5 6 7" ] || fail "the same prompt through a pipe: status $rc, bytes '$(bytes pipe.out)'; $(cat pipe.err)"
+[ $status -eq 0 ] && pass "a prompt file of 1 MiB, and the same through a pipe: its last byte read"
 
 # ---- sampling: the same text on 1 and 2 devices, and the reference's ----
 if "$PY" -c 'import numpy' 2>/dev/null; then
@@ -183,7 +196,10 @@ expect e_byte 2 "--prompt: byte 97 ('a', 0x61) at offset 1 is not a token of thi
   ./succ1 --generate 3 --prompt "$(printf '\001a')"
 expect e_topk0 2 "invalid value '0' for --top-k" ./succ1 --generate 3 --prompt-file p3 --top-k 0
 expect e_topk 2 "--top-k 17: the program has only V = 16 tokens" ./succ1 --generate 3 --prompt-file p3 --top-k 17
-expect e_temp 2 "invalid value '-1' for --temperature (expected a number >= 0)" ./succ1 --generate 3 --prompt-file p3 --temperature -1
+expect e_temp 2 "invalid value '-1' for --temperature (expected 0 or a number from 1e-6 to 1e6)" ./succ1 --generate 3 --prompt-file p3 --temperature -1
+# too large, and too small to be a double but not 0: out of the range, not "negative"
+expect e_thuge 2 "invalid value '1e308' for --temperature (expected 0 or a number from 1e-6 to 1e6)" ./succ1 --generate 3 --prompt-file p3 --temperature 1e308
+expect e_ttiny 2 "invalid value '1e-320' for --temperature (expected 0 or a number from 1e-6 to 1e6)" ./succ1 --generate 3 --prompt-file p3 --temperature 1e-320
 expect e_tnan 2 "invalid value 'nan' for --temperature" ./succ1 --generate 3 --prompt-file p3 --temperature nan
 expect e_gen0 2 "invalid value '0' for --generate" ./succ1 --generate 0 --prompt-file p3
 expect e_nogen 2 "--prompt needs --generate N" ./succ1 --prompt x
@@ -200,6 +216,18 @@ expect e_nock 1 "--generate: --checkpoint nock holds no checkpoint to generate f
 expect e_nodir 1 "--checkpoint missing: cannot open missing" ./succ1 --generate 3 --prompt-file p3 --checkpoint missing
 expect e_nofile 1 "--prompt-file missing: cannot open it" ./succ1 --generate 3 --prompt-file missing
 expect e_nan 1 "generating byte 1: logits[0, 0, :]: the score of token 0 is nan" ./nan1 --generate 3 --prompt-file p3
+# a prompt file that never ends, or is too long, or is not a file: refused, not read forever
+expect e_zero 2 "--prompt-file /dev/zero: it is a character device, not a regular file or a FIFO (refusing to read it)" \
+  ./succ1 --generate 3 --prompt-file /dev/zero
+mkdir pdir
+expect e_pdir 2 "--prompt-file pdir: it is a directory, not a regular file or a FIFO" ./succ1 --generate 3 --prompt-file pdir
+truncate -s 67108865 big # 64 MiB and one byte, every one a token (0): refused by its size, unread
+expect e_big 2 "--prompt-file big: it is 67108865 bytes, more than a prompt may be (64 MiB; its last bytes are what generation reads: give those)" \
+  ./succ1 --generate 3 --prompt-file big
+name=e_pipe; rc=0
+head -c 67108865 /dev/zero | timeout 120 ./succ1 --generate 3 --prompt-file /dev/stdin >$name.out 2>$name.err || rc=$?
+grep -qF -- "--prompt-file /dev/stdin: more than 64 MiB, more than a prompt may be" $name.err && [ $rc -eq 2 ] && [ ! -s $name.out ] ||
+  fail "$name: 64 MiB and a byte through a pipe: status $rc: $(cat $name.err)"
 [ -e missing ] && fail "--generate made the --checkpoint directory"
 [ $status -eq 0 ] && pass "errors: a bad prompt, option or program, no checkpoint, NaN scores: one message each, status 2 or 1"
 

@@ -68,8 +68,9 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 SCRIPT_TESTS += tests/auto_shard.sh tests/uneven_examples.sh
 EXTRA_DIST += tests/auto/mlp.gsl tests/auto/moe.gsl tests/auto/lm.gsl tests/auto/budget.gsl tests/auto/slow.machine
 
-# text generation: logits known by construction, a Python reference of the sampling, errors, examples/lm.gsl
-SCRIPT_TESTS += tests/generate.sh
+# text generation: logits known by construction, a Python reference of the sampling, errors, examples/lm.gsl;
+# beside a training run that prunes its checkpoints
+SCRIPT_TESTS += tests/generate.sh tests/generate_live.sh
 EXTRA_DIST += tests/generate_ref.py
 
 # the runtime's collectives against a plain reference on 1, 2, 3 and 4 ranks
@@ -83,6 +84,8 @@ check_PROGRAMS += tests/train_log_prog
 tests_train_log_prog_SOURCES = tests/train_log_prog.c
 tests_train_log_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(RT_LIBS)
 SCRIPT_TESTS += tests/train_log.sh
+# the program's build record in checkpoint manifests, and the note when a resume's program differs
+SCRIPT_TESTS += tests/manifest_build.sh
 
 # evaluation while training (--eval-input, --eval-every), through a hand-written program with gsl_eval
 check_PROGRAMS += tests/eval_prog

@@ -3,7 +3,8 @@
 # before step 1 and written all or none (runtime/tensors.c), a directory
 # given as --input is named as one (runtime/npy.c), every error line is
 # one write(2) (runtime/fail.c), and --steps 0 is refused as man/gslrun.7
-# says. Each case on 1 rank and on 2 ranks (a split output).
+# says, as is a value past an option's range, naming the range. Each
+# case on 1 rank and on 2 ranks (a split output).
 set -u
 status=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslout.XXXXXX")
@@ -76,6 +77,12 @@ for np in 1 2; do
   # a directory as --input names the cause... (p has no input: see below)
   # --steps 0 is a usage error
   expect "--steps 0" $np 2 "invalid value '0' for --steps" --steps 0
+  # a number past an option's range names the range (a checkpoint names
+  # its step in at most 18 digits; --keep counts in an int), not ">= 1"
+  expect "--steps 2^64-1" $np 2 "invalid value '18446744073709551615' for --steps (expected an integer from 1 to 999999999999999999)" \
+    --steps 18446744073709551615
+  expect "--keep 10^20" $np 2 "invalid value '99999999999999999999' for --keep (expected an integer from 1 to 2147483647)" \
+    --keep 99999999999999999999
   # the good case still writes both, over an existing file
   echo old >y.npy
   if timeout 120 $MPIEXEC -n $np "./p$np" --quiet --output y=y.npy --output z=sub/z.npy >out 2>err &&

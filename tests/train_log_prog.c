@@ -19,7 +19,9 @@
  *                          grad_norm (as gnorm); step s (from 0) reports lr
  *                          0.125 / (s + 1) and grad_norm s + 1, but inf at
  *                          step 3 (from 1)
- *   TRAIN_LOG_SLEEP_MS=M   every step sleeps M ms first (for the timings) */
+ *   TRAIN_LOG_SLEEP_MS=M   every step sleeps M ms first (for the timings)
+ *   TRAIN_LOG_BUILD=TEXT   the program's build record (gslrt_program_info.build,
+ *                          which gslc fills; none without it) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +94,7 @@ static void step(gslrt_ctx *ctx, int64_t s) {
 }
 
 int main(int argc, char **argv) {
-  static const gslrt_program_info info = {"tests/train_log_prog.c", "none", setup, step, NULL, GSLRT_F32};
+  static gslrt_program_info info = {"tests/train_log_prog.c", "none", setup, step, NULL, GSLRT_F32};
+  info.build = getenv("TRAIN_LOG_BUILD");
   return gslrt_main(argc, argv, &info);
 }

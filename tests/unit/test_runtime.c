@@ -803,6 +803,23 @@ static void test_options(void) {
   CU_ASSERT_EQUAL(o.temperature, 0);
   CU_ASSERT_EQUAL(o.top_k, 0);
   gslrt_free_options(&o);
+  /* the ends of each range are in it */
+  char l9[] = "--generate 2305843009213693951 --prompt a --temperature 1e-6";
+  CU_ASSERT_EQUAL_FATAL(parse(l9, &o, err), 0);
+  CU_ASSERT(o.generate == INT64_MAX - ((int64_t)3 << 61) && o.temperature == 1e-6);
+  gslrt_free_options(&o);
+  char l10[] = "--generate 1 --prompt a --temperature 1e6 --top-k 9223372036854775807";
+  CU_ASSERT_EQUAL_FATAL(parse(l10, &o, err), 0);
+  CU_ASSERT(o.temperature == 1e6 && o.top_k == INT64_MAX);
+  gslrt_free_options(&o);
+  char l11[] = "--steps 999999999999999999 --keep 2147483647 --max-time 0.001 --log-every 9223372036854775807";
+  CU_ASSERT_EQUAL_FATAL(parse(l11, &o, err), 0);
+  CU_ASSERT(o.steps == 999999999999999999LL && o.keep == 2147483647 && o.max_time == 0.001);
+  gslrt_free_options(&o);
+  char l12[] = "--max-time 1e9";
+  CU_ASSERT_EQUAL_FATAL(parse(l12, &o, err), 0);
+  CU_ASSERT(o.max_time == 1e9);
+  gslrt_free_options(&o);
   CU_ASSERT_EQUAL_FATAL(parse(l0, &o, err), 0);
   CU_ASSERT(o.generate == 0 && o.temperature == 1 && !o.prompt);
   gslrt_free_options(&o);
@@ -813,9 +830,18 @@ static void test_options(void) {
       {"--steps", "option '--steps' requires a value"},
       {"--steps abc", "invalid value 'abc' for --steps"},
       {"--steps -1", "invalid value '-1' for --steps"},
-      {"--steps 0", "invalid value '0' for --steps (expected an integer >= 1)"}, /* no step: no outputs to write */
+      {"--steps 0", "invalid value '0' for --steps (expected an integer from 1 to 999999999999999999)"}, /* no step: no outputs to write */
       {"--steps 1x", "invalid value '1x'"},
       {"--steps 99999999999999999999", "invalid value"},
+      /* a step past 18 digits would name a checkpoint no resume reads back */
+      {"--steps 18446744073709551615", "invalid value '18446744073709551615' for --steps (expected an integer from 1 to 999999999999999999)"},
+      {"--steps 1000000000000000000", "(expected an integer from 1 to 999999999999999999)"},
+      {"--keep 99999999999999999999", "invalid value '99999999999999999999' for --keep (expected an integer from 1 to 2147483647)"},
+      {"--keep 4294967296", "for --keep (expected an integer from 1 to 2147483647)"}, /* not 0 as an int */
+      {"--log-every 9223372036854775808", "for --log-every (expected an integer from 1 to 9223372036854775807)"},
+      {"--max-time 0", "invalid value '0' for --max-time (expected a number from 0.001 to 1e9)"},
+      {"--max-time 1e308", "invalid value '1e308' for --max-time (expected a number from 0.001 to 1e9)"},
+      {"--max-time -1", "invalid value '-1' for --max-time (expected a number from 0.001 to 1e9)"},
       {"--steps=", "invalid value ''"},
       {"--seed -3", "invalid value '-3' for --seed"},
       {"--seed 18446744073709551616", "invalid value"},
@@ -833,7 +859,7 @@ static void test_options(void) {
       {"--metrics", "option '--metrics' requires a value"},
       {"--metrics=", "option '--metrics' requires a non-empty value"},
       {"--metric m.jsonl", "unknown option '--metric'"},
-      {"--eval-every 0", "invalid value '0' for --eval-every (expected an integer >= 1)"},
+      {"--eval-every 0", "invalid value '0' for --eval-every (expected an integer from 1 to 9223372036854775807)"},
       {"--eval-every -5", "invalid value '-5' for --eval-every"},
       {"--eval-every 2k", "invalid value '2k' for --eval-every"},
       {"--eval-every", "option '--eval-every' requires a value"},
@@ -842,14 +868,18 @@ static void test_options(void) {
       {"--eval-input x=", "--eval-input x=: expected NAME=FILE"},
       {"--eval-input x=a --eval-input=x=b", "--eval-input x given twice"},
       {"--eval x=a", "unknown option '--eval'"},
-      {"--generate 0 --prompt a", "invalid value '0' for --generate (expected an integer >= 1)"},
+      {"--generate 0 --prompt a", "invalid value '0' for --generate (expected an integer from 1 to 2305843009213693951)"},
       {"--generate 3", "--generate needs a prompt: --prompt TEXT or --prompt-file FILE"},
       {"--generate 3 --prompt a --prompt-file f", "--prompt and --prompt-file are two prompts: give one"},
       {"--prompt a", "--prompt needs --generate N"},
       {"--top-k 3", "--top-k needs --generate N"},
       {"--temperature 1", "--temperature needs --generate N"},
-      {"--generate 3 --prompt a --top-k 0", "invalid value '0' for --top-k (expected an integer >= 1)"},
-      {"--generate 3 --prompt a --temperature -1", "invalid value '-1' for --temperature (expected a number >= 0)"},
+      {"--generate 3 --prompt a --top-k 0", "invalid value '0' for --top-k (expected an integer from 1 to 9223372036854775807)"},
+      {"--generate 3 --prompt a --temperature -1", "invalid value '-1' for --temperature (expected 0 or a number from 1e-6 to 1e6)"},
+      {"--generate 3 --prompt a --temperature 1e308", "invalid value '1e308' for --temperature (expected 0 or a number from 1e-6 to 1e6)"},
+      {"--generate 3 --prompt a --temperature 1e-320", "invalid value '1e-320' for --temperature (expected 0 or a number from 1e-6 to 1e6)"},
+      {"--generate 3 --prompt a --temperature 1e-7", "(expected 0 or a number from 1e-6 to 1e6)"},
+      {"--generate 3 --prompt a --temperature 1000001", "(expected 0 or a number from 1e-6 to 1e6)"},
       {"--generate 3 --prompt a --temperature inf", "invalid value 'inf' for --temperature"},
       {"--generate 3 --prompt a --temperature 1e999", "invalid value '1e999' for --temperature"},
       {"--generate 3 --prompt a --temperature 0.5x", "invalid value '0.5x' for --temperature"},
