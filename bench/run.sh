@@ -1136,9 +1136,12 @@ depth() {
   $GSLC -O2 -D L=4 -D DATA=1 -D EXPERT=1 "$top/examples/lm.gsl" -o "$tmp/lm_new" &&
     $BASE_GSLC -O2 -D L=4 -D DATA=1 -D EXPERT=1 "$top/examples/lm.gsl" -o "$tmp/lm_base" ||
     die "the L = 4 builds failed"
+  # byte windows drawn at random, 16 batches of the example's [8, 65]
+  $PYTHON -c 'import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(1).integers(0, 256, (16, 8, 65), dtype=np.int32))' \
+    "$tmp/d_tokens.npy" || die "numpy is needed for the step's tokens (apt-get install python3-numpy)"
   step() {  # PROG: mean ms a step after the warm-up
-    $MPIEXEC -n 1 "$1" --quiet --steps $((WARMUP + DEPTH_STEPS)) --log-every 1 --metrics "$tmp/d.jsonl" >/dev/null ||
-      die "$1 failed"
+    $MPIEXEC -n 1 "$1" --quiet --steps $((WARMUP + DEPTH_STEPS)) --log-every 1 --input tokens="$tmp/d_tokens.npy" \
+      --metrics "$tmp/d.jsonl" >/dev/null || die "$1 failed"
     awk -v w=$WARMUP '/"ms_per_step": / { k = $0; sub(/.*"step": /, "", k); k += 0
         m = $0; sub(/.*"ms_per_step": /, "", m); if (k > w) { t += m; n++ } } END { printf "%.3f\n", t / n }' "$tmp/d.jsonl"
   }
