@@ -442,6 +442,7 @@ typedef struct MoeNote {
 typedef struct ConstDef {
   const char *name; /* its name */
   bool is_int;      /* an integer (i), else a float (f) */
+  bool mesh;        /* a mesh axis's size is this const, by name */
   int64_t i;
   double f;
 } ConstDef;

@@ -427,8 +427,9 @@ static void json_string(char **buf, size_t *len, size_t *cap, const char *s) {
 }
 
 /* gslrt_program_info's build (runtime/gslrt.h): the -D settings, the
- * program's consts as compiled, and every source file read with its
- * SHA-256, and one SHA-256 of them all (their bytes in the order read). */
+ * program's consts as compiled and those that size the mesh, every source
+ * file read with its SHA-256, and one SHA-256 of them all (their bytes in
+ * the order read). */
 static char *build_json(const Options *o, const Program *p) {
   size_t len = 0, cap = 1024;
   char *buf = xmalloc(cap);
@@ -456,7 +457,13 @@ static char *build_json(const Options *o, const Program *p) {
     else
       put(&buf, &len, &cap, ": null");
   }
-  put(&buf, &len, &cap, "}, \"sources\": [");
+  put(&buf, &len, &cap, "}, \"mesh_consts\": [");
+  for (int i = 0, n = 0; i < p->nconsts; i++)
+    if (p->consts[i].mesh) {
+      put(&buf, &len, &cap, n++ ? ", " : "");
+      json_string(&buf, &len, &cap, p->consts[i].name);
+    }
+  put(&buf, &len, &cap, "], \"sources\": [");
   for (int i = 0; i < source_nreads(); i++) {
     put(&buf, &len, &cap, "%s{\"file\": ", i ? ", " : "");
     json_string(&buf, &len, &cap, source_read_path(i));

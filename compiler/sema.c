@@ -672,7 +672,7 @@ static void exec_const(Sema *s, Scope *sc, const Node *st) {
   if (b && sc == &s->global) { /* recorded for the manifest (gslrt_program_info's build) */
     Program *p = s->p;
     p->consts = xrealloc(p->consts, sizeof *p->consts * (size_t)(p->nconsts + 1));
-    p->consts[p->nconsts++] = (ConstDef){st->name, r.k == R_INT, r.k == R_INT ? r.i : 0, r.k == R_INT ? 0 : r.f};
+    p->consts[p->nconsts++] = (ConstDef){st->name, r.k == R_INT, false, r.k == R_INT ? r.i : 0, r.k == R_INT ? 0 : r.f};
   }
 }
 
@@ -697,6 +697,11 @@ static void exec_mesh(Sema *s, const Node *st) {
     const Node *ax = st->list.items[i];
     bool ok = true;
     int64_t n = sema_eval_int(s, &s->global, ax->a, "a mesh axis size", &ok);
+    for (int c = s->p->nconsts - 1; ok && ax->a->kind == AST_NAME && c >= 0; c--)
+      if (!strcmp(s->p->consts[c].name, ax->a->name)) { /* a resume on another mesh changes it: no news */
+        s->p->consts[c].mesh = true;
+        break;
+      }
     if (!ok)
       continue;
     if (n < 1 || n > (1 << 20)) {

@@ -1615,10 +1615,23 @@ static void changed_sources(const json_t *a, const json_t *b, char *buf, size_t 
     }
 }
 
+/* Whether build record b's "mesh_consts" names key: a const that sizes
+ * a mesh axis, which a resume on another mesh changes as a matter of
+ * course. */
+static int sizes_mesh(const json_t *b, const char *key) {
+  size_t i;
+  json_t *x;
+  json_array_foreach(json_object_get(b, "mesh_consts"), i, x)
+    if (json_is_string(x) && !strcmp(json_string_value(x), key))
+      return 1;
+  return 0;
+}
+
 /* Rank 0, after a resume from where: one note on stderr if the program
  * that wrote the checkpoint (its manifest's "build") was compiled with
- * other consts, or from other sources (source_sha256), than this one;
- * nothing where either has no build record, or no such field. */
+ * other consts (but those that size the mesh: "mesh_consts"), or from
+ * other sources (source_sha256), than this one; nothing where either has
+ * no build record, or no such field. */
 static void build_note(const gslrt_ctx *ctx, const char *where, const manifest *m) {
   const json_t *here = ctx->build, *there = m->build;
   char was[GSLRT_ERRLEN / 4] = "", is[GSLRT_ERRLEN / 4] = "", files[GSLRT_ERRLEN / 4] = "", v[128], part[GSLRT_ERRLEN];
@@ -1630,13 +1643,13 @@ static void build_note(const gslrt_ctx *ctx, const char *where, const manifest *
   json_t *ca = json_object_get(there, "consts"), *cb = json_object_get(here, "consts");
   if (json_is_object(ca) && json_is_object(cb)) {
     json_object_foreach(ca, key, x) /* the checkpoint's consts, then those only this program has */
-      if (!json_equal(x, json_object_get(cb, key))) {
+      if (!json_equal(x, json_object_get(cb, key)) && !sizes_mesh(here, key) && !sizes_mesh(there, key)) {
         show_value(x, v, sizeof v), append(was, sizeof was, "%s=%s", key, v);
         show_value(json_object_get(cb, key), v, sizeof v), append(is, sizeof is, "%s=%s", key, v);
         consts = 1;
       }
     json_object_foreach(cb, key, x)
-      if (!json_object_get(ca, key)) {
+      if (!json_object_get(ca, key) && !sizes_mesh(here, key)) {
         append(was, sizeof was, "%s=(none)", key);
         show_value(x, v, sizeof v), append(is, sizeof is, "%s=%s", key, v);
         consts = 1;

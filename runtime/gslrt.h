@@ -102,9 +102,11 @@ typedef struct gslrt_program_info {
    * shows, as the text of one JSON object, for the manifest's "build"
    * (NULL in a hand-written program):
    *   {"defines": {"L": "8"},                 every -D, as given
-   *    "consts": {"L": 8, "TOP": 2, ...},     every const of the program and
-   *                                           of what it imports, as compiled
-   *                                           ("module.NAME" for an import's)
+   *    "consts": {"L": 8, "TOP": 2, ...},     every const of the program, as
+   *                                           compiled
+   *    "mesh_consts": ["DATA", "EXPERT"],     the consts a mesh axis's size
+   *                                           names (a resume on another mesh
+   *                                           changes them: no note)
    *    "sources": [{"file": "lm.gsl", "sha256": "..."}, ...],  every file
    *                                           read, in the order read
    *    "source_sha256": "..."}                SHA-256 of those files' bytes

@@ -5,6 +5,9 @@
 # last counts), trains a step with --checkpoint; its manifest's "build"
 # holds the -D as given ({"N": "4"}), every const of the program as
 # compiled (N = 4 from -D, LR = 0.5 and HALF = N / 2 = 2 from the source),
+# none sizing a mesh (the program has none; tests/generate.sh resumes
+# examples/lm.gsl's checkpoint of [data = 1, expert = 2] on one device
+# without a note: DATA and EXPERT are its mesh_consts),
 # each source file read, in the order read (the program, then
 # stdlib/nn.gsl it imports, then stdlib/optim.gsl the optimizer comes
 # from), each with its SHA-256 as sha256sum computes it, and the SHA-256 of
@@ -43,7 +46,8 @@ assert b["consts"] == {"N": 4, "LR": 0.5, "HALF": 2}, b["consts"]
 files = [(os.path.basename(s["file"]), s["sha256"]) for s in b["sources"]]
 assert files == [("p.gsl", sys.argv[2]), ("nn.gsl", sys.argv[3]), ("optim.gsl", sys.argv[4])], files
 assert b["source_sha256"] == sys.argv[5], b["source_sha256"]
-assert list(b) == ["defines", "consts", "sources", "source_sha256"], list(b)
+assert b["mesh_consts"] == [], b["mesh_consts"]
+assert list(b) == ["defines", "consts", "mesh_consts", "sources", "source_sha256"], list(b)
 PY
   fail "the manifest's build record: $(sed -n '/"build"/,/source_sha256/p' ck/step-00000001/manifest.json)"
 sed 's|const HALF = N / 2|const HALF = N / 4|' p.gsl >p2.gsl && mv p2.gsl p.gsl
