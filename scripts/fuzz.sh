@@ -12,7 +12,10 @@
 # By default it fuzzes gslc: its seed corpus is every .gsl file under
 # tests, examples, stdlib and bench (the training, MoE and checkpoint
 # programs among them), and each run is `gslc --emit-spmd` (sometimes
-# --explain or -c) on a mutant. With --runtime it fuzzes libgslrt's
+# --explain, -c, or --auto-shard --machine FILE with a mutated machine
+# file) on a mutant, through a fork server (scripts/gslc_server, made from
+# scripts/fuzz_server.c and gslc's objects: gslc loaded once, forked per
+# run) and one run in 64 by exec. With --runtime it fuzzes libgslrt's
 # readers instead: the sanitized gslc compiles a small training program,
 # linked with the sanitized libgslrt.a by the compiler driver configure
 # found (mpicc), in $FUZZ_DIR/runtime, which writes a valid checkpoint;
@@ -65,7 +68,7 @@ build() {
   if [ ! -f Makefile ] || [ "$src/configure" -nt Makefile ]; then
     "$src/configure" --quiet CFLAGS="$san" LDFLAGS="-fsanitize=address,undefined"
   fi
-  make -j"$jobs" gslc runtime/libgslrt.a >build.log 2>&1 || { tail -20 build.log; return 1; }
+  make -j"$jobs" gslc runtime/libgslrt.a scripts/gslc_server >build.log 2>&1 || { tail -20 build.log; return 1; }
   cd - >/dev/null
 }
 
@@ -82,7 +85,8 @@ if [ $mode = runtime ]; then
     --libgslrt "$fuzz/build/runtime/libgslrt.a" --cc="$(config GSL_LINKER)" \
     --ldflags="-fsanitize=address,undefined" --libs="$(config GSL_LINK_LIBS)" \
     --work "$fuzz/runtime" --seconds "$seconds" --findings "$fuzz/findings-runtime" \
-    --timeout "${FUZZ_TIMEOUT:-10}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"}
+    --timeout "${FUZZ_TIMEOUT:-10}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} \
+    --server-obj "$fuzz/build/scripts/fuzz_server.o"
   exit
 fi
 corpus=
@@ -90,5 +94,6 @@ for d in tests examples stdlib bench; do
   [ -d "$here/$d" ] && corpus="$corpus $here/$d"
 done
 # shellcheck disable=SC2086
-/usr/bin/python3 "$here/scripts/fuzz.py" --gslc "$fuzz/build/gslc" --seconds "$seconds" \
+/usr/bin/python3 "$here/scripts/fuzz.py" --gslc "$fuzz/build/gslc" --server "$fuzz/build/scripts/gslc_server" \
+  --seconds "$seconds" \
   --findings "$fuzz/findings" --timeout "${FUZZ_TIMEOUT:-10}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} $corpus
