@@ -20,7 +20,13 @@
 # linked with the sanitized libgslrt.a by the compiler driver configure
 # found (mpicc), in $FUZZ_DIR/runtime, which writes a valid checkpoint;
 # each run mutates its manifest.json, one of its .npy files or an --input
-# or --eval-input .npy file, and resumes, evaluates or trains on it.
+# or --eval-input .npy file, and resumes, evaluates or trains on it; or
+# a generating program, trained to a checkpoint of its own, writes text
+# with mutated --generate, --prompt, --prompt-file, --temperature, --top-k
+# and --seed values (and sometimes from a mutated checkpoint). These runs
+# are exec'd: a compiled program calls MPI_Init before anything else, and
+# MPICH's singleton start is most of a run, which a fork server cannot
+# share (its parent must not initialize MPI).
 # Findings (sanitizer reports, signals, exit statuses other than 0 and 1,
 # timeouts, exit 1 without a located error or one clean runtime error
 # line, exit 0 on a manifest that is not JSON) are saved in
@@ -85,8 +91,7 @@ if [ $mode = runtime ]; then
     --libgslrt "$fuzz/build/runtime/libgslrt.a" --cc="$(config GSL_LINKER)" \
     --ldflags="-fsanitize=address,undefined" --libs="$(config GSL_LINK_LIBS)" \
     --work "$fuzz/runtime" --seconds "$seconds" --findings "$fuzz/findings-runtime" \
-    --timeout "${FUZZ_TIMEOUT:-10}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} \
-    --server-obj "$fuzz/build/scripts/fuzz_server.o"
+    --timeout "${FUZZ_TIMEOUT:-10}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"}
   exit
 fi
 corpus=
