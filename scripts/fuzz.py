@@ -99,7 +99,7 @@ the scores of V = 16 (man/gslrun.7 GENERATION) and is trained, with a
 schedule and clipping, to a checkpoint of its own (gck). A run generates
 from it (or from no checkpoint, the other program's, a missing one; one
 in four times from its checkpoint's manifest or a tensor mutated as
-above) with --generate N, a prompt (--prompt of 1 to 65536 bytes,
+above) with --generate N, a prompt (--prompt of 1 to 4102 bytes,
 --prompt-file of up to 1 MB, empty, a directory, missing, /dev/null; its
 bytes tokens, or one at or past V, 0xff, UTF-8, NUL, an escape sequence),
 and sometimes --temperature, --top-k and --seed: each value good in half

@@ -3,11 +3,13 @@
  * forking, so that a run no longer pays exec, the dynamic loader (libLLVM's
  * relocations and constructors) and the sanitizers' start.
  *
- * It is linked with a target whose main was renamed fuzz_target_main: gslc's
- * compiler/main.c compiled with -Dmain=fuzz_target_main (Makefile.am's
- * scripts/gslc_server, built by scripts/fuzz.sh alone), or a compiled
- * program's object with `objcopy --redefine-sym main=fuzz_target_main`
- * (fuzz.py --runtime). The parent never calls into the target: each child
+ * It is linked with a target whose main was renamed fuzz_target_main:
+ * gslc's compiler/main.c compiled with -Dmain=fuzz_target_main (Makefile.am's
+ * scripts/gslc_server, built by scripts/fuzz.sh alone). A compiled program's
+ * object would do as well (`objcopy --redefine-sym main=fuzz_target_main`),
+ * but gains nothing: its gslrt_main calls MPI_Init first, whose singleton
+ * start is most of a run and cannot happen in the parent. The parent never
+ * calls into the target: each child
  * starts from the state the loader left, as an exec'd process would, and
  * the child's exit runs the target's atexit handlers (LeakSanitizer's
  * check among them).
