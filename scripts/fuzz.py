@@ -463,8 +463,9 @@ def run(args, cwd, env, timeout, out=None):
 
 class Server:
     """A fork server (scripts/fuzz_server.c) that runs its target, loaded
-    once, in a forked child per request: run() as the function of that
-    name, the target's argv[0] aside. Restarted if it dies."""
+    once, in a forked child per request or in a persistent child that runs
+    many: run() as the function of that name, the target's argv[0] aside.
+    Restarted if it dies."""
 
     def __init__(self, path, env, scratch):
         self.path, self.env, self.scratch = path, env, scratch
@@ -482,13 +483,16 @@ class Server:
             self.proc.wait()
             self.proc = None
 
-    def run(self, args, cwd, timeout, leaks=True):
+    def run(self, args, cwd, timeout, leaks=True, persistent=False):
         """leaks: whether the run ends with LeakSanitizer's check (if the
         server's ASAN_OPTIONS have detect_leaks=1), the costliest part of a
-        small run."""
+        small forked run; persistent: in the persistent child, without
+        it (its result depends on the child's earlier runs if it is not a
+        clean one: run such a run again forked)."""
         out = os.path.join(self.scratch, "server.out")
         err = os.path.join(self.scratch, "server.err")
-        fields = [str(int(timeout * 1000)), "1" if leaks else "0", os.path.abspath(cwd), out, err] + list(args)
+        flags = "l" if leaks else "p" if persistent else "-"
+        fields = [str(int(timeout * 1000)), flags, os.path.abspath(cwd), out, err] + list(args)
         request = b"".join(os.fsencode(f) + b"\0" for f in fields) + b"\0"
         for attempt in (0, 1):
             if self.proc is None:
@@ -661,21 +665,36 @@ def fuzz_compile(o, rng, findings):
         sys.exit("fuzz.py: no .gsl seeds in " + " ".join(o.corpus))
     seeds += EXTRA_SEEDS
     mut = Mutator(rng, seeds)
-    scratch = tempfile.mkdtemp(prefix="gslfuzz.")
+    scratch = tempfile.mkdtemp(prefix="gslfuzz.", dir=o.scratch)
     src = os.path.join(scratch, "fuzz.gsl")
     machine = os.path.join(scratch, "fuzz.machine")
     costs = [0.1] * len(seeds)  # seconds a run of each seed's mutants takes, a moving average
     by_mode = {}  # mode -> runs
     env = sanitizer_env(1)
-    server = Server(o.server, env, scratch) if o.server else None
-    execs_by = {"server": 0, "exec": 0}
+    server_env = dict(env, LD_BIND_NOW="1")  # every symbol bound in the server, not in each child
+    server = Server(o.server, server_env, scratch) if o.server else None
+    execs_by = {"persistent": 0, "forked": 0, "exec": 0, "rerun": 0, "not reproduced": 0}
 
     def run_gslc(args, timeout):
-        """A run through the fork server, or one in --exec-every (and every
-        one without a server) by exec."""
+        """A run through the fork server (in its persistent child, or one
+        in --leak-every and every -c forked, with LeakSanitizer's check),
+        or one in --exec-every (and every one without a server) by exec. A
+        persistent run that is not clean is run again forked, and that
+        run's result is the one judged."""
         if server and (o.exec_every <= 0 or rng.randrange(o.exec_every) != 0):
-            execs_by["server"] += 1
-            return server.run(args, scratch, timeout, rng.randrange(o.leak_every) == 0)
+            leaks = rng.randrange(o.leak_every) == 0
+            if leaks or not o.persistent:
+                execs_by["forked"] += 1
+                return server.run(args, scratch, timeout, leaks)
+            execs_by["persistent"] += 1
+            result = server.run(args, scratch, timeout, False, True)
+            if result[1] or classify(*result) is None:
+                return result
+            execs_by["rerun"] += 1
+            again = server.run(args, scratch, timeout, True)
+            if classify(*again) is None:
+                execs_by["not reproduced"] += 1
+            return again
         execs_by["exec"] += 1
         return run(args, scratch, env, timeout)
     pool = []  # mutants that compiled cleanly, with their runs' seconds: mutated further
@@ -713,7 +732,7 @@ def fuzz_compile(o, rng, findings):
         r = rng.randrange(32)
         if r < 4:
             args, mode = [o.gslc, "--explain", "fuzz.gsl"], "--explain"
-        elif r == 4:  # codegen: fifteen times the cost of the rest, on average
+        elif r == 4 and rng.randrange(4) == 0:  # codegen: fifteen times the cost of the rest, on average
             args, mode = [o.gslc, "-c", "fuzz.gsl", "-o", "fuzz.o"], "-c"
         elif r < 10 and axes:  # the cost search, priced with a machine file (mutated three times in four)
             mtext = machine_text(rng, [a for a, _ in axes])
@@ -731,10 +750,11 @@ def fuzz_compile(o, rng, findings):
             mode = "--auto-shard --machine (%s)" % ("valid" if what == "valid" else "mutated")
         else:
             args, mode = [o.gslc, "--emit-spmd", "fuzz.gsl"], "--emit-spmd"
-        by_mode[mode] = by_mode.get(mode, 0) + 1
         t0 = time.time()
         rc, timed_out, err = run_gslc(args, o.timeout)
         took = time.time() - t0
+        runs, secs = by_mode.get(mode, (0, 0.0))
+        by_mode[mode] = (runs + 1, secs + took)
         if k is not None:
             costs[k] = 0.8 * costs[k] + 0.2 * took
         found = classify(rc, timed_out, err)
@@ -766,8 +786,12 @@ def fuzz_compile(o, rng, findings):
         if server:
             server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
-        print("runs through the fork server: %d, by exec: %d" % (execs_by["server"], execs_by["exec"]))
-        print("runs by mode: " + ", ".join("%s: %d" % kv for kv in sorted(by_mode.items())))
+        print("runs in the fork server's persistent child: %d (not clean, so run again forked: %d, of which "
+              "not reproduced: %d), forked: %d, exec'd: %d" % (execs_by["persistent"], execs_by["rerun"],
+                                                            execs_by["not reproduced"], execs_by["forked"],
+                                                            execs_by["exec"]))
+        print("runs by mode (and their seconds): " +
+              ", ".join("%s: %d (%.0f s)" % (m, n, t) for m, (n, t) in sorted(by_mode.items())))
         if slow[0]:
             print("runs that timed out as their unmutated seed does (not findings): %d" % slow[0])
 
@@ -1893,11 +1917,13 @@ def main():
     ap.add_argument("--keep", type=int, default=3, help="inputs saved per signature")
     ap.add_argument("--server", help="a fork server (scripts/fuzz_server.c) linked with the target: "
                     "gslc (scripts/gslc_server) in the compile-time mode")
-    ap.add_argument("--exec-every", type=int, default=64,
+    ap.add_argument("--exec-every", type=int, default=256,
                     help="with --server, one run in N by exec all the same (0: none)")
-    ap.add_argument("--leak-every", type=int, default=8,
-                    help="with --server, LeakSanitizer's check in one run in N (default 8; 1: every "
-                    "run): it costs a small run more than the rest together")
+    ap.add_argument("--no-persistent", dest="persistent", action="store_false",
+                    help="with --server, fork a child for every run (no persistent child)")
+    ap.add_argument("--leak-every", type=int, default=64,
+                    help="with --server, a forked run with LeakSanitizer's check one time in N "
+                    "(default 64; 1: every run): it costs a small run more than the rest together")
     ap.add_argument("--runtime", action="store_true",
                     help="fuzz the files a compiled program reads (manifest, .npy), not gslc")
     ap.add_argument("--libgslrt", help="--runtime: the (sanitized) libgslrt.a to link")
@@ -1909,7 +1935,7 @@ def main():
     ap.add_argument("--work", help="--runtime: where the program and its valid files are made "
                     "(default: beside the findings directory)")
     ap.add_argument("--scratch", default="/dev/shm" if os.access("/dev/shm", os.W_OK) else None,
-                    help="--runtime: where mutants are run (default /dev/shm: fsync is cheap)")
+                    help="where mutants are written and run (default /dev/shm: fsync and open are cheap)")
     ap.add_argument("--leaks", type=int, default=1, choices=(0, 1),
                     help="--runtime: LeakSanitizer on (1, the default) or off (0)")
     ap.add_argument("--log", help="--runtime: write a line per run (outcome, what was mutated, "
@@ -1925,6 +1951,10 @@ def main():
         if getattr(o, f) and "/" in getattr(o, f):
             setattr(o, f, os.path.abspath(getattr(o, f)))
     o.seed = o.seed if o.seed is not None else int(time.time())
+
+    def stop(signum, frame):  # SIGTERM (and SIGINT, which a background job ignores) end the run with its report
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
     o.work = o.work or os.path.join(os.path.dirname(os.path.abspath(o.findings)), "runtime")
     rng = random.Random(o.seed)
     findings = Findings(o.findings, o.keep)
