@@ -636,11 +636,12 @@ def tiny_rate(text):
     """Whether a machine file's text sets a rate below 1e-4 (> 0), which
     makes CBC abort (known, being fixed in compiler/machine.c)."""
     for v in re.findall(r"=\s*([^\s#=]+)", text):
-        try:
-            if 0 < float(v) < 1e-4:
-                return True
-        except ValueError:
-            pass
+        for parse in (float, float.fromhex):  # strtod reads hex floats too (0x1p-1074)
+            try:
+                if 0 < parse(v) < 1e-4:
+                    return True
+            except (ValueError, OverflowError):
+                pass
     return False
 
 
