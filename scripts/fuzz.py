@@ -953,14 +953,20 @@ class Schema:
                 keys = {json.loads(text[k.start:k.end]) for k, _ in n.members}
                 self.required[n.path] = self.required.get(n.path, keys) & keys
 
+    FREE = ("$.signals.",)  # paths whose members a reader takes as they come (checkpoint.c: any
+    # signal the program declared, each a number, null or an array of them)
+
     def breach(self, text):
         """The first way a JSON text departs from this shape (a key missing
-        or given twice, a value of another kind), or None."""
+        or given twice, a value of another kind), or None; the members of
+        FREE's objects aside."""
         try:
             _, nodes = jparse(text)
         except (ValueError, RecursionError):
             return None
         for n in nodes:
+            if n.path.startswith(self.FREE):
+                continue
             want = self.kinds.get(n.path)
             if want and n.kind not in want:
                 return "%s is %s, was %s" % (n.path, n.kind, "/".join(sorted(want)))
@@ -969,7 +975,8 @@ class Schema:
                 dup = [k for k in keys if keys.count(k) > 1]
                 if dup:
                     return "%s.%s given twice" % (n.path, dup[0])
-                missing = sorted(self.required.get(n.path, set()) - set(keys))
+                missing = sorted(self.required.get(n.path, set()) - set(keys)) \
+                    if not (n.path + ".").startswith(self.FREE) else []
                 if missing:
                     return "%s.%s missing" % (n.path, missing[0])
         return None
