@@ -5,12 +5,26 @@ sanitized gslc and libgslrt it drives). Two modes; findings are judged and
 saved alike.
 
 Compile-time mode (the default). The seeds are the .gsl files under the
-corpus directories (searched recursively). Each execution takes a seed
-(or, one time in four, a mutant that compiled cleanly earlier: the pool
-lets mutations stack past the parser), applies one to four mutations,
-writes the result to a scratch file and runs `gslc --emit-spmd` on it (one
-run in eight `--explain`, one in eight `-c -o scratch.o`) under a per-run
-timeout. Mutations:
+corpus directories (searched recursively) and EXTRA_SEEDS (loops and
+every optimizer keyword on a mesh). Each execution takes a seed (or, one
+time in four, a mutant that compiled cleanly earlier: the pool lets
+mutations stack past the parser), chosen by the time its runs take (one
+ten times as slow is run a tenth as often), applies one to four
+mutations, writes the result to a scratch file and runs `gslc
+--emit-spmd` on it (one run in eight `--explain`, one in 32 `-c -o
+scratch.o`, which costs fifteen times the rest; on a program with a mesh
+one in six `--auto-shard --machine FILE` with --emit-spmd, --explain or
+--stats, the mesh's const sizes set to 1, 2 or 4 by -D) under a per-run
+timeout. The machine file is valid one time in four, else mutated: a
+value to a limit of machine.c's range (0 < x <= 1e15), tiny, huge, NaN,
+hex or no number; a key unknown, misspelt, of an unknown axis or given
+twice; lines duplicated, deleted, swapped or longer than machine.c's
+512-byte buffer; NUL, 0xff, CR and control bytes; the separator; the
+file empty, comments only, CRLF or 20000 lines. With --server (the fork
+server scripts/gslc_server, built by fuzz.sh) gslc is loaded once and
+forked per run, and LeakSanitizer checks one run in --leak-every (its
+scan costs more than a small run); one run in --exec-every is exec'd as
+before. Mutations:
 
   byte      flip a bit, insert, delete or overwrite a byte
   splice    replace a run of tokens with a run from another seed
@@ -19,7 +33,12 @@ timeout. Mutations:
   name      replace a name with a long one (up to 5000 bytes)
   nest      wrap an expression in deep parentheses, unary minus, [0]
             indexing, or append a long `+ x` chain
-  token     insert a keyword, operator or punctuation token
+  token     insert a keyword, operator or punctuation token (loop headers
+            among them)
+  optim     rewrite the train statement's `with OPT(...)`: another
+            optimizer, some of its keywords and the schedule's (warmup,
+            decay, decay_steps, min_lr, clip) at f32's and a step count's
+            limits, negatives, names and expressions
 
 A finding is a sanitizer report (AddressSanitizer, LeakSanitizer,
 UndefinedBehaviorSanitizer), a death by signal, an exit status other than
@@ -75,6 +94,23 @@ became a number) — is saved as "lenient": no crash, but a reader that
 should have refused. Other exit statuses 0 and 1 are accepted: whether a
 mutant changed a field's meaning is not judged.
 
+Generation (eight runs in 28). GEN_PROGRAM maps windows of 5 tokens to
+the scores of V = 16 (man/gslrun.7 GENERATION) and is trained, with a
+schedule and clipping, to a checkpoint of its own (gck). A run generates
+from it (or from no checkpoint, the other program's, a missing one; one
+in four times from its checkpoint's manifest or a tensor mutated as
+above) with --generate N, a prompt (--prompt of 1 to 4102 bytes,
+--prompt-file of up to 1 MB, empty, a directory, missing, /dev/null; its
+bytes tokens, or one at or past V, 0xff, UTF-8, NUL, an escape sequence),
+and sometimes --temperature, --top-k and --seed: each value good in half
+the runs, else bad one time in six (limits, signs, inf, nan, hex, empty,
+huge); now and then an option generation refuses, one given twice or in
+the --opt=value form. Besides the findings above, exit status 2 must
+bring a usage error ("PROG: error: CAUSE" and "Try 'PROG --help'."),
+and exit status 0 must have written exactly N bytes, each below V. The
+runs are exec'd: a compiled program's MPI_Init, MPICH's singleton start,
+is most of a run, and a fork server's parent must not call it.
+
 Findings are grouped by a signature (kind and the first frame or line
 that says where) and the first few of each are saved in the findings
 directory: a compile-time one as NNNN-KIND.gsl with .stderr and .cmd
@@ -123,6 +159,173 @@ TOKENS = ["fn", "let", "return", "param", "input", "output", "mesh", "const", "i
 
 def tokens(text):
     return TOKEN.findall(text)
+
+
+# Seeds of the newer surface, besides the corpus's: a loop that rebinds
+# names in a trained program on a two-axis mesh (for --auto-shard and
+# --machine runs), and a train statement with every schedule keyword.
+EXTRA_SEEDS = ["""\
+const DP = 2
+const MP = 2
+const L = 3
+mesh [data = DP, model = MP]
+param w: f32[L, 8, 8] = normal(0.1)
+param b: f32[8] = zeros()
+input x: f32[16, 8]
+let h = x
+for l in 0..L {
+  let h = tanh(h @ w[l] + b)
+}
+train mean(h * h) with adam(lr = 0.01, beta1 = 0.8, warmup = 2, decay = cosine, decay_steps = 10, min_lr = 0.001, clip = 1.0)
+output h
+""", """\
+const N = 4
+mesh [d = 2]
+param w: f32[N, 4] split(0) = normal(0.1)
+input x: f32[N, 4] split(0)
+let s = 0
+for i in 0..N {
+  for j in i..N {
+    let s = s + sum(w[i] * x[j])
+  }
+}
+train s * s with momentum(lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01, decay = linear, decay_steps = 5)
+output s
+"""]
+
+# The optimizers and the keywords they take (compiler/optim.def), the
+# schedule's and clipping's every optimizer takes (sema.c), and values:
+# limits of f32 and of a step count, negatives, names, expressions.
+OPTIMIZERS = ["sgd", "momentum", "adam", "adamw", "sgd", "adam", "adagrad", "Adam", "lr"]
+OPT_KEYWORDS = ["lr", "beta1", "beta2", "eps", "weight_decay", "momentum", "nesterov", "warmup", "decay",
+                "decay_steps", "min_lr", "clip", "schedule", "beta3", "lr"]
+OPT_VALUES = ["0", "1", "0.001", "0.01", "0.9", "0.999", "1e-8", "1e-45", "1e-46", "1.4e-45", "1e-50",
+              "3.4e38", "3.4028235e38", "3.5e38", "1e308", "1e309", "-1", "-0.0", "0.5", "2.5", "10",
+              "16777216", "16777217", "4294967296", "1e9", "true", "false", "cosine", "linear", "constant",
+              "exponential", "\"cosine\"", "LR", "N * 2", "(1)", "-(-1)", "1 / 0", "0 / 0", "x", "[1, 2]",
+              "cosine(1)", "0.999999999", "1 - 1e-9", "99999999999999999999"]
+
+
+def optim_op(rng, t):
+    """The train statement's optimizer call rewritten: another optimizer,
+    some of its keywords and the schedule's, at values from OPT_VALUES (a
+    decay mostly a decay's name). A text without `with NAME(` is returned
+    unchanged."""
+    m = re.search(r"\bwith\s+\w+\s*\(", t)
+    if not m:
+        return t
+    depth, end = 0, len(t)
+    for i in range(m.end() - 1, len(t)):
+        depth += {"(": 1, ")": -1}.get(t[i], 0)
+        if depth == 0:
+            end = i + 1
+            break
+    args = []
+    for _ in range(rng.choice([0, 1, 2, 3, 4, 6, 8])):
+        k = rng.choice(OPT_KEYWORDS)
+        if k == "decay" and rng.randrange(4):
+            v = rng.choice(["cosine", "linear", "constant"])
+        elif k in ("decay_steps", "warmup") and rng.randrange(2):
+            v = rng.choice(["0", "1", "5", "100", "16777216", "16777217", "2.5", "-1", "1e9"])
+        else:
+            v = rng.choice(OPT_VALUES)
+        args.append("%s = %s" % (k, v) if rng.randrange(16) else v)
+    return t[:m.start()] + "with %s(%s)" % (rng.choice(OPTIMIZERS), ", ".join(args)) + t[end:]
+
+
+# A machine file (compiler/machine.c): the keys, and values at limits
+# (machine.c takes 0 < x <= 1e15), tiny and huge, and not numbers.
+MACHINE_KEYS = ["gemm_f32_gflops", "gemm_bf16_gflops", "memory_gbs", "rng_gbs", "link_gbs", "latency_us"]
+MACHINE_DEFAULTS = ["112", "225", "6", "0.1", "2.2", "0.4"]
+MACHINE_NUMBERS = ["1e15", "999999999999999", "1000000000000000.1", "1e15.0", "1.0000000000000002e15",
+                   "1e16", "1e308", "1e309", "1", "0.5", "1e-3", "1e-6", "1e-9", "1e-300", "4.9e-324",
+                   "2.2250738585072014e-308", "0", "-0", "-1", "nan", "NaN", "inf", "-inf", "infinity",
+                   "0x10", "0x1p-1074", "0x1p+49", "1e", ".", "1..2", "1 2", "", "+5", "5.", ".5", "1e+2",
+                   "00000000000000000000000001", "1" * 400, "1_000", "5 # a comment", "5\t", "\t5"]
+
+
+def machine_text(rng, axes):
+    """A valid machine file: some of the keys, one a line, at their
+    defaults or other positive rates, with link_gbs.AXIS for some of the
+    mesh's axes, comments and blank lines."""
+    lines = ["# fuzz.py's machine file"]
+    for k, v in zip(MACHINE_KEYS, MACHINE_DEFAULTS):
+        if rng.randrange(4):
+            lines.append("%s = %s" % (k, v if rng.randrange(2) else rng.choice(["1", "50", "0.25", "1000"])))
+    for a in axes:
+        if rng.randrange(2):
+            lines.append("link_gbs.%s = %s  # axis %s" % (a, rng.choice(["0.5", "2.2", "20"]), a))
+    rng.shuffle(lines)
+    return "\n".join(lines) + "\n"
+
+
+def machine_mutate(rng, text, axes):
+    """A mutant of a machine file's text and what was done."""
+    done = []
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        lines = text.split("\n")
+        op = rng.randrange(10)
+        i = rng.randrange(len(lines))
+        if op < 3:  # a value to a limit, tiny, huge or not a number
+            keyed = [j for j, ln in enumerate(lines) if "=" in ln] or [i]
+            i = rng.choice(keyed)
+            key = lines[i].split("=")[0].strip() or rng.choice(MACHINE_KEYS)
+            lines[i] = "%s = %s" % (key, rng.choice(MACHINE_NUMBERS))
+            done.append("value")
+        elif op == 3:  # a key unknown, misspelt, of an unknown axis, given twice
+            key = rng.choice(["foo", "GEMM_F32_GFLOPS", "gemm_f32_gflops ", "link_gbs.", "link_gbs.nowhere",
+                              "link_gbs.%s.%s" % ((axes or ["d"])[0], (axes or ["d"])[0]), "link_gbs..",
+                              "=", "", "latency", "a" * 600] + MACHINE_KEYS + ["link_gbs." + a for a in axes])
+            lines.insert(i, "%s = %s" % (key, rng.choice(MACHINE_DEFAULTS)))
+            done.append("key")
+        elif op == 4:  # a line duplicated, deleted or swapped
+            j = rng.randrange(len(lines))
+            r = rng.randrange(3)
+            if r == 0:
+                lines.insert(i, lines[i])
+            elif r == 1:
+                del lines[i]
+            else:
+                lines[i], lines[j] = lines[j], lines[i]
+            done.append("line")
+        elif op == 5:  # a long line: of spaces, a comment, a key or a value
+            n = rng.choice([510, 511, 512, 513, 1023, 1024, 4096, 70000])
+            r = rng.randrange(4)
+            lines.insert(i, (" " * n + "memory_gbs = 6", "# " + "c" * n, "k" * n + " = 1",
+                             "latency_us = " + "0" * n + "1")[r])
+            done.append("long line (%d)" % n)
+        elif op == 6:  # bytes: NUL, 0xff, CR, a BOM, a tab, control characters
+            b = bytearray(text.encode("utf-8", "surrogateescape"))
+            for _ in range(rng.choice([1, 1, 4, 64])):
+                j = rng.randrange(len(b) + 1)
+                b[j:j] = bytes([rng.choice([0, 0xff, 0xfe, 13, 9, 1, 0x7f, 0x80, 0xc3, ord("="), ord("#")])])
+            text = b.decode("utf-8", "surrogateescape")
+            done.append("bytes")
+            continue
+        elif op == 7:  # the separator
+            keyed = [j for j, ln in enumerate(lines) if "=" in ln] or [i]
+            i = rng.choice(keyed)
+            lines[i] = lines[i].replace("=", rng.choice(["", "==", ":", " = = ", "=\n", "\t=\t"]), 1)
+            done.append("separator")
+        elif op == 8:  # the whole: empty, comments only, no final newline, CRLF, many lines
+            r = rng.randrange(5)
+            text = ("", "# nothing\n#\n", text.rstrip("\n"), text.replace("\n", "\r\n"),
+                    "# c\n" * 20000 + text)[r]
+            done.append(("empty", "comments only", "no final newline", "CRLF", "20000 lines")[r])
+            continue
+        else:  # a number's digits
+            lines[i] = re.sub(r"\d", lambda _: rng.choice("0123456789"), lines[i])
+            done.append("digits")
+        text = "\n".join(lines)
+    return text, ", ".join(done)
+
+
+def mesh_axes(text):
+    """The axes of a program's mesh [a = X, b = 2]: [(name, value text)]."""
+    m = re.search(r"^mesh\s*\[([^\]\n]*)\]", text, re.M)
+    if not m:
+        return []
+    return re.findall(r"([A-Za-z_]\w*)\s*=\s*([A-Za-z_0-9]+)", m.group(1))
 
 
 # ---- the compile-time mutator ---------------------------------------------------------
@@ -221,9 +424,12 @@ class Mutator:
         a.insert(i, self.rng.choice(TOKENS))
         return "".join(a)
 
+    def optim(self, t):
+        return optim_op(self.rng, t)
+
     def mutate(self, t):
         ops = [self.byte, self.byte, self.splice, self.splice, self.line, self.number,
-               self.name, self.nest, self.token, self.token]
+               self.name, self.nest, self.token, self.token, self.optim]
         for _ in range(self.rng.choice([1, 1, 2, 3, 4])):
             t = self.rng.choice(ops)(t)
         return t
@@ -231,12 +437,17 @@ class Mutator:
 
 # ---- running and judging, both modes --------------------------------------------------
 
-def run(args, cwd, env, timeout):
+def run(args, cwd, env, timeout, out=None):
     """Runs args in its own process group (mpiexec's ranks included), stdout
-    discarded: (status, timed out, stderr). A timeout kills the group."""
-    p = subprocess.Popen(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         start_new_session=True)
+    discarded (or written to the file out): (status, timed out, stderr). A
+    timeout kills the group."""
+    fh = open(out, "wb") if out else subprocess.DEVNULL
+    try:
+        p = subprocess.Popen(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                             stdout=fh, stderr=subprocess.PIPE, start_new_session=True)
+    finally:
+        if out:
+            fh.close()
     try:
         _, err = p.communicate(timeout=timeout)
         timed_out = False
@@ -248,6 +459,65 @@ def run(args, cwd, env, timeout):
         _, err = p.communicate()
         timed_out = True
     return p.returncode, timed_out, err.decode("utf-8", "replace")
+
+
+class Server:
+    """A fork server (scripts/fuzz_server.c) that runs its target, loaded
+    once, in a forked child per request or in a persistent child that runs
+    many: run() as the function of that name, the target's argv[0] aside.
+    Restarted if it dies."""
+
+    def __init__(self, path, env, scratch):
+        self.path, self.env, self.scratch = path, env, scratch
+        self.proc = None
+        self.runs = 0
+
+    def start(self):
+        self.proc = subprocess.Popen([self.path], cwd=self.scratch, env=self.env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+
+    def stop(self):
+        if self.proc:
+            self.proc.stdin.close()
+            self.proc.wait()
+            self.proc = None
+
+    def run(self, args, cwd, timeout, leaks=True, persistent=False):
+        """leaks: whether the run ends with LeakSanitizer's check (if the
+        server's ASAN_OPTIONS have detect_leaks=1), the costliest part of a
+        small forked run; persistent: in the persistent child, without
+        it (its result depends on the child's earlier runs if it is not a
+        clean one: run such a run again forked)."""
+        out = os.path.join(self.scratch, "server.out")
+        err = os.path.join(self.scratch, "server.err")
+        flags = "l" if leaks else "p" if persistent else "-"
+        fields = [str(int(timeout * 1000)), flags, os.path.abspath(cwd), out, err] + list(args)
+        request = b"".join(os.fsencode(f) + b"\0" for f in fields) + b"\0"
+        for attempt in (0, 1):
+            if self.proc is None:
+                self.start()
+            try:
+                self.proc.stdin.write(request)
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline().decode("ascii", "replace").split()
+            except (BrokenPipeError, OSError):
+                line = []
+            if line:
+                break
+            self.proc.kill()  # died: start it again once
+            self.proc.wait()
+            self.proc = None
+        else:
+            raise OSError("the fork server %s answers nothing" % self.path)
+        self.runs += 1
+        with open(err, "rb") as fh:
+            text = fh.read().decode("utf-8", "replace")
+        if line[0] == "timeout":
+            return -signal.SIGKILL, True, text
+        if line[0] == "signal":
+            return -int(line[1]), False, text
+        return int(line[1]), False, text
 
 
 def classify_crash(rc, timed_out, err):
@@ -362,6 +632,19 @@ def fuzz_loop(o, findings, step):
     return execs, time.time() - start
 
 
+def tiny_rate(text):
+    """Whether a machine file's text sets a rate below 1e-4 (> 0), which
+    makes CBC abort (known, being fixed in compiler/machine.c)."""
+    for v in re.findall(r"=\s*([^\s#=]+)", text):
+        for parse in (float, float.fromhex):  # strtod reads hex floats too (0x1p-1074)
+            try:
+                if 0 < parse(v) < 1e-4:
+                    return True
+            except (ValueError, OverflowError):
+                pass
+    return False
+
+
 def gsl_files(corpus):
     files = []
     for c in corpus:
@@ -381,11 +664,41 @@ def fuzz_compile(o, rng, findings):
             seeds.append(fh.read())
     if not seeds:
         sys.exit("fuzz.py: no .gsl seeds in " + " ".join(o.corpus))
+    seeds += EXTRA_SEEDS
     mut = Mutator(rng, seeds)
-    scratch = tempfile.mkdtemp(prefix="gslfuzz.")
+    scratch = tempfile.mkdtemp(prefix="gslfuzz.", dir=o.scratch)
     src = os.path.join(scratch, "fuzz.gsl")
+    machine = os.path.join(scratch, "fuzz.machine")
+    costs = [0.1] * len(seeds)  # seconds a run of each seed's mutants takes, a moving average
+    by_mode = {}  # mode -> runs
     env = sanitizer_env(1)
-    pool = []  # mutants that compiled cleanly: mutated further
+    server_env = dict(env, LD_BIND_NOW="1")  # every symbol bound in the server, not in each child
+    server = Server(o.server, server_env, scratch) if o.server else None
+    execs_by = {"persistent": 0, "forked": 0, "exec": 0, "rerun": 0, "not reproduced": 0}
+
+    def run_gslc(args, timeout):
+        """A run through the fork server (in its persistent child, or one
+        in --leak-every and every -c forked, with LeakSanitizer's check),
+        or one in --exec-every (and every one without a server) by exec. A
+        persistent run that is not clean is run again forked, and that
+        run's result is the one judged."""
+        if server and (o.exec_every <= 0 or rng.randrange(o.exec_every) != 0):
+            leaks = rng.randrange(o.leak_every) == 0
+            if leaks or not o.persistent:
+                execs_by["forked"] += 1
+                return server.run(args, scratch, timeout, leaks)
+            execs_by["persistent"] += 1
+            result = server.run(args, scratch, timeout, False, True)
+            if result[1] or classify(*result) is None:
+                return result
+            execs_by["rerun"] += 1
+            again = server.run(args, scratch, timeout, True)
+            if classify(*again) is None:
+                execs_by["not reproduced"] += 1
+            return again
+        execs_by["exec"] += 1
+        return run(args, scratch, env, timeout)
+    pool = []  # mutants that compiled cleanly, with their runs' seconds: mutated further
     slow_bases = {}  # (base, mode) -> whether the unmutated base times out too
     slow = [0]  # runs that timed out as their unmutated base does
     print("fuzz.py: %d seeds, %.0f s, random seed %d, findings in %s" %
@@ -393,52 +706,96 @@ def fuzz_compile(o, rng, findings):
 
     def base_too_slow(base, args):
         """Whether the unmutated base times out too in this mode (the -c of
-        examples/lm.gsl takes longer than the timeout in a sanitized build):
-        then the mutant's timeout is not a finding."""
+        examples/lm.gsl takes longer than the timeout in a sanitized build),
+        or takes more than half of it (on a loaded machine the -c of
+        examples/moe.gsl takes 5 to 13 s): then the mutant's timeout is not
+        a finding. Asked again after each timeout until it says so."""
         key = (base, args[1])
-        if key not in slow_bases:
+        if not slow_bases.get(key):
             with open(os.path.join(scratch, "base.gsl"), "w", encoding="utf-8",
                       errors="surrogateescape") as fh:
                 fh.write(base)
-            slow_bases[key] = run([a.replace("fuzz.gsl", "base.gsl") for a in args], scratch, env,
-                                  o.timeout)[1]
+            t0 = time.time()
+            timed_out = run_gslc([a.replace("fuzz.gsl", "base.gsl") for a in args], o.timeout)[1]
+            slow_bases[key] = timed_out or time.time() - t0 > o.timeout / 2
         return slow_bases[key]
 
     def step():
-        base = rng.choice(pool) if pool and rng.randrange(4) == 0 else rng.choice(seeds)
+        # a base chosen by the time its runs take: a seed that takes ten
+        # times as long is run a tenth as often (equal time for the slow)
+        if pool and rng.randrange(4) == 0:
+            k, (base, _) = None, rng.choices(pool, [1 / max(c, 0.03) for _, c in pool])[0]
+        else:
+            k = rng.choices(range(len(seeds)), [1 / max(c, 0.03) for c in costs])[0]
+            base = seeds[k]
         text = mut.mutate(base)
         with open(src, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(text)
-        r = rng.randrange(8)
-        if r == 0:
-            args = [o.gslc, "--explain", "fuzz.gsl"]
-        elif r == 1:
-            args = [o.gslc, "-c", "fuzz.gsl", "-o", "fuzz.o"]
+        axes = mesh_axes(text)
+        mtext = None
+        r = rng.randrange(32)
+        if r < 4:
+            args, mode = [o.gslc, "--explain", "fuzz.gsl"], "--explain"
+        elif r == 4 and rng.randrange(4) == 0:  # codegen: fifteen times the cost of the rest, on average
+            args, mode = [o.gslc, "-c", "fuzz.gsl", "-o", "fuzz.o"], "-c"
+        elif r < 10 and axes:  # the cost search, priced with a machine file (mutated three times in four)
+            mtext = machine_text(rng, [a for a, _ in axes])
+            what = "valid"
+            if rng.randrange(4):
+                mtext, what = machine_mutate(rng, mtext, [a for a, _ in axes])
+            with open(machine, "w", encoding="utf-8", errors="surrogateescape") as fh:
+                fh.write(mtext)
+            args = [o.gslc, "--auto-shard", "--machine", "fuzz.machine",
+                    rng.choice(["--emit-spmd", "--explain", "--stats"])]
+            for name, value in axes:  # the mesh's sizes that are consts: 1, 2 or 4 devices
+                if not value[0].isdigit() and rng.randrange(4):
+                    args += ["-D", "%s=%d" % (name, rng.choice([1, 2, 2, 4]))]
+            args.append("fuzz.gsl")
+            mode = "--auto-shard --machine (%s)" % ("valid" if what == "valid" else "mutated")
         else:
-            args = [o.gslc, "--emit-spmd", "fuzz.gsl"]
-        rc, timed_out, err = run(args, scratch, env, o.timeout)
+            args, mode = [o.gslc, "--emit-spmd", "fuzz.gsl"], "--emit-spmd"
+        t0 = time.time()
+        rc, timed_out, err = run_gslc(args, o.timeout)
+        took = time.time() - t0
+        runs, secs = by_mode.get(mode, (0, 0.0))
+        by_mode[mode] = (runs + 1, secs + took)
+        if k is not None:
+            costs[k] = 0.8 * costs[k] + 0.2 * took
         found = classify(rc, timed_out, err)
+        if found and mtext is not None and found == ("signal", "signal 6") and tiny_rate(mtext):
+            found = "known", "signal 6 on a machine file with a rate below 1e-4 (known: CBC aborts)"
         if timed_out and base_too_slow(base, args):
             slow[0] += 1
             return
         if found is None:
             if rc == 0 and len(pool) < 500 and len(text) < 200000:
-                pool.append(text)
+                pool.append((text, took))
             return
 
         def save(stem):
             shutil.copyfile(src, stem + ".gsl")
+            if mtext is not None:
+                shutil.copyfile(machine, stem + ".machine")
             with open(stem + ".stderr", "w") as fh:
                 fh.write(err)
             with open(stem + ".cmd", "w") as fh:
-                fh.write(" ".join(args[1:]).replace("fuzz.gsl", stem + ".gsl") + "\n")
+                fh.write(" ".join(shlex.quote(a) for a in args[1:]).replace("fuzz.gsl", stem + ".gsl")
+                         .replace("fuzz.machine", stem + ".machine") + "\n")
             return stem + ".gsl"
         findings.add(found[0], found[1], save)
 
     try:
         return fuzz_loop(o, findings, step)
     finally:
+        if server:
+            server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+        print("runs in the fork server's persistent child: %d (not clean, so run again forked: %d, of which "
+              "not reproduced: %d), forked: %d, exec'd: %d" % (execs_by["persistent"], execs_by["rerun"],
+                                                            execs_by["not reproduced"], execs_by["forked"],
+                                                            execs_by["exec"]))
+        print("runs by mode (and their seconds): " +
+              ", ".join("%s: %d (%.0f s)" % (m, n, t) for m, (n, t) in sorted(by_mode.items())))
         if slow[0]:
             print("runs that timed out as their unmutated seed does (not findings): %d" % slow[0])
 
@@ -596,14 +953,20 @@ class Schema:
                 keys = {json.loads(text[k.start:k.end]) for k, _ in n.members}
                 self.required[n.path] = self.required.get(n.path, keys) & keys
 
+    FREE = ("$.signals.",)  # paths whose members a reader takes as they come (checkpoint.c: any
+    # signal the program declared, each a number, null or an array of them)
+
     def breach(self, text):
         """The first way a JSON text departs from this shape (a key missing
-        or given twice, a value of another kind), or None."""
+        or given twice, a value of another kind), or None; the members of
+        FREE's objects aside."""
         try:
             _, nodes = jparse(text)
         except (ValueError, RecursionError):
             return None
         for n in nodes:
+            if n.path.startswith(self.FREE):
+                continue
             want = self.kinds.get(n.path)
             if want and n.kind not in want:
                 return "%s is %s, was %s" % (n.path, n.kind, "/".join(sorted(want)))
@@ -612,7 +975,8 @@ class Schema:
                 dup = [k for k in keys if keys.count(k) > 1]
                 if dup:
                     return "%s.%s given twice" % (n.path, dup[0])
-                missing = sorted(self.required.get(n.path, set()) - set(keys))
+                missing = sorted(self.required.get(n.path, set()) - set(keys)) \
+                    if not (n.path + ".").startswith(self.FREE) else []
                 if missing:
                     return "%s.%s missing" % (n.path, missing[0])
         return None
@@ -829,6 +1193,35 @@ train mean(e * reshape(w, [2, 1, 4])) + sum(cast(count, f32)) * 0.0 with adam(lr
 output e
 """
 VOCAB = 8  # table's rows: token ids are 0..VOCAB-1
+GEN_PROGRAM = """\
+# The run-time fuzzer's generating program (scripts/fuzz.py --runtime): it
+# maps windows of 5 tokens to the scores of 16 (man/gslrun.7 GENERATION),
+# trained with a schedule and clipping to a checkpoint it generates from.
+const D = 1
+mesh [d = D]
+input tokens: i32[2, 5] split(0)
+param emb: f32[16, 8] = normal(0.5)
+param w: f32[8, 16] = normal(0.5)
+let x = slice(tokens, 1, 0, 4)
+let y = slice(tokens, 1, 1, 5)
+let logits = gather(emb, x) @ w
+train 0.0 - mean(logits * one_hot(y, 16)) + 0.01 * mean(logits * logits) with adam(lr = 0.01, warmup = 1, decay = cosine, decay_steps = 4, min_lr = 0.001, clip = 1.0)
+output logits
+"""
+GEN_VOCAB = 16  # its logits' V: generated bytes are below it
+GEN_INFO = re.compile(r"^\S+: (generating|no --checkpoint)")  # its lines on stderr, not errors
+USAGE_LINES = re.compile(r"^(\S+): error: [^\n]*\nTry '\1 --help'\.$")  # a usage error (exit status 2)
+GEN_COUNTS = ["1", "2", "3", "8", "64", "300"]
+GEN_BAD_COUNTS = ["0", "-1", "", "x", "1e3", "3.0", " 3", "3 ", "+3", "0x10", "99999999999999999999",
+                  "9223372036854775808", "18446744073709551616"]
+GEN_TEMPERATURES = ["0", "1", "0.8", "2", "100", "1e-3", "1e-30", "1e-45", "1e-300", "4.9e-324", "1e300",
+                    "3.4e38", "3.5e38", ".5", "5.", "00000.5", "0.0000000000000000000000000000001"]
+GEN_BAD_TEMPERATURES = ["1e301", "1e309", "inf", "nan", "-0", "-1", "", "x", "0x1p3", "1e", "1" * 400]
+GEN_TOP_KS = ["1", "2", "15", "16", "01"]
+GEN_BAD_TOP_KS = ["17", "0", "-1", "256", "257", "2147483647", "2147483648", "9223372036854775807",
+                  "9223372036854775808", "", "x", "1.5"]
+GEN_SEEDS = ["0", "1", "7", "18446744073709551615"]
+GEN_BAD_SEEDS = ["18446744073709551616", "-1", "x", ""]
 INPUTS = {  # name: (descr, shape of one batch)
     "tok": ("<i4", [2, 3]),
     "x": ("<f4", [2, 3, 4]),
@@ -1058,14 +1451,15 @@ def runtime_setup(o):
     valid checkpoint in o.work/base: (base directory, program paths)."""
     work = os.path.abspath(o.work)
     os.makedirs(work, exist_ok=True)
-    src = os.path.join(work, "fuzzrt.gsl")
-    with open(src, "w") as fh:
-        fh.write(RUNTIME_PROGRAM)
     progs = {}
-    for d, name in ((1, "fuzzrt"), (2, "fuzzrt2")):
+    for d, name, text in ((1, "fuzzrt", RUNTIME_PROGRAM), (2, "fuzzrt2", RUNTIME_PROGRAM),
+                          ("gen1", "fuzzgen", GEN_PROGRAM), ("gen2", "fuzzgen2", GEN_PROGRAM)):
+        src = os.path.join(work, name.rstrip("2") + ".gsl")
+        with open(src, "w") as fh:
+            fh.write(text)
         obj = os.path.join(work, name + ".o")
         out = os.path.join(work, name)
-        for args in ([o.gslc, "-D", "D=%d" % d, "-c", src, "-o", obj],
+        for args in ([o.gslc, "-D", "D=%d" % (d if d in (1, 2) else int(d[-1])), "-c", src, "-o", obj],
                      shlex.split(o.cc) + shlex.split(o.ldflags) +
                      ["-o", out, obj, o.libgslrt] + shlex.split(o.libs)):
             p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -1088,13 +1482,31 @@ def runtime_setup(o):
                 payload = struct.pack("<%df" % n, *[data.gauss(0, 1) for _ in range(n)])
             with open(os.path.join(base, name + suffix + ".npy"), "wb") as fh:
                 fh.write(npy_bytes(descr, [batches] + shape, payload))
-    env = sanitizer_env(o.leaks)
+    n = 3 * 2 * 5  # the generating program's tokens: 3 batches of 2 windows of 5
+    with open(os.path.join(base, "gtok.npy"), "wb") as fh:
+        fh.write(npy_bytes("<i4", [3, 2, 5], struct.pack("<%di" % n, *[data.randrange(GEN_VOCAB)
+                                                                      for _ in range(n)])))
+    env = runtime_env(o)
     inputs = [a for name in INPUTS for a in ("--input", "%s=%s.npy" % (name, name))]
-    rc, _, err = run([progs[1], "--checkpoint", "ck", "--steps", "2", "--quiet"] + inputs, base, env,
-                     120)
-    if rc != 0:
+    for args in ([progs[1], "--checkpoint", "ck", "--steps", "2", "--quiet"] + inputs,
+                 [progs["gen1"], "--checkpoint", "gck", "--steps", "3", "--quiet", "--input", "tokens=gtok.npy"]):
+        rc, _, err = run(args, base, env, 120)
+        if rc != 0:
+            sys.stderr.write(err)
+            sys.exit("fuzz.py: the run-time program could not write its checkpoint (status %d): %s" %
+                     (rc, " ".join(args)))
+    out = os.path.join(work, "gen.out")
+    args = [progs["gen1"], "--checkpoint", "gck", "--generate", "5", "--prompt", "\x01\x02", "--top-k", "3"]
+    rc, _, err = run(args, base, env, 120, out)
+    with open(out, "rb") as fh:
+        text = fh.read()
+    if rc != 0 or len(text) != 5 or max(text) >= GEN_VOCAB:
         sys.stderr.write(err)
-        sys.exit("fuzz.py: the run-time program could not write its checkpoint (status %d)" % rc)
+        sys.exit("fuzz.py: generating from the valid checkpoint failed (status %d, %d bytes): %s" %
+                 (rc, len(text), " ".join(args)))
+    with open(os.path.join(newest_checkpoint(os.path.join(base, "ck")), "manifest.json")) as fh:
+        version = json.load(fh).get("version")
+    print("fuzz.py: the programs wrote checkpoints of manifest format version %s" % version, flush=True)
     # the unmutated runs must pass, or every mutant would fail alike
     for np in (1, 2):
         scratch = tempfile.mkdtemp(prefix="gslfuzz.", dir=o.scratch)
@@ -1112,6 +1524,13 @@ def runtime_setup(o):
     return base, progs
 
 
+def runtime_env(o):
+    """The run-time runs' environment: the sanitizers', one BLAS thread."""
+    env = sanitizer_env(o.leaks)
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    return env
+
+
 def runtime_args(o, progs, np, how, extra=()):
     inputs = [a for name in INPUTS for a in ("--input", "%s=%s.npy" % (name, name))]
     evals = [a for name in INPUTS for a in ("--eval-input", "%s=%s_e.npy" % (name, name))]
@@ -1125,6 +1544,84 @@ def runtime_args(o, progs, np, how, extra=()):
         args = ["--steps", "2"] + inputs
     prog = [progs[np]] if np == 1 else shlex.split(o.mpiexec) + ["-n", str(np), progs[np]]
     return prog + args + list(extra)
+
+
+def gen_prompt(rng, where):
+    """A prompt for --generate: (options, what). Its bytes tokens of the
+    program, or with one at or past V, 0xff, a UTF-8 sequence or a NUL
+    (these in a file only), of 1 byte to 1 MB; or a file that is empty, a
+    directory, missing or another file of the run's."""
+    n = rng.choice([1, 1, 2, 3, 4, 5, 6, 17, 100, 4096, 100000, 1 << 20])
+    b = bytearray(rng.randrange(GEN_VOCAB) for _ in range(n))
+    r = rng.randrange(8)
+    if r == 0:
+        b[rng.randrange(n)] = rng.choice([GEN_VOCAB, GEN_VOCAB + 1, 127, 128, 255])
+        what = "a byte past V"
+    elif r == 1:
+        i = rng.randrange(n + 1)
+        b[i:i] = rng.choice([b"\xc3\xa9", b"\xff\xfe", b"\x00", b"\n", b"\x1b[31m", b"\x7f"])
+        what = "other bytes"
+    else:
+        what = "tokens"
+    if rng.randrange(2) and b"\x00" not in b and len(b) < 100000:
+        return ["--prompt", bytes(b).decode("utf-8", "surrogateescape")], "--prompt: %d bytes, %s" % (len(b), what)
+    r = rng.randrange(12)
+    if r == 0:
+        return ["--prompt-file", rng.choice(["missing", ".", "gck", "/dev/null", "gtok.npy", "p\nq"])], \
+            "--prompt-file: not a prompt"
+    if r == 1:
+        b = b""
+    with open(os.path.join(where, "prompt"), "wb") as fh:
+        fh.write(b)
+    return ["--prompt-file", "prompt"], "--prompt-file: %d bytes, %s" % (len(b), what)
+
+
+def gen_options(rng, where):
+    """The options of a --generate run, the value of each drawn from a list
+    of good ones or of bad ones, sometimes with an option generation
+    refuses, one given twice or in the --opt=value form: (options, what)."""
+    valid = rng.randrange(2)  # every value a good one, or each bad one time in six
+
+    def pick(good, bad):
+        return rng.choice(good) if valid or rng.randrange(6) else rng.choice(bad)
+    opts = ["--generate", pick(GEN_COUNTS, GEN_BAD_COUNTS)]
+    prompt, what = gen_prompt(rng, where)
+    opts += prompt
+    done = [what]
+    if rng.randrange(2):
+        opts += ["--temperature", pick(GEN_TEMPERATURES, GEN_BAD_TEMPERATURES)]
+    if rng.randrange(2):
+        opts += ["--top-k", pick(GEN_TOP_KS, GEN_BAD_TOP_KS)]
+    if rng.randrange(4) == 0:
+        opts += ["--seed", pick(GEN_SEEDS, GEN_BAD_SEEDS)]
+    r = rng.randrange(16)
+    if r == 0:
+        opts += rng.choice([["--steps", "2"], ["--input", "tokens=gtok.npy"], ["--resume"], ["--prompt", "x"],
+                            ["--output", "logits=o.npy"], ["--eval-input", "tokens=gtok.npy"], ["--max-time", "1"],
+                            ["--generate"], ["--top-k"], ["--unknown"], ["--prompt-file", "prompt"]])
+        done.append("another option")
+    elif r == 1:
+        i = rng.randrange(0, len(opts), 2)
+        opts += opts[i:i + 2]
+        done.append("an option twice")
+    elif r == 2:
+        i = rng.randrange(0, len(opts), 2)
+        opts[i:i + 2] = [opts[i] + "=" + opts[i + 1]]
+        done.append("--opt=value")
+    if rng.randrange(2):
+        opts.append("--quiet")
+    return opts, "; ".join(done)
+
+
+def last_value(args, opt):
+    """The value of the last opt in args (either form), or None."""
+    v = None
+    for i, a in enumerate(args):
+        if a == opt and i + 1 < len(args):
+            v = args[i + 1]
+        elif a.startswith(opt + "="):
+            v = a[len(opt) + 1:]
+    return v
 
 
 def newest_checkpoint(ck):
@@ -1208,15 +1705,25 @@ def copy_tree(src, dst):
     shutil.copytree(src, dst, symlinks=True, copy_function=copy)
 
 
-def judge_runtime(rc, timed_out, err, where, np):
+def judge_runtime(rc, timed_out, err, where, np, gen=False):
     """A run-time run's finding by its status and stderr: (kind,
     signature), or None. Exit status 1 must come with one line "PROG: rank
     R: error: CAUSE" (on several ranks, one per rank that found the error
-    at once) and mpiexec's own lines about MPI_Abort."""
+    at once) and mpiexec's own lines about MPI_Abort. gen: a --generate
+    run, whose options are mutated: exit status 2 must come with a usage
+    error ("PROG: error: CAUSE" and "Try 'PROG --help'."), and its lines
+    saying what it generates are not errors."""
+    if gen and rc == 2 and not timed_out and not SANITIZER.search(err):
+        lines = [ln for ln in err.split("\n") if ln.strip() and not MPI_NOISE.match(ln)]
+        if USAGE_LINES.match("\n".join(lines[:2])) and not CONTROL.search("".join(lines)) and \
+                (len(lines) == 2 or np > 1):
+            return None
+        return "unclean", "unclean usage error: " + shape_of(lines[0] if lines else "(none)", where)
     found = classify_crash(rc, timed_out, err)
     if found:
         return found
-    lines = [ln for ln in err.split("\n") if ln.strip() and not MPI_NOISE.match(ln)]
+    lines = [ln for ln in err.split("\n") if ln.strip() and not MPI_NOISE.match(ln) and
+             not (gen and GEN_INFO.match(ln))]
     errors = [ln for ln in lines if ERROR_LINE.match(ln)]
     if rc == 0:
         if errors:
@@ -1249,10 +1756,12 @@ def shape_of(line, where):
 
 def fuzz_runtime(o, rng, findings):
     base, progs = runtime_setup(o)
-    env = sanitizer_env(o.leaks)
+    env = runtime_env(o)
     base_ck = newest_checkpoint(os.path.join(base, "ck"))
     with open(os.path.join(base_ck, "manifest.json"), encoding="utf-8") as fh:
         schema = Schema(fh.read())
+    with open(os.path.join(newest_checkpoint(os.path.join(base, "gck")), "manifest.json"), encoding="utf-8") as fh:
+        gen_schema = Schema(fh.read())
     mm = ManifestMutator(rng)
     nm = NpyMutator(rng)
     root = tempfile.mkdtemp(prefix="gslfuzz.", dir=o.scratch)
@@ -1268,18 +1777,26 @@ def fuzz_runtime(o, rng, findings):
         for d in (mutant, where):
             shutil.rmtree(d, ignore_errors=True)
         shutil.copytree(base, mutant, symlinks=True)
-        ck = os.path.join(mutant, "ck")
+        targets = [rng.choice(["manifest"] * 8 + ["tensor"] * 5 + ["input"] * 5 + ["dir"] * 2 +
+                              ["generate"] * 8)]
+        gen = targets[0] == "generate"
+        ck = os.path.join(mutant, "gck" if gen else "ck")
         step_dir = newest_checkpoint(ck)
         manifest_path = os.path.join(step_dir, "manifest.json")
-        targets = [rng.choice(["manifest"] * 8 + ["tensor"] * 5 + ["input"] * 5 + ["dir"] * 2)]
-        if rng.randrange(8) == 0:
+        if gen and rng.randrange(4) == 0:  # from a mutated checkpoint of its own
+            targets.append(rng.choice(["manifest", "tensor"]))
+        elif not gen and rng.randrange(8) == 0:
             targets.append(rng.choice(["manifest", "tensor", "input"]))
         done = []
         how = None
         manifest_mutated = None
         dir_what = None
         for target in targets:
-            if target == "manifest":
+            if target == "generate":
+                gen_opts, what = gen_options(rng, mutant)
+                done.append("generate: " + what)
+                how = "generate"
+            elif target == "manifest":
                 with open(manifest_path, encoding="utf-8", errors="surrogateescape") as fh:
                     text, what = mm.mutate(fh.read())
                 manifest_mutated = to_bytes(text)
@@ -1324,17 +1841,33 @@ def fuzz_runtime(o, rng, findings):
                 done.append("DIR: " + dir_op(dir_what, rng, ck, step_dir))
                 how = how or rng.choice(["resume"] * 3 + ["eval"])
         np = 2 if rng.randrange(6) == 0 else 1
-        extra = []
-        if rng.randrange(2):
-            extra.append("--quiet")
-        if rng.randrange(4) == 0:
-            extra += ["--output", "e=out.npy"]
-        args = runtime_args(o, progs, np, how, extra)
+        if gen:
+            ckpt = rng.choice([["--checkpoint", "gck"]] * 6 + [[], ["--checkpoint", "ck"], ["--checkpoint", "none"]])
+            prog = [progs["gen1"]] if np == 1 else shlex.split(o.mpiexec) + ["-n", "2", progs["gen2"]]
+            args = prog + ckpt + gen_opts
+        else:
+            extra = []
+            if rng.randrange(2):
+                extra.append("--quiet")
+            if rng.randrange(4) == 0:
+                extra += ["--output", "e=out.npy"]
+            args = runtime_args(o, progs, np, how, extra)
         shutil.copytree(mutant, where, symlinks=True, copy_function=os.link)
-        rc, timed_out, err = run(args, where, env, o.timeout)
+        out = os.path.join(root, "stdout") if gen else None
+        rc, timed_out, err = run(args, where, env, o.timeout, out)
         if timed_out and dir_what:
             hangs[dir_what] = hangs.get(dir_what, 0) + 1
-        found = judge_runtime(rc, timed_out, err, where, np)
+        found = judge_runtime(rc, timed_out, err, where, np, gen)
+        if found is None and gen and rc == 0:  # N bytes, each a token of the program
+            with open(out, "rb") as fh:
+                text = fh.read()
+            n = last_value(args, "--generate")
+            if not (n or "").isdigit():
+                found = "generated", "--generate %s accepted" % brief(n or "(none)")
+            elif len(text) != int(n):
+                found = "generated", "%s bytes written for --generate N" % ("fewer" if len(text) < int(n) else "more")
+            elif text and max(text) >= GEN_VOCAB:
+                found = "generated", "a byte past V generated"
         if found and found[0] == "timeout":  # which mutation hangs it: details aside
             found = "timeout", "timeout after " + "; ".join(
                 re.sub(r"\d+", "N", re.sub(r" \(.*", "", d)) for d in done)
@@ -1345,12 +1878,13 @@ def fuzz_runtime(o, rng, findings):
         if log:
             first = err.strip().split("\n")[0] if err.strip() else ""
             log.write("%s | %s | %s | %s\n" % (outcome, how, "; ".join(done), first[:300]))
-        if found is None and rc == 0 and manifest_mutated is not None and how in ("resume", "eval"):
+        read = how in ("resume", "eval") or (gen and "gck" in args)  # the mutated manifest was read
+        if found is None and rc == 0 and manifest_mutated is not None and read:
             why = strict_json(manifest_mutated)
             if why:
                 found = "accepted", "manifest.json that is not JSON accepted (%s)" % why
             else:
-                breach = schema.breach(manifest_mutated.decode("utf-8"))
+                breach = (gen_schema if gen else schema).breach(manifest_mutated.decode("utf-8"))
                 if breach:
                     found = "lenient", "manifest.json accepted with " + breach
         if found is None:
@@ -1362,7 +1896,7 @@ def fuzz_runtime(o, rng, findings):
                 fh.write(err)
             with open(os.path.join(stem, "mutations"), "w") as fh:
                 fh.write("\n".join(done) + "\n")
-            with open(os.path.join(stem, "run.sh"), "w") as fh:
+            with open(os.path.join(stem, "run.sh"), "w", errors="surrogateescape") as fh:
                 fh.write("#!/bin/sh\n# %s\n# %s\n# runs the program on a copy of this directory\n"
                          "d=$(mktemp -d) || exit\ntrap 'rm -rf \"$d\"' EXIT\n"
                          "cp -a \"$(dirname \"$0\")\"/. \"$d\" && cd \"$d\" || exit\n"
@@ -1392,6 +1926,15 @@ def main():
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per run")
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: the time)")
     ap.add_argument("--keep", type=int, default=3, help="inputs saved per signature")
+    ap.add_argument("--server", help="a fork server (scripts/fuzz_server.c) linked with the target: "
+                    "gslc (scripts/gslc_server) in the compile-time mode")
+    ap.add_argument("--exec-every", type=int, default=256,
+                    help="with --server, one run in N by exec all the same (0: none)")
+    ap.add_argument("--no-persistent", dest="persistent", action="store_false",
+                    help="with --server, fork a child for every run (no persistent child)")
+    ap.add_argument("--leak-every", type=int, default=64,
+                    help="with --server, a forked run with LeakSanitizer's check one time in N "
+                    "(default 64; 1: every run): it costs a small run more than the rest together")
     ap.add_argument("--runtime", action="store_true",
                     help="fuzz the files a compiled program reads (manifest, .npy), not gslc")
     ap.add_argument("--libgslrt", help="--runtime: the (sanitized) libgslrt.a to link")
@@ -1403,7 +1946,7 @@ def main():
     ap.add_argument("--work", help="--runtime: where the program and its valid files are made "
                     "(default: beside the findings directory)")
     ap.add_argument("--scratch", default="/dev/shm" if os.access("/dev/shm", os.W_OK) else None,
-                    help="--runtime: where mutants are run (default /dev/shm: fsync is cheap)")
+                    help="where mutants are written and run (default /dev/shm: fsync and open are cheap)")
     ap.add_argument("--leaks", type=int, default=1, choices=(0, 1),
                     help="--runtime: LeakSanitizer on (1, the default) or off (0)")
     ap.add_argument("--log", help="--runtime: write a line per run (outcome, what was mutated, "
@@ -1415,10 +1958,14 @@ def main():
         ap.error("--runtime needs --libgslrt")
     if not o.runtime and not o.corpus:
         ap.error("the compile-time mode needs a corpus")
-    for f in ("gslc", "libgslrt"):  # the runs start in scratch directories
+    for f in ("gslc", "libgslrt", "server"):  # the runs start in scratch directories
         if getattr(o, f) and "/" in getattr(o, f):
             setattr(o, f, os.path.abspath(getattr(o, f)))
     o.seed = o.seed if o.seed is not None else int(time.time())
+
+    def stop(signum, frame):  # SIGTERM (and SIGINT, which a background job ignores) end the run with its report
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
     o.work = o.work or os.path.join(os.path.dirname(os.path.abspath(o.findings)), "runtime")
     rng = random.Random(o.seed)
     findings = Findings(o.findings, o.keep)

@@ -12,12 +12,21 @@
 # By default it fuzzes gslc: its seed corpus is every .gsl file under
 # tests, examples, stdlib and bench (the training, MoE and checkpoint
 # programs among them), and each run is `gslc --emit-spmd` (sometimes
-# --explain or -c) on a mutant. With --runtime it fuzzes libgslrt's
+# --explain, -c, or --auto-shard --machine FILE with a mutated machine
+# file) on a mutant, through a fork server (scripts/gslc_server, made from
+# scripts/fuzz_server.c and gslc's objects: gslc loaded once, forked per
+# run) and one run in 64 by exec. With --runtime it fuzzes libgslrt's
 # readers instead: the sanitized gslc compiles a small training program,
 # linked with the sanitized libgslrt.a by the compiler driver configure
 # found (mpicc), in $FUZZ_DIR/runtime, which writes a valid checkpoint;
 # each run mutates its manifest.json, one of its .npy files or an --input
-# or --eval-input .npy file, and resumes, evaluates or trains on it.
+# or --eval-input .npy file, and resumes, evaluates or trains on it; or
+# a generating program, trained to a checkpoint of its own, writes text
+# with mutated --generate, --prompt, --prompt-file, --temperature, --top-k
+# and --seed values (and sometimes from a mutated checkpoint). These runs
+# are exec'd: a compiled program calls MPI_Init before anything else, and
+# MPICH's singleton start is most of a run, which a fork server cannot
+# share (its parent must not initialize MPI).
 # Findings (sanitizer reports, signals, exit statuses other than 0 and 1,
 # timeouts, exit 1 without a located error or one clean runtime error
 # line, exit 0 on a manifest that is not JSON) are saved in
@@ -65,7 +74,7 @@ build() {
   if [ ! -f Makefile ] || [ "$src/configure" -nt Makefile ]; then
     "$src/configure" --quiet CFLAGS="$san" LDFLAGS="-fsanitize=address,undefined"
   fi
-  make -j"$jobs" gslc runtime/libgslrt.a >build.log 2>&1 || { tail -20 build.log; return 1; }
+  make -j"$jobs" gslc runtime/libgslrt.a scripts/gslc_server >build.log 2>&1 || { tail -20 build.log; return 1; }
   cd - >/dev/null
 }
 
@@ -90,5 +99,6 @@ for d in tests examples stdlib bench; do
   [ -d "$here/$d" ] && corpus="$corpus $here/$d"
 done
 # shellcheck disable=SC2086
-/usr/bin/python3 "$here/scripts/fuzz.py" --gslc "$fuzz/build/gslc" --seconds "$seconds" \
+/usr/bin/python3 "$here/scripts/fuzz.py" --gslc "$fuzz/build/gslc" --server "$fuzz/build/scripts/gslc_server" \
+  --seconds "$seconds" \
   --findings "$fuzz/findings" --timeout "${FUZZ_TIMEOUT:-10}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} $corpus
