@@ -202,18 +202,20 @@ static int parse_options(int argc, char **argv, Options *o) {
 }
 
 /* Where the runtime library and the stdlib are, found from where this gslc
- * is, as clang finds its resource directory: the directory D of
- * /proc/self/exe (links resolved), then
- *   a build tree:  D/runtime/libgslrt.a, and D/stdlib (a build in the
- *                  source tree) or else the configured source tree's;
+ * is, as clang finds its resource directory: from the directory D of
+ * /proc/self/exe (links resolved), each the first place that has it
+ * (libgslrt.a; nn.gsl) of
+ *   a build tree:  D/runtime/, and D/stdlib/ (a build in the source tree)
+ *                  or, beside a D/runtime/, the configured source tree's;
  *   an install:    the configured libdir and stdlib dir taken relative to
  *                  the configured bindir, from D (so an install moved to any
  *                  prefix, or made with DESTDIR, works);
- *   the configured libdir and stdlib dir themselves, last.
- * The first place that has libgslrt.a and nn.gsl wins. */
+ *   the configured libdir and stdlib dir themselves.
+ * Each is looked for apart: the stdlib is needed to compile, the runtime
+ * only to link ("" where none was found). */
 typedef struct Resources {
-  char runtime[PATH_MAX]; /* libgslrt.a */
-  char stdlib[PATH_MAX];  /* the directory of nn.gsl, moe.gsl, optim.gsl */
+  char runtime[PATH_MAX]; /* libgslrt.a, or "" */
+  char stdlib[PATH_MAX];  /* the directory of nn.gsl, moe.gsl, optim.gsl, or "" */
 } Resources;
 
 /* to relative to from ("/usr/local/bin", "/usr/local/lib" -> "../lib"),
@@ -247,30 +249,36 @@ static bool join(char *out, size_t cap, const char *a, const char *b) {
   return n > 0 && (size_t)n < cap;
 }
 
-/* Whether runtime directory rdir has libgslrt.a and stdlib directory sdir
- * nn.gsl: r then names them. */
-static bool resources_at(Resources *r, const char *rdir, const char *sdir) {
-  char nn[PATH_MAX];
-  return join(r->runtime, sizeof r->runtime, rdir, "libgslrt.a") && join(nn, sizeof nn, sdir, "nn.gsl") &&
-         snprintf(r->stdlib, sizeof r->stdlib, "%s", sdir) < (int)sizeof r->stdlib && access(r->runtime, R_OK) == 0 && access(nn, R_OK) == 0;
+/* Whether dir (a directory, or a path to join with sub) holds file: out
+ * then names dir. */
+static bool holds(char *out, size_t cap, const char *dir, const char *file) {
+  char f[PATH_MAX];
+  if (!*out && join(f, sizeof f, dir, file) && access(f, R_OK) == 0 && snprintf(out, cap, "%s", dir) < (int)cap)
+    return true;
+  return false;
 }
 
-static bool find_resources(Resources *r) {
-  char self[PATH_MAX], rdir[PATH_MAX], sdir[PATH_MAX], rel[PATH_MAX];
+static void find_resources(Resources *r) {
+  char self[PATH_MAX], dir[PATH_MAX], rel[PATH_MAX];
+  r->runtime[0] = r->stdlib[0] = '\0';
+  char rtdir[PATH_MAX] = "";
   if (realpath("/proc/self/exe", self)) {
     *strrchr(self, '/') = '\0'; /* its directory */
-    if (join(rdir, sizeof rdir, self, "runtime") &&
-        ((join(sdir, sizeof sdir, self, "stdlib") && resources_at(r, rdir, sdir)) ||
-         resources_at(r, rdir, GSL_SRCDIR "/stdlib")))
-      return true;
+    if (join(dir, sizeof dir, self, "stdlib"))
+      holds(r->stdlib, sizeof r->stdlib, dir, "nn.gsl");
+    if (join(dir, sizeof dir, self, "runtime") && holds(rtdir, sizeof rtdir, dir, "libgslrt.a"))
+      holds(r->stdlib, sizeof r->stdlib, GSL_SRCDIR "/stdlib", "nn.gsl"); /* a build tree beside its sources */
     relative_to(GSL_BINDIR, GSL_LIBDIR, rel, sizeof rel);
-    if (join(rdir, sizeof rdir, self, rel)) {
-      relative_to(GSL_BINDIR, GSL_STDLIBDIR, rel, sizeof rel);
-      if (join(sdir, sizeof sdir, self, rel) && resources_at(r, rdir, sdir))
-        return true;
-    }
+    if (join(dir, sizeof dir, self, rel))
+      holds(rtdir, sizeof rtdir, dir, "libgslrt.a");
+    relative_to(GSL_BINDIR, GSL_STDLIBDIR, rel, sizeof rel);
+    if (join(dir, sizeof dir, self, rel))
+      holds(r->stdlib, sizeof r->stdlib, dir, "nn.gsl");
   }
-  return resources_at(r, GSL_LIBDIR, GSL_STDLIBDIR);
+  holds(rtdir, sizeof rtdir, GSL_LIBDIR, "libgslrt.a");
+  holds(r->stdlib, sizeof r->stdlib, GSL_STDLIBDIR, "nn.gsl");
+  if (*rtdir && !join(r->runtime, sizeof r->runtime, rtdir, "libgslrt.a"))
+    r->runtime[0] = '\0';
 }
 
 /* FILE.gsl -> FILE + ext; a file not named .gsl gives a.out (or a + ext),
@@ -486,10 +494,11 @@ static int compile(const Options *o) {
     return 1;
   }
   Resources res;
-  if (!find_resources(&res)) {
-    diag_fatal("cannot find the runtime (libgslrt.a) and the stdlib (nn.gsl): neither beside this gslc (as in "
-               "its build tree, or as installed under %s and %s, from %s), nor there", GSL_LIBDIR, GSL_STDLIBDIR,
-               GSL_BINDIR);
+  find_resources(&res);
+  if (!*res.stdlib || (o->mode == MODE_LINK && !*res.runtime)) {
+    diag_fatal("cannot find %s: not beside this gslc (as in its build tree, or as installed in %s and %s from "
+               "%s), nor there", !*res.stdlib ? "the stdlib (nn.gsl)" : "the runtime library (libgslrt.a)",
+               GSL_LIBDIR, GSL_STDLIBDIR, GSL_BINDIR);
     free(out);
     source_free(src);
     return 1;
@@ -639,10 +648,8 @@ done:
 
 int main(int argc, char **argv) {
   Options o;
-  if (parse_options(argc, argv, &o))
-    return 1;
-  int rc = compile(&o);
-  for (int i = 0; i < o.ndefine; i++)
+  int rc = parse_options(argc, argv, &o) ? 1 : compile(&o);
+  for (int i = 0; i < o.ndefine; i++) /* a failed parse's too */
     free((char *)o.defines[i].name);
   free(o.defines);
   free(o.includes);

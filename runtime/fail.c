@@ -59,13 +59,16 @@ void gslrt_exit(gslrt_ctx *ctx, int code) {
 /* Writes the prefix, the message, then (if given) a newline and the tail,
  * and a final newline, to stderr with one write(2), so that the lines of
  * ranks failing together never interleave (stderr is unbuffered: fprintf
- * would write the prefix and the message separately). A message too long
- * for the buffer is cut, keeping its newline. */
+ * would write the prefix and the message separately). The message is one
+ * line whatever it quotes: a control byte in it (a file name with a
+ * newline, say) is written \xNN. A message too long for the buffer is
+ * cut, keeping its newline. */
 static void say(const char *prefix, const char *tail, const char *fmt, va_list ap) {
-  char buf[2 * GSLRT_ERRLEN];
+  char buf[2 * GSLRT_ERRLEN], msg[GSLRT_ERRLEN];
   size_t cap = sizeof buf - 2, n = (size_t)snprintf(buf, cap, "%s", prefix);
-  if (n < cap)
-    n += (size_t)vsnprintf(buf + n, cap - n, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  for (const unsigned char *c = (const unsigned char *)msg; *c && n < cap; c++)
+    n += (size_t)(*c < 0x20 || *c == 0x7f ? snprintf(buf + n, cap - n, "\\x%02x", *c) : snprintf(buf + n, cap - n, "%c", *c));
   if (n < cap && tail)
     n += (size_t)snprintf(buf + n, cap - n, "\n%s", tail);
   if (n > cap - 1)

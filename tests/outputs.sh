@@ -126,4 +126,14 @@ elif grep -q 'write(2, "p1: rank 0: error: --output y=dir: .*\\n", ' trace; then
 else
   echo "FAIL: the error line took several writes:"; grep 'write(2' trace; status=1
 fi
+
+# an error line stays one line whatever it quotes: a file name with a
+# newline and a tab is written with \x0a and \x09 (found by the runtime
+# fuzzer: "--prompt-file p<newline>q" split the message in two)
+./p1 --output "y=$(printf 'a\nb\tc')/y.npy" >/dev/null 2>err_nl
+if [ "$(wc -l <err_nl)" -eq 1 ] && grep -q '^p1: rank 0: error: .*a\\x0ab\\x09c/y.npy' err_nl; then
+  echo "PASS: a newline and a tab in a file name are escaped in the one error line"
+else
+  echo "FAIL: an error quoting a name with a newline:"; cat err_nl; status=1
+fi
 exit $status

@@ -68,7 +68,7 @@ try "$work/elsewhere$gsl_bindir/gslc" installed_moved
 if [ ! -e "$gsl_libdir/libgslrt.a" ]; then
   rm "$work/moved/runtime/libgslrt.a"
   (cd "$work" && "$work/moved/gslc" prog.gsl -o none) 2>"$work/err" && fail "gslc without a runtime compiled"
-  grep -q "^gslc: error: cannot find the runtime (libgslrt.a) and the stdlib (nn.gsl)" "$work/err" ||
+  grep -q "^gslc: error: cannot find the runtime library (libgslrt.a): not beside this gslc" "$work/err" ||
     fail "gslc without a runtime said: $(cat "$work/err")"
 fi
 
