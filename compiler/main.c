@@ -249,13 +249,11 @@ static bool join(char *out, size_t cap, const char *a, const char *b) {
   return n > 0 && (size_t)n < cap;
 }
 
-/* Whether dir (a directory, or a path to join with sub) holds file: out
- * then names dir. */
+/* Where out is still empty (nothing found before): whether directory dir
+ * holds a readable file, and out then names dir. */
 static bool holds(char *out, size_t cap, const char *dir, const char *file) {
   char f[PATH_MAX];
-  if (!*out && join(f, sizeof f, dir, file) && access(f, R_OK) == 0 && snprintf(out, cap, "%s", dir) < (int)cap)
-    return true;
-  return false;
+  return !*out && join(f, sizeof f, dir, file) && access(f, R_OK) == 0 && snprintf(out, cap, "%s", dir) < (int)cap;
 }
 
 static void find_resources(Resources *r) {
