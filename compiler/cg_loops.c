@@ -75,7 +75,7 @@ typedef struct Interned {
   LLVMValueRef value; /* the pointer to it */
 } Interned;
 
-static uint64_t fnv1a(char kind, const void *p, size_t n) {
+uint64_t cg_fnv1a(char kind, const void *p, size_t n) {
   uint64_t h = 1469598103934665603ull ^ (unsigned char)kind;
   for (size_t i = 0; i < n; i++)
     h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
@@ -83,7 +83,7 @@ static uint64_t fnv1a(char kind, const void *p, size_t n) {
 }
 
 static LLVMValueRef interned(CG *g, char kind, const void *p, size_t n) {
-  uint64_t h = fnv1a(kind, p, n);
+  uint64_t h = cg_fnv1a(kind, p, n);
   for (int i = 0; i < g->ninterned; i++)
     if (g->interned[i].hash == h && g->interned[i].kind == kind && g->interned[i].len == n &&
         !memcmp(g->interned[i].bytes, p, n))
@@ -96,7 +96,7 @@ static LLVMValueRef intern(CG *g, char kind, const void *p, size_t n, LLVMValueR
     g->interned = xrealloc(g->interned, sizeof *g->interned * (size_t)(g->capinterned = g->capinterned ? 2 * g->capinterned : 64));
   char *copy = xmalloc(n + 1);
   memcpy(copy, p, n);
-  g->interned[g->ninterned++] = (Interned){fnv1a(kind, p, n), kind, n, copy, value};
+  g->interned[g->ninterned++] = (Interned){cg_fnv1a(kind, p, n), kind, n, copy, value};
   return value;
 }
 

@@ -276,9 +276,7 @@ static void emit_kernels(CG *g) {
       c->nslots = g->nslot;
       c->array = NULL;
       char *text = kernel_text(fn);
-      uint64_t h = 1469598103934665603ull;
-      for (const char *t = text; *t; t++)
-        h = (h ^ (unsigned char)*t) * 1099511628211ull;
+      uint64_t h = cg_fnv1a('k', text, strlen(text));
       int same = -1;
       for (int k = 0; k < nmade && same < 0; k++)
         if (hashes[k] == h && !strcmp(texts[k], text))

@@ -127,6 +127,7 @@ LLVMValueRef cg_call1(CG *g, const char *name, LLVMValueRef x); /* returns x's t
 LLVMValueRef cg_call2(CG *g, const char *name, LLVMValueRef x, LLVMValueRef y);
 LLVMValueRef cg_cstr(CG *g, const char *s); /* a private constant string, as i8* (one a module for its text) */
 void cg_free_interned(CG *g);              /* the table behind cg_cstr and cg_const_array */
+uint64_t cg_fnv1a(char kind, const void *p, size_t n); /* FNV-1a of kind and n bytes at p (interning, emit_kernels) */
 /* a private constant array of n integers of type t, as a pointer to its first */
 LLVMValueRef cg_const_array(CG *g, LLVMTypeRef t, int n, const int64_t *v);
 LLVMValueRef cg_shape_array(CG *g, const Shape *s);
