@@ -54,7 +54,10 @@
 # WARMUP REPS MPIEXEC) and times the search on 4 and 64 devices;
 # ONLY=depth times gslc -O2 on examples/lm.gsl against its depth
 # (DEPTHS, default "4 12 24 48"; DEPTH_REPS; BASE_GSLC, another build's
-# gslc to time beside, with the L = 4 step of each: DEPTH_STEPS).
+# gslc to time beside, with the L = 4 step of each: DEPTH_STEPS);
+# ONLY=remat runs examples/lm.gsl deep (REMAT_DIMS "L B T", default "48 32
+# 128") kept, recomputed (`remat for`) and under --mem-budget at half the
+# kept total: planned memory, peak RSS and the step (REMAT_STEPS).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -1155,9 +1158,59 @@ depth() {
        "$(awk -v a=$sn -v b=$sb 'BEGIN { printf "%.3f", a / b }') (median of $REPS runs of $DEPTH_STEPS steps each)"
 }
 
+# Recomputation: examples/lm.gsl at L, B, T = REMAT_DIMS (default "48 32
+# 128") on its 2-device mesh, kept (as written), with every layer pair
+# recomputed (`remat for`), and under --mem-budget at half the kept plan's
+# total: --stats' planned intermediates and total, the peak RSS of the
+# largest rank (/usr/bin/time -v), and the step (REMAT_STEPS timed steps
+# after WARMUP, mean from --metrics, median of REPS runs), each over the
+# kept run's.
+remat() {
+  set -- ${REMAT_DIMS:-48 32 128}
+  RL=$1 RB=$2 RT=$3 REMAT_STEPS=${REMAT_STEPS:-5}
+  MPIEXEC=${MPIEXEC:-mpiexec}
+  dims="-O2 -D L=$RL -D B=$RB -D T=$RT"
+  echo "GSL recomputation benchmark: examples/lm.gsl at L = $RL, B = $RB, T = $RT on 2 devices" \
+       "(step: mean of $REMAT_STEPS after $WARMUP, median of $REPS runs)"
+  cp "$top/examples/lm.gsl" "$tmp/r_kept.gsl"
+  sed 's/^for p in/remat for p in/' "$top/examples/lm.gsl" >"$tmp/r_remat.gsl"
+  grep -q '^remat for' "$tmp/r_remat.gsl" || die "examples/lm.gsl's layer loop not found"
+  cp "$top/examples/lm.gsl" "$tmp/r_budget.gsl"
+  $GSLC $dims --stats "$tmp/r_kept.gsl" >"$tmp/r_kept.stats" || die "gslc --stats failed"
+  kept_total=$(sed -n 's/^total  *\([0-9]*\).*/\1/p' "$tmp/r_kept.stats")
+  half=$((kept_total / 2))
+  $PYTHON -c 'import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(1).integers(0, 256, (4, int(sys.argv[2]), int(sys.argv[3]) + 1), dtype=np.int32))' \
+    "$tmp/r_tokens.npy" $RB $RT || die "numpy is needed for the tokens (apt-get install python3-numpy)"
+  printf '  %-22s %14s %14s %14s %10s %8s %10s\n' run "planned B" "total B" "peak RSS B" "step ms" "x kept" "compile s"
+  for v in kept remat budget; do
+    extra=; [ $v = budget ] && extra="--mem-budget $half"
+    $GSLC $dims $extra --stats "$tmp/r_$v.gsl" >"$tmp/r_$v.stats" || die "gslc --stats $v failed"
+    /usr/bin/time -f '%e' -o "$tmp/r_ct" $GSLC $dims $extra "$tmp/r_$v.gsl" -o "$tmp/r_$v" || die "gslc $v failed"
+    planned=$(sed -n 's/^intermediates, planned  *\([0-9]*\).*/\1/p' "$tmp/r_$v.stats")
+    total=$(sed -n 's/^total  *\([0-9]*\).*/\1/p' "$tmp/r_$v.stats")
+    : >"$tmp/r_ms"; rss=0
+    for r in $(seq "$REPS"); do
+      /usr/bin/time -v -o "$tmp/r_time" $MPIEXEC -n 2 "$tmp/r_$v" --quiet --steps $((WARMUP + REMAT_STEPS)) \
+        --log-every 1 --input tokens="$tmp/r_tokens.npy" --metrics "$tmp/r.jsonl" >/dev/null || die "the $v run failed"
+      k=$(( $(sed -n 's/.*Maximum resident set size (kbytes): *//p' "$tmp/r_time") * 1024 ))
+      [ $k -gt $rss ] && rss=$k
+      awk -v w=$WARMUP '/"ms_per_step": / { k = $0; sub(/.*"step": /, "", k); k += 0
+          m = $0; sub(/.*"ms_per_step": /, "", m); if (k > w) { t += m; n++ } } END { printf "%.1f\n", t / n }' \
+        "$tmp/r.jsonl" >>"$tmp/r_ms"
+    done
+    ms=$(sort -n "$tmp/r_ms" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    [ $v = kept ] && kept_ms=$ms
+    label=$v; [ $v = budget ] && label="--mem-budget $half"
+    [ $v = remat ] && label="remat for (every layer)"
+    printf '  %-22s %14s %14s %14s %10s %8s %10s\n' "$label" $planned $total $rss $ms \
+      "$(awk -v a=$ms -v b=$kept_ms 'BEGIN { printf "%.2f", a / b }')" "$(cat "$tmp/r_ct")"
+  done
+}
+
 case $ONLY in
-  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine; echo; auto; echo; depth ;;
+  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine; echo; auto; echo; depth; echo; remat ;;
   depth) depth ;;
+  remat) remat ;;
   gemm) gemm ;;
   machine) machine ;;
   mlp) mlp ;;
@@ -1168,5 +1221,5 @@ case $ONLY in
   moe_train) moe_train ;;
   lm) lm ;;
   auto) auto ;;
-  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm, machine, auto or depth" ;;
+  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm, machine, auto, depth or remat" ;;
 esac

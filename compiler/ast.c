@@ -162,7 +162,7 @@ void ast_dump(FILE *f, const Node *n) {
       fputs(" frozen", f);
     break;
   case AST_FN:
-    fprintf(f, " %s (args", n->name ? n->name : "nil");
+    fprintf(f, "%s %s (args", n->flag ? " remat" : "", n->name ? n->name : "nil");
     dump_list(f, &n->list);
     fputs(") (body", f);
     dump_list(f, &n->list2);
@@ -190,7 +190,7 @@ void ast_dump(FILE *f, const Node *n) {
     dump_child(f, n->b);
     break;
   case AST_FOR:
-    fprintf(f, " %s", n->c->name);
+    fprintf(f, "%s %s", n->flag ? " remat" : "", n->c->name);
     dump_child(f, n->a);
     dump_child(f, n->b);
     fputs(" (body", f);

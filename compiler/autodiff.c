@@ -44,6 +44,9 @@ typedef struct AD {
   Program *p;    /* the program, growing at its end */
   Value **ct;    /* per forward value id: its cotangent so far, NULL: none yet */
   bool *active;  /* per forward value id: gets a cotangent */
+  int nfwd;      /* forward values: ids below it */
+  int *unit;     /* per region number: the outermost recomputed region around it (or itself), 0: kept */
+  Value **re;    /* per forward value id in a recomputed region: its recomputed copy, NULL: none yet */
   Span sp;       /* the forward value being differentiated: the backward values' span */
   DType dt;      /* its dtype if a float (f32 or bf16), else f32: the constants of its rule */
 } AD;
@@ -61,6 +64,64 @@ static bool diff_slot(const Value *v, int k) {
   if (v->op == OP_REDUCE && v->fn == RF_ARGMAX)
     return false;
   return true;
+}
+
+/* The forward value x stands for: itself, or the one it recomputes. */
+static const Value *fwd(const Value *x) { return x->remat_of ? x->remat_of : x; }
+
+static bool is_active(const AD *a, const Value *x) { return a->active[fwd(x)->id]; }
+
+/* ---- recomputation ------------------------------------------------------------------ */
+
+/* v as the backward pass reads it: v itself, or, where v lies in a
+ * recomputed region, its copy computed again from the values the region
+ * reads (those outside it, even in another recomputed region: kept), made
+ * here, at its first use. The copy
+ * is the same op on the same attributes (an RNG draw the same stream), so
+ * the same kernels give the same bits. A chain is walked with a stack of
+ * its own: a region may hold a chain of thousands of values. */
+static Value *recomputed(AD *a, Value *v) {
+  if (v->id >= a->nfwd || !a->unit[v->region])
+    return v;
+  if (a->re[v->id])
+    return a->re[v->id];
+  Program *p = a->p;
+  Value **stack = xmalloc(sizeof *stack * 16);
+  int n = 0, cap = 16;
+  stack[n++] = v;
+  while (n) {
+    Value *u = stack[n - 1];
+    bool ready = true;
+    for (int k = 0; k < u->nargs; k++) {
+      Value *x = u->args[k];
+      if (x->id < a->nfwd && a->unit[x->region] == a->unit[u->region] && !a->re[x->id]) {
+        if (n == cap)
+          stack = xrealloc(stack, sizeof *stack * (size_t)(cap *= 2));
+        stack[n++] = x;
+        ready = false;
+      }
+    }
+    if (!ready)
+      continue;
+    n--;
+    if (a->re[u->id])
+      continue;
+    Value *args[16], **ops = u->nargs <= 16 ? args : xmalloc(sizeof *ops * (size_t)u->nargs);
+    for (int k = 0; k < u->nargs; k++)
+      ops[k] = a->unit[u->args[k]->region] == a->unit[u->region] && a->re[u->args[k]->id] ? a->re[u->args[k]->id]
+                                                                                         : u->args[k];
+    Pass pass = p->pass;
+    p->pass = PASS_RECOMPUTE;
+    Value *c = ir_copy(p, u, ops);
+    p->pass = pass;
+    c->pass = PASS_RECOMPUTE;
+    c->remat_of = u;
+    if (ops != args)
+      free(ops);
+    a->re[u->id] = c;
+  }
+  free(stack);
+  return a->re[v->id];
 }
 
 static Value *zeros(AD *a, DType dt, Shape s) { return ir_broadcast(a->p, ir_const(a->p, dt, 0, a->sp), s, a->sp); }
@@ -150,6 +211,7 @@ fail:
 }
 
 static void accum(AD *a, const Value *x, Value *d) {
+  x = fwd(x); /* a recomputed operand's cotangent is its forward value's */
   if (!d || !a->active[x->id])
     return;
   if (!shape_eq(&d->shape, &x->shape) || d->dtype != x->dtype)
@@ -209,7 +271,7 @@ static void d_unary(AD *a, const Value *v, Value *g) {
 
 static void d_binary(AD *a, const Value *v, Value *g) {
   Value *x = v->args[0], *y = v->args[1], *r = (Value *)v;
-  bool dx = diff_slot(v, 0) && a->active[x->id], dy = diff_slot(v, 1) && a->active[y->id];
+  bool dx = diff_slot(v, 0) && is_active(a, x), dy = diff_slot(v, 1) && is_active(a, y);
   switch ((BinaryFn)v->fn) {
 #define X(id, name, sym, fold, cmp, ddx, ddy) \
   case BF_##id:                               \
@@ -348,7 +410,7 @@ static void d_einsum(AD *a, const Value *v, Value *g) {
   if (e->nin != 2)
     die("one-operand einsum %%%d reached autodiff (ir_einsum makes it a transpose)", v->id);
   for (int k = 0; k < 2; k++) {
-    if (!diff_slot(v, k) || !a->active[v->args[k]->id])
+    if (!diff_slot(v, k) || !is_active(a, v->args[k]))
       continue;
     EinsumSpec z = {2, {{0}}, {0}, {0}, 0};
     strcpy(z.in[0], e->out);
@@ -428,7 +490,7 @@ static void d_dispatch(AD *a, const Value *v, Value *g) {
   Value *w = v->nargs == 4 ? v->args[3] : ir_broadcast(a->p, ir_const(a->p, DT_F32, 1, a->sp), ex->shape, a->sp);
   if (diff_slot(v, 0))
     accum(a, v->args[0], ir_cast(a->p, ir_combine(a->p, g, ex, sl, w, a->sp), v->args[0]->dtype, a->sp));
-  if (v->nargs == 4 && diff_slot(v, 3) && a->active[w->id])
+  if (v->nargs == 4 && diff_slot(v, 3) && is_active(a, w))
     accum(a, w, route_dot(a, v->args[0], g, ex, sl));
 }
 
@@ -437,10 +499,10 @@ static void d_dispatch(AD *a, const Value *v, Value *g) {
  * row of y dotted with g's */
 static void d_combine(AD *a, const Value *v, Value *g) {
   Value *y = v->args[0], *ex = v->args[1], *sl = v->args[2], *w = v->args[3];
-  if (diff_slot(v, 0) && a->active[y->id])
+  if (diff_slot(v, 0) && is_active(a, y))
     accum(a, y, ir_dispatch_weighted(a->p, ir_cast(a->p, g, y->dtype, a->sp), ex, sl, w, y->shape.d[0], y->shape.d[2],
                                      a->sp)); /* a bf16 y: g rounded before it is moved */
-  if (diff_slot(v, 3) && a->active[w->id])
+  if (diff_slot(v, 3) && is_active(a, w))
     accum(a, w, route_dot(a, g, y, ex, sl));
 }
 
@@ -602,7 +664,12 @@ void ad_train(Program *p) {
     for (int k = 0; k < v->nargs && !dep[i]; k++)
       dep[i] = diff_slot(v, k) && dep[v->args[k]->id];
   }
-  AD a = {p, xcalloc((size_t)n, sizeof(Value *)), xcalloc((size_t)n, 1), t->span, DT_F32};
+  AD a = {p, xcalloc((size_t)n, sizeof(Value *)), xcalloc((size_t)n, 1), n,
+          xcalloc((size_t)p->nregions + 1, sizeof(int)), xcalloc((size_t)n, sizeof(Value *)), t->span, DT_F32};
+  for (int r = 1; r <= p->nregions; r++) { /* parents come first */
+    const Region *g = &p->regions[r - 1];
+    a.unit[r] = a.unit[g->parent] ? a.unit[g->parent] : g->recompute ? r : 0;
+  }
   for (int i = 0; i <= L; i++)
     a.active[i] = dep[i] && dreach[i];
   if (a.active[L]) {
@@ -616,7 +683,7 @@ void ad_train(Program *p) {
       a.sp = v->span;
       a.dt = dtype_is_float(v->dtype) ? v->dtype : DT_F32;
       p->site = v->site;
-      rules[v->op](&a, v, a.ct[i]);
+      rules[v->op](&a, recomputed(&a, (Value *)v), a.ct[i]);
     }
     p->site = site;
   }
@@ -670,15 +737,19 @@ void ad_train(Program *p) {
   p->pass = PASS_FORWARD;
   ir_root(p, OUT_LOSS, "loss", t->loss, -1, t->span);
   for (int k = 0; k < t->nupdates; k++)
-    ir_free(t->updates[k]);
+    if (t->updates[k]->home == p) /* else borrowed from the program ir_clone copied */
+      ir_free(t->updates[k]);
   free(t->updates);
   t->updates = NULL;
   t->nupdates = 0;
-  ir_free(t->schedule);
+  if (t->schedule && t->schedule->home == p)
+    ir_free(t->schedule);
   t->schedule = NULL;
   free(reach);
   free(dreach);
   free(dep);
   free(a.ct);
   free(a.active);
+  free(a.unit);
+  free(a.re);
 }

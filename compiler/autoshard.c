@@ -1207,6 +1207,13 @@ static void apply(Auto *A) {
     v->sh_origin = SO_AUTO;
   }
   fit_to_uses(A);
+  /* a recomputed value runs as its forward value does, on the same tiles
+   * (the same bits: gsl.7, RECOMPUTATION) */
+  for (int i = 0; i < p->nvalues; i++) {
+    Value *v = p->values[i];
+    if (v->remat_of && v->sh_origin == SO_AUTO)
+      v->sh = v->remat_of->sh;
+  }
   /* each param's and input's choice against its best alternative, the
    * rest of the plan as chosen */
   for (int ti = 0; ti < p->ntensors; ti++) {

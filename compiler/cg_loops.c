@@ -410,7 +410,7 @@ void cg_op_where(const Value *v, char *buf, size_t len) {
   }
   if (v->pass != PASS_FORWARD && n < len)
     n += (size_t)snprintf(buf + n, len - n, "%s%s pass", inlined ? "; " : " (",
-                          v->pass == PASS_BACKWARD ? "backward" : "update");
+                          ir_pass_name(v->pass));
   if ((inlined || v->pass != PASS_FORWARD) && n < len)
     snprintf(buf + n, len - n, ")");
 }

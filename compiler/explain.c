@@ -12,6 +12,7 @@
  * Bytes are what one device receives per step, by sharding.c's cost model
  * (shard_collective_bytes), the same the partitioner plans with. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gslc.h"
@@ -32,7 +33,7 @@ static const char *where_site(Arena *a, const Value *v) {
   if (v->site.src && (v->site.src != v->span.src || v->site.off != v->span.off))
     w = arena_printf(a, "%s (inlined at %s)", w, where(a, v->site));
   if (v->pass != PASS_FORWARD)
-    w = arena_printf(a, "%s, %s", w, v->pass == PASS_BACKWARD ? "backward" : "update");
+    w = arena_printf(a, "%s, %s", w, ir_pass_name(v->pass));
   return w;
 }
 
@@ -67,6 +68,50 @@ static const char *origin(Arena *a, const Program *g, const Value *v) {
   die("%%%d has sharding origin %d", v->id, (int)v->sh_origin);
 }
 
+/* The outermost recomputed region around region r (or r), 0: none. */
+static int unit_of(const Program *p, int r) {
+  int u = 0;
+  for (; r > 0; r = p->regions[r - 1].parent)
+    if (p->regions[r - 1].recompute)
+      u = r;
+  return u;
+}
+
+/* Each region recomputed for the backward pass (the outermost of nested
+ * ones), why, and what its recomputation runs, on the SPMD program s. */
+static void recomputation(FILE *f, Arena *a, const Program *s) {
+  int nr = s->nregions, any = 0;
+  int *vals = xcalloc((size_t)nr + 1, sizeof *vals), *colls = xcalloc((size_t)nr + 1, sizeof *colls);
+  double *flops = xcalloc((size_t)nr + 1, sizeof *flops);
+  for (int i = 0; i < s->nvalues; i++) {
+    const Value *v = s->values[i];
+    int u = v->pass == PASS_RECOMPUTE ? unit_of(s, v->region) : 0;
+    if (!u)
+      continue;
+    vals[u]++;
+    colls[u] += ir_op(v->op)->cls == OC_COLLECTIVE;
+    flops[u] += ir_flops(v);
+  }
+  for (int r = 1; r <= nr; r++) {
+    const Region *R = &s->regions[r - 1];
+    if (!R->recompute || unit_of(s, r) != r)
+      continue;
+    if (!any++)
+      fputs("\n## recomputation (gsl.7, RECOMPUTATION)\n", f);
+    const char *what = R->iter >= 0 ? arena_printf(a, "%s loop %s = %" PRId64, where(a, R->site), R->name, R->iter)
+                                    : arena_printf(a, "%s %s called at %s%s%s%s", where(a, R->span), R->name,
+                                                   where(a, R->site), R->loops ? " (" : "", R->loops ? R->loops : "",
+                                                   R->loops ? ")" : "");
+    fprintf(f, "%s: recomputed for the backward pass, %s; %d values computed again (%d collective%s), %.0f "
+               "FLOP of products a device\n",
+            what, R->why ? R->why : R->iter >= 0 ? "marked remat for in the source" : "marked remat fn in the source",
+            vals[r], colls[r], colls[r] == 1 ? "" : "s", flops[r]);
+  }
+  free(vals);
+  free(colls);
+  free(flops);
+}
+
 /* ", uneven: ..." for each dim of v its shards do not divide (gsl.7,
  * Uneven dimensions): its size, the tiles, what the last shard holds */
 static const char *uneven_note(Arena *a, const Program *g, const Value *v) {
@@ -97,7 +142,7 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
     fputs("one device (no mesh)\n", f);
   }
   if (g->precision == DT_BF16) { /* which values --precision bf16 made bf16 */
-    int prod[3] = {0}, routed = 0, vals = 0;
+    int prod[PASS_RECOMPUTE + 1] = {0}, routed = 0, vals = 0;
     for (int i = 0; i < g->nvalues; i++) {
       const Value *v = g->values[i];
       vals += v->dtype == DT_BF16;
@@ -191,13 +236,17 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
     fputs("\n## moe blocks: matrix products over the filled capacity slots only, or over every slot\n", f);
   for (int i = 0, o = 0; i < g->nmoe; i++) {
     const MoeNote *m = &g->moe[i];
-    fprintf(f, "moe at %s (E = %" PRId64 ", G = %" PRId64 ", C = %" PRId64 "): ", where(a, m->span), m->e, m->g, m->c);
+    fprintf(f, "moe at %s (E = %" PRId64 ", G = %" PRId64 ", C = %" PRId64 ")%s: ", where(a, m->span), m->e, m->g,
+            m->c, m->recomputed ? ", recomputed for the backward pass" : "");
     if (m->why)
       fprintf(f, "padded (%s)\n", m->why);
     else
       fprintf(f, "empty slots skipped: %d products by rows, %d by summed slots\n", m->rows, m->depth);
     /* its signals: moe.c made them in block order, "moe.NAME.load" and
-     * "moe.NAME.drop", the drop alone logged */
+     * "moe.NAME.drop", the drop alone logged (a recomputed block has none
+     * of its own: its original's are the same numbers) */
+    if (m->recomputed)
+      continue;
     while (o < g->noutputs && !(g->outputs[o].kind == OUT_SIGNAL && g->outputs[o].log &&
                                  !strncmp(g->outputs[o].name, "moe.", 4)))
       o++;
@@ -208,8 +257,9 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
       o++;
     }
   }
+  recomputation(f, a, s);
   fputs("\n## collectives (bytes: received per device per step)\n", f);
-  int counts[OP__COUNT] = {0}, per_pass[3] = {0}, riders = 0;
+  int counts[OP__COUNT] = {0}, per_pass[PASS_RECOMPUTE + 1] = {0}, riders = 0;
   int64_t total = 0;
   int n = 0;
   for (int i = 0; i < s->nvalues; i++) {
@@ -246,7 +296,10 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
   if (riders)
     fprintf(f, "%d small all_to_all%s ride%s in the calls of others, with no exchange of %s own\n", riders,
             riders == 1 ? "" : "s", riders == 1 ? "s" : "", riders == 1 ? "its" : "their");
-  if (per_pass[PASS_BACKWARD] || per_pass[PASS_UPDATE])
+  if (per_pass[PASS_RECOMPUTE])
+    fprintf(f, "forward %d, recompute %d, backward %d, update %d (the training step's parts)\n",
+            per_pass[PASS_FORWARD], per_pass[PASS_RECOMPUTE], per_pass[PASS_BACKWARD], per_pass[PASS_UPDATE]);
+  else if (per_pass[PASS_BACKWARD] || per_pass[PASS_UPDATE])
     fprintf(f, "forward %d, backward %d, update %d (the training step's parts)\n", per_pass[PASS_FORWARD],
             per_pass[PASS_BACKWARD], per_pass[PASS_UPDATE]);
   fprintf(f, "bytes received per device per step: %" PRId64 "\n", total);

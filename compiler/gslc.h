@@ -109,7 +109,7 @@ struct Node {
   int op;         /* BINARY/UNARY: a BinOp */
   int64_t ival;   /* INT: value */
   double fval;    /* FLOAT: value */
-  bool flag;      /* PARAM: frozen; BOOL: value */
+  bool flag;      /* PARAM: frozen; BOOL: value; FN, FOR: remat */
   Node *a, *b, *c;  /* fixed children, per kind */
   NodeList list;  /* variable children, per kind */
   NodeList list2; /* second list (FN body) */
@@ -326,8 +326,34 @@ typedef struct Attr {
 typedef enum Pass {
   PASS_FORWARD,  /* the program as written */
   PASS_BACKWARD, /* autodiff's gradients */
-  PASS_UPDATE    /* the optimizer's update of params and states */
+  PASS_UPDATE,   /* the optimizer's update of params and states */
+  PASS_RECOMPUTE /* forward values computed again for the backward pass (a region recomputed) */
 } Pass;
+
+/* "forward", "backward", "update" or "recompute" */
+const char *ir_pass_name(Pass pass);
+
+/* A region of the forward program that may be recomputed for the backward
+ * pass instead of kept (rematerialization, jax.checkpoint's unit): the
+ * values one call of a function builds (every call made from the top
+ * level or a loop there, and every call of a `remat fn`), or one iteration
+ * of a `remat for` loop. Regions nest as the calls and loops do; a value
+ * belongs to the innermost it was built in (Value.region). sema makes
+ * them; main.c chooses which are recomputed; autodiff.c recomputes them. */
+typedef struct Region {
+  Span span;        /* the function's definition, or the loop's header */
+  Span site;        /* the call, or the loop's header */
+  const char *name; /* the function's name, or the loop variable's */
+  int64_t iter;     /* a loop's iteration, else -1 */
+  const char *loops; /* a call in loops: their variables' values, "p = 3" (outermost first), else NULL */
+  int parent;       /* the enclosing region's number, 0: none */
+  bool marked;      /* the source asks for it: `remat fn` or `remat for` */
+  bool recompute;   /* chosen: recomputed for the backward pass (with the regions inside it) */
+  const char *why;  /* why chosen, for --explain (NULL: marked, or not chosen) */
+  double flops;     /* its forward's product FLOPs on one device (remat_measure) */
+  double seconds;   /* its forward's time on one device, by the cost model (remat_measure) */
+  int64_t saved;    /* bytes a device keeps less when it is recomputed, as estimated (remat_measure) */
+} Region;
 
 typedef struct Value Value;
 struct Value {
@@ -341,6 +367,9 @@ struct Value {
   const char *name;  /* the user's name for it (let, param, input), or NULL */
   Value **args;      /* operands */
   int nargs;         /* number of operands */
+  int region;        /* the innermost Region it was built in (a number: Program.regions[region - 1]),
+                        0: none */
+  const Value *remat_of; /* PASS_RECOMPUTE: the forward value it computes again */
   int nuses;         /* operand slots that read it (ir_count_uses) */
   union {
     Attr attr;                   /* the op's attributes, copied whole */
@@ -436,6 +465,7 @@ typedef struct MoeNote {
   int64_t e, g, c; /* experts, groups, capacity slots */
   int rows, depth; /* products restricted to the filled slots: by rows, by summed slots */
   const char *why; /* padded: why (the op that mixes slots, or the option); NULL: skipped */
+  bool recomputed; /* the block computed again for the backward pass (its region recomputed) */
 } MoeNote;
 
 /* A const of the user's program as elaborated (-D applied). */
@@ -468,6 +498,10 @@ typedef struct Program {
   bool keep_f32;     /* builder state: under --precision bf16, products stay f32 (a moe block's gating) */
   struct Program *home; /* an IR function (ir_new_fn): the program it is inlined into, whose arena
                            holds it; NULL for a program of its own */
+  Region *regions;   /* sema's regions, numbered from 1 (in the arena) */
+  int nregions, capregions;
+  int region;        /* builder state: the region new values are built in (0: none) */
+  const struct Program *base; /* a copy (ir_clone): the program copied, whose IR functions it may inline */
   ConstDef *consts;  /* sema's: the user's consts in source order, for the manifest's "build" */
   int nconsts;       /* entries of consts */
 } Program;
@@ -554,6 +588,17 @@ bool ir_has_signal(const Program *p, const char *name);
  * streams, and is spmd if spmd is set. */
 typedef Value *IrRewriteFn(void *ctx, Program *dst, const Value *v, Value **map);
 Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx);
+/* Opens a region inside the current one (p->region), recomputed if
+ * marked until main.c chooses otherwise, and makes it current; returns
+ * the region to restore (p->region = it) when it closes. */
+int ir_region_push(Program *p, Span span, Span site, const char *name, int64_t iter, const char *loops,
+                   bool marked);
+/* Whether region r (a number, 0: none) or one around it is recomputed. */
+bool ir_region_recomputed(const Program *p, int r);
+/* A copy of src (ir_rewrite's, regions included) that may inline src's
+ * IR functions (its train statement's update and schedule, borrowed: they
+ * stay src's), so that autodiff can run on it while src stays as it is. */
+Program *ir_clone(const Program *src);
 /* v into dst with operands args: same op, dtype, shape, spans, name, attributes */
 Value *ir_copy(Program *dst, const Value *v, Value **args);
 /* The inliner on IR: copies IR function fn (ir_new_fn(dst)) into dst with
@@ -952,6 +997,18 @@ const char *plan_largest(Arena *a, const Program *p, const Plan *pl);
 bool plan_verify(const Plan *pl, FILE *err);
 /* gslc --stats: memory per device and bytes each collective moves per step */
 void plan_stats(FILE *f, const Program *p, const Plan *pl);
+
+/* ---- remat.c: what recomputing a region saves and costs ------------------------------- */
+
+/* The FLOPs of v (a product's: 2 per multiply-add over its local shapes; 0 for other ops). */
+double ir_flops(const Value *v);
+/* Fills the saved, seconds and flops of g's outermost regions, measured
+ * on s (g's SPMD program, with g's regions) and its plan pl, priced on m. */
+void remat_measure(Program *g, const Program *s, const Plan *pl, const Machine *m);
+/* The outermost regions of g not recomputed that would save bytes, the
+ * least seconds per byte saved first, into order (room for g->nregions);
+ * returns how many. */
+int remat_order(const Program *g, int *order);
 
 /* ---- codegen.c (and cg_*.c): LLVM ---------------------------------------------------- */
 

@@ -149,9 +149,21 @@ R inline_fn(Sema *s, Scope *home, const Node *fnode, const R *args, int nargs, c
   Span site = s->p->site;
   if (!site.src)
     s->p->site = call; /* values inlined from here carry the outermost call */
+  /* a region of its own: the outermost call (a candidate for --mem-budget)
+   * and every call of a remat fn (recomputed) */
+  int region = s->p->region;
+  if (!site.src || fnode->flag) {
+    const char *loops = NULL; /* the iterations it is made in, for --explain */
+    for (int k = 0; k < s->depth - 1; k++)
+      if (s->stack[k].kind == FRAME_ITERATION)
+        loops = arena_printf(s->p->arena, "%s%s%s = %" PRId64, loops ? loops : "", loops ? ", " : "",
+                             s->stack[k].name, s->stack[k].iter);
+    ir_region_push(s->p, fnode->span, call, fn_name(fnode), -1, loops, fnode->flag);
+  }
   R result = run_body(s, fsc, fnode, call);
   s->depth--;
   s->p->site = site;
+  s->p->region = region;
   return result;
 }
 

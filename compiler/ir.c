@@ -164,6 +164,11 @@ const char *reduce_fn_name(int fn) {
   return reduce_names[fn];
 }
 
+const char *ir_pass_name(Pass pass) {
+  static const char *const names[] = {"forward", "backward", "update", "recompute"};
+  return pass >= 0 && pass < (int)(sizeof names / sizeof names[0]) ? names[pass] : "?";
+}
+
 const char *dtype_name(DType d) { return d == DT_I32 ? "i32" : d == DT_BF16 ? "bf16" : "f32"; }
 
 /* ---- optim.def ----------------------------------------------------------------- */
@@ -301,13 +306,16 @@ void ir_free(Program *p) {
   if (!p)
     return;
   for (int i = 0; i < p->train.nupdates; i++)
-    ir_free(p->train.updates[i]);
+    if (p->train.updates[i]->home == p)
+      ir_free(p->train.updates[i]);
   free(p->train.updates);
-  ir_free(p->train.schedule);
+  if (p->train.schedule && p->train.schedule->home == p)
+    ir_free(p->train.schedule);
   free(p->values);
   free(p->tensors);
   free(p->outputs);
   free(p->consts);
+  free(p->regions);
   if (!p->home)
     arena_free(p->arena);
 }
@@ -326,6 +334,7 @@ Value *ir_add(Program *p, Op op, DType dt, Shape shape, Span sp, int nargs, Valu
   v->span = sp;
   v->site = p->site.src ? p->site : sp;
   v->pass = p->pass;
+  v->region = p->region;
   v->nargs = nargs;
   if (nargs) {
     v->args = arena_alloc(p->arena, (size_t)nargs * sizeof *v->args);
@@ -908,12 +917,35 @@ bool ir_has_signal(const Program *p, const char *name) {
 
 void ir_output(Program *p, const char *name, Value *v, Span sp) { ir_root(p, OUT_VALUE, name, v, -1, sp); }
 
+/* ---- regions ---------------------------------------------------------------------- */
+
+int ir_region_push(Program *p, Span span, Span site, const char *name, int64_t iter, const char *loops,
+                   bool marked) {
+  if (p->nregions == p->capregions) {
+    p->capregions = p->capregions ? 2 * p->capregions : 16;
+    p->regions = xrealloc(p->regions, sizeof *p->regions * (size_t)p->capregions);
+  }
+  p->regions[p->nregions++] = (Region){span, site, name, iter, loops, p->region, marked, marked, NULL, 0, 0, 0};
+  int outer = p->region;
+  p->region = p->nregions;
+  return outer;
+}
+
+bool ir_region_recomputed(const Program *p, int r) {
+  for (; r > 0; r = p->regions[r - 1].parent)
+    if (p->regions[r - 1].recompute)
+      return true;
+  return false;
+}
+
 /* ---- the rewriter ---------------------------------------------------------------- */
 
 Value *ir_copy(Program *dst, const Value *v, Value **args) {
   Value *c = ir_add(dst, v->op, v->dtype, v->shape, v->span, v->nargs, args);
   c->site = v->site;
   c->pass = v->pass;
+  c->region = v->region;
+  c->remat_of = v->remat_of;
   c->name = v->name;
   c->attr = v->attr;
   c->sh = v->sh;
@@ -926,7 +958,7 @@ Value *ir_copy(Program *dst, const Value *v, Value **args) {
 }
 
 int ir_inline(Program *dst, const Program *fn, Value **args, int nargs, Value **results, int maxresults) {
-  if (fn->home != dst)
+  if (fn->home != dst && (!dst->base || fn->home != dst->base))
     die("ir_inline: an IR function inlined into a program it was not made for");
   if (nargs != fn->ntensors)
     die("ir_inline: %d arguments for an IR function of %d", nargs, fn->ntensors);
@@ -953,6 +985,7 @@ int ir_inline(Program *dst, const Program *fn, Value **args, int nargs, Value **
     if (ops != stack)
       free(ops);
     c->pass = dst->pass;
+    c->region = dst->region;
     if (dst->site.src)
       c->site = dst->site;
     if (v->op == OP_RNG)
@@ -988,7 +1021,15 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
       if (args != stack)
         free(args);
     }
+    if (r->remat_of && r->remat_of == v->remat_of) /* a recomputed value: its forward value's copy */
+      r->remat_of = map[v->remat_of->id];
     map[i] = r;
+  }
+  dst->base = src->base;
+  dst->nregions = dst->capregions = src->nregions;
+  if (src->nregions) {
+    dst->regions = xmalloc(sizeof(Region) * (size_t)src->nregions);
+    memcpy(dst->regions, src->regions, sizeof(Region) * (size_t)src->nregions);
   }
   for (int i = 0; i < dst->ntensors; i++) {
     dst->tensors[i].value = map[src->tensors[i].value->id];
@@ -1007,6 +1048,18 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
     dst->train.loss = map[src->train.loss->id];
   free(map);
   ir_count_uses(dst);
+  return dst;
+}
+
+Program *ir_clone(const Program *src) {
+  Program *dst = ir_rewrite(src, src->spmd, NULL, NULL);
+  dst->base = src->base ? src->base : src;
+  dst->train.nupdates = src->train.nupdates; /* borrowed: ir_free frees only a program's own */
+  if (src->train.nupdates) {
+    dst->train.updates = xmalloc(sizeof *dst->train.updates * (size_t)src->train.nupdates);
+    memcpy(dst->train.updates, src->train.updates, sizeof *dst->train.updates * (size_t)src->train.nupdates);
+  }
+  dst->train.schedule = src->train.schedule;
   return dst;
 }
 
@@ -1271,7 +1324,7 @@ void ir_print(FILE *f, const Program *p) {
       fprintf(f, "   ; %s:%u", base ? base + 1 : v->span.src->path, v->span.line);
     }
     if (v->pass != PASS_FORWARD)
-      fputs(v->pass == PASS_BACKWARD ? " (backward)" : " (update)", f);
+      fprintf(f, " (%s)", ir_pass_name(v->pass));
     fputc('\n', f);
   }
   static const char *const kinds[] = {"output", "loss", "update", "signal"};

@@ -271,6 +271,9 @@ static bool unroll(Sema *s, Scope *sc, const Node *st, int64_t lo, int64_t hi) {
     s->iterations++;
     Binding *var = sema_bind(s, it, st->c->name, BK_INT, st->c->span);
     var->i = i;
+    int region = s->p->region; /* a remat for: each iteration a region, recomputed */
+    if (st->flag)
+      ir_region_push(s->p, st->span, st->span, st->c->name, i, NULL, true);
     for (int k = 0; k < st->list.len && ok; k++) {
       const Node *body = st->list.items[k];
       if (body->kind == AST_LET)
@@ -281,8 +284,14 @@ static bool unroll(Sema *s, Scope *sc, const Node *st, int64_t lo, int64_t hi) {
         s->too_big = true;
         sema_error(s, body->span, "this statement takes the program past %d IR values", SEMA_MAX_VALUES);
       }
+      if (!s->too_big && s->evals > SEMA_MAX_EVALS) {
+        s->too_big = true;
+        sema_error(s, body->span, "this statement takes the program past %d operations evaluated while loops "
+                   "unroll (a long expression in many iterations)", SEMA_MAX_EVALS);
+      }
       ok = !s->too_big && !diag_flooded();
     }
+    s->p->region = region;
     ok = ok && diag_errors() == before;
   }
   s->depth--;

@@ -92,9 +92,11 @@ static const char usage[] =
     "                 empty ones too (default: over the filled slots where the body is row by row)\n"
     "  --auto-shard   choose every sharding the program does not annotate by a cost search\n"
     "                 (an integer linear program, solved by CBC); --explain says what it chose\n"
-    "  --machine FILE the rates --auto-shard and --explain's estimate use (man gslc, MACHINE FILES)\n"
+    "  --machine FILE the rates --auto-shard, --mem-budget and --explain's estimate use\n"
+    "                 (man gslc, MACHINE FILES)\n"
     "  --mem-budget BYTES  the most bytes a device may need (--stats' total; K, M, G suffixes):\n"
-    "                 --auto-shard cuts params, optimizer states and inputs to fit\n"
+    "                 a training step recomputes regions for its backward pass (the cheapest\n"
+    "                 per byte saved first), and --auto-shard cuts params, states and inputs, to fit\n"
     "  --emit-annotations  write the params' and inputs' declarations with their shardings\n"
     "                 written in (with --auto-shard: the ones it chose), to pin them in the source\n"
     "  --help         show this help\n"
@@ -195,9 +197,9 @@ static int parse_options(int argc, char **argv, Options *o) {
   }
   if (!o->input)
     return usage_error("no input file%s", "");
-  if (o->machine && !o->auto_shard && o->mode != MODE_EXPLAIN)
-    return usage_error("--machine gives the rates of --auto-shard's search and --explain's estimate: it needs "
-                       "one of them%s", "");
+  if (o->machine && !o->auto_shard && !o->mem_budget && o->mode != MODE_EXPLAIN)
+    return usage_error("--machine gives the rates of --auto-shard's search, --mem-budget's choice of what to "
+                       "recompute and --explain's estimate: it needs one of them%s", "");
   return 0;
 }
 
@@ -502,7 +504,8 @@ static int compile(const Options *o) {
     return 1;
   }
   Arena *ast_arena = arena_new();
-  Program *p = NULL, *sema_p = NULL, *spmd = NULL;
+  Program *p = NULL, *sema_p = NULL, *spmd = NULL, *front = NULL;
+  int *order = NULL; /* the regions --mem-budget may recompute, in remat_order's order */
   char *build = NULL; /* gslrt_program_info's build */
   Plan *plan = NULL;
   int rc = 1;
@@ -520,64 +523,115 @@ static int compile(const Options *o) {
   if (!elaborated || diag_errors())
     goto done;
   build = build_json(o, p);
-  ad_train(p);
-  ir_dce(p);
-  if (!ir_verify(p, stderr))
-    die("the IR sema built does not verify");
-  p = slots_skip_empty(sema_p = p, !o->no_skip_empty);
-  if (p != sema_p && !ir_verify(p, stderr))
-    die("the IR with moe fill counts does not verify");
+  front = p; /* the forward program as sema built it: each attempt below trains a copy */
+  p = NULL;
   AutoShard searched = {0};
   Machine mach;
   machine_default(&mach);
-  if (o->machine && !machine_load(&mach, o->machine, p->mesh.name, p->mesh.naxes))
+  if (o->machine && !machine_load(&mach, o->machine, front->mesh.name, front->mesh.naxes))
     goto done;
-  /* with --mem-budget, the search bounds the params, states and inputs;
-   * where the plan's intermediates then take it past the budget, the
-   * bound shrinks by the excess and the search runs again */
-  double held_budget = o->mem_budget > 0 ? (double)o->mem_budget : -1;
-  const char *last_largest = NULL; /* the largest parts of the last plan past the budget */
-  for (int round = 0;; round++) {
-    if (o->auto_shard && !auto_shard(p, &mach, held_budget, o->mode == MODE_EXPLAIN, &searched)) {
-      if (searched.infeasible)
-        diag_fatal("--mem-budget %lld: on this mesh a device holds at least %.0f bytes of params, optimizer "
-                   "states and inputs (each cut over as many devices as its dimensions and annotations allow; "
-                   "the largest: %s), more than %s",
-                   (long long)o->mem_budget, searched.least, searched.largest,
-                   round ? arena_printf(p->arena, "the %.0f bytes the budget leaves them beside the rest of the "
-                                                  "plans found (the largest parts of the last: %s)",
-                                        held_budget, last_largest)
-                         : "the budget");
-      goto done;
+  /* Under --mem-budget, a plan past the budget is built again recomputing
+   * more regions (remat.c's order: the least recompute time per byte saved
+   * first, as many as the last plan's excess asks for), and with
+   * --auto-shard the search also cuts params and states; without a budget
+   * the regions the source marks are recomputed, once. */
+  order = xmalloc(sizeof *order * (size_t)(front->nregions + 1));
+  int ncand = -1, chosen = 0;
+  for (int attempt = 0;; attempt++) {
+    p = ir_clone(front);
+    for (int k = 0; k < chosen; k++)
+      p->regions[order[k] - 1].recompute = true;
+    FILE *quiet = attempt ? fopen("/dev/null", "w") : NULL; /* its warnings were given by the first */
+    if (quiet)
+      diag_set_stream(quiet);
+    ad_train(p);
+    if (quiet) {
+      diag_set_stream(NULL);
+      fclose(quiet);
     }
-    shard_propagate(p);
+    ir_dce(p);
     if (!ir_verify(p, stderr))
-      die("the shardings propagation found do not verify");
-    spmd = spmd_partition(p);
-    if (!ir_verify(spmd, stderr))
-      die("the SPMD program the partitioner built does not verify");
-    spmd_combine(spmd);
-    if (!ir_verify(spmd, stderr))
-      die("the SPMD program with riding all-to-alls does not verify");
-    plan = plan_buffers(spmd);
-    if (!plan_verify(plan, stderr))
-      die("the buffer plan does not verify");
-    if (!o->mem_budget || plan_total(plan) <= o->mem_budget)
+      die("the IR sema built does not verify");
+    p = slots_skip_empty(sema_p = p, !o->no_skip_empty);
+    if (p != sema_p && !ir_verify(p, stderr))
+      die("the IR with moe fill counts does not verify");
+    bool over = false;
+    /* with --mem-budget, the search bounds the params, states and inputs;
+     * where the plan's intermediates then take it past the budget, the
+     * bound shrinks by the excess and the search runs again */
+    double held_budget = o->mem_budget > 0 ? (double)o->mem_budget : -1;
+    const char *last_largest = NULL; /* the largest parts of the last plan past the budget */
+    for (int round = 0;; round++) {
+      if (o->auto_shard && !auto_shard(p, &mach, held_budget, o->mode == MODE_EXPLAIN, &searched)) {
+        if (searched.infeasible)
+          diag_fatal("--mem-budget %lld: on this mesh a device holds at least %.0f bytes of params, optimizer "
+                     "states and inputs (each cut over as many devices as its dimensions and annotations allow; "
+                     "the largest: %s), more than %s",
+                     (long long)o->mem_budget, searched.least, searched.largest,
+                     round ? arena_printf(p->arena, "the %.0f bytes the budget leaves them beside the rest of the "
+                                                    "plans found (the largest parts of the last: %s)",
+                                          held_budget, last_largest)
+                           : "the budget");
+        goto done;
+      }
+      shard_propagate(p);
+      if (!ir_verify(p, stderr))
+        die("the shardings propagation found do not verify");
+      spmd = spmd_partition(p);
+      if (!ir_verify(spmd, stderr))
+        die("the SPMD program the partitioner built does not verify");
+      spmd_combine(spmd);
+      if (!ir_verify(spmd, stderr))
+        die("the SPMD program with riding all-to-alls does not verify");
+      plan = plan_buffers(spmd);
+      if (!plan_verify(plan, stderr))
+        die("the buffer plan does not verify");
+      if (!o->mem_budget || plan_total(plan) <= o->mem_budget)
+        break;
+      if (round == MEM_ROUNDS - 1 || !o->auto_shard) {
+        over = true;
+        break;
+      }
+      last_largest = plan_largest(p->arena, spmd, plan);
+      held_budget -= (double)(plan_total(plan) - o->mem_budget);
+      shard_reset(p);
+      plan_free(plan);
+      ir_free(spmd);
+      plan = NULL;
+      spmd = NULL;
+    }
+    if (!over)
       break;
-    if (round == MEM_ROUNDS - 1 || !o->auto_shard) {
-      diag_fatal("--mem-budget %lld: the plan found needs %lld bytes a device, more than the budget%s; the "
+    if (ncand < 0) { /* what each region would save, measured on this first plan */
+      remat_measure(front, spmd, plan, &mach);
+      ncand = remat_order(front, order);
+    }
+    if (chosen == ncand) {
+      diag_fatal("--mem-budget %lld: the plan found needs %lld bytes a device, more than the budget%s%s; the "
                  "largest parts: %s (gslc --stats says how)", (long long)o->mem_budget, (long long)plan_total(plan),
+                 ncand ? " with every region recomputed" : "",
                  o->auto_shard ? "" : " (without --auto-shard, the annotations decide)",
                  plan_largest(p->arena, spmd, plan));
       goto done;
     }
-    last_largest = plan_largest(p->arena, spmd, plan);
-    held_budget -= (double)(plan_total(plan) - o->mem_budget);
-    shard_reset(p);
+    /* the next regions in the order, until their savings cover the excess */
+    int64_t excess = plan_total(plan) - o->mem_budget, cover = 0;
+    while (chosen < ncand && cover < excess) {
+      Region *R = &front->regions[order[chosen] - 1];
+      R->why = arena_printf(front->arena, "--mem-budget %lld: it saves about %lld bytes a device for %.3g ms of "
+                            "recompute, number %d of %d candidates by recompute time per byte saved",
+                            (long long)o->mem_budget, (long long)R->saved, R->seconds * 1e3, chosen + 1, ncand);
+      cover += R->saved;
+      chosen++;
+    }
     plan_free(plan);
     ir_free(spmd);
     plan = NULL;
     spmd = NULL;
+    if (p != sema_p)
+      ir_free(sema_p);
+    ir_free(p);
+    p = sema_p = NULL;
   }
   if (output_overwrites_source(out, o->input))
     goto done;
@@ -628,6 +682,7 @@ static int compile(const Options *o) {
     goto done;
   rc = 0;
 done:
+  free(order);
   free(out);
   free(build);
   if (obj) {
@@ -639,6 +694,7 @@ done:
   if (p != sema_p)
     ir_free(sema_p);
   ir_free(p);
+  ir_free(front);
   arena_free(ast_arena);
   source_free(src);
   return rc || diag_errors() ? 1 : 0;

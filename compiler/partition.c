@@ -550,7 +550,9 @@ static Value *part_rewrite(void *ctx, Program *dst, const Value *v, Value **map)
   P->s = dst;
   P->map = map;
   P->at = v;
+  dst->region = v->region; /* its SPMD values, collectives included, are built in its region */
   Value *r = part_value(P, v);
+  dst->region = 0;
   if (v->op == OP_PARAM || v->op == OP_INPUT)
     dst->tensors[v->tensor].sh = v->sh;
   return r;

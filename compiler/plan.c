@@ -1011,6 +1011,57 @@ static const char *where(Arena *a, Span sp) {
   return arena_printf(a, "%s:%u", base ? base + 1 : sp.src->path, sp.line);
 }
 
+/* --stats' recomputation section, for a training step that recomputes
+ * some region: the bytes of the forward buffers the backward pass reads
+ * (live from the forward pass into the backward), of the buffers of the
+ * recomputed values, and the products' FLOPs recomputed. */
+static void activations_stats(FILE *f, const Program *p, const Plan *pl) {
+  int units = 0, marked = 0;
+  for (int r = 0; r < p->nregions; r++)
+    if (p->regions[r].recompute && !ir_region_recomputed(p, p->regions[r].parent)) {
+      units++;
+      marked += p->regions[r].marked;
+    }
+  if (!units)
+    return;
+  int bwd = p->nvalues, nkept = 0, nre = 0;
+  for (int i = 0; i < p->nvalues && bwd == p->nvalues; i++)
+    if (p->values[i]->pass != PASS_FORWARD)
+      bwd = i;
+  int64_t kept = 0, re = 0;
+  double all = 0, again = 0;
+  bool *late = xcalloc((size_t)p->nvalues + 1, 1); /* per root buffer: read past the forward pass */
+  for (int i = bwd; i < p->nvalues; i++)
+    for (int k = 0; k < p->values[i]->nargs; k++)
+      late[pl->root[p->values[i]->args[k]->id]] = true;
+  for (int i = 0; i < p->nvalues; i++) {
+    const Value *v = p->values[i];
+    double fl = ir_flops(v);
+    all += fl;
+    if (v->pass == PASS_RECOMPUTE)
+      again += fl;
+    if (!pl->mat[i] || pl->root[i] != i || pl->offset[i] < 0)
+      continue;
+    if (v->pass == PASS_FORWARD && late[i]) {
+      kept += pl->bytes[i];
+      nkept++;
+    } else if (v->pass == PASS_RECOMPUTE) {
+      re += pl->bytes[i];
+      nre++;
+    }
+  }
+  free(late);
+  fprintf(f, "\n## recomputation (gsl.7, RECOMPUTATION)\n");
+  fprintf(f, "regions recomputed       %12d   (%d marked remat in the source, %d chosen for --mem-budget)\n", units,
+          marked, units - marked);
+  fprintf(f, "activations kept         %12" PRId64 "   bytes in %d buffers the backward pass reads from the forward\n",
+          kept, nkept);
+  fprintf(f, "activations recomputed   %12" PRId64 "   bytes in %d buffers, each live within its region's backward\n",
+          re, nre);
+  fprintf(f, "products recomputed      %12.0f   FLOP a step a device, of the step's %.0f (%.1f%%)\n", again, all,
+          all > 0 ? 100.0 * again / all : 0.0);
+}
+
 void plan_stats(FILE *f, const Program *p, const Plan *pl) {
   Arena *a = arena_new();
   int64_t devices = 1;
@@ -1041,6 +1092,7 @@ void plan_stats(FILE *f, const Program *p, const Plan *pl) {
   fprintf(f, "total                    %12" PRId64 "   (params%s + inputs + planned + staging)\n",
           plan_total(pl),
           pl->state_bytes ? " + states" : "");
+  activations_stats(f, p, pl);
   fputs("\n## collectives per step (bytes: received per device)\n", f);
   int64_t total = 0;
   int n = 0, riders = 0;

@@ -15,7 +15,8 @@
  * the sweeps restart at level 0, so the cheapest kind of inference always
  * runs to a fixed point before a costlier kind is tried. A trained param
  * and its update (the value stored into it at the step's end) offer each
- * other their shardings at level 0, as the operands of an elementwise op.
+ * other their shardings at level 0, as the operands of an elementwise op,
+ * and so do a recomputed value and its forward value.
  * Where an op's operands disagree, the offer is the operand sharding that
  * the others reach with the fewest bytes moved (sharding.c's cost of
  * resharding), then the most cut, then the earliest: the result depends on
@@ -403,10 +404,28 @@ static void tie_updates(Prop *P) {
   }
 }
 
+/* A recomputed value and its forward value: the same computation, laid
+ * out alike so that it runs the same kernels on the same tiles (the same
+ * bits), so each offers the other its sharding. */
+static void tie_recomputed(Prop *P) {
+  Program *p = P->p;
+  for (int i = 0; i < p->nvalues; i++) {
+    Value *c = p->values[i], *v = (Value *)p->values[i]->remat_of;
+    if (!v)
+      continue;
+    if (known(v))
+      offer(P, c, v->sh, v);
+    if (known(c))
+      offer(P, v, c->sh, c);
+  }
+}
+
 static void sweep(Prop *P, int level) {
   Program *p = P->p;
-  if (level == 0)
+  if (level == 0) {
     tie_updates(P);
+    tie_recomputed(P);
+  }
   for (int i = 0; i < p->nvalues; i++) {
     Value *v = p->values[i];
     if (v->sh_origin != SO_ANNOTATED && v->sh_origin != SO_AUTO && v->nargs && ir_op(v->op)->level == level)

@@ -556,6 +556,7 @@ static R eval_leaf(Sema *s, Scope *sc, const Node *n) {
  * operands into a list and applied from the innermost out, in a loop: a
  * chain of thousands of terms needs no deeper stack than one of two. */
 R sema_eval(Sema *s, Scope *sc, const Node *n) {
+  s->evals++;
   if (!is_chain(n))
     return eval_leaf(s, sc, n);
   const Node *small[8], **chain = small;
@@ -568,6 +569,7 @@ R sema_eval(Sema *s, Scope *sc, const Node *n) {
     }
     chain[len++] = m;
   }
+  s->evals += len;
   R r = eval_leaf(s, sc, chain[len - 1]->a);
   for (int i = len - 1; i >= 0; i--)
     r = apply(s, sc, chain[i], r);

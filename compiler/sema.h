@@ -15,6 +15,7 @@
 #define SEMA_MAX_DEPTH 64           /* deepest chain of inlined calls and loops */
 #define SEMA_MAX_ITERATIONS (1 << 16) /* most loop iterations a program may unroll, all loops together */
 #define SEMA_MAX_VALUES (1 << 20)   /* most IR values a program may build (inlining included) */
+#define SEMA_MAX_EVALS (1 << 25)    /* most expression nodes a program may evaluate, loops unrolled */
 #define SEMA_MAX_NAMES (1 << 22)    /* most names one scope may bind */
 #define SEMA_MAX_ARGS 16            /* most positional (and, apart, keyword) arguments of a call */
 
@@ -111,6 +112,7 @@ struct Sema {
   Frame stack[SEMA_MAX_DEPTH]; /* calls being inlined and loop iterations being unrolled, outermost first */
   int depth;                   /* entries of stack in use */
   int64_t iterations;          /* loop iterations unrolled so far */
+  int64_t evals;               /* expression nodes evaluated so far (SEMA_MAX_EVALS) */
   bool have_mesh;              /* a mesh statement was seen */
   bool have_tensor;            /* a param or input was seen */
   bool too_big;                /* the value bound was hit (reported once; all else stops) */

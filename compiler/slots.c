@@ -325,6 +325,7 @@ Program *slots_skip_empty(Program *p, bool enable) {
     m->c = B->dispatch->shape.d[2];
     m->rows = B->rows;
     m->depth = B->depth;
+    m->recomputed = B->dispatch->pass == PASS_RECOMPUTE;
     if (B->bad) {
       Span sp = B->bad->span;
       const char *base = sp.src ? strrchr(sp.src->path, '/') : NULL;

@@ -232,6 +232,7 @@ static void scan(Lexer *lx, Token *t) {
       "true"   { TOK(TOK_TRUE); }
       "false"  { TOK(TOK_FALSE); }
       "for"    { TOK(TOK_FOR); }
+      "remat"  { TOK(TOK_REMAT); }
       "in"     { TOK(TOK_IN); }
 
       name {
@@ -259,7 +260,7 @@ static void scan(Lexer *lx, Token *t) {
 
 /* Keywords that can only begin a statement, and those of them that can
  * only begin a top-level statement. */
-static bool stmt_keyword(int k) { return k == TOK_LET || k == TOK_RETURN || k == TOK_FOR; }
+static bool stmt_keyword(int k) { return k == TOK_LET || k == TOK_RETURN || k == TOK_FOR || k == TOK_REMAT; }
 static bool toplevel_keyword(int k) {
   return k == TOK_MESH || k == TOK_CONST || k == TOK_PARAM || k == TOK_INPUT || k == TOK_OUTPUT ||
          k == TOK_FN || k == TOK_IMPORT || k == TOK_TRAIN;
@@ -395,6 +396,7 @@ const char *lex_token_name(int kind) {
   case TOK_TRUE: return "'true'";
   case TOK_FALSE: return "'false'";
   case TOK_FOR: return "'for'";
+  case TOK_REMAT: return "'remat'";
   case TOK_IN: return "'in'";
   case TOK_DOTDOT: return "'..'";
   case TOK_LE: return "'<='";

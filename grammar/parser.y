@@ -144,7 +144,7 @@ static void missing_closer(Parser *ps, char closer, Span loc, ParseUnclosed u, b
 %token MESH "'mesh'" CONST "'const'" PARAM "'param'" INPUT "'input'" OUTPUT "'output'"
 %token FN "'fn'" LET "'let'" RETURN "'return'" IMPORT "'import'" TRAIN "'train'"
 %token WITH "'with'" FROZEN "'frozen'" MOE "'moe'" TRUE "'true'" FALSE "'false'"
-%token FOR "'for'" IN "'in'" DOTDOT "'..'"
+%token FOR "'for'" IN "'in'" DOTDOT "'..'" REMAT "'remat'"
 %token LE "'<='" GE "'>='" EQ "'=='" NE "'!='"
 
 %type <node> stmt_opt stmt body_stmt_opt body_stmt loop_stmt_opt loop type annot init call fn_param block
@@ -193,10 +193,18 @@ stmt:
       $$->name = $2;
       $$->list = $4;
     }
+  | REMAT FN NAME '(' fn_params rparen block {
+      $$ = $7;
+      $$->span = @$;
+      $$->name = $3;
+      $$->list = $5;
+      $$->flag = true;
+    }
   | LET names '=' expr { $$ = mk(ps, AST_LET, @$); $$->list = $2; $$->a = $4; }
   | OUTPUT names { $$ = mk(ps, AST_OUTPUT, @$); $$->list = $2; }
   | TRAIN expr WITH call { $$ = mk(ps, AST_TRAIN, @$); $$->a = $2; $$->b = $4; }
   | loop
+  | REMAT loop { $$ = $2; $$->flag = true; }
 ;
 
 /* for NAME in A..B { ... }: the node's span is the header, from 'for' to B,
@@ -288,6 +296,7 @@ body_stmt:
     LET names '=' expr { $$ = mk(ps, AST_LET, @$); $$->list = $2; $$->a = $4; }
   | RETURN exprs { $$ = mk(ps, AST_RETURN, @$); $$->list = $2; }
   | loop
+  | REMAT loop { $$ = $2; $$->flag = true; }
 ;
 
 rparen: ')' | UNCLOSED { missing_closer(ps, ')', @1, $1, YYRECOVERING()); } ;
@@ -452,6 +461,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Parser *ps) {
   static const int arith[] = {'+', '-', '*', '/', '@'};
   static const int stmt_start[] = {
     TOK_IMPORT, TOK_MESH, TOK_CONST, TOK_PARAM, TOK_INPUT, TOK_FN, TOK_LET, TOK_OUTPUT, TOK_TRAIN, TOK_FOR,
+    TOK_REMAT,
   };
   static const int after_operand[] = {'<', TOK_LE, '>', TOK_GE, TOK_EQ, TOK_NE, '(', '['};
   yysymbol_kind_t expected[YYNTOKENS];

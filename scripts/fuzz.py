@@ -157,13 +157,23 @@ TOKENS = ["fn", "let", "return", "param", "input", "output", "mesh", "const", "i
           "for i in 0..3 {", "for i in 2..1 {"]
 
 
+# The most bytes one mutation may add by repeating (a line, a name at
+# every use), and the largest mutant: without them a 20 kB line repeated
+# 100 times and then a name renamed to 5000 bytes at every use made
+# hundreds of MB, on which the tokenizer ran for minutes (fuzz.py stalled
+# with no run under way).
+MUTANT_GROWTH = 1 << 20
+MUTANT_MAX = 4 << 20
+
+
 def tokens(text):
     return TOKEN.findall(text)
 
 
 # Seeds of the newer surface, besides the corpus's: a loop that rebinds
 # names in a trained program on a two-axis mesh (for --auto-shard and
-# --machine runs), and a train statement with every schedule keyword.
+# --machine runs), a train statement with every schedule keyword, and
+# regions recomputed (remat fn, remat for) with a random draw inside.
 EXTRA_SEEDS = ["""\
 const DP = 2
 const MP = 2
@@ -191,6 +201,23 @@ for i in 0..N {
 }
 train s * s with momentum(lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01, decay = linear, decay_steps = 5)
 output s
+""", """\
+const L = 4
+mesh [data = 2]
+param w1: f32[L, 8, 16] = normal(0.1)
+param w2: f32[L, 16, 8] = normal(0.1)
+input x: f32[4, 8] shard([data, _])
+remat fn block(h, a, b) {
+  let u = gelu(h @ a) * uniform_like(h @ a)
+  return h + u @ b
+}
+let h = x
+remat for l in 0..L / 2 {
+  let h = block(h, w1[2 * l], w2[2 * l])
+  let h = tanh(h @ w1[2 * l + 1]) @ w2[2 * l + 1]
+}
+train mean(h * h) with adam(lr = 0.01)
+output h
 """]
 
 # The optimizers and the keywords they take (compiler/optim.def), the
@@ -370,7 +397,8 @@ class Mutator:
         i = self.rng.randrange(len(lines))
         op = self.rng.randrange(3)
         if op == 0:
-            lines[i:i] = [lines[i]] * self.rng.choice([1, 1, 2, 10, 100])
+            k = self.rng.choice([1, 1, 2, 10, 100])
+            lines[i:i] = [lines[i]] * (k if len(lines[i]) * k <= MUTANT_GROWTH else 1)
         elif op == 1:
             del lines[i]
         else:
@@ -394,7 +422,7 @@ class Mutator:
         i = self.rng.choice(idx)
         n = self.rng.choice([64, 255, 256, 511, 512, 513, 1024, 5000])
         long_name = (a[i] + "_" * n)[:n]
-        if self.rng.randrange(2):  # rename every use alike, so the program may stay valid
+        if self.rng.randrange(2) and a.count(a[i]) * n <= MUTANT_GROWTH:  # every use alike: it may stay valid
             a = [long_name if x == a[i] else x for x in a]
         else:
             a[i] = long_name
@@ -431,7 +459,10 @@ class Mutator:
         ops = [self.byte, self.byte, self.splice, self.splice, self.line, self.number,
                self.name, self.nest, self.token, self.token, self.optim]
         for _ in range(self.rng.choice([1, 1, 2, 3, 4])):
-            t = self.rng.choice(ops)(t)
+            m = self.rng.choice(ops)(t)
+            if len(m) > MUTANT_MAX:  # mutants of mutants grew to hundreds of MB, and fuzz.py stalled on them
+                break
+            t = m
         return t
 
 

@@ -201,9 +201,9 @@ for m in twice:"twice.machine:2: link_gbs is set twice" bad:"bad.machine:1: gemm
   fi
 done
 if "$GSLC" --machine "$work/bad.machine" "$work/mlp.gsl" -o /dev/null 2>"$work/err"; then
-  fail "--machine without --auto-shard or --explain accepted"
+  fail "--machine without --auto-shard, --mem-budget or --explain accepted"
 else
-  grep -q 'it needs one of them' "$work/err" && pass "--machine needs --auto-shard or --explain" || { fail "--machine alone:"; cat "$work/err"; }
+  grep -q 'it needs one of them' "$work/err" && pass "--machine needs --auto-shard, --mem-budget or --explain" || { fail "--machine alone:"; cat "$work/err"; }
 fi
 cp "$top_srcdir/tests/auto/slow.machine" "$work/slow.machine"   # links a thousand times slower
 # --explain's estimate of the step: the pinned (Megatron) MLP's one

@@ -53,7 +53,7 @@ ERROR_TESTS += \
 	tests/errors/overflow.gsl tests/errors/elem_limits.gsl tests/errors/uniform_bounds.gsl \
 	tests/errors/inline_bound.gsl \
 	tests/errors/flood.gsl tests/errors/moe.gsl tests/errors/iota.gsl tests/errors/bf16.gsl \
-	tests/errors/schedule.gsl tests/errors/train_values.gsl tests/errors/loop_body.gsl tests/errors/loop_bounds.gsl tests/errors/loop_names.gsl tests/errors/loop_stmts.gsl
+	tests/errors/schedule.gsl tests/errors/remat.gsl tests/errors/train_values.gsl tests/errors/loop_body.gsl tests/errors/loop_bounds.gsl tests/errors/loop_names.gsl tests/errors/loop_stmts.gsl
 
 # scripts
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
@@ -62,7 +62,7 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/checkpoint.sh tests/checkpoint_dir.sh tests/faults.sh tests/lm_data.sh tests/lm.sh tests/layers.sh \
 	tests/index_errors.sh tests/deep_compile.sh tests/precision.sh tests/moe_skip_empty.sh tests/loop_unroll.sh \
 	tests/lm_baselines.sh tests/schedule.sh tests/moe_signals.sh tests/lm_script.sh \
-	tests/machine_file.sh tests/relocate.sh tests/kernels.sh tests/provenance.sh
+	tests/machine_file.sh tests/relocate.sh tests/kernels.sh tests/remat.sh tests/provenance.sh
 
 # gslc --auto-shard: plans known by hand, annotations kept, the examples without annotations as on one device
 SCRIPT_TESTS += tests/auto_shard.sh tests/uneven_examples.sh

@@ -215,6 +215,10 @@ static void test_parse_loops(void) {
   check_ast("for l in 0..2 * L {\n  let h = f(h, w[l])\n  for i in l..L { let a, b = g(i) }\n}\nlet z = h",
             "(program (for l (int 0) (* (int 2) (name L)) (body (let (h) (call f (name h) (index (name w) (name l)))) "
             "(for i (name l) (name L) (body (let (a b) (call g (name i))))))) (let (z) (name h)))");
+  /* remat: a flag on the fn or for node (gsl.7, RECOMPUTATION) */
+  check_ast("remat fn f(x) {\n  remat for i in 0..3 { let x = x * i }\n  return x\n}\nremat for j in 0..1 { let y = f(j) }",
+            "(program (fn remat f (args (arg x)) (body (for remat i (int 0) (int 3) (body (let (x) (* (name x) (name i))))) "
+            "(return (name x)))) (for remat j (int 0) (int 1) (body (let (y) (call f (name j))))))");
   check_ast("fn f(x) {\n  for i in 0..3 { let x = x * i }\n  return x\n}",
             "(program (fn f (args (arg x)) (body (for i (int 0) (int 3) (body (let (x) (* (name x) (name i))))) "
             "(return (name x)))))");
@@ -298,7 +302,7 @@ static void test_parse_several_errors(void) {
   check_errors("x = 1\nlet a = 1 < 2 < 3\nfn f(x) { let y = x; output y }\nlet k = g(a = 1, 2)\n",
                "m.gsl:1:1: error: syntax error, unexpected name, expecting statement\n"
                "m.gsl:2:15: error: syntax error, unexpected '<', expecting operator, newline or ';'\n"
-               "m.gsl:3:22: error: syntax error, unexpected 'output', expecting 'let', 'return', 'for' or '}'\n"
+               "m.gsl:3:22: error: syntax error, unexpected 'output', expecting 'let', 'return', 'for', 'remat' or '}'\n"
                "m.gsl:4:18: error: positional argument follows keyword argument\n",
                4);
 }
