@@ -16,7 +16,12 @@
  *      below; the elementwise formulas are unary.def's and binary.def's)
  *      adds its operands' cotangents, built with ir.c's builder on the
  *      forward value's span and call site (so --explain names the line
- *      whose backward needed a collective).
+ *      whose backward needed a collective). Where the forward value lies
+ *      in a region chosen for recomputation (Region.recompute: a remat fn
+ *      or remat for, or --mem-budget's choice), the rule sees its copy
+ *      instead (recomputed below): the region's values computed again,
+ *      just before their first backward use, from the values the region
+ *      reads, which alone stay live from the forward pass.
  *   3. The optimizer: the step count (a state, when the optimizer or the
  *      schedule needs it), the step's learning rate (lr, or the
  *      schedule's IR function of the steps done), the global norm of the

@@ -5,7 +5,8 @@
  * ast.c) -> global tensor IR (sema.c: names, consts, inlined calls, static
  * shapes, built through ir.c's builder) -> for a program that trains, its
  * gradients and the optimizer's update (autodiff.c, on IR functions sema
- * made) -> every value sharded (propagate.c, then update.c's sharded
+ * made; on a copy of sema's program per --mem-budget attempt, recomputing
+ * the regions main.c chose with remat.c's measures) -> every value sharded (propagate.c, then update.c's sharded
  * optimizer updates) -> the SPMD program, local shapes and collectives
  * (partition.c; both on sharding.c's algebra, plans and costs) ->
  * buffers and their lifetimes planned in one arena (plan.c) -> LLVM module

@@ -555,7 +555,7 @@ static int compile(const Options *o) {
     p = slots_skip_empty(sema_p = p, !o->no_skip_empty);
     if (p != sema_p && !ir_verify(p, stderr))
       die("the IR with moe fill counts does not verify");
-    bool over = false;
+    bool over = false, exhausted = false; /* past the budget; with nothing left to try */
     /* with --mem-budget, the search bounds the params, states and inputs;
      * where the plan's intermediates then take it past the budget, the
      * bound shrinks by the excess and the search runs again */
@@ -588,10 +588,14 @@ static int compile(const Options *o) {
         die("the buffer plan does not verify");
       if (!o->mem_budget || plan_total(plan) <= o->mem_budget)
         break;
+      over = true; /* past the budget: recompute (more) regions first, while any is left, then cut further */
+      if (ncand != 0 && chosen != ncand)
+        break;
       if (round == MEM_ROUNDS - 1 || !o->auto_shard) {
-        over = true;
+        exhausted = true;
         break;
       }
+      over = false;
       last_largest = plan_largest(p->arena, spmd, plan);
       held_budget -= (double)(plan_total(plan) - o->mem_budget);
       shard_reset(p);
@@ -606,10 +610,10 @@ static int compile(const Options *o) {
       remat_measure(front, spmd, plan, &mach);
       ncand = remat_order(front, order);
     }
-    if (chosen == ncand) {
+    if (exhausted) {
       diag_fatal("--mem-budget %lld: the plan found needs %lld bytes a device, more than the budget%s%s; the "
                  "largest parts: %s (gslc --stats says how)", (long long)o->mem_budget, (long long)plan_total(plan),
-                 ncand ? " with every region recomputed" : "",
+                 chosen ? " with every region recomputed" : "",
                  o->auto_shard ? "" : " (without --auto-shard, the annotations decide)",
                  plan_largest(p->arena, spmd, plan));
       goto done;

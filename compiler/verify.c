@@ -440,6 +440,20 @@ bool ir_verify(const Program *p, FILE *err) {
   Check c = {err, true};
   for (int i = 0; i < p->nvalues; i++)
     verify_value(&c, p, p->values[i], i);
+  for (int i = 0; i < p->nvalues; i++) { /* a recomputed value: an earlier forward one, computed alike */
+    const Value *v = p->values[i], *o = v->remat_of;
+    if (!o)
+      continue;
+    if (v->pass != PASS_RECOMPUTE || o->id >= v->id || p->values[o->id] != o || o->pass != PASS_FORWARD ||
+        o->op != v->op || o->dtype != v->dtype || !same(&o->shape, &v->shape) || o->nargs != v->nargs)
+      fail(&c, v, "a recomputed value that is not its forward value's copy");
+  }
+  for (int r = 0; r < p->nregions; r++)
+    if (p->regions[r].parent < 0 || p->regions[r].parent > r)
+      fail(&c, NULL, "region %d's parent %d is not before it", r + 1, p->regions[r].parent);
+  for (int i = 0; i < p->nvalues; i++)
+    if (p->values[i]->region < 0 || p->values[i]->region > p->nregions)
+      fail(&c, p->values[i], "a value in region %d of %d", p->values[i]->region, p->nregions);
   for (int i = 0; i < p->ntensors; i++)
     if (!p->tensors[i].value || p->tensors[i].value->id >= p->nvalues ||
         p->values[p->tensors[i].value->id] != p->tensors[i].value)
