@@ -52,6 +52,7 @@ typedef struct AD {
   int nfwd;      /* forward values: ids below it */
   int *unit;     /* per region number: the outermost recomputed region around it (or itself), 0: kept */
   Value **re;    /* per forward value id in a recomputed region: its recomputed copy, NULL: none yet */
+  struct Runs *runs; /* per forward value id: slices' cotangents not yet joined into ct (accum_slice) */
   Span sp;       /* the forward value being differentiated: the backward values' span */
   DType dt;      /* its dtype if a float (f32 or bf16), else f32: the constants of its rule */
 } AD;
@@ -215,10 +216,110 @@ fail:
   return NULL;
 }
 
+/* The cotangents of slices of one value along one axis, kept apart until
+ * the value's cotangent is read (ct_of): a param stacked over L layers and
+ * read a slice a layer gets L of them, and joining each into a concat of
+ * the runs so far made L concats of up to L operands (65536 layers took
+ * gigabytes). Joined at once, they make one concat, the same as the
+ * pairwise joins of add_runs: runs at the same place summed in the order
+ * they came, zeros between. */
+typedef struct Runs {
+  int axis;   /* the axis the slices were taken along */
+  int n, cap; /* entries of seg */
+  Seg *seg;   /* in the order they came */
+} Runs;
+
+static int by_start(const void *x, const void *y) {
+  const Seg *a = x, *b = y;
+  return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* Joins x's pending runs into its cotangent (which has none else: a
+ * value's first non-slice cotangent joins them first). */
+static void join_runs(AD *a, int id) {
+  Runs *r = &a->runs[id];
+  if (!r->n)
+    return;
+  const Value *x = a->p->values[id];
+  qsort(r->seg, (size_t)r->n, sizeof *r->seg, by_start);
+  Value **parts = xmalloc(sizeof *parts * (size_t)(2 * r->n + 1));
+  int n = 0;
+  int64_t at = 0, end = x->shape.d[r->axis];
+  Shape s = x->shape;
+  for (int k = 0; k <= r->n; k++) {
+    int64_t next = k < r->n ? r->seg[k].start : end;
+    if (next > at) {
+      s.d[r->axis] = next - at;
+      parts[n++] = zeros(a, x->dtype, s);
+    }
+    if (k < r->n) {
+      parts[n++] = r->seg[k].v;
+      at = r->seg[k].start + r->seg[k].len;
+    }
+  }
+  a->ct[id] = n == 1 ? parts[0] : ir_concat(a->p, parts, n, r->axis, a->sp);
+  free(parts);
+  r->n = 0;
+}
+
+/* x's cotangent so far, its pending runs joined */
+static Value *ct_of(AD *a, int id) {
+  join_runs(a, id);
+  return a->ct[id];
+}
+
+static void accum(AD *a, const Value *x, Value *d);
+
+/* Adds g as the cotangent of x's slice [start, start + len) along axis:
+ * a run kept apart while x's cotangent is runs alone along that axis,
+ * none of them overlapping it but one at the same place (summed); else
+ * g between zeros, added as any cotangent. */
+static void accum_slice(AD *a, const Value *x, int axis, int64_t start, int64_t len, Value *g) {
+  x = fwd(x);
+  if (!a->active[x->id])
+    return;
+  Runs *r = &a->runs[x->id];
+  bool apart = !a->ct[x->id] && (!r->n || r->axis == axis);
+  int same = -1;
+  for (int k = 0; k < r->n && apart; k++) {
+    const Seg *q = &r->seg[k];
+    if (q->start == start && q->len == len)
+      same = k;
+    else if (q->start < start + len && start < q->start + q->len)
+      apart = false; /* a partial overlap */
+  }
+  if (apart && same >= 0) {
+    r->seg[same].v = ir_binary(a->p, BF_ADD, r->seg[same].v, g, a->sp);
+    return;
+  }
+  if (apart) {
+    if (r->n == r->cap)
+      r->seg = xrealloc(r->seg, sizeof *r->seg * (size_t)(r->cap = r->cap ? 2 * r->cap : 4));
+    r->axis = axis;
+    r->seg[r->n++] = (Seg){start, len, g};
+    return;
+  }
+  Value *parts[3];
+  int n = 0;
+  int64_t after = x->shape.d[axis] - start - len;
+  Shape s = x->shape;
+  if (start) {
+    s.d[axis] = start;
+    parts[n++] = zeros(a, g->dtype, s);
+  }
+  parts[n++] = g;
+  if (after) {
+    s.d[axis] = after;
+    parts[n++] = zeros(a, g->dtype, s);
+  }
+  accum(a, x, n == 1 ? g : ir_concat(a->p, parts, n, axis, a->sp));
+}
+
 static void accum(AD *a, const Value *x, Value *d) {
   x = fwd(x); /* a recomputed operand's cotangent is its forward value's */
   if (!d || !a->active[x->id])
     return;
+  join_runs(a, x->id);
   if (!shape_eq(&d->shape, &x->shape) || d->dtype != x->dtype)
     die("the cotangent of %%%d is %s%s, the value %s%s", x->id, dtype_name(d->dtype),
         shape_str(a->p->arena, &d->shape), dtype_name(x->dtype), shape_str(a->p->arena, &x->shape));
@@ -381,21 +482,7 @@ static void d_broadcast(AD *a, const Value *v, Value *g) {
 
 /* g between zeros along the axis */
 static void d_slice(AD *a, const Value *v, Value *g) {
-  const Value *x = v->args[0];
-  Value *parts[3];
-  int n = 0;
-  int64_t before = v->start, after = x->shape.d[v->axis] - v->start - v->shape.d[v->axis];
-  Shape s = x->shape;
-  if (before) {
-    s.d[v->axis] = before;
-    parts[n++] = zeros(a, g->dtype, s);
-  }
-  parts[n++] = g;
-  if (after) {
-    s.d[v->axis] = after;
-    parts[n++] = zeros(a, g->dtype, s);
-  }
-  accum(a, x, n == 1 ? g : ir_concat(a->p, parts, n, v->axis, a->sp));
+  accum_slice(a, v->args[0], v->axis, v->start, v->shape.d[v->axis], g);
 }
 
 static void d_concat(AD *a, const Value *v, Value *g) {
@@ -670,7 +757,8 @@ void ad_train(Program *p) {
       dep[i] = diff_slot(v, k) && dep[v->args[k]->id];
   }
   AD a = {p, xcalloc((size_t)n, sizeof(Value *)), xcalloc((size_t)n, 1), n,
-          xcalloc((size_t)p->nregions + 1, sizeof(int)), xcalloc((size_t)n, sizeof(Value *)), t->span, DT_F32};
+          xcalloc((size_t)p->nregions + 1, sizeof(int)), xcalloc((size_t)n, sizeof(Value *)),
+          xcalloc((size_t)n + 1, sizeof(Runs)), t->span, DT_F32};
   for (int r = 1; r <= p->nregions; r++) { /* parents come first */
     const Region *g = &p->regions[r - 1];
     a.unit[r] = a.unit[g->parent] ? a.unit[g->parent] : g->recompute ? r : 0;
@@ -683,7 +771,7 @@ void ad_train(Program *p) {
     a.ct[L] = ir_const(p, DT_F32, 1, t->span);
     for (int i = L; i >= 0; i--) {
       const Value *v = p->values[i];
-      if (!a.active[i] || !a.ct[i] || v->op == OP_PARAM)
+      if (!a.active[i] || !ct_of(&a, i) || v->op == OP_PARAM)
         continue;
       a.sp = v->span;
       a.dt = dtype_is_float(v->dtype) ? v->dtype : DT_F32;
@@ -706,7 +794,7 @@ void ad_train(Program *p) {
       diag_note(t->span, "the loss trained here");
       continue;
     }
-    if (!a.active[id] || !a.ct[id]) {
+    if (!a.active[id] || !ct_of(&a, id)) {
       diag_warning(pt->span,
                    "param '%s' reaches the loss only through operations without a derivative (comparisons, "
                    "argmax, one_hot, indices, casts to i32); it is left as it is",
@@ -757,4 +845,7 @@ void ad_train(Program *p) {
   free(a.active);
   free(a.unit);
   free(a.re);
+  for (int i = 0; i < n; i++)
+    free(a.runs[i].seg);
+  free(a.runs);
 }

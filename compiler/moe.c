@@ -22,6 +22,7 @@
  * around the body are the block's two all-to-alls. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sema.h"
@@ -74,10 +75,22 @@ static const char *block_name(Sema *s, const Node *name_n, Span sp) {
     const char *path = at.src ? at.src->path : "?", *slash = strrchr(path, '/');
     base = arena_printf(p->arena, "%s:%u", slash ? slash + 1 : path, at.line);
   }
-  const char *name = base;
-  for (int k = 2; ir_has_signal(p, arena_printf(p->arena, "moe.%s.drop", name)); k++)
-    name = arena_printf(p->arena, "%s#%d", base, k);
-  return name;
+  /* base, or base#k after the blocks of that name so far (base, base#2,
+   * ...): the highest k taken, found in one look at the signals (asking
+   * for each k in turn made a stack of L blocks at one line cost L^3) */
+  size_t n = strlen(base);
+  long top = 0;
+  for (int i = 0; i < p->noutputs; i++) {
+    const char *o = p->outputs[i].name;
+    if (p->outputs[i].kind != OUT_SIGNAL || strncmp(o, "moe.", 4) || strncmp(o + 4, base, n))
+      continue;
+    o += 4 + n;
+    char *end = (char *)o;
+    long k = !strcmp(o, ".drop") ? 1 : *o == '#' && o[1] >= '0' && o[1] <= '9' ? strtol(o + 1, &end, 10) : 0;
+    if (k && (k == 1 || !strcmp(end, ".drop")) && k > top)
+      top = k;
+  }
+  return top ? arena_printf(p->arena, "%s#%ld", base, top + 1) : base;
 }
 
 /* The body of the block (an FN node whose args are t and e) for one expert,
