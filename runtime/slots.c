@@ -14,7 +14,12 @@
  * by one product over all of them; C is zeroed when no block has any. A
  * batch entry whose blocks are all full is one product, the same call as
  * gslrt_sgemm's (so the same bits). A count outside [0, slots] is clamped
- * to it. gslrt_gemm_bf16_fill does the same for bf16 operands (through
+ * to it. The packed rows (terms) are padded with zeros to a multiple of
+ * FILL_BUCKET (at most all of them): the product's shape is then one of a
+ * few, where each count of filled slots made a shape of its own, and
+ * oneDNN keeps a primitive, its JIT code and scratch, per shape (a 48-layer
+ * MoE LM held some 280 MB of them after three steps, more each step). The
+ * padding's rows of C are dropped, and its terms add zeros. gslrt_gemm_bf16_fill does the same for bf16 operands (through
  * gslrt_gemm_bf16). */
 #include "internal.h"
 
@@ -22,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+
+#define FILL_BUCKET 64 /* the packed rows or terms of a product: a multiple of this (or all) */
 
 /* One product of the loop below: C (f32, ldc) = op(A) op(B) over m x n x k,
  * A and B in the element type of the caller. */
@@ -93,11 +100,16 @@ static void fill_product(const char *name, FillGemm *gemm, int esize, int64_t ba
         memset(ci + r * ldc, 0, sizeof *ci * (size_t)n);
       continue;
     }
-    if (depth) { /* op(A) = pa^T (kept x m stored), op(B) = pb (kept x n) */
-      gemm(1, 0, m, n, kept, pa, m, pb, n, ci, ldc);
+    int64_t all = depth ? k : m, padded = (kept + FILL_BUCKET - 1) / FILL_BUCKET * FILL_BUCKET;
+    padded = padded < all ? padded : all;
+    if (depth) { /* op(A) = pa^T (padded x m stored), op(B) = pb (padded x n) */
+      memset(pa + kept * m * esize, 0, (size_t)((padded - kept) * m * esize));
+      memset(pb + kept * n * esize, 0, (size_t)((padded - kept) * n * esize));
+      gemm(1, 0, m, n, padded, pa, m, pb, n, ci, ldc);
       continue;
     }
-    gemm(0, trans_b, kept, n, k, pa, k, bi, ldb, pc, n); /* every filled row at once */
+    memset(pa + kept * k * esize, 0, (size_t)((padded - kept) * k * esize));
+    gemm(0, trans_b, padded, n, k, pa, k, bi, ldb, pc, n); /* every filled row at once */
     kept = 0;
     for (int64_t j = 0; j < blocks; j++) { /* back to their slots; the empty ones zero */
       int64_t f = fill[i * blocks + j], r0 = j * slots;

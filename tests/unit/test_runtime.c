@@ -458,21 +458,22 @@ static void test_gemm_bf16_rounding(void) {
  * sum over each block's first terms only), both transposes of A, with
  * values that are multiples of 1/8 (exact in bf16, every sum exact in f32:
  * the comparison is exact). 3 blocks of 4 slots: counts 4, 0, 2 (and a
- * batch entry all full). */
-static void check_fill(int bf, int depth, int ta) {
-  enum { BL = 3, SL = 4, N = 5, O = 6 };
-  int64_t m = depth ? O : BL * SL, k = depth ? BL * SL : O;
-  int32_t fill[2 * BL] = {4, 0, 2, 4, 4, 4};
-  float a[2][BL * SL * O], b[2][BL * SL * N], c[2][BL * SL * N], want[2][BL * SL * N];
-  uint16_t ha[2][BL * SL * O], hb[2][BL * SL * N];
+ * batch entry all full); and 3 blocks of 40: counts 7, 0, 25, whose 32
+ * packed rows (terms) are padded with zeros to 64 of the 120. */
+static void check_fill(int bf, int depth, int ta, int64_t SL, const int32_t *fill) {
+  enum { BL = 3, N = 5, O = 6 };
+  int64_t m = depth ? O : BL * SL, k = depth ? BL * SL : O, na = BL * SL * O, nb = BL * SL * N;
+  float *a = calloc(1, sizeof *a * (size_t)(2 * na)), *b = calloc(1, sizeof *b * (size_t)(2 * nb));
+  float *c = calloc(1, sizeof *c * (size_t)(2 * nb)), *want = calloc(1, sizeof *want * (size_t)(2 * nb));
+  uint16_t *ha = calloc(1, sizeof *ha * (size_t)(2 * na)), *hb = calloc(1, sizeof *hb * (size_t)(2 * nb));
   for (int e = 0; e < 2; e++) {
-    for (int i = 0; i < BL * SL * O; i++) {
-      a[e][i] = (float)(((i * 7 + e * 3) % 17) - 8) / 8.0f;
-      ha[e][i] = gslrt_bf16_round(a[e][i]);
+    for (int64_t i = 0; i < na; i++) {
+      a[e * na + i] = (float)(((i * 7 + e * 3) % 17) - 8) / 8.0f;
+      ha[e * na + i] = gslrt_bf16_round(a[e * na + i]);
     }
-    for (int i = 0; i < BL * SL * N; i++) {
-      b[e][i] = (float)(((i * 5 + e) % 13) - 6) / 8.0f;
-      hb[e][i] = gslrt_bf16_round(b[e][i]);
+    for (int64_t i = 0; i < nb; i++) {
+      b[e * nb + i] = (float)(((i * 5 + e) % 13) - 6) / 8.0f;
+      hb[e * nb + i] = gslrt_bf16_round(b[e * nb + i]);
     }
   }
   /* A is m x k (ta: stored k x m); B is k x N */
@@ -485,30 +486,38 @@ static void check_fill(int bf, int depth, int ta) {
           int64_t slot = depth ? t : r, blk = slot / SL;
           if (slot % SL >= fill[e * BL + blk])
             continue;
-          acc += (double)a[e][ta ? t * lda + r : r * lda + t] * b[e][t * N + q];
+          acc += (double)a[e * na + (ta ? t * lda + r : r * lda + t)] * b[e * nb + t * N + q];
         }
-        want[e][r * N + q] = (float)acc;
-        c[e][r * N + q] = 99.0f; /* every element must be written */
+        want[e * nb + r * N + q] = (float)acc;
+        c[e * nb + r * N + q] = 99.0f; /* every element must be written */
       }
-  int64_t sa = BL * SL * O, sb = BL * SL * N, sc = BL * SL * N; /* the arrays' rows */
   if (bf)
-    gslrt_gemm_bf16_fill(2, ta, 0, m, N, k, ha[0], lda, sa, hb[0], N, sb, c[0], N, sc, fill, BL, SL, depth);
+    gslrt_gemm_bf16_fill(2, ta, 0, m, N, k, ha, lda, na, hb, N, nb, c, N, nb, fill, BL, SL, depth);
   else
-    gslrt_sgemm_fill(2, ta, 0, m, N, k, a[0], lda, sa, b[0], N, sb, c[0], N, sc, fill, BL, SL, depth);
+    gslrt_sgemm_fill(2, ta, 0, m, N, k, a, lda, na, b, N, nb, c, N, nb, fill, BL, SL, depth);
   int bad = 0;
   for (int e = 0; e < 2; e++)
-    for (int i = 0; i < m * N; i++)
-      if (c[e][i] != want[e][i] && bad++ < 3)
-        fprintf(stderr, "fill bf %d depth %d ta %d: entry %d [%d] = %g, want %g\n", bf, depth, ta, e, i, c[e][i],
-                want[e][i]);
+    for (int64_t i = 0; i < m * N; i++)
+      if (c[e * nb + i] != want[e * nb + i] && bad++ < 3)
+        fprintf(stderr, "fill bf %d depth %d ta %d slots %d: entry %d [%d] = %g, want %g\n", bf, depth, ta, (int)SL,
+                e, (int)i, c[e * nb + i], want[e * nb + i]);
   CU_ASSERT_EQUAL(bad, 0);
+  free(a);
+  free(b);
+  free(c);
+  free(want);
+  free(ha);
+  free(hb);
 }
 
 static void test_gemm_fill(void) {
+  static const int32_t small[6] = {4, 0, 2, 4, 4, 4}, large[6] = {7, 0, 25, 40, 3, 40};
   for (int bf = 0; bf < 2; bf++)
     for (int depth = 0; depth < 2; depth++)
-      for (int ta = 0; ta < 2; ta++)
-        check_fill(bf, depth, ta);
+      for (int ta = 0; ta < 2; ta++) {
+        check_fill(bf, depth, ta, 4, small);
+        check_fill(bf, depth, ta, 40, large);
+      }
 }
 
 static void test_gemm_cache(void) {
