@@ -6,10 +6,13 @@
  * shapes, built through ir.c's builder) -> for a program that trains, its
  * gradients and the optimizer's update (autodiff.c, on IR functions sema
  * made; on a copy of sema's program per --mem-budget attempt, recomputing
- * the regions main.c chose with remat.c's measures) -> every value sharded (propagate.c, then update.c's sharded
- * optimizer updates) -> the SPMD program, local shapes and collectives
- * (partition.c; both on sharding.c's algebra, plans and costs) ->
- * buffers and their lifetimes planned in one arena (plan.c) -> LLVM module
+ * the regions main.c chose with remat.c's measures) -> moe products
+ * restricted to filled slots (slots.c) -> with --auto-shard, the
+ * unannotated shardings chosen by a cost search (autoshard.c) -> every
+ * value sharded (propagate.c, then update.c's sharded optimizer updates)
+ * -> the SPMD program, local shapes and collectives (partition.c, then
+ * combine.c's riding all-to-alls; all on sharding.c's algebra, plans and
+ * costs) -> buffers and their lifetimes planned in one arena (plan.c) -> LLVM module
  * (codegen.c, cg_*.c) -> object file -> executable (main.c spawns the
  * linker). ir_verify runs after each pass. Files call only downward: no
  * pass calls into one that runs before it.

@@ -1,12 +1,18 @@
 /* main.c — the gslc driver: options, then the whole pipeline in one function.
  *
- *   source -> parse_source -> sema_run -> ad_train -> slots_skip_empty -> shard_propagate
- *          -> spmd_partition -> spmd_combine -> plan_buffers -> cg_emit -> link
+ *   source -> parse_source -> sema_run -> then per attempt, on a copy (ir_clone):
+ *             ad_train -> ir_dce -> slots_skip_empty -> [auto_shard] -> shard_propagate (and its
+ *             shard_updates) -> spmd_partition -> spmd_combine -> plan_buffers
+ *          -> cg_emit -> link
  *
  * with ir_verify after every pass that makes or changes IR, and
  * plan_verify after planning (a broken invariant is a compiler bug and
- * dies). --emit-ir stops after propagation,
- * --emit-spmd and --explain after partitioning, --stats after planning.
+ * dies). One attempt unless --mem-budget finds the plan past the budget:
+ * then the next recomputes more regions (remat.c measures and orders
+ * them on the first plan), and with --auto-shard each attempt may search
+ * again with a smaller bound on params and states (MEM_ROUNDS). Every
+ * mode plans: --emit-ir prints the global program with the shardings
+ * found, --emit-spmd and --explain the SPMD program, --stats the plan.
  * Each phase reports its own errors; the driver stops after the first phase
  * that reported any. Linking spawns the compiler driver configure found
  * (mpicc), as cproc spawns its assembler and linker, with libgslrt and the
