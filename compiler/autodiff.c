@@ -759,10 +759,8 @@ void ad_train(Program *p) {
   AD a = {p, xcalloc((size_t)n, sizeof(Value *)), xcalloc((size_t)n, 1), n,
           xcalloc((size_t)p->nregions + 1, sizeof(int)), xcalloc((size_t)n, sizeof(Value *)),
           xcalloc((size_t)n + 1, sizeof(Runs)), t->span, DT_F32};
-  for (int r = 1; r <= p->nregions; r++) { /* parents come first */
-    const Region *g = &p->regions[r - 1];
-    a.unit[r] = a.unit[g->parent] ? a.unit[g->parent] : g->recompute ? r : 0;
-  }
+  for (int r = 1; r <= p->nregions; r++)
+    a.unit[r] = ir_region_unit(p, r);
   for (int i = 0; i <= L; i++)
     a.active[i] = dep[i] && dreach[i];
   if (a.active[L]) {

@@ -68,15 +68,6 @@ static const char *origin(Arena *a, const Program *g, const Value *v) {
   die("%%%d has sharding origin %d", v->id, (int)v->sh_origin);
 }
 
-/* The outermost recomputed region around region r (or r), 0: none. */
-static int unit_of(const Program *p, int r) {
-  int u = 0;
-  for (; r > 0; r = p->regions[r - 1].parent)
-    if (p->regions[r - 1].recompute)
-      u = r;
-  return u;
-}
-
 /* Each region recomputed for the backward pass (the outermost of nested
  * ones), why, and what its recomputation runs, on the SPMD program s. */
 static void recomputation(FILE *f, Arena *a, const Program *s) {
@@ -85,7 +76,7 @@ static void recomputation(FILE *f, Arena *a, const Program *s) {
   double *flops = xcalloc((size_t)nr + 1, sizeof *flops);
   for (int i = 0; i < s->nvalues; i++) {
     const Value *v = s->values[i];
-    int u = v->pass == PASS_RECOMPUTE ? unit_of(s, v->region) : 0;
+    int u = v->pass == PASS_RECOMPUTE ? ir_region_unit(s, v->region) : 0;
     if (!u)
       continue;
     vals[u]++;
@@ -94,7 +85,7 @@ static void recomputation(FILE *f, Arena *a, const Program *s) {
   }
   for (int r = 1; r <= nr; r++) {
     const Region *R = &s->regions[r - 1];
-    if (!R->recompute || unit_of(s, r) != r)
+    if (ir_region_unit(s, r) != r)
       continue;
     if (!any++)
       fputs("\n## recomputation (gsl.7, RECOMPUTATION)\n", f);

@@ -301,6 +301,9 @@ typedef struct EinsumSpec {
  * text is not a spec of nin operands. Checks the letters only, not shapes. */
 bool ein_parse(const char *text, int nin, EinsumSpec *out, char *err, size_t errlen);
 const char *ein_str(Arena *a, const EinsumSpec *e); /* "ab,bc->ac" */
+/* The FLOPs of the product e on operands of shapes args: 2 per point of
+ * its letters' space (a multiply and an add). */
+double ein_flops(const EinsumSpec *e, const Shape *const *args);
 
 /* The attributes an op reads (ops.def says which), in one struct so that a
  * pass that copies a value copies them all: v->attr = w->attr. The same
@@ -593,12 +596,15 @@ bool ir_has_signal(const Program *p, const char *name);
 typedef Value *IrRewriteFn(void *ctx, Program *dst, const Value *v, Value **map);
 Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx);
 /* Opens a region inside the current one (p->region), recomputed if
- * marked until main.c chooses otherwise, and makes it current; returns
- * the region to restore (p->region = it) when it closes. */
-int ir_region_push(Program *p, Span span, Span site, const char *name, int64_t iter, const char *loops,
-                   bool marked);
-/* Whether region r (a number, 0: none) or one around it is recomputed. */
-bool ir_region_recomputed(const Program *p, int r);
+ * marked until main.c chooses otherwise, and makes it current; the
+ * caller restores p->region when it closes. */
+void ir_region_push(Program *p, Span span, Span site, const char *name, int64_t iter, const char *loops,
+                    bool marked);
+/* The unit region r is recomputed in: the outermost recomputed region
+ * around it (or r itself), 0 when r (a number, 0: none) is kept. */
+int ir_region_unit(const Program *p, int r);
+/* The FLOPs of v on its operands' shapes: ein_flops for a product, 0 for any other op. */
+double ir_flops(const Value *v);
 /* A copy of src (ir_rewrite's, regions included) that may inline src's
  * IR functions (its train statement's update and schedule, borrowed: they
  * stay src's), so that autodiff can run on it while src stays as it is. */
@@ -840,6 +846,9 @@ double shard_reshard_seconds(const Program *p, const Machine *m, const Shape *gs
  * step, with no overlap (--explain's summary; --auto-shard prices plans
  * by the same rules before they are built). */
 void shard_estimate(const Program *s, const Machine *m, double *compute, double *comm);
+/* The seconds SPMD value v takes on one device by that model; *comm
+ * set for a collective's (communication), clear for computation. */
+double shard_value_seconds(const Program *s, const Machine *m, const Value *v, bool *comm);
 /* Operand k of u is a linear consumer's: a partial sum of it may pass
  * through u as a partial sum of u (sum_i f(p_i) = f(sum_i p_i)). */
 bool shard_linear_slot(const Value *u, int k);
@@ -1004,8 +1013,6 @@ void plan_stats(FILE *f, const Program *p, const Plan *pl);
 
 /* ---- remat.c: what recomputing a region saves and costs ------------------------------- */
 
-/* The FLOPs of v (a product's: 2 per multiply-add over its local shapes; 0 for other ops). */
-double ir_flops(const Value *v);
 /* Fills the saved, seconds and flops of g's outermost regions, measured
  * on s (g's SPMD program, with g's regions) and its plan pl, priced on m. */
 void remat_measure(Program *g, const Program *s, const Plan *pl, const Machine *m);

@@ -725,6 +725,26 @@ static Value *sum_private(Program *p, Value *x, char *letters, const char *other
   return ir_reduce(p, RF_SUM, x, mask, sp);
 }
 
+double ein_flops(const EinsumSpec *e, const Shape *const *args) {
+  char seen[2 * GSL_MAX_RANK + 1] = {0};
+  double n = 2;
+  int k = 0;
+  for (int i = 0; i < e->nin; i++)
+    for (int d = 0; e->in[i][d]; d++)
+      if (!strchr(seen, e->in[i][d])) {
+        seen[k++] = e->in[i][d];
+        n *= (double)args[i]->d[d];
+      }
+  return n;
+}
+
+double ir_flops(const Value *v) {
+  if (v->op != OP_EINSUM)
+    return 0;
+  const Shape *args[2] = {&v->args[0]->shape, v->nargs > 1 ? &v->args[1]->shape : NULL};
+  return ein_flops(&v->ein, args);
+}
+
 /* the extent of every letter of e over operands ops; dies on a misfit */
 static void ein_extents(const EinsumSpec *e, Value **ops, int64_t *size) {
   for (int i = 0; i < 128; i++)
@@ -919,23 +939,22 @@ void ir_output(Program *p, const char *name, Value *v, Span sp) { ir_root(p, OUT
 
 /* ---- regions ---------------------------------------------------------------------- */
 
-int ir_region_push(Program *p, Span span, Span site, const char *name, int64_t iter, const char *loops,
-                   bool marked) {
+void ir_region_push(Program *p, Span span, Span site, const char *name, int64_t iter, const char *loops,
+                    bool marked) {
   if (p->nregions == p->capregions) {
     p->capregions = p->capregions ? 2 * p->capregions : 16;
     p->regions = xrealloc(p->regions, sizeof *p->regions * (size_t)p->capregions);
   }
   p->regions[p->nregions++] = (Region){span, site, name, iter, loops, p->region, marked, marked, NULL, 0, 0, 0};
-  int outer = p->region;
   p->region = p->nregions;
-  return outer;
 }
 
-bool ir_region_recomputed(const Program *p, int r) {
+int ir_region_unit(const Program *p, int r) {
+  int u = 0;
   for (; r > 0; r = p->regions[r - 1].parent)
     if (p->regions[r - 1].recompute)
-      return true;
-  return false;
+      u = r;
+  return u;
 }
 
 /* ---- the rewriter ---------------------------------------------------------------- */

@@ -47,18 +47,8 @@ void machine_default(Machine *m) {
 
 double machine_op_seconds(const Machine *m, const Program *p, const Value *v, const Shape *local,
                           const Shape *const *args) {
-  if (v->op == OP_EINSUM) { /* 2 FLOP for each point of its letters' (local) space */
-    char seen[2 * GSL_MAX_RANK + 1] = {0};
-    double flops = 2;
-    int n = 0;
-    for (int k = 0; k < v->ein.nin; k++)
-      for (int d = 0; v->ein.in[k][d]; d++)
-        if (!strchr(seen, v->ein.in[k][d])) {
-          seen[n++] = v->ein.in[k][d];
-          flops *= (double)args[k]->d[d];
-        }
-    return flops / m->gemm_flops[v->args[0]->dtype];
-  }
+  if (v->op == OP_EINSUM) /* 2 FLOP for each point of its letters' (local) space */
+    return ein_flops(&v->ein, args) / m->gemm_flops[v->args[0]->dtype];
   const OpInfo *oi = ir_op(v->op);
   double bytes = (double)dtype_size(v->dtype) * (double)shape_elems(local);
   if (v->op == OP_RNG)

@@ -487,6 +487,12 @@ static char *build_json(const Options *o, const Program *p) {
   return buf;
 }
 
+/* Dies naming what does not verify: a broken invariant is gslc's bug. */
+static void verified(const Program *p, const char *what) {
+  if (!ir_verify(p, stderr))
+    die("%s does not verify", what);
+}
+
 static int compile(const Options *o) {
   char *out = output_path(o);
   if (output_overwrites_source(out, o->input)) {
@@ -556,11 +562,10 @@ static int compile(const Options *o) {
       fclose(quiet);
     }
     ir_dce(p);
-    if (!ir_verify(p, stderr))
-      die("the IR sema built does not verify");
+    verified(p, "the IR sema built");
     p = slots_skip_empty(sema_p = p, !o->no_skip_empty);
-    if (p != sema_p && !ir_verify(p, stderr))
-      die("the IR with moe fill counts does not verify");
+    if (p != sema_p)
+      verified(p, "the IR with moe fill counts");
     bool over = false, exhausted = false; /* past the budget; with nothing left to try */
     /* with --mem-budget, the search bounds the params, states and inputs;
      * where the plan's intermediates then take it past the budget, the
@@ -581,27 +586,23 @@ static int compile(const Options *o) {
         goto done;
       }
       shard_propagate(p);
-      if (!ir_verify(p, stderr))
-        die("the shardings propagation found do not verify");
+      verified(p, "the shardings propagation found");
       spmd = spmd_partition(p);
-      if (!ir_verify(spmd, stderr))
-        die("the SPMD program the partitioner built does not verify");
+      verified(spmd, "the SPMD program the partitioner built");
       spmd_combine(spmd);
-      if (!ir_verify(spmd, stderr))
-        die("the SPMD program with riding all-to-alls does not verify");
+      verified(spmd, "the SPMD program with riding all-to-alls");
       plan = plan_buffers(spmd);
       if (!plan_verify(plan, stderr))
         die("the buffer plan does not verify");
       if (!o->mem_budget || plan_total(plan) <= o->mem_budget)
         break;
-      over = true; /* past the budget: recompute (more) regions first, while any is left, then cut further */
-      if (ncand != 0 && chosen != ncand)
-        break;
-      if (round == MEM_ROUNDS - 1 || !o->auto_shard) {
-        exhausted = true;
+      /* past the budget: recompute (more) regions first, while any is left, then cut further */
+      bool more = ncand != 0 && chosen != ncand; /* regions left to recompute (ncand < 0: not measured yet) */
+      if (more || round == MEM_ROUNDS - 1 || !o->auto_shard) {
+        over = true;
+        exhausted = !more;
         break;
       }
-      over = false;
       last_largest = plan_largest(p->arena, spmd, plan);
       held_budget -= (double)(plan_total(plan) - o->mem_budget);
       shard_reset(p);

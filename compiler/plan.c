@@ -1018,7 +1018,7 @@ static const char *where(Arena *a, Span sp) {
 static void activations_stats(FILE *f, const Program *p, const Plan *pl) {
   int units = 0, marked = 0;
   for (int r = 0; r < p->nregions; r++)
-    if (p->regions[r].recompute && !ir_region_recomputed(p, p->regions[r].parent)) {
+    if (ir_region_unit(p, r + 1) == r + 1) {
       units++;
       marked += p->regions[r].marked;
     }

@@ -14,15 +14,13 @@
  *     peak lies, every one of them is live, so the peak falls by about
  *     their sum.
  *   - seconds: the region's forward on one device, by the same per-op
- *     cost model --auto-shard uses (machine_op_seconds: products at the
- *     GEMM rate, the rest at memory bandwidth); collectives the region
- *     needs are counted at the link rate.
+ *     cost model --auto-shard and --explain use (shard_value_seconds: products at
+ *     the GEMM rate, the rest at memory bandwidth, collectives at the
+ *     link rate).
  *   - flops: its products' FLOPs (2 per multiply-add), for --stats.
  * The order is the knapsack's greedy one, PyTorch's activation memory
  * budget's: the least seconds per byte saved first. */
-#include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "gslc.h"
 
@@ -31,38 +29,6 @@ static int top_of(const Program *p, int r) {
   while (r > 0 && p->regions[r - 1].parent)
     r = p->regions[r - 1].parent;
   return r;
-}
-
-double ir_flops(const Value *v) {
-  if (v->op != OP_EINSUM)
-    return 0;
-  char seen[2 * GSL_MAX_RANK + 1] = {0};
-  double n = 2;
-  int k = 0;
-  for (int i = 0; i < v->ein.nin; i++)
-    for (int d = 0; v->ein.in[i][d]; d++)
-      if (!strchr(seen, v->ein.in[i][d])) {
-        seen[k++] = v->ein.in[i][d];
-        n *= (double)v->args[i]->shape.d[d];
-      }
-  return n;
-}
-
-static double op_seconds(const Machine *m, const Program *s, const Value *v) {
-  if (ir_op(v->op)->cls == OC_COLLECTIVE) {
-    double t = 0;
-    for (int k = 0; k < v->ngroup; k++) {
-      double link = machine_link(m, v->group[k]);
-      t = fmax(t, m->latency_s + (double)shard_collective_bytes(s, v) / link);
-    }
-    return t;
-  }
-  const Shape *args[16] = {0};
-  if (v->nargs > 16)
-    return 0;
-  for (int k = 0; k < v->nargs; k++)
-    args[k] = &v->args[k]->shape;
-  return machine_op_seconds(m, s, v, &v->shape, args);
 }
 
 void remat_measure(Program *g, const Program *s, const Plan *pl, const Machine *m) {
@@ -97,7 +63,8 @@ void remat_measure(Program *g, const Program *s, const Plan *pl, const Machine *
       continue;
     Region *R = &g->regions[r - 1];
     R->flops += ir_flops(v);
-    R->seconds += op_seconds(m, s, v);
+    bool comm;
+    R->seconds += shard_value_seconds(s, m, v, &comm);
     if (pl->mat[i] && pl->root[i] == i && pl->offset[i] >= 0 && pl->last[i] >= bwd && !outside[i])
       R->saved += pl->bytes[i];
   }

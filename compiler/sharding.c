@@ -493,18 +493,22 @@ bool *shard_linear_uses(const Program *g) {
   return lin;
 }
 
+double shard_value_seconds(const Program *s, const Machine *m, const Value *v, bool *comm) {
+  *comm = (ir_op(v->op)->flags & OF_SPMD) && v->op != OP_PAD_MASK;
+  if (*comm)
+    return shard_step_seconds(s, m, v->op, dtype_size(v->args[0]->dtype) * shape_elems(&v->args[0]->shape), v->group,
+                              v->ngroup);
+  const Shape *args[GSL_MAX_RANK * 4];
+  for (int k = 0; k < v->nargs && k < (int)(sizeof args / sizeof *args); k++)
+    args[k] = &v->args[k]->shape;
+  return machine_op_seconds(m, s, v, &v->shape, args);
+}
+
 void shard_estimate(const Program *s, const Machine *m, double *compute, double *comm) {
   *compute = *comm = 0;
-  const Shape *args[GSL_MAX_RANK * 4];
   for (int i = 0; i < s->nvalues; i++) {
-    const Value *v = s->values[i];
-    if ((ir_op(v->op)->flags & OF_SPMD) && v->op != OP_PAD_MASK) {
-      *comm += shard_step_seconds(s, m, v->op, dtype_size(v->args[0]->dtype) * shape_elems(&v->args[0]->shape),
-                                  v->group, v->ngroup);
-      continue;
-    }
-    for (int k = 0; k < v->nargs && k < (int)(sizeof args / sizeof *args); k++)
-      args[k] = &v->args[k]->shape;
-    *compute += machine_op_seconds(m, s, v, &v->shape, args);
+    bool c;
+    double t = shard_value_seconds(s, m, s->values[i], &c);
+    *(c ? comm : compute) += t;
   }
 }

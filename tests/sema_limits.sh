@@ -96,5 +96,18 @@ took=$(( $(date +%s) - start ))
 grep -q "too many errors; the first 50 are shown above" "$work/flood.err" || fail "the flood did not end with the count line"
 [ "$took" -le 5 ] || fail "a flood of errors through inlined calls took ${took} s"
 
+# a loop of 40000 iterations, each evaluating a sum of 1000 terms (some
+# 80 million operations): stopped at 2^25 operations evaluated, a located
+# error in well under the 6 s the whole took (the fuzzer found it)
+awk 'BEGIN { print "input a: f32[2]\nlet s = 0\nfor i in 0..40000 {"; printf "  let s = i";
+             for (k = 0; k < 999; k++) printf " + i"; print "\n}\nlet y = a * s\noutput y" }' >"$work/evals.gsl"
+start=$(date +%s)
+(cd "$work" && timeout 20 "$GSLC" --emit-ir evals.gsl >/dev/null 2>evals.err)
+rc=$?
+took=$(( $(date +%s) - start ))
+[ $rc -eq 1 ] && grep -q "^evals.gsl:4:3: error: this statement takes the program past 33554432 operations evaluated while loops unroll" "$work/evals.err" ||
+  fail "a long sum in 40000 iterations: exit $rc: $(head -n 1 "$work/evals.err")"
+[ "$took" -le 5 ] || fail "a long sum in 40000 iterations took ${took} s"
+
 [ $status -eq 0 ] && echo "PASS: sema_limits"
 exit $status
