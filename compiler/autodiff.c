@@ -599,7 +599,7 @@ static void d_combine(AD *a, const Value *v, Value *g) {
 }
 
 static DerivFn *const rules[] = {
-#define X(op, s, n, cls, lvl, fl, d, ds) d_##d,
+#define X(op, s, n, cls, lvl, fl, d, ds, sh) d_##d,
 #include "ops.def"
 #undef X
 };

@@ -5,28 +5,32 @@
  * The graph. The global IR of the whole step (forward, backward, update;
  * before propagation) is cut into classes: a class is a root value and the
  * values that follow it. A value follows one of its operands when its
- * sharding is a function of that operand's: elementwise ops (the operand
- * that is not a broadcast or a constant, else the first), transpose,
- * reshape, broadcast, slice, cumsum, one_hot and reduce. Every other value
- * is a root: sources (params, inputs, constants, draws), einsums, gathers,
+ * sharding is a function of that operand's, by its sharding rule (rule.c):
+ * an op of one operand (unary, cast, transpose, reshape, broadcast, slice,
+ * cumsum, one_hot, reduce), and an op whose operands are indexed alike
+ * and keep no factor whole (elementwise: it follows the operand that is
+ * not a broadcast or a constant, else the first). Every other value is a
+ * root: sources (params, inputs, constants, draws), einsums, gathers,
  * scatter-adds, concats, the moe routing ops, and the user's annotations.
  * Merging the followers is what keeps the problem small: a layer norm's
  * dozen values are one class with the product before them.
  *
- * Strategies. A root's values are indexed by letters (an einsum's
+ * Strategies. A root's letters are its rule's factors (an einsum's
  * letters; a source's, concat's or annotation's dims; a gather's index
  * and row dims; a dispatch's groups and model dim), and a strategy gives
  * each mesh axis of more than one device one letter to cut, or none (an
- * axis may cut a letter where every shard gets one of its elements; a
- * cut its shards do not divide is priced on its padded tiles, gsl.7
- * Uneven dimensions). A letter
- * of the result gives its cut to the result; a letter the result lacks (a
+ * axis may cut a letter the rule does not keep whole, where every shard
+ * gets one of its elements; a cut its shards do not divide is priced on
+ * its padded tiles, gsl.7 Uneven dimensions). A letter of the result
+ * gives its cut to the result; a letter the result sums over (a
  * contracted one, a scatter-add's index) leaves a partial sum, pending
  * through the linear members that follow it, as the partitioner leaves
- * it (sharding.c's rule), and all-reduced at the end of that chain. The strategy fixes the sharding of every member
- * of the class (each follower's from its operand's, as the partitioner
- * would lay it out) and of each operand the root needs. An annotated
- * param, input or value has the one strategy its annotation gives.
+ * it (the rules' linear operands), and all-reduced at the end of that
+ * chain. The strategy fixes the sharding of every member of the class
+ * (each follower's from its operand's by the follower's rule, as
+ * propagation and the partitioner read it) and of each operand the root
+ * needs. An annotated param, input or value has the one strategy its
+ * annotation gives.
  *
  * Costs, in seconds, from the machine description (machine.c); ties go
  * to the plan whose params and inputs hold fewer bytes a device:
@@ -89,18 +93,6 @@
  * (8 MiB: 0.08 us), so that of two plans that cost the same the one
  * holding less wins */
 #define TIE_SECONDS_PER_BYTE 1e-14
-#define AS_MAX_LETTERS (2 * GSL_MAX_RANK)
-
-/* A root's letters and how its result and operands are indexed by them. */
-typedef struct Space {
-  int nl;                               /* letters */
-  char names[AS_MAX_LETTERS + 1];       /* an einsum's: each letter's name, in order */
-  int64_t size[AS_MAX_LETTERS];         /* each letter's extent */
-  int8_t out[GSL_MAX_RANK];             /* result dim -> letter, -1: whole */
-  uint32_t partial;                     /* letters whose cut leaves the result a partial sum */
-  uint32_t fixed;                       /* letters no axis may cut (a concat's axis) */
-} Space;
-
 /* One strategy: the letter each mesh axis cuts (NO_LETTER: none). */
 typedef struct Strat {
   uint8_t lax[GSL_MAX_AXES];
@@ -108,7 +100,7 @@ typedef struct Strat {
 
 typedef struct Class {
   const Value *root;
-  Space sp;
+  ShardRule rule;  /* the root's rule (rule.c): its factors are the letters a strategy cuts */
   Strat *st;      /* strategies */
   int nst;
   int *members;   /* value ids, the root first, in program order */
@@ -161,158 +153,74 @@ typedef struct Auto {
 
 /* ---- classes -------------------------------------------------------------- */
 
-static bool cheap(const Value *v) {
+/* A broadcast or a constant: it is made in whatever layout its user
+ * needs, so an elementwise op follows another of its operands. */
+static bool takes_any_layout(const Value *v) {
   return v->op == OP_BROADCAST || v->op == OP_CONST || v->op == OP_IOTA;
 }
 
-/* The operand slot v follows, or -1: v is a root. */
+/* The operand slot v follows, or -1: v is a root. By its rule (rule.c),
+ * v follows its one operand, or, where its operands are indexed alike
+ * and keep every factor cuttable (elementwise ops), the first that is not
+ * made in any layout; the user's annotations are roots. */
 static int follow_slot(const Value *v) {
-  switch (v->op) {
-  case OP_UNARY:
-  case OP_CAST:
-  case OP_TRANSPOSE:
-  case OP_RESHAPE:
-  case OP_BROADCAST:
-  case OP_SLICE:
-  case OP_CUMSUM:
-  case OP_ONE_HOT:
-  case OP_REDUCE:
-    return 0;
-  case OP_BINARY:
-  case OP_SELECT:
-    for (int k = 0; k < v->nargs; k++)
-      if (!cheap(v->args[k]))
-        return k;
-    return 0;
-  default:
+  if (!v->nargs || ir_op(v->op)->cls == OC_ANNOTATION)
     return -1;
-  }
+  ShardRule r;
+  shard_rule(v, &r);
+  int data = 0;
+  for (int k = 0; k < v->nargs; k++)
+    data += rule_role(&r, k) != AR_AUX;
+  if (data == 1)
+    return 0;
+  if (!rule_alike(&r, v) || (rule_kinds(&r) & (1u << FK_WHOLE)))
+    return -1;
+  for (int k = 0; k < v->nargs; k++)
+    if (!takes_any_layout(v->args[k]))
+      return k;
+  return 0;
+}
+
+/* One operand's sharding, for the rule's readings: the followed one's. */
+typedef struct Only {
+  int k;              /* its slot */
+  const Sharding *sh; /* its sharding */
+} Only;
+
+static const Sharding *only(void *ctx, const Value *v, int k) {
+  (void)v;
+  const Only *o = ctx;
+  return k == o->k ? o->sh : NULL;
 }
 
 /* The sharding follower v has when its followed operand has sh. */
 static Sharding follow_sh(const Program *p, const Value *v, const Sharding *sh) {
-  const Value *a = v->args[follow_slot(v)];
+  ShardRule rule;
+  Only o = {follow_slot(v), sh};
   Sharding r = {0};
-  switch (v->op) {
-  case OP_TRANSPOSE:
-  case OP_BROADCAST:
-    r = shard_through(v, sh, false);
-    break;
-  case OP_RESHAPE:
-    r = shard_reshape(p, sh, &a->shape, &v->shape);
-    break;
-  case OP_SLICE:
-  case OP_CUMSUM:
-    r = *sh;
-    r.naxes[v->axis] = 0;
-    break;
-  case OP_ONE_HOT:
-    for (int i = 0; i + 1 < v->shape.rank; i++)
-      shard_copy_dim(&r, i, sh, i);
-    break;
-  case OP_REDUCE: {
-    int k = 0;
-    for (int i = 0; i < a->shape.rank; i++)
-      if (!(v->rmask & (1u << i)))
-        shard_copy_dim(&r, k++, sh, i);
-    break;
-  }
-  default: /* elementwise */
-    r = *sh;
-    break;
-  }
+  const Value *from;
+  shard_rule(v, &rule);
+  if (!rule_forward(p, v, &rule, only, &o, &r, &from))
+    memset(&r, 0, sizeof r);
   r.partial = 0;
   shard_fit(p, &r, &v->shape);
   return r;
 }
 
 /* What follower v needs operand k to be when v has sharding sh (the
- * partitioner's natural form; a reduce's with its reduced dims whole: the
- * search prices the cut ones itself, class_cost). */
-static Sharding follow_need(const Program *p, const Value *v, int k, const Sharding *sh) {
-  const Value *a = v->args[k];
-  Sharding w = {0};
-  switch (v->op) {
-  case OP_TRANSPOSE:
-  case OP_BROADCAST:
-    return shard_through(v, sh, true);
-  case OP_RESHAPE: {
-    w = shard_reshape(p, sh, &v->shape, &a->shape);
-    Sharding back = shard_reshape(p, &w, &a->shape, &v->shape);
-    if (!shard_eq(&back, sh, v->shape.rank))
-      memset(&w, 0, sizeof w); /* reshaped whole, then cut */
-    return w;
-  }
-  case OP_ONE_HOT:
-    for (int i = 0; i < a->shape.rank; i++)
-      shard_copy_dim(&w, i, sh, i);
-    return w;
-  case OP_REDUCE:
-    for (int i = 0, d = 0; i < a->shape.rank; i++)
-      if (!(v->rmask & (1u << i)))
-        shard_copy_dim(&w, i, sh, d++);
-    return w;
-  default: /* elementwise, slice, cumsum: the result's own */
-    return *sh;
-  }
+ * partitioner's natural form); own: with the dims it sums or maxes over
+ * as that operand has them (own_sh: the search prices a cut one itself,
+ * class_cost), else whole. */
+static Sharding follow_need(const Program *p, const Value *v, int k, const Sharding *sh, const Sharding *own_sh) {
+  ShardRule rule;
+  shard_rule(v, &rule);
+  if (rule.reshape)
+    return shard_reshape_need(p, sh, &v->args[k]->shape, &v->shape);
+  Only o = {k, own_sh};
+  return rule_operand(p, v, &rule, k, sh, own_sh ? only : NULL, &o, true);
 }
 
 /* ---- letters ----------------------------------------------------------------- */
-
-static int letter_of(const char *names, char c) { return (int)(strchr(names, c) - names); }
-
-/* The letters of root v: its space, and through root_need() what it wants of
- * each operand under a strategy. */
-static void space_of(const Value *v, Space *s) {
-  memset(s, 0, sizeof *s);
-  for (int i = 0; i < GSL_MAX_RANK; i++)
-    s->out[i] = -1;
-  switch (v->op) {
-  case OP_EINSUM:
-    for (int k = 0; k < v->ein.nin; k++)
-      for (int i = 0; v->ein.in[k][i]; i++)
-        if (!strchr(s->names, v->ein.in[k][i])) {
-          s->names[s->nl] = v->ein.in[k][i];
-          s->size[s->nl++] = v->args[k]->shape.d[i];
-        }
-    for (int i = 0; v->ein.out[i]; i++)
-      s->out[i] = (int8_t)letter_of(s->names, v->ein.out[i]);
-    for (int l = 0; l < s->nl; l++)
-      if (!strchr(v->ein.out, s->names[l]))
-        s->partial |= 1u << l;
-    return;
-  case OP_SCATTER_ADD: { /* src[I..., D...], idx[I...] -> [V, D...]: letters I then D */
-    const Value *src = v->args[0], *ix = v->args[1];
-    s->nl = src->shape.rank;
-    for (int i = 0; i < src->shape.rank; i++)
-      s->size[i] = src->shape.d[i];
-    for (int i = 1; i < v->shape.rank; i++)
-      s->out[i] = (int8_t)(ix->shape.rank + i - 1);
-    for (int i = 0; i < ix->shape.rank; i++)
-      s->partial |= 1u << i;
-    return;
-  }
-  case OP_DISPATCH:   /* x[G, S, M] -> [E, G, C, M]: letters g, m */
-  case OP_COMBINE: { /* y[E, G, C, M] -> [G, S, M]: letters g, m */
-    int g = v->op == OP_DISPATCH, m = v->shape.rank - 1;
-    s->nl = 2;
-    s->size[0] = v->shape.d[g];
-    s->size[1] = v->shape.d[m];
-    s->out[g] = 0;
-    s->out[m] = 1;
-    return;
-  }
-  default: /* sources, gather ([I..., D...]), concat, annotate: the result's dims */
-    s->nl = v->shape.rank;
-    for (int i = 0; i < v->shape.rank; i++) {
-      s->size[i] = v->shape.d[i];
-      s->out[i] = (int8_t)i;
-    }
-    if (v->op == OP_CONCAT)
-      s->fixed = 1u << v->axis;
-    return;
-  }
-}
 
 /* dims indexed by letters (map[i] a letter or -1) cut as strategy st cuts them */
 static Sharding by_letters(const Program *p, const Strat *st, const int8_t *map, int rank) {
@@ -326,7 +234,7 @@ static Sharding by_letters(const Program *p, const Strat *st, const int8_t *map,
 }
 
 static Sharding root_sh(const Program *p, const Class *c, const Strat *st) {
-  return by_letters(p, st, c->sp.out, c->root->shape.rank);
+  return by_letters(p, st, c->rule.res, c->root->shape.rank);
 }
 
 /* The mesh axes that cut letters of mask under st. */
@@ -340,59 +248,32 @@ static uint32_t axes_on(const Program *p, const Strat *st, uint32_t mask) {
 
 /* What root v needs operand k to be under strategy st. */
 static Sharding root_need(const Program *p, const Class *c, const Strat *st, int k) {
-  const Value *v = c->root;
-  int8_t map[GSL_MAX_RANK];
-  const Value *a = v->args[k];
-  for (int i = 0; i < GSL_MAX_RANK; i++)
-    map[i] = -1;
-  switch (v->op) {
-  case OP_EINSUM: {
-    const char *dims = k < v->ein.nin ? v->ein.in[k] : v->ein.fill;
-    for (int i = 0; dims[i]; i++)
-      map[i] = (int8_t)letter_of(c->sp.names, dims[i]);
-    break;
-  }
-  case OP_GATHER: {
-    int ni = v->args[1]->shape.rank;
-    if (k == 0)
-      for (int i = 1; i < a->shape.rank; i++)
-        map[i] = (int8_t)(ni + i - 1);
-    else
-      for (int i = 0; i < ni; i++)
-        map[i] = (int8_t)i;
-    break;
-  }
-  case OP_DISPATCH:
-  case OP_COMBINE:
-    /* the routes [G, S, K]: g first; the tokens, x [G, S, M] (dispatch)
-     * or y [E, G, C, M] (combine): g, and m last */
-    map[k == 0 && v->op == OP_COMBINE ? 1 : 0] = 0;
-    if (k == 0)
-      map[a->shape.rank - 1] = 1;
-    break;
-  default: /* scatter-add (src, idx: letters I then D), concat, annotate: the dims in order */
-    for (int i = 0; i < a->shape.rank; i++)
-      map[i] = (int8_t)i;
-    break;
-  }
-  Sharding sh = by_letters(p, st, map, a->shape.rank);
-  return sh;
+  return by_letters(p, st, rule_map(&c->rule, k), c->root->args[k]->shape.rank);
 }
 
-/* Every strategy of space s on the mesh, in a fixed order; n returned.
- * Axes of one device cut nothing. */
-static Strat *strategies(const Program *p, const Space *s, int *n) {
+/* The letters of kind `kind` of a rule, as a mask. */
+static uint32_t letters(const ShardRule *r, FactorKind kind) {
+  uint32_t m = 0;
+  for (int f = 0; f < r->nf; f++)
+    if (r->kind[f] == kind)
+      m |= 1u << f;
+  return m;
+}
+
+/* Every strategy of rule s's letters on the mesh, in a fixed order; n
+ * returned. Axes of one device cut nothing, and no axis a whole letter. */
+static Strat *strategies(const Program *p, const ShardRule *s, int *n) {
   int naxes = p->mesh.naxes, cap = 1;
   for (int ax = 0; ax < naxes; ax++)
-    cap *= p->mesh.size[ax] > 1 ? s->nl + 1 : 1;
+    cap *= p->mesh.size[ax] > 1 ? s->nf + 1 : 1;
   Strat *out = xcalloc((size_t)cap, sizeof *out);
   int cnt = 0;
   Strat cur;
   int choice[GSL_MAX_AXES] = {0}; /* 0: none, l + 1: letter l */
   for (;;) {
     bool ok = true;
-    int64_t cut[AS_MAX_LETTERS];
-    for (int l = 0; l < s->nl; l++)
+    int64_t cut[RULE_MAX_FACTORS];
+    for (int l = 0; l < s->nf; l++)
       cut[l] = 1;
     for (int ax = 0; ax < naxes; ax++) {
       cur.lax[ax] = choice[ax] ? (uint8_t)(choice[ax] - 1) : NO_LETTER;
@@ -400,7 +281,7 @@ static Strat *strategies(const Program *p, const Space *s, int *n) {
         continue;
       int l = choice[ax] - 1;
       cut[l] *= p->mesh.size[ax];
-      if ((s->fixed & (1u << l)) || s->size[l] < cut[l])
+      if (s->kind[l] == FK_WHOLE || s->size[l] < cut[l])
         ok = false;
     }
     if (ok)
@@ -409,7 +290,7 @@ static Strat *strategies(const Program *p, const Space *s, int *n) {
     for (; ax < naxes; ax++) {
       if (p->mesh.size[ax] <= 1)
         continue;
-      if (++choice[ax] <= s->nl)
+      if (++choice[ax] <= s->nf)
         break;
       choice[ax] = 0;
     }
@@ -479,7 +360,7 @@ static double allreduce_seconds(const Auto *A, const Value *v, const Sharding *s
 }
 
 /* Whether member v, with sharding sh (msh: its class's members'), may leave a partial sum
- * pending as the partitioner does (sharding.c's linear rule): its one use
+ * pending as the partitioner does (its rule's linear operands): its one use
  * is a linear member of its own class that follows it, needs it as it is,
  * and passes the sum on (a sum or difference would need its other
  * operand partial too, which a value of another class never is). */
@@ -491,11 +372,13 @@ static bool defers(const Auto *A, const Sharding *msh, const Value *v, const Sha
     return false;
   const Value *w = A->p->values[u];
   int k = A->fol[u];
-  if (k < 0 || w->args[k] != v || (w->op == OP_BINARY && (w->fn == BF_ADD || w->fn == BF_SUB)))
+  if (k < 0 || w->args[k] != v)
     return false;
-  if (w->op == OP_REDUCE)
-    return true;
-  Sharding need = follow_need(A->p, w, k, &msh[A->midx[u]]);
+  ShardRule rule;
+  shard_rule(w, &rule);
+  if (rule.joint && w->nargs > 1)
+    return false;
+  Sharding need = follow_need(A->p, w, k, &msh[A->midx[u]], sh);
   return shard_eq(&need, sh, v->shape.rank);
 }
 
@@ -520,29 +403,22 @@ static double class_cost(Auto *A, Class *c, int s, Sharding *msh) {
     comp += cs;
     uint32_t got = 0; /* the partial sums v has */
     if (j == 0) {
-      got = axes_on(p, st, c->sp.partial);
+      got = axes_on(p, st, letters(&c->rule, FK_SUM) | letters(&c->rule, FK_MAX));
     } else {
       uint32_t in = pend[A->midx[a->id]], keep = in & ~shard_all_axes(sh, v->shape.rank);
       t += allreduce_seconds(A, a, ash, in & ~keep); /* the axes v cuts: resolved before it */
       got = keep;
-      if (v->op == OP_REDUCE) {
-        uint32_t cutr = 0;
-        for (int i = 0; i < a->shape.rank; i++)
-          if (v->rmask & (1u << i))
-            cutr |= shard_dim_axes(ash, i);
-        if (v->fn == RF_ARGMAX) {
-          Sharding w = *ash;
-          for (int i = 0; i < a->shape.rank; i++)
-            if (v->rmask & (1u << i))
-              w.naxes[i] = 0;
-          t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &w);
-        } else {
-          got |= cutr;
-        }
-      } else {
-        Sharding need = follow_need(p, v, k, sh);
-        t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &need);
-      }
+      /* its operand as it needs it, the dims it sums or maxes over as they
+       * are: cut, they leave the partial sums its rule says (argmax's dims,
+       * whole, are gathered) */
+      Sharding need = follow_need(p, v, k, sh, ash);
+      t += shard_reshard_seconds(p, A->m, &a->shape, a->dtype, ash, &need);
+      ShardRule rule;
+      shard_rule(v, &rule);
+      const int8_t *map = rule_map(&rule, k);
+      for (int i = 0; i < a->shape.rank; i++)
+        if (map[i] >= 0 && (rule.kind[map[i]] == FK_SUM || rule.kind[map[i]] == FK_MAX))
+          got |= shard_dim_axes(&need, i);
     }
     if (got && defers(A, msh, v, sh))
       pend[j] = got;
@@ -564,7 +440,7 @@ static void build_classes(Auto *A) {
   A->cls = xcalloc((size_t)n + 1, sizeof *A->cls);
   A->fol = xcalloc((size_t)n + 1, sizeof *A->fol);
   A->midx = xcalloc((size_t)n + 1, sizeof *A->midx);
-  A->lin = shard_linear_uses(p);
+  A->lin = rule_linear_uses(p);
   A->ufirst = xcalloc((size_t)n + 2, sizeof *A->ufirst);
   for (int i = 0; i < n; i++)
     for (int k = 0; k < p->values[i]->nargs; k++)
@@ -610,8 +486,8 @@ static void build_classes(Auto *A) {
   for (int ci = 0; ci < A->nc; ci++) {
     Class *c = &A->c[ci];
     const Value *r = c->root;
-    space_of(r, &c->sp);
-    c->st = strategies(p, &c->sp, &c->nst);
+    shard_rule(r, &c->rule);
+    c->st = strategies(p, &c->rule, &c->nst);
     /* the user's annotations are kept: their one strategy */
     const Sharding *fixed = NULL;
     if (r->op == OP_ANNOTATE || ((r->op == OP_PARAM || r->op == OP_INPUT) && p->tensors[r->tensor].annotated))
@@ -652,7 +528,7 @@ static Sharding need_of(const Auto *A, const Value *v, int k, int t) {
   const Class *c = &A->c[A->cls[v->id]];
   if (c->root == v)
     return root_need(A->p, c, &c->st[t], k);
-  return follow_need(A->p, v, k, member_sh(A, v->id, t));
+  return follow_need(A->p, v, k, member_sh(A, v->id, t), NULL);
 }
 
 /* Index of sh among the n shardings of list (rank r), appending it if new. */
@@ -1183,7 +1059,7 @@ static void fit_to_uses(Auto *A) {
       const Value *u = p->values[list[2 * j]];
       int k = list[2 * j + 1];
       const Class *cu = &A->c[A->cls[u->id]];
-      Sharding need = cu->root == u ? root_need(p, cu, &cu->st[cu->chosen], k) : follow_need(p, u, k, &u->sh);
+      Sharding need = cu->root == u ? root_need(p, cu, &cu->st[cu->chosen], k) : follow_need(p, u, k, &u->sh, NULL);
       need.partial = 0;
       if (j == first[i])
         want = need;

@@ -11,8 +11,9 @@
  * unannotated shardings chosen by a cost search (autoshard.c) -> every
  * value sharded (propagate.c, then update.c's sharded optimizer updates)
  * -> the SPMD program, local shapes and collectives (partition.c, then
- * combine.c's riding all-to-alls; all on sharding.c's algebra, plans and
- * costs) -> buffers and their lifetimes planned in one arena (plan.c) -> LLVM module
+ * combine.c's riding all-to-alls; the search, propagation and the
+ * partitioner all read each op's sharding rule, rule.c, and all rest on
+ * sharding.c's algebra, plans and costs) -> buffers and their lifetimes planned in one arena (plan.c) -> LLVM module
  * (codegen.c, cg_*.c) -> object file -> executable (main.c spawns the
  * linker). ir_verify runs after each pass. Files call only downward: no
  * pass calls into one that runs before it.
@@ -140,7 +141,7 @@ static inline bool dtype_is_float(DType d) { return d != DT_I32; }
 static inline int dtype_size(DType d) { return d == DT_BF16 ? 2 : 4; } /* bytes of an element */
 
 typedef enum Op {
-#define X(op, s, n, cls, lvl, fl, d, ds) OP_##op,
+#define X(op, s, n, cls, lvl, fl, d, ds, sh) OP_##op,
 #include "ops.def"
 #undef X
   OP__COUNT
@@ -801,10 +802,6 @@ void shard_fit(const Program *p, Sharding *sh, const Shape *s);
  * sides hold the same elements (uneven splits rarely do); other splits
  * are dropped. */
 Sharding shard_reshape(const Program *p, const Sharding *sh, const Shape *from, const Shape *to);
-/* Through transpose or broadcast v: its result's sharding when its
- * operand has sh, or (back) the operand's sharding that gives its result
- * sh; a broadcast's new and stretched dims stay whole. No partial sums. */
-Sharding shard_through(const Value *v, const Sharding *sh, bool back);
 
 /* One step of a resharding plan: a collective or a local slice. */
 typedef struct ShardStep {
@@ -849,13 +846,99 @@ void shard_estimate(const Program *s, const Machine *m, double *compute, double 
 /* The seconds SPMD value v takes on one device by that model; *comm
  * set for a collective's (communication), clear for computation. */
 double shard_value_seconds(const Program *s, const Machine *m, const Value *v, bool *comm);
-/* Operand k of u is a linear consumer's: a partial sum of it may pass
- * through u as a partial sum of u (sum_i f(p_i) = f(sum_i p_i)). */
-bool shard_linear_slot(const Value *u, int k);
-/* Per value id of g (xcalloc'd): its one use is a linear consumer's, so a
- * partial sum of it may stay pending (the partitioner's rule, which
- * --auto-shard's search prices). */
-bool *shard_linear_uses(const Program *g);
+/* The operand sharding that a reshape from `from` to `to` needs for its
+ * result to have sh on tiles alone, or whole (no cut) where the tiles
+ * cannot carry sh (the reshape is then done whole and cut after). */
+Sharding shard_reshape_need(const Program *p, const Sharding *sh, const Shape *from, const Shape *to);
+
+/* ---- rule.c: each op's sharding rule --------------------------------------- */
+
+#define RULE_MAX_FACTORS (2 * GSL_MAX_RANK + 2) /* most factors a rule has */
+#define RULE_MAX_ARGS 4                         /* operands a rule maps one by one (a concat's share one map) */
+
+/* What a factor is to its op (rule.c's header). */
+typedef enum FactorKind {
+  FK_PASS,  /* in the result: a cut carries between operands and result */
+  FK_SUM,   /* summed over: a cut leaves the result a partial sum */
+  FK_MAX,   /* maxed over: a cut's local maxima are all-reduced */
+  FK_WHOLE  /* kept whole on every device */
+} FactorKind;
+
+typedef enum ArgRole {
+  AR_DATA,  /* takes and gives cuts of every factor it indexes */
+  AR_INDEX, /* indices or routes: takes only the result's cuts; its padding reads and routes nowhere */
+  AR_AUX    /* laid out as its factors are, never propagated (an einsum's fill counts) */
+} ArgRole;
+
+/* One value's sharding rule (shard_rule). */
+typedef struct ShardRule {
+  int nf;                                    /* factors */
+  int64_t size[RULE_MAX_FACTORS];            /* each factor's extent */
+  uint8_t kind[RULE_MAX_FACTORS];            /* each factor's FactorKind */
+  int8_t res[GSL_MAX_RANK];                  /* result dim -> its factor, -1: none */
+  int nmaps;                                 /* operands with a map of their own */
+  int8_t arg[RULE_MAX_ARGS][GSL_MAX_RANK];   /* operand k's dim -> its factor, -1: none (rule_map) */
+  uint8_t role[RULE_MAX_ARGS];               /* operand k's ArgRole (rule_role) */
+  uint8_t order[RULE_MAX_ARGS];              /* the operands in the order they lead */
+  double fill[RULE_MAX_ARGS];                /* an index operand's padding: the index or weight it reads as */
+  unsigned linear;                           /* bit k: a pending partial sum of operand k passes through */
+  bool joint;                                /* linear in all operands at once (a sum of them): their pending
+                                                sums pass where they agree; else each alone, the others whole */
+  bool variadic;                             /* every operand maps as operand 0 (a concat's) */
+  bool reshape;                              /* the operand's dims map by shard_reshape, not by arg */
+  bool route;                                /* moe routing: the partitioner weighs two layouts of its groups */
+  bool contraction;                          /* the partitioner weighs keeping the operands' cuts of its summed
+                                                factors (a partial sum to reduce-scatter) against its result's */
+} ShardRule;
+
+/* The mesh axes of each factor of a rule, major first. */
+typedef struct Cuts {
+  uint8_t naxes[RULE_MAX_FACTORS];
+  uint8_t axes[RULE_MAX_FACTORS][GSL_MAX_AXES];
+  uint32_t used;                             /* every axis some factor has */
+} Cuts;
+
+/* Operand k of v's sharding as a reader sees it (propagation: NULL while
+ * undecided). */
+typedef const Sharding *RuleArgFn(void *ctx, const Value *v, int k);
+
+void shard_rule(const Value *v, ShardRule *r); /* v's rule: ops.def's r_SHARDING of v */
+const int8_t *rule_map(const ShardRule *r, int k); /* operand k's dims -> factors */
+ArgRole rule_role(const ShardRule *r, int k);
+bool rule_linear(const ShardRule *r, int k);   /* a partial sum of operand k passes through */
+/* Operands indexed alike, none summed over (elementwise ops, concat):
+ * where they disagree, one operand's sharding is taken whole. */
+bool rule_alike(const ShardRule *r, const Value *v);
+uint32_t rule_kinds(const ShardRule *r);       /* bit FK_*: a factor of that kind exists */
+/* The sharding of dims indexed by map (rank of them) under cuts c: each
+ * dim its factor's axes, whole factors' dims and unmapped dims uncut. */
+Sharding rule_apply(const ShardRule *r, const int8_t *map, int rank, const Cuts *c);
+/* The mesh axes that cut factors of kind `kind` under c. */
+uint32_t rule_cut_axes(const ShardRule *r, const Cuts *c, FactorKind kind);
+/* The result's sharding from its operands' (get: NULL for undecided):
+ * operands indexed alike give the one sharding the others reach with
+ * the fewest bytes moved; others give each pass factor from the first
+ * operand, in the rule's order, that cuts it with axes still free.
+ * False when no operand is decided; *from: the operand that led. */
+bool rule_forward(const Program *p, const Value *v, const ShardRule *r, RuleArgFn *get, void *ctx, Sharding *out,
+                  const Value **from);
+/* Operand k's sharding when the result has res: its pass factors as the
+ * result cuts them; a data operand's summed and maxed factors as the
+ * other operands cut them (get NULL: whole), or (own) as operand k
+ * itself does. */
+Sharding rule_operand(const Program *p, const Value *v, const ShardRule *r, int k, const Sharding *res,
+                      RuleArgFn *get, void *ctx, bool own);
+/* The cuts op v runs on when its result is to be res (the partitioner):
+ * the result's pass factors, and the summed and maxed factors as the
+ * operands (get) cut them, with axes still free; summed_first: those
+ * first, the result's after (a contraction keeps its operands' cuts and
+ * leaves a partial sum to reduce-scatter). */
+Cuts rule_layout(const ShardRule *r, const Value *v, const Sharding *res, RuleArgFn *get, void *ctx,
+                 bool summed_first);
+/* Per value id of g (xcalloc'd): its one use passes a partial sum on
+ * (rule_linear), so a partial sum of it may stay pending (the
+ * partitioner's rule, which --auto-shard's search prices). */
+bool *rule_linear_uses(const Program *g);
 
 /* ---- autoshard.c: gslc --auto-shard, the cost search ----------------------- */
 

@@ -42,7 +42,7 @@
 /* ---- the op tables ---------------------------------------------------------- */
 
 static const OpInfo op_table[] = {
-#define X(op, s, n, cls, lvl, fl, d, ds) {s, n, cls, lvl, fl, #d, (unsigned)(ds)},
+#define X(op, s, n, cls, lvl, fl, d, ds, sh) {s, n, cls, lvl, fl, #d, (unsigned)(ds)},
 #include "ops.def"
 #undef X
 };

@@ -1,22 +1,27 @@
 /* partition.c — the SPMD partitioner: from the global IR, whose values all
  * carry a sharding (propagate.c), to the program every device runs.
  *
- * Method: values are partitioned in program order. For each op the
- * partitioner decides the shardings its operands must have for the op to
- * run on local tiles alone (the "natural" form: e.g. an einsum wants each
- * letter cut alike in both operands, a slice wants its axis whole),
- * reshards each operand to that, emits the op on local shapes, and then
- * reshards the local result to the sharding propagation chose for the value.
- * A contracted or reduced dimension that is cut leaves a partial sum, which
- * that last resharding resolves.
+ * Method: values are partitioned in program order. Each op runs on the
+ * cuts of its factors that its sharding rule (rule.c) gives: its result's
+ * cuts of the factors it passes, and the operands' cuts of the factors it
+ * sums or maxes over where their axes are free (an einsum weighs that
+ * against keeping its operands' contracted cuts first, by the bytes each
+ * receives; the moe routing ops weigh the groups where their tokens lie
+ * against where their result wants them). Each operand is resharded to
+ * its dimensions' cuts (whole factors whole: a slice's axis, a gather's
+ * table rows), its padding along summed and maxed dims (an index's along
+ * all) filled so that it contributes nothing, the op emitted on local
+ * shapes, and the local result resharded to the sharding propagation
+ * chose for the value. A cut summed dimension leaves a partial sum, which
+ * that last resharding resolves, unless the value's one use is linear in
+ * it (rule_linear_uses): then it stays pending to that use. Reshapes carry
+ * cuts by sharding.c's groups of dimensions.
  *
  * Each resharding is planned by sharding.c (shard_plan) and emitted step
  * by step as collectives; a step over axes of size 1 moves no data and is
  * emitted as an annotate that only renames the sharding. A resharded value
  * is remembered, so that a second consumer needing the same layout of the
- * same value reuses it. An einsum chooses between keeping a cut contracted
- * dimension and following its result's sharding by the bytes each choice
- * receives (sharding.c's cost model).
+ * same value reuses it.
  *
  * The SPMD program is built with the rewriter (ir_rewrite): each global
  * value maps to its SPMD value, in the value's sharding. */
@@ -176,288 +181,173 @@ static Value *emit_like(Part *P, const Value *v, const Sharding *sh, Value **arg
   return emit(P, v, v->op, v->dtype, v->shape, sh, v->span, v->nargs, args);
 }
 
-/* An einsum's layout: the axes of each letter, the operands' shardings
- * that follow, and the local result's sharding (partial over the axes of
- * cut contracted letters). */
-typedef struct Layout {
-  Sharding want[2]; /* operands */
-  Sharding result;  /* the local result */
-  int64_t cost;     /* bytes received to get there and then to the value's sharding */
-} Layout;
-
-/* contracted_first: contracted letters keep the operands' cuts even where
- * the result's sharding wants those axes (leaving a partial sum to
- * reduce-scatter); otherwise the result's sharding comes first. */
-static Layout einsum_layout(const Part *P, const Value *v, const EinsumSpec *z, bool contracted_first) {
-  Layout L = {0};
-  const Value *x[2] = {P->map[v->args[0]->id], P->map[v->args[1]->id]};
-  Sharding letter = {0}; /* dim k: the axes of letter names[k] */
-  char names[2 * GSL_MAX_RANK + 1] = {0};
-  int nl = 0;
-  uint32_t used = 0;
-  /* contracted letters */
-  Sharding con = {0};
-  char cnames[2 * GSL_MAX_RANK + 1] = {0};
-  int nc = 0;
-  for (int k = 0; k < 2; k++)
-    for (int i = 0; z->in[k][i]; i++) {
-      char c = z->in[k][i];
-      if (strchr(z->out, c) || strchr(cnames, c))
-        continue;
-      cnames[nc] = c;
-      con.naxes[nc] = 0;
-      if (contracted_first)
-        for (int kk = 0; kk < 2 && !con.naxes[nc]; kk++) {
-          int d = (int)(strchr(z->in[kk], c) - z->in[kk]);
-          uint32_t m = shard_dim_axes(&x[kk]->sh, d);
-          if (m && !(m & used)) {
-            shard_copy_dim(&con, nc, &x[kk]->sh, d);
-            used |= m;
-          }
-        }
-      nc++;
-    }
-  /* result letters: the value's sharding, less axes taken above */
-  Sharding rs = {0};
-  for (int i = 0; z->out[i]; i++) {
-    names[nl] = z->out[i];
-    uint32_t m = shard_dim_axes(&v->sh, i);
-    if (!(m & used)) {
-      shard_copy_dim(&letter, nl, &v->sh, i);
-      shard_copy_dim(&rs, i, &v->sh, i);
-      used |= m;
-    }
-    nl++;
-  }
-  if (!contracted_first) /* contracted letters take what is left */
-    for (int c = 0; c < nc; c++)
-      for (int kk = 0; kk < 2 && !con.naxes[c]; kk++) {
-        int d = (int)(strchr(z->in[kk], cnames[c]) - z->in[kk]);
-        uint32_t m = shard_dim_axes(&x[kk]->sh, d);
-        if (m && !(m & used)) {
-          shard_copy_dim(&con, c, &x[kk]->sh, d);
-          used |= m;
-        }
-      }
-  for (int c = 0; c < nc; c++) {
-    names[nl] = cnames[c];
-    shard_copy_dim(&letter, nl++, &con, c);
-    rs.partial |= shard_dim_axes(&con, c);
-  }
-  for (int k = 0; k < 2; k++) {
-    for (int i = 0; z->in[k][i]; i++)
-      shard_copy_dim(&L.want[k], i, &letter, (int)(strchr(names, z->in[k][i]) - names));
-    L.cost += reshard_cost(P, x[k], &L.want[k]);
-  }
-  L.result = rs;
-  L.cost += shard_reshard_bytes(P->s, &v->shape, v->dtype, &rs, &v->sh);
-  return L;
+/* operand k's SPMD value's sharding, for the rule's readings */
+static const Sharding *spmd_sharding(void *ctx, const Value *v, int k) {
+  const Part *P = ctx;
+  return &P->map[v->args[k]->id]->sh;
 }
 
-static Value *part_einsum(Part *P, const Value *v) {
-  const EinsumSpec z = v->ein;
-  Layout a = einsum_layout(P, v, &z, false), b = einsum_layout(P, v, &z, true);
-  const Layout *L = b.cost < a.cost ? &b : &a;
-  Value *ops[3] = {operand(P, v, 0, &L->want[0]), operand(P, v, 1, &L->want[1])};
-  for (int k = 0; k < 2; k++) { /* padding along a contracted letter contributes nothing */
-    uint32_t con = 0;
-    for (int i = 0; z.in[k][i]; i++)
-      if (!strchr(z.out, z.in[k][i]))
-        con |= 1u << i;
-    ops[k] = masked(P, ops[k], con, 0.0, v->span);
+/* The bytes received to run v on cuts c, and then to reach its sharding. */
+static int64_t layout_cost(const Part *P, const Value *v, const ShardRule *r, const Cuts *c) {
+  int64_t cost = 0;
+  for (int k = 0; k < v->nargs; k++) {
+    if (rule_role(r, k) == AR_AUX)
+      continue;
+    Sharding w = rule_apply(r, rule_map(r, k), v->args[k]->shape.rank, c);
+    cost += reshard_cost(P, P->map[v->args[k]->id], &w);
   }
-  if (z.fill[0]) { /* the fill counts follow the cuts of their letters in the operand that has them */
-    Sharding fs = {0};
-    for (int i = 0; z.fill[i]; i++) {
-      int k = strchr(z.in[0], z.fill[i]) ? 0 : 1;
-      shard_copy_dim(&fs, i, &L->want[k], (int)(strchr(z.in[k], z.fill[i]) - z.in[k]));
-    }
-    ops[2] = operand(P, v, 2, &fs);
-  }
-  return finish(P, v, emit_like(P, v, &L->result, ops));
+  Sharding rs = rule_apply(r, r->res, v->shape.rank, c);
+  rs.partial = rule_cut_axes(r, c, FK_SUM);
+  return cost + shard_reshard_bytes(P->s, &v->shape, v->dtype, &rs, &v->sh);
 }
 
-static Value *part_reduce(Part *P, const Value *v) {
-  const Value *a = v->args[0];
-  Value *x = P->map[a->id];
-  Sharding want = {0}, rs = v->sh;
-  int k = 0;
-  for (int i = 0; i < a->shape.rank; i++)
-    if (!(v->rmask & (1u << i)))
-      shard_copy_dim(&want, i, &v->sh, k++);
-  /* A cut reduced dim stays cut: a sum becomes partial (resolved by the
-   * resharding to the value's sharding), a max is completed at once by an
-   * all-reduce of the local maxima. An argmax needs the dim whole: its
-   * index is global. */
-  uint32_t maxed = 0;
-  if (v->fn != RF_ARGMAX) {
-    uint32_t used = shard_all_axes(&v->sh, v->shape.rank);
-    for (int i = 0; i < a->shape.rank; i++) {
-      if (!(v->rmask & (1u << i)) || !x->sh.naxes[i])
-        continue;
-      uint32_t m = shard_dim_axes(&x->sh, i);
-      if (m & used)
-        continue;
-      used |= m;
-      if (v->fn == RF_SUM)
-        rs.partial |= m;
-      else
-        maxed |= m;
-      shard_copy_dim(&want, i, &x->sh, i);
+/* The partial sums pending in v's operands that pass through v (its rule
+ * says which operands are linear), set in want; returns them. A sum of
+ * operands passes the sums they all have pending alike; a product or
+ * quotient passes one operand's where the others have none. Sums over
+ * the axes v itself sums over are resolved first. */
+static uint32_t pass_pending(const Part *P, const Value *v, const ShardRule *r, Sharding *want, uint32_t summed) {
+  uint32_t keep = 0;
+  if (r->joint) {
+    keep = pending(P, v, 0, &want[0]) & ~summed;
+    for (int k = 1; k < v->nargs && keep; k++)
+      if ((pending(P, v, k, &want[k]) & ~summed) != keep)
+        keep = 0;
+    for (int k = 0; k < v->nargs && keep; k++)
+      want[k].partial = keep;
+    return keep;
+  }
+  for (int k = 0; k < v->nargs; k++) {
+    uint32_t pk = rule_linear(r, k) ? pending(P, v, k, &want[k]) : 0;
+    bool others_whole = true;
+    for (int j = 0; j < v->nargs && pk && others_whole; j++)
+      others_whole = j == k || !P->map[v->args[j]->id]->sh.partial;
+    if (pk && others_whole)
+      return want[k].partial = pk;
+  }
+  return 0;
+}
+
+/* The SPMD values of op v by its rule: the cuts it runs on (its result's
+ * first; for a contraction, of that and its operands' summed cuts first,
+ * the layout that receives fewer bytes),
+ * its operands resharded to them and their padding along summed and
+ * maxed dims (and an index's along all) filled so that it contributes
+ * nothing, the op on local tiles, a max's local maxima all-reduced, and
+ * the result resharded to v's sharding (partial sums pending where v's
+ * one use is linear). */
+static Value *part_rule(Part *P, const Value *v, const ShardRule *r) {
+  Cuts c = rule_layout(r, v, &v->sh, spmd_sharding, P, false);
+  if (r->contraction) {
+    Cuts b = rule_layout(r, v, &v->sh, spmd_sharding, P, true);
+    if (layout_cost(P, v, r, &b) < layout_cost(P, v, r, &c))
+      c = b;
+  }
+  int n = v->nargs;
+  Sharding wbuf[8], *want = n <= 8 ? wbuf : xmalloc((size_t)n * sizeof *want);
+  Value *abuf[8], **args = n <= 8 ? abuf : xmalloc((size_t)n * sizeof *args);
+  for (int k = 0; k < n; k++)
+    want[k] = rule_apply(r, rule_map(r, k), v->args[k]->shape.rank, &c);
+  uint32_t summed = rule_cut_axes(r, &c, FK_SUM), maxed = rule_cut_axes(r, &c, FK_MAX);
+  Sharding rs = rule_apply(r, r->res, v->shape.rank, &c);
+  rs.partial = summed | pass_pending(P, v, r, want, summed);
+  for (int k = 0; k < n; k++)
+    if (rule_role(r, k) != AR_AUX)
+      args[k] = operand(P, v, k, &want[k]);
+  for (int k = 0; k < n; k++) { /* padding along a summed or maxed dim contributes nothing */
+    if (rule_role(r, k) == AR_AUX)
+      continue;
+    if (rule_role(r, k) == AR_INDEX) {
+      args[k] = masked(P, args[k], ~0u, r->fill[k], v->span);
+      continue;
     }
+    uint32_t sum = 0, max = 0;
+    const int8_t *map = rule_map(r, k);
+    for (int d = 0; d < v->args[k]->shape.rank; d++)
+      if (map[d] >= 0)
+        *(r->kind[map[d]] == FK_SUM ? &sum : r->kind[map[d]] == FK_MAX ? &max : &(uint32_t){0}) |= 1u << d;
+    args[k] = masked(P, masked(P, args[k], sum, 0.0, v->span), max, -INFINITY, v->span);
   }
-  if (v->fn == RF_SUM) { /* a sum is linear: pending partial sums of x stay pending */
-    uint32_t keep = pending(P, v, 0, &want) & ~rs.partial;
-    want.partial = keep;
-    rs.partial |= keep;
-  }
-  Value *o = masked(P, operand(P, v, 0, &want), v->rmask, v->fn == RF_SUM ? 0.0 : -INFINITY, v->span);
-  Value *r = emit_like(P, v, &rs, &o);
+  for (int k = 0; k < n; k++) /* an einsum's fill counts follow the cuts of their letters */
+    if (rule_role(r, k) == AR_AUX)
+      args[k] = operand(P, v, k, &want[k]);
+  Value *o = emit_like(P, v, &rs, args);
+  if (want != wbuf)
+    free(want);
+  if (args != abuf)
+    free(args);
   if (maxed) {
     uint8_t axes[GSL_MAX_AXES];
-    int n = 0;
+    int na = 0;
     for (int ax = 0; ax < P->s->mesh.naxes; ax++)
       if (maxed & (1u << ax))
-        axes[n++] = (uint8_t)ax;
-    Value *m = emit(P, NULL, OP_ALL_REDUCE, r->dtype, r->gshape, &rs, v->span, 1, &r);
+        axes[na++] = (uint8_t)ax;
+    Value *m = emit(P, NULL, OP_ALL_REDUCE, o->dtype, o->gshape, &rs, v->span, 1, &o);
     m->fn = RF_MAX;
     m->site = v->site;
-    set_group(m, axes, n);
-    m->why = arena_printf(P->s->arena, "reduce max (%%%d) over a cut dimension: the local maxima", v->id);
-    r = m;
+    set_group(m, axes, na);
+    m->why = arena_printf(P->s->arena, "%s max (%%%d) over a cut dimension: the local maxima", op_name(v->op), v->id);
+    o = m;
   }
-  return finish(P, v, r);
+  return finish(P, v, o);
 }
 
-/* the natural form of an op that needs dimension axis whole */
-static Value *part_whole_axis(Part *P, const Value *v, int axis) {
-  Sharding nat = v->sh;
-  nat.naxes[axis] = 0;
-  Value *ops[GSL_MAX_RANK * 4];
-  Value **args = v->nargs <= (int)(sizeof ops / sizeof ops[0]) ? ops : xmalloc(sizeof(Value *) * (size_t)v->nargs);
-  /* a concat is linear: operands all partial over the same axes give a
-   * partial result (the counts of stdlib/moe.gsl's routing_signals: one
-   * all-reduce, not one an operand) */
-  uint32_t keep = v->op == OP_CONCAT ? pending(P, v, 0, &nat) : 0;
-  for (int k = 1; k < v->nargs && keep; k++)
-    if (pending(P, v, k, &nat) != keep)
-      keep = 0;
-  nat.partial = keep;
-  for (int k = 0; k < v->nargs; k++) /* one_hot's operand is nat without its last dim */
-    args[k] = operand(P, v, k, &nat);
-  Value *r = finish(P, v, emit_like(P, v, &nat, args));
-  if (args != ops)
-    free(args);
-  return r;
+/* dispatch and combine (their rule's route) run on a cut of the groups G
+ * (factor 0) and the model dim M (factor 1), with experts, slots, tokens
+ * and choices whole; the result is then resharded to the value's
+ * sharding. Into a moe body whose expert dim the weights cut, and out of
+ * it, that is one all-to-all each (GShard section 3.2). */
+
+/* the dim of a map (rank of them) that factor f indexes */
+static int dim_of(const int8_t *map, int rank, int f) {
+  for (int d = 0; d < rank; d++)
+    if (map[d] == f)
+      return d;
+  die("a routing rule without factor %d", f);
 }
 
-/* Every operand in the value's sharding. A pending partial sum passes
- * through a linear op: negation; a sum or difference of two values
- * partial over the same axes; a product with (or a quotient by) a value
- * that is whole over those axes. Anything else resolves it first. */
-static Value *part_elementwise(Part *P, const Value *v) {
-  Sharding want[3] = {v->sh, v->sh, v->sh};
-  uint32_t keep = 0;
-  if (v->op == OP_UNARY && v->fn == UF_NEG) {
-    keep = want[0].partial = pending(P, v, 0, &v->sh);
-  } else if (v->op == OP_BINARY) {
-    uint32_t pa = pending(P, v, 0, &v->sh), pb = pending(P, v, 1, &v->sh);
-    if ((v->fn == BF_ADD || v->fn == BF_SUB) && pa == pb)
-      keep = want[0].partial = want[1].partial = pa;
-    else if ((v->fn == BF_MUL || v->fn == BF_DIV) && pa && !P->map[v->args[1]->id]->sh.partial)
-      keep = want[0].partial = pa;
-    else if (v->fn == BF_MUL && pb && !P->map[v->args[0]->id]->sh.partial)
-      keep = want[1].partial = pb;
+/* The cuts whose groups are cut as dim gd of g, and the model dim as dim
+ * md of model unless the groups' axes took it. */
+static Cuts route_cuts(const Sharding *g, int gd, const Sharding *model, int md) {
+  Cuts c = {0};
+  c.naxes[0] = g->naxes[gd];
+  memcpy(c.axes[0], g->axes[gd], sizeof c.axes[0]);
+  if (!(shard_dim_axes(model, md) & shard_dim_axes(g, gd))) {
+    c.naxes[1] = model->naxes[md];
+    memcpy(c.axes[1], model->axes[md], sizeof c.axes[1]);
   }
-  Value *args[3];
-  for (int k = 0; k < v->nargs; k++)
-    args[k] = operand(P, v, k, &want[k]);
-  Sharding rs = with_partial(v->sh, keep);
-  return finish(P, v, emit_like(P, v, &rs, args));
-}
-
-/* dispatch and combine run on a cut of the groups (and the model dim),
- * with experts and slots whole; the result is then resharded to the
- * value's sharding. Into a moe body whose expert dim the weights cut, and
- * out of it, that is one all-to-all each (GShard section 3.2). */
-typedef struct Route {
-  Sharding tok;    /* the [G, S, M] side: x (dispatch) or the result (combine) */
-  Sharding routes; /* the routes [G, S, K]: the groups as tok cuts them */
-  Sharding big;    /* the [E, G, C, M] side: groups and model dim as tok's */
-  int64_t cost;    /* bytes received to get there and then to the value's sharding */
-} Route;
-
-/* The layout whose groups are cut as dim gd of g, and the model dim as
- * dim md of model unless the groups' axes took it. */
-static Route route_layout(const Part *P, const Value *v, const Sharding *g, int gd, const Sharding *model, int md) {
-  bool in = v->op == OP_DISPATCH;
-  Route R = {0};
-  shard_copy_dim(&R.tok, 0, g, gd);
-  shard_copy_dim(&R.routes, 0, g, gd);
-  if (!(shard_dim_axes(model, md) & shard_dim_axes(&R.tok, 0)))
-    shard_copy_dim(&R.tok, 2, model, md);
-  shard_copy_dim(&R.big, 1, &R.tok, 0);
-  shard_copy_dim(&R.big, 3, &R.tok, 2);
-  R.cost = reshard_cost(P, P->map[v->args[0]->id], in ? &R.tok : &R.big);
-  for (int k = 1; k < v->nargs; k++)
-    R.cost += reshard_cost(P, P->map[v->args[k]->id], &R.routes);
-  R.cost += shard_reshard_bytes(P->s, &v->shape, v->dtype, in ? &R.big : &R.tok, &v->sh);
-  return R;
+  return c;
 }
 
 /* Two layouts, the cheaper built (the first on a tie): the groups where
- * the tokens' side has them (x for dispatch, the routes for combine), and
- * where the result has them (as --auto-shard prices a route), if that
- * shares the work among as many devices (fewer bytes received are not
- * worth doing the route's work twice). */
-static Value *part_route(Part *P, const Value *v) {
-  bool in = v->op == OP_DISPATCH;
-  const Value *side = P->map[v->args[in ? 0 : 1]->id];
-  const Sharding *model = in ? &side->sh : &v->sh;
-  Route a = route_layout(P, v, &side->sh, 0, model, 2);
-  Route b = in ? route_layout(P, v, &v->sh, 1, &v->sh, 3) : route_layout(P, v, &v->sh, 0, &v->sh, 2);
-  int64_t wa = shard_shards(P->s, &a.tok, 0) * shard_shards(P->s, &a.tok, 2);
-  const Route *R = b.cost < a.cost && shard_shards(P->s, &b.tok, 0) * shard_shards(P->s, &b.tok, 2) >= wa ? &b : &a;
-  Value *args[4];
-  args[0] = operand(P, v, 0, in ? &R->tok : &R->big);
-  /* padded tokens (groups cut unevenly) route nowhere: expert 0, slot -1
-   * (a dropped choice), weight 0 */
-  for (int k = 1; k < v->nargs; k++)
-    args[k] = masked(P, operand(P, v, k, &R->routes), ~0u, k == 2 ? -1.0 : 0.0, v->span);
-  return finish(P, v, emit_like(P, v, in ? &R->big : &R->tok, args));
-}
-
-/* scatter_add runs where its rows are: the source's index dims cut as the
- * indices are, its row dims as the result's; each device adds its own rows
- * into a whole-[V] result, a partial sum over the axes cutting the
- * indices, resolved by the resharding to the value's sharding (an
- * all-reduce, or a reduce-scatter where the value cuts V) */
-static Value *part_scatter_add(Part *P, const Value *v) {
-  const Value *ix = v->args[1], *xi = P->map[ix->id];
-  Sharding ss = {0}, is = {0}, rs = {0};
-  uint32_t used = 0;
-  for (int i = 1; i < v->shape.rank; i++) {
-    shard_copy_dim(&rs, i, &v->sh, i);
-    used |= shard_dim_axes(&v->sh, i);
+ * the tokens' side has them (x for dispatch, the routes for combine: the
+ * operand that leads), and where the result has them (as --auto-shard
+ * prices a route), if that shares the work among as many devices (fewer
+ * bytes received are not worth doing the route's work twice). */
+static Value *part_route(Part *P, const Value *v, const ShardRule *r) {
+  int lead = r->order[0], rank = v->shape.rank;
+  const Value *side = P->map[v->args[lead]->id];
+  const int8_t *sm = rule_map(r, lead);
+  bool in = lead == 0; /* the tokens are the operand: the model dim follows them too */
+  Cuts a = route_cuts(&side->sh, dim_of(sm, side->gshape.rank, 0), in ? &side->sh : &v->sh,
+                      in ? dim_of(sm, side->gshape.rank, 1) : dim_of(r->res, rank, 1));
+  Cuts b = route_cuts(&v->sh, dim_of(r->res, rank, 0), &v->sh, dim_of(r->res, rank, 1));
+  int64_t wa = shard_group_size(P->s, a.axes[0], a.naxes[0]) * shard_group_size(P->s, a.axes[1], a.naxes[1]);
+  int64_t wb = shard_group_size(P->s, b.axes[0], b.naxes[0]) * shard_group_size(P->s, b.axes[1], b.naxes[1]);
+  const Cuts *c = layout_cost(P, v, r, &b) < layout_cost(P, v, r, &a) && wb >= wa ? &b : &a;
+  Value *args[RULE_MAX_ARGS];
+  for (int k = 0; k < v->nargs; k++) { /* padded tokens route nowhere (the rule's fill) */
+    Sharding w = rule_apply(r, rule_map(r, k), v->args[k]->shape.rank, c);
+    args[k] = operand(P, v, k, &w);
+    if (rule_role(r, k) == AR_INDEX)
+      args[k] = masked(P, args[k], ~0u, r->fill[k], v->span);
   }
-  for (int i = 0; i < ix->shape.rank; i++) {
-    uint32_t m = shard_dim_axes(&xi->sh, i);
-    if (!m || (m & used))
-      continue;
-    used |= m;
-    shard_copy_dim(&is, i, &xi->sh, i);
-    shard_copy_dim(&ss, i, &xi->sh, i);
-    rs.partial |= m;
-  }
-  for (int i = 1; i < v->shape.rank; i++)
-    shard_copy_dim(&ss, ix->shape.rank + i - 1, &v->sh, i);
-  /* padded indices add zeros to row 0 */
-  uint32_t idims = (1u << ix->shape.rank) - 1;
-  Value *args[2] = {masked(P, operand(P, v, 0, &ss), idims, 0.0, v->span),
-                    masked(P, operand(P, v, 1, &is), ~0u, 0.0, v->span)};
+  Sharding rs = rule_apply(r, r->res, rank, c);
   return finish(P, v, emit_like(P, v, &rs, args));
 }
 
+/* A reshape runs on tiles where they carry its result's cuts (sharding.c's
+ * groups of dimensions), else whole, then cut. */
 static Value *part_reshape(Part *P, const Value *v) {
   const Value *a = v->args[0];
   Sharding want = shard_reshape(P->s, &v->sh, &v->shape, &a->shape);
@@ -469,79 +359,25 @@ static Value *part_reshape(Part *P, const Value *v) {
     Sharding rs = with_partial(v->sh, keep);
     return finish(P, v, emit_like(P, v, &rs, &o));
   }
-  /* not expressible on tiles: reshape whole, then cut */
   Sharding none = {0};
   Value *o = operand(P, v, 0, &none);
   return finish(P, v, emit_like(P, v, &none, &o));
 }
 
 static Value *part_value(Part *P, const Value *v) {
-  Sharding want = {0};
-  switch (v->op) {
-  case OP_PARAM:
-  case OP_INPUT:
-  case OP_CONST:
-  case OP_IOTA:
-  case OP_RNG:
+  ShardRule r;
+  if (!v->nargs) /* a source: made in its own sharding */
     return emit_like(P, v, &v->sh, NULL);
-  case OP_UNARY:
-  case OP_CAST:
-  case OP_BINARY:
-  case OP_SELECT:
-    return part_elementwise(P, v);
-  case OP_ANNOTATE:
+  if (ir_op(v->op)->cls == OC_ANNOTATION) /* the user's layout: its operand resharded to it */
     return operand(P, v, 0, &v->sh);
-  case OP_TRANSPOSE:
-  case OP_BROADCAST: {
-    want = shard_through(v, &v->sh, true);
-    uint32_t keep = v->op == OP_TRANSPOSE ? pending(P, v, 0, &want) : 0; /* see linear_slot */
-    want.partial = keep;
-    Value *o = operand(P, v, 0, &want);
-    Sharding rs = with_partial(v->sh, keep);
-    return finish(P, v, emit_like(P, v, &rs, &o));
-  }
-  case OP_RESHAPE:
+  if (ir_op(v->op)->flags & OF_SPMD)
+    die("op %s cannot be partitioned", op_name(v->op));
+  shard_rule(v, &r);
+  if (r.reshape)
     return part_reshape(P, v);
-  case OP_SLICE:
-  case OP_CUMSUM:
-  case OP_CONCAT:
-    return part_whole_axis(P, v, v->axis);
-  case OP_ONE_HOT:
-    return part_whole_axis(P, v, v->shape.rank - 1);
-  case OP_GATHER: {
-    const Value *t = v->args[0], *ix = v->args[1];
-    Sharding ts = {0}, is = {0};
-    for (int i = 0; i < ix->shape.rank; i++)
-      shard_copy_dim(&is, i, &v->sh, i);
-    for (int i = 1; i < t->shape.rank; i++)
-      shard_copy_dim(&ts, i, &v->sh, ix->shape.rank + i - 1);
-    /* padded indices read row 0 (padding may hold any number, and the
-     * code checks every index it reads) */
-    Value *args[2] = {operand(P, v, 0, &ts), masked(P, operand(P, v, 1, &is), ~0u, 0.0, v->span)};
-    return emit_like(P, v, &v->sh, args);
-  }
-  case OP_SCATTER_ADD:
-    return part_scatter_add(P, v);
-  case OP_DISPATCH:
-  case OP_COMBINE:
-    return part_route(P, v);
-  case OP_REDUCE:
-    return part_reduce(P, v);
-  case OP_EINSUM:
-    if (v->ein.nin == 2)
-      return part_einsum(P, v);
-    die("one-operand einsum reached the partitioner");
-  case OP_ALL_REDUCE:
-  case OP_ALL_GATHER:
-  case OP_REDUCE_SCATTER:
-  case OP_ALL_TO_ALL:
-  case OP_COLLECTIVE_PERMUTE:
-  case OP_LOCAL_SLICE:
-  case OP_PAD_MASK:
-  case OP__COUNT:
-    break;
-  }
-  die("op %s cannot be partitioned", op_name(v->op));
+  if (r.route)
+    return part_route(P, v, &r);
+  return part_rule(P, v, &r);
 }
 
 /* the rewriter's callback: global value v's SPMD value */
@@ -559,7 +395,7 @@ static Value *part_rewrite(void *ctx, Program *dst, const Value *v, Value **map)
 }
 
 Program *spmd_partition(const Program *g) {
-  Part P = {NULL, NULL, NULL, NULL, shard_linear_uses(g)};
+  Part P = {NULL, NULL, NULL, NULL, rule_linear_uses(g)};
   Program *s = ir_rewrite(g, true, part_rewrite, &P);
   /* an update goes back into its tensor's layout, where propagation left
    * the two apart; a signal cut by propagation is gathered */

@@ -38,8 +38,8 @@
  * all-to-all b (n-1)/n; collective-permute b (at most: a block already in
  * place does not move); a local slice moves nothing; over a group of one
  * device nothing moves. A plan's cost is the sum of its steps', which is
- * how an einsum chooses its layout (partition.c), how propagation settles
- * conflicting operands (propagate.c), and what --explain reports for each
+ * how an einsum chooses its layout (partition.c), how operands indexed
+ * alike settle a conflict (rule.c), and what --explain reports for each
  * collective of the SPMD program (explain.c). */
 #include <stdlib.h>
 #include <string.h>
@@ -218,19 +218,12 @@ Sharding shard_reshape(const Program *p, const Sharding *sh, const Shape *from, 
   return out;
 }
 
-Sharding shard_through(const Value *v, const Sharding *sh, bool back) {
-  const Value *a = v->args[0];
-  Sharding r = {0};
-  for (int i = 0; i < v->shape.rank; i++) {
-    int d = v->perm[i];
-    if (d < 0 || a->shape.d[d] != v->shape.d[i]) /* a broadcast's new or stretched dim */
-      continue;
-    if (back)
-      shard_copy_dim(&r, d, sh, i);
-    else
-      shard_copy_dim(&r, i, sh, d);
-  }
-  return r;
+Sharding shard_reshape_need(const Program *p, const Sharding *sh, const Shape *from, const Shape *to) {
+  Sharding w = shard_reshape(p, sh, to, from);
+  Sharding back = shard_reshape(p, &w, from, to);
+  if (!shard_eq(&back, sh, to->rank))
+    memset(&w, 0, sizeof w); /* reshaped whole, then cut */
+  return w;
 }
 
 /* ---- the planner ---------------------------------------------------------------- */
@@ -450,47 +443,6 @@ double shard_reshard_seconds(const Program *p, const Machine *m, const Shape *gs
   for (int i = 0; i < n; i++)
     t += shard_step_seconds(p, m, steps[i].op, in[i], steps[i].group, steps[i].ngroup);
   return t;
-}
-
-/* Operand k of u is a linear consumer's: a partial sum of it passes
- * through u as a partial sum of u (sum_i f(p_i) = f(sum_i p_i)). */
-bool shard_linear_slot(const Value *u, int k) {
-  switch (u->op) {
-  case OP_REDUCE:
-    return u->fn == RF_SUM;
-  case OP_UNARY:
-    return u->fn == UF_NEG;
-  case OP_BINARY:
-    return u->fn == BF_ADD || u->fn == BF_SUB || u->fn == BF_MUL || (u->fn == BF_DIV && k == 0);
-  case OP_RESHAPE:
-  case OP_TRANSPOSE:
-  case OP_CONCAT: /* pending where every operand is partial over the same axes */
-    return true;
-  default: /* a broadcast is linear too, but resolving after it moves more bytes */
-    return false;
-  }
-}
-
-/* Which values may leave their partial sums pending: those whose one use
- * is a linear consumer's (an output, or a second use, resolves them). */
-bool *shard_linear_uses(const Program *g) {
-  bool *lin = xcalloc((size_t)g->nvalues + 1, sizeof *lin);
-  int *uses = xcalloc((size_t)g->nvalues + 1, sizeof *uses);
-  for (int i = 0; i < g->nvalues; i++)
-    lin[i] = true;
-  for (int i = 0; i < g->nvalues; i++) {
-    const Value *u = g->values[i];
-    for (int k = 0; k < u->nargs; k++) {
-      uses[u->args[k]->id]++;
-      lin[u->args[k]->id] &= shard_linear_slot(u, k);
-    }
-  }
-  for (int i = 0; i < g->noutputs; i++)
-    lin[g->outputs[i].value->id] = false;
-  for (int i = 0; i < g->nvalues; i++)
-    lin[i] &= uses[i] == 1;
-  free(uses);
-  return lin;
 }
 
 double shard_value_seconds(const Program *s, const Machine *m, const Value *v, bool *comm) {

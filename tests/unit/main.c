@@ -81,6 +81,7 @@ int main(void) {
   add_inline_tests();
   add_ir_tests();
   add_sharding_tests();
+  add_rule_tests();
   add_plan_tests();
   add_codegen_tests();
   add_runtime_tests();

@@ -11,6 +11,7 @@ void add_sema_tests(void);    /* test_sema.c */
 void add_inline_tests(void);  /* test_inline.c */
 void add_ir_tests(void);      /* test_ir.c */
 void add_sharding_tests(void); /* test_sharding.c */
+void add_rule_tests(void);    /* test_rule.c */
 void add_codegen_tests(void); /* test_codegen.c */
 void add_plan_tests(void);    /* test_plan.c */
 void add_runtime_tests(void); /* test_runtime.c */

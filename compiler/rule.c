@@ -1,0 +1,513 @@
+/* rule.c — each op's sharding rule, and the three readings of it that
+ * propagation, the partitioner and --auto-shard share.
+ *
+ * A rule (Shardy's OpShardingRule, GSPMD's hlo_sharding_util) names the
+ * factors of one value's computation: the independent index ranges its
+ * loops run over. Each dimension of its result and of each operand is
+ * indexed by one factor, or by none (a broadcast's new dimension in its
+ * operand, a reshape's dimensions). A factor is of one kind:
+ *   pass   in the result: a cut of it carries from an operand to the
+ *          result and back (an elementwise op's dims, an einsum's batch
+ *          and free letters, a gather's index and row dims);
+ *   sum    summed over, absent from the result: cut, it leaves the result
+ *          a partial sum (an einsum's contracted letters, a reduce-sum's
+ *          dims, a scatter-add's index dims);
+ *   max    maxed over: cut, the local maxima are all-reduced;
+ *   whole  must stay whole on every device: slice, concat and cumsum
+ *          axes, one_hot's classes, argmax's dims, a gather's table rows
+ *          and a scatter-add's result rows, the moe routing ops' experts,
+ *          slots, tokens and choices.
+ * An operand is data, an index (gather's and scatter-add's indices, the
+ * routes: they take only the result's cuts, and their padding is filled
+ * so that it reads or routes nowhere), or auxiliary (an einsum's fill
+ * counts: laid out as their letters are, never propagated). A rule also
+ * says which operands a pending partial sum passes through (linear), and
+ * whether the op is linear in all of them at once (a sum of them: the
+ * pending sums must agree) or in each alone (a product: the others must
+ * be whole); and the order in which operands lead (a gather's and a
+ * combine's follow their indices first).
+ *
+ * Each op's rule is one function below, named in its ops.def row. The
+ * one op whose mapping is no factor table is reshape, whose cuts carry by
+ * sharding.c's groups of dimensions (shard_reshape); the moe routing ops
+ * are marked so that the partitioner weighs their two layouts, and so is
+ * an einsum (whose operands' cuts of a contracted letter may be cheaper
+ * to keep than its result's cuts).
+ *
+ * The readings, all over Cuts (the mesh axes of each factor):
+ *   rule_forward   a result's sharding from its operands' (propagation
+ *                  forward; --auto-shard's followers);
+ *   rule_operand   an operand's sharding from the result's and, for its
+ *                  summed factors, its siblings' (propagation backward;
+ *                  what a follower needs of its operand);
+ *   rule_layout    the cuts an op runs on, from its result's sharding and
+ *                  its operands' (the partitioner), and rule_apply, a
+ *                  dimension map's sharding under cuts (the partitioner's
+ *                  operands and local result; --auto-shard's strategies). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gslc.h"
+
+/* ---- the rules ------------------------------------------------------------------- */
+
+static void init(ShardRule *r, int nmaps) {
+  memset(r, 0, sizeof *r);
+  memset(r->res, -1, sizeof r->res);
+  memset(r->arg, -1, sizeof r->arg);
+  r->nmaps = nmaps;
+  for (int k = 0; k < RULE_MAX_ARGS; k++)
+    r->order[k] = (uint8_t)k;
+}
+
+static int factor(ShardRule *r, int64_t size, FactorKind kind) {
+  if (r->nf >= RULE_MAX_FACTORS)
+    die("a sharding rule with more than %d factors", RULE_MAX_FACTORS);
+  r->size[r->nf] = size;
+  r->kind[r->nf] = (uint8_t)kind;
+  return r->nf++;
+}
+
+/* the result's dims, one pass factor each, in order */
+static void result_factors(ShardRule *r, const Value *v) {
+  for (int i = 0; i < v->shape.rank; i++)
+    r->res[i] = (int8_t)factor(r, v->shape.d[i], FK_PASS);
+}
+
+/* sources and the SPMD program's own ops: no operand to relate */
+static void r_none(const Value *v, ShardRule *r) {
+  init(r, 0);
+  result_factors(r, v);
+}
+
+/* every operand indexed as the result (unary, binary, select, cast, and
+ * the user's annotation); negation, sums and differences are linear in
+ * all operands at once, a product in each, a quotient in its dividend */
+static void r_elementwise(const Value *v, ShardRule *r) {
+  init(r, v->nargs);
+  result_factors(r, v);
+  for (int k = 0; k < v->nargs; k++)
+    memcpy(r->arg[k], r->res, sizeof r->res);
+  if (v->op == OP_UNARY && v->fn == UF_NEG) {
+    r->linear = 1, r->joint = true;
+  } else if (v->op == OP_BINARY) {
+    if (v->fn == BF_ADD || v->fn == BF_SUB)
+      r->linear = 3, r->joint = true;
+    else if (v->fn == BF_MUL)
+      r->linear = 3;
+    else if (v->fn == BF_DIV)
+      r->linear = 1;
+  }
+}
+
+/* result dim i is operand dim perm[i], or (a broadcast) a new or
+ * stretched dim its operand does not index */
+static void r_transpose(const Value *v, ShardRule *r) {
+  const Value *a = v->args[0];
+  init(r, 1);
+  result_factors(r, v);
+  for (int i = 0; i < v->shape.rank; i++)
+    if (v->perm[i] >= 0 && a->shape.d[v->perm[i]] == v->shape.d[i])
+      r->arg[0][v->perm[i]] = r->res[i];
+  if (v->op == OP_TRANSPOSE) /* a broadcast is linear too, but resolving after it moves more bytes */
+    r->linear = 1, r->joint = true;
+}
+
+static void r_reshape(const Value *v, ShardRule *r) {
+  init(r, 1);
+  result_factors(r, v); /* its operand's dims: by shard_reshape */
+  r->reshape = true;
+  r->linear = 1, r->joint = true;
+}
+
+/* the operands indexed as the result, one dim whole: slice, cumsum and
+ * concat along their axis, one_hot along its classes (its operand lacks
+ * that dim); a concat is linear in all its operands at once */
+static void r_whole_axis(const Value *v, ShardRule *r) {
+  init(r, v->op == OP_CONCAT ? 1 : v->nargs);
+  result_factors(r, v);
+  int axis = v->op == OP_ONE_HOT ? v->shape.rank - 1 : v->axis;
+  r->kind[r->res[axis]] = FK_WHOLE;
+  memcpy(r->arg[0], r->res, sizeof r->res);
+  if (v->op == OP_ONE_HOT)
+    r->arg[0][axis] = -1;
+  if (v->op == OP_CONCAT)
+    r->variadic = true, r->linear = 1, r->joint = true;
+}
+
+/* the operand's dims in order, the reduced ones summed, maxed, or (an
+ * argmax, whose index is global) whole */
+static void r_reduce(const Value *v, ShardRule *r) {
+  const Value *a = v->args[0];
+  FactorKind kind = v->fn == RF_SUM ? FK_SUM : v->fn == RF_MAX ? FK_MAX : FK_WHOLE;
+  init(r, 1);
+  for (int i = 0, k = 0; i < a->shape.rank; i++) {
+    bool reduced = v->rmask & (1u << i);
+    r->arg[0][i] = (int8_t)factor(r, a->shape.d[i], reduced ? kind : FK_PASS);
+    if (!reduced)
+      r->res[k++] = r->arg[0][i];
+  }
+  if (v->fn == RF_SUM)
+    r->linear = 1, r->joint = true;
+}
+
+/* one factor a letter, in the order the letters first appear in the
+ * operands; the letters the result lacks summed; the fill counts
+ * (auxiliary) indexed by their letters */
+static void r_einsum(const Value *v, ShardRule *r) {
+  const EinsumSpec *e = &v->ein;
+  char names[RULE_MAX_FACTORS + 1] = {0};
+  init(r, v->nargs);
+  for (int k = 0; k < e->nin; k++)
+    for (int i = 0; e->in[k][i]; i++) {
+      const char *q = strchr(names, e->in[k][i]);
+      int f = q ? (int)(q - names) : -1;
+      if (f < 0) {
+        f = factor(r, v->args[k]->shape.d[i], strchr(e->out, e->in[k][i]) ? FK_PASS : FK_SUM);
+        names[f] = e->in[k][i];
+      }
+      r->arg[k][i] = (int8_t)f;
+    }
+  for (int i = 0; e->out[i]; i++)
+    r->res[i] = (int8_t)(strchr(names, e->out[i]) - names);
+  r->contraction = true;
+  if (e->fill[0]) {
+    for (int i = 0; e->fill[i]; i++)
+      r->arg[e->nin][i] = (int8_t)(strchr(names, e->fill[i]) - names);
+    r->role[e->nin] = AR_AUX;
+  }
+}
+
+/* table[V, D...], idx[I...] -> [I..., D...]: the indices lead; the
+ * table's rows whole (an index is global); padded indices read row 0 */
+static void r_gather(const Value *v, ShardRule *r) {
+  const Value *t = v->args[0], *ix = v->args[1];
+  init(r, 2);
+  result_factors(r, v);
+  r->arg[0][0] = (int8_t)factor(r, t->shape.d[0], FK_WHOLE);
+  for (int i = 1; i < t->shape.rank; i++)
+    r->arg[0][i] = r->res[ix->shape.rank + i - 1];
+  for (int i = 0; i < ix->shape.rank; i++)
+    r->arg[1][i] = r->res[i];
+  r->role[1] = AR_INDEX;
+  r->order[0] = 1, r->order[1] = 0;
+}
+
+/* src[I..., D...], idx[I...] -> [V, D...]: rows added at their index, so
+ * the index dims are summed over and the result's rows whole; padded
+ * indices add zeros to row 0 */
+static void r_scatter_add(const Value *v, ShardRule *r) {
+  const Value *src = v->args[0], *ix = v->args[1];
+  init(r, 2);
+  for (int i = 0; i < src->shape.rank; i++)
+    r->arg[0][i] = (int8_t)factor(r, src->shape.d[i], i < ix->shape.rank ? FK_SUM : FK_PASS);
+  for (int i = 0; i < ix->shape.rank; i++)
+    r->arg[1][i] = r->arg[0][i];
+  r->res[0] = (int8_t)factor(r, v->shape.d[0], FK_WHOLE);
+  for (int i = 1; i < v->shape.rank; i++)
+    r->res[i] = r->arg[0][ix->shape.rank + i - 1];
+  r->role[1] = AR_INDEX;
+  r->order[0] = 1, r->order[1] = 0;
+}
+
+/* moe routing: the groups G and the model dim M pass; the tokens S, the
+ * choices K, the experts E and the slots C stay whole (routing is local
+ * to a group). The routes [G, S, K] (expert, slot, weight) are indices:
+ * a padded token routes nowhere (expert 0, slot -1, weight 0). */
+static void routes(const Value *v, ShardRule *r, int first, int g, int s, int k) {
+  for (int j = first; j < v->nargs; j++) {
+    r->arg[j][0] = (int8_t)g, r->arg[j][1] = (int8_t)s, r->arg[j][2] = (int8_t)k;
+    r->role[j] = AR_INDEX;
+    r->fill[j] = j == 2 ? -1 : 0;
+  }
+  r->route = true;
+}
+
+/* x[G, S, M] (, routes) -> [E, G, C, M] */
+static void r_dispatch(const Value *v, ShardRule *r) {
+  const Value *x = v->args[0], *ex = v->args[1];
+  init(r, v->nargs);
+  int g = factor(r, x->shape.d[0], FK_PASS), m = factor(r, x->shape.d[2], FK_PASS);
+  int s = factor(r, x->shape.d[1], FK_WHOLE), k = factor(r, ex->shape.d[2], FK_WHOLE);
+  int e = factor(r, v->shape.d[0], FK_WHOLE), c = factor(r, v->shape.d[2], FK_WHOLE);
+  int8_t res[4] = {(int8_t)e, (int8_t)g, (int8_t)c, (int8_t)m}, xs[3] = {(int8_t)g, (int8_t)s, (int8_t)m};
+  memcpy(r->res, res, sizeof res);
+  memcpy(r->arg[0], xs, sizeof xs);
+  routes(v, r, 1, g, s, k);
+}
+
+/* y[E, G, C, M], routes -> [G, S, M]: the groups follow the routes first */
+static void r_combine(const Value *v, ShardRule *r) {
+  const Value *y = v->args[0], *ex = v->args[1];
+  init(r, v->nargs);
+  int g = factor(r, v->shape.d[0], FK_PASS), m = factor(r, v->shape.d[2], FK_PASS);
+  int s = factor(r, v->shape.d[1], FK_WHOLE), k = factor(r, ex->shape.d[2], FK_WHOLE);
+  int e = factor(r, y->shape.d[0], FK_WHOLE), c = factor(r, y->shape.d[2], FK_WHOLE);
+  int8_t res[3] = {(int8_t)g, (int8_t)s, (int8_t)m}, ys[4] = {(int8_t)e, (int8_t)g, (int8_t)c, (int8_t)m};
+  memcpy(r->res, res, sizeof res);
+  memcpy(r->arg[0], ys, sizeof ys);
+  routes(v, r, 1, g, s, k);
+  static const uint8_t order[4] = {1, 3, 2, 0};
+  memcpy(r->order, order, sizeof order);
+}
+
+typedef void RuleFn(const Value *v, ShardRule *r);
+static RuleFn *const rules[] = {
+#define X(op, s, n, cls, lvl, fl, d, ds, sh) r_##sh,
+#include "ops.def"
+#undef X
+};
+
+void shard_rule(const Value *v, ShardRule *r) {
+  if ((unsigned)v->op >= OP__COUNT)
+    die("op %d is not in ops.def", (int)v->op);
+  rules[v->op](v, r);
+}
+
+const int8_t *rule_map(const ShardRule *r, int k) {
+  if (r->variadic)
+    return r->arg[0];
+  if (k >= r->nmaps)
+    die("operand %d past a sharding rule's %d", k, r->nmaps);
+  return r->arg[k];
+}
+
+ArgRole rule_role(const ShardRule *r, int k) { return r->variadic ? AR_DATA : (ArgRole)r->role[k]; }
+
+bool rule_linear(const ShardRule *r, int k) { return r->variadic ? r->linear & 1 : k < 32 && (r->linear >> k & 1); }
+
+/* the operand that leads i-th */
+static int lead(const ShardRule *r, int i) { return r->variadic ? i : r->order[i]; }
+
+bool rule_alike(const ShardRule *r, const Value *v) {
+  if (r->reshape || v->nargs < 2)
+    return false;
+  for (int f = 0; f < r->nf; f++)
+    if (r->kind[f] == FK_SUM || r->kind[f] == FK_MAX)
+      return false;
+  if (r->variadic)
+    return true;
+  for (int k = 1; k < v->nargs; k++)
+    if (rule_role(r, k) == AR_AUX || memcmp(r->arg[k], r->arg[0], sizeof r->arg[0]))
+      return false;
+  return true;
+}
+
+uint32_t rule_kinds(const ShardRule *r) {
+  uint32_t m = 0;
+  for (int f = 0; f < r->nf; f++)
+    m |= 1u << r->kind[f];
+  return m;
+}
+
+/* ---- cuts ----------------------------------------------------------------------------- */
+
+/* Factor f takes the axes dim d of sh has, unless it has axes already or
+ * one of them is taken. */
+static void take(Cuts *c, int f, const Sharding *sh, int d) {
+  uint32_t m = shard_dim_axes(sh, d);
+  if (f < 0 || c->naxes[f] || !m || (m & c->used))
+    return;
+  c->used |= m;
+  c->naxes[f] = sh->naxes[d];
+  memcpy(c->axes[f], sh->axes[d], sizeof c->axes[f]);
+}
+
+Sharding rule_apply(const ShardRule *r, const int8_t *map, int rank, const Cuts *c) {
+  Sharding sh = {0};
+  for (int i = 0; i < rank; i++) {
+    int f = map[i];
+    if (f < 0 || r->kind[f] == FK_WHOLE)
+      continue;
+    sh.naxes[i] = c->naxes[f];
+    memcpy(sh.axes[i], c->axes[f], sizeof sh.axes[i]);
+  }
+  return sh;
+}
+
+uint32_t rule_cut_axes(const ShardRule *r, const Cuts *c, FactorKind kind) {
+  uint32_t m = 0;
+  for (int f = 0; f < r->nf; f++)
+    if (r->kind[f] == kind)
+      for (int j = 0; j < c->naxes[f]; j++)
+        m |= 1u << c->axes[f][j];
+  return m;
+}
+
+/* The factors of the kinds in `kinds` (bits 1 << FactorKind) from the
+ * operands' shardings: each from the first operand, in the rule's order,
+ * that cuts it with axes still free. get gives operand k's sharding, or
+ * NULL (undecided); operand skip and auxiliary operands give none, nor
+ * do index operands unless indices is set. */
+static void from_operands(const ShardRule *r, const Value *v, uint32_t kinds, RuleArgFn *get, void *ctx, int skip,
+                          bool indices, Cuts *c) {
+  for (int i = 0; i < v->nargs; i++) {
+    int k = lead(r, i);
+    ArgRole role = rule_role(r, k);
+    const Sharding *sh = k == skip || role == AR_AUX || (role == AR_INDEX && !indices) ? NULL : get(ctx, v, k);
+    if (!sh)
+      continue;
+    const int8_t *map = rule_map(r, k);
+    for (int d = 0; d < v->args[k]->shape.rank; d++)
+      if (map[d] >= 0 && (kinds >> r->kind[map[d]] & 1))
+        take(c, map[d], sh, d);
+  }
+}
+
+/* The pass factors from the result's sharding sh (those operand `only`
+ * indexes, unless only < 0). */
+static void from_result(const ShardRule *r, const Value *v, const Sharding *sh, int only, Cuts *c) {
+  for (int i = 0; i < v->shape.rank; i++) {
+    int f = r->res[i];
+    if (f < 0 || r->kind[f] != FK_PASS)
+      continue;
+    if (only >= 0) {
+      const int8_t *map = rule_map(r, only);
+      bool has = false;
+      for (int d = 0; d < v->args[only]->shape.rank && !has; d++)
+        has = map[d] == f;
+      if (!has)
+        continue;
+    }
+    take(c, f, sh, i);
+  }
+}
+
+/* ---- the readings ------------------------------------------------------------------------ */
+
+static int64_t split_product(const Program *p, const Value *x, const Sharding *sh) {
+  int64_t n = 1;
+  for (int i = 0; i < x->shape.rank; i++)
+    n *= shard_shards(p, sh, i);
+  return n;
+}
+
+/* Of operands indexed alike, the one whose sharding the other decided
+ * operands reach with the fewest bytes moved (sharding.c's cost of
+ * resharding), then the most cut, then the earliest. Operands with one
+ * sharding and dtype are weighed once, times their number (a concat of
+ * thousands). */
+static int cheapest(const Program *p, const Value *v, RuleArgFn *get, void *ctx) {
+  int n = v->nargs, ng = 0, cap = 8;
+  int *first = xmalloc((size_t)cap * sizeof *first), *count = xmalloc((size_t)cap * sizeof *count);
+  for (int k = 0; k < n; k++) {
+    const Sharding *sh = get(ctx, v, k);
+    if (!sh)
+      continue;
+    int g = 0;
+    while (g < ng && !(v->args[first[g]]->dtype == v->args[k]->dtype && shard_eq(get(ctx, v, first[g]), sh, v->shape.rank)))
+      g++;
+    if (g == ng) {
+      if (ng == cap) {
+        cap *= 2;
+        first = xrealloc(first, (size_t)cap * sizeof *first);
+        count = xrealloc(count, (size_t)cap * sizeof *count);
+      }
+      first[ng] = k, count[ng++] = 0;
+    }
+    count[g]++;
+  }
+  int best = -1;
+  int64_t best_cost = 0;
+  for (int i = 0; i < ng; i++) {
+    const Value *c = v->args[first[i]];
+    const Sharding *csh = get(ctx, v, first[i]);
+    int64_t cost = 0; /* bytes the other decided operands move to follow c */
+    for (int j = 0; j < ng; j++)
+      if (j != i)
+        cost += count[j] * shard_reshard_bytes(p, &v->shape, v->args[first[j]]->dtype, get(ctx, v, first[j]), csh);
+    if (best < 0 || cost < best_cost ||
+        (cost == best_cost && split_product(p, c, csh) > split_product(p, v->args[best], get(ctx, v, best)))) {
+      best = first[i];
+      best_cost = cost;
+    }
+  }
+  free(first);
+  free(count);
+  return best;
+}
+
+bool rule_forward(const Program *p, const Value *v, const ShardRule *r, RuleArgFn *get, void *ctx, Sharding *out,
+                  const Value **from) {
+  Cuts c = {0};
+  *from = NULL;
+  if (r->reshape) {
+    const Sharding *sh = get(ctx, v, 0);
+    if (sh)
+      *out = shard_reshape(p, sh, &v->args[0]->shape, &v->shape), *from = v->args[0];
+    return *from != NULL;
+  }
+  if (rule_alike(r, v)) {
+    int k = cheapest(p, v, get, ctx);
+    if (k < 0)
+      return false;
+    const Sharding *sh = get(ctx, v, k);
+    const int8_t *map = rule_map(r, k);
+    for (int d = 0; d < v->args[k]->shape.rank; d++)
+      if (map[d] >= 0 && r->kind[map[d]] == FK_PASS)
+        take(&c, map[d], sh, d);
+    *from = v->args[k];
+  } else {
+    for (int i = 0; i < v->nargs && !*from; i++) { /* the first decided operand with a pass factor */
+      int k = lead(r, i);
+      const int8_t *map = rule_map(r, k);
+      if (rule_role(r, k) == AR_AUX || !get(ctx, v, k))
+        continue;
+      for (int d = 0; d < v->args[k]->shape.rank && !*from; d++)
+        if (map[d] >= 0 && r->kind[map[d]] == FK_PASS)
+          *from = v->args[k];
+    }
+    from_operands(r, v, 1u << FK_PASS, get, ctx, -1, true, &c);
+  }
+  *out = rule_apply(r, r->res, v->shape.rank, &c);
+  return *from != NULL;
+}
+
+Sharding rule_operand(const Program *p, const Value *v, const ShardRule *r, int k, const Sharding *res,
+                      RuleArgFn *get, void *ctx, bool own) {
+  const Value *a = v->args[k];
+  if (r->reshape)
+    return shard_reshape(p, res, &v->shape, &a->shape);
+  Cuts c = {0};
+  from_result(r, v, res, k, &c);
+  if (get && rule_role(r, k) == AR_DATA)
+    from_operands(r, v, 1u << FK_SUM | 1u << FK_MAX, get, ctx, own ? -1 : k, true, &c);
+  return rule_apply(r, rule_map(r, k), a->shape.rank, &c);
+}
+
+Cuts rule_layout(const ShardRule *r, const Value *v, const Sharding *res, RuleArgFn *get, void *ctx,
+                 bool summed_first) {
+  Cuts c = {0};
+  uint32_t summed = 1u << FK_SUM | 1u << FK_MAX;
+  if (summed_first)
+    from_operands(r, v, summed, get, ctx, -1, true, &c);
+  from_result(r, v, res, -1, &c);
+  if (!summed_first)
+    from_operands(r, v, summed, get, ctx, -1, true, &c);
+  return c;
+}
+
+bool *rule_linear_uses(const Program *g) {
+  bool *lin = xcalloc((size_t)g->nvalues + 1, sizeof *lin);
+  int *uses = xcalloc((size_t)g->nvalues + 1, sizeof *uses);
+  for (int i = 0; i < g->nvalues; i++)
+    lin[i] = true;
+  for (int i = 0; i < g->nvalues; i++) {
+    const Value *u = g->values[i];
+    if (!u->nargs)
+      continue;
+    ShardRule r;
+    shard_rule(u, &r);
+    for (int k = 0; k < u->nargs; k++) {
+      uses[u->args[k]->id]++;
+      lin[u->args[k]->id] &= rule_linear(&r, k);
+    }
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    lin[g->outputs[i].value->id] = false;
+  for (int i = 0; i < g->nvalues; i++)
+    lin[i] &= uses[i] == 1;
+  free(uses);
+  return lin;
+}
