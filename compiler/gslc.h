@@ -377,7 +377,7 @@ struct Value {
   int region;        /* the innermost Region it was built in (a number: Program.regions[region - 1]),
                         0: none */
   const Value *remat_of; /* PASS_RECOMPUTE: the forward value it computes again */
-  int nuses;         /* operand slots that read it (ir_count_uses) */
+  int nuses;         /* operand slots and outputs that read it (ir_count_uses) */
   union {
     Attr attr;                   /* the op's attributes, copied whole */
     struct { GSL_ATTR_FIELDS };  /* the same, by field */
@@ -637,7 +637,25 @@ typedef struct IndexSource {
  * Elements computed on the way (tokens + 1) have no source. */
 int ir_index_sources(const Value *ix, IndexSource *out);
 
-void ir_count_uses(Program *p);
+/* The uses of every value of a program, counted in one place: the operand
+ * slots that read each value, as a CSR of (consumer id, operand slot)
+ * pairs, and the outputs that name it. Value ids must be the values'
+ * indices (as every pass keeps them). */
+typedef struct IrUses {
+  int nvalues;  /* values of the program counted */
+  int *first;   /* value id -> its first pair in list; its pairs end at first[id + 1] (nvalues + 1 entries) */
+  int *list;    /* (consumer id, operand slot) pairs, 2 ints each: every value's together, its consumers in
+                   program order (a consumer reading it twice: slots ascending) */
+  int *outputs; /* value id -> the entries of Program.outputs that name it */
+} IrUses;
+
+IrUses ir_uses(const Program *p); /* arrays xmalloc'd: ir_uses_free */
+void ir_uses_free(IrUses *u);
+/* the operand slots that read value id */
+static inline int ir_uses_reads(const IrUses *u, int id) { return u->first[id + 1] - u->first[id]; }
+/* the operand slots and outputs that read value id (Value.nuses) */
+static inline int ir_uses_count(const IrUses *u, int id) { return ir_uses_reads(u, id) + u->outputs[id]; }
+void ir_count_uses(Program *p);           /* sets every Value.nuses (ir_uses_count) */
 void ir_dce(Program *p);                  /* drops values no output, tensor or the loss needs; renumbers */
 void ir_print(FILE *f, const Program *p); /* --emit-ir, --emit-spmd */
 
@@ -971,7 +989,6 @@ typedef struct PlanTemp {
  * storage. Sizes are per device (the program's local shapes). */
 typedef struct Plan {
   int nvalues;            /* of the program planned */
-  int *uses;              /* per value: operand slots and outputs reading it */
   bool *mat;              /* per value: has a buffer (its own or its root's) */
   bool *cheap;            /* per value: inlined into each of its users even when read twice */
   int *root;              /* per value: the value owning its buffer (itself unless an alias or in place) */

@@ -21,7 +21,10 @@
  * too, below sema, autodiff and codegen, which all read it. So does
  * ir_index_sources, which follows an op's indices back through the ops
  * that move elements (OF_MOVE) to the inputs they come from, on the global
- * or the SPMD program alike, for codegen's run-time index checks.
+ * or the SPMD program alike, for codegen's run-time index checks. And so
+ * does the one count of a value's uses (ir_uses: the operand slots that
+ * read it, by consumer in program order, and the outputs that name it),
+ * for every pass that asks how a value is read.
  *
  * The text form (--emit-ir) is one line per value:
  *   %7 h: f32[8, 32] = einsum "bi,ij->bj" %3, %5   ; mlp.gsl:12
@@ -1082,16 +1085,6 @@ Program *ir_clone(const Program *src) {
   return dst;
 }
 
-void ir_count_uses(Program *p) {
-  for (int i = 0; i < p->nvalues; i++)
-    p->values[i]->nuses = 0;
-  for (int i = 0; i < p->nvalues; i++)
-    for (int j = 0; j < p->values[i]->nargs; j++)
-      p->values[i]->args[j]->nuses++;
-  for (int i = 0; i < p->noutputs; i++)
-    p->outputs[i].value->nuses++;
-}
-
 void ir_dce(Program *p) {
   bool *live = xcalloc((size_t)p->nvalues, sizeof *live);
   for (int i = 0; i < p->noutputs; i++)
@@ -1114,6 +1107,44 @@ void ir_dce(Program *p) {
   p->nvalues = n;
   free(live);
   ir_count_uses(p);
+}
+
+/* ---- the uses of each value --------------------------------------------------- */
+
+IrUses ir_uses(const Program *p) {
+  int n = p->nvalues;
+  IrUses u = {n, xcalloc((size_t)n + 1, sizeof *u.first), NULL, xcalloc((size_t)n + 1, sizeof *u.outputs)};
+  for (int i = 0; i < n; i++) /* counted at first[id + 1], then summed up: first[id] is where id's begin */
+    for (int k = 0; k < p->values[i]->nargs; k++)
+      u.first[p->values[i]->args[k]->id + 1]++;
+  for (int i = 0; i < n; i++)
+    u.first[i + 1] += u.first[i];
+  u.list = xcalloc(2 * (size_t)u.first[n] + 1, sizeof *u.list);
+  int *at = xcalloc((size_t)n + 1, sizeof *at); /* per value: its pairs stored so far */
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < p->values[i]->nargs; k++) {
+      int a = p->values[i]->args[k]->id, j = u.first[a] + at[a]++;
+      u.list[2 * j] = i;
+      u.list[2 * j + 1] = k;
+    }
+  free(at);
+  for (int i = 0; i < p->noutputs; i++)
+    u.outputs[p->outputs[i].value->id]++;
+  return u;
+}
+
+void ir_uses_free(IrUses *u) {
+  free(u->first);
+  free(u->list);
+  free(u->outputs);
+  *u = (IrUses){0};
+}
+
+void ir_count_uses(Program *p) {
+  IrUses u = ir_uses(p);
+  for (int i = 0; i < p->nvalues; i++)
+    p->values[i]->nuses = ir_uses_count(&u, i);
+  ir_uses_free(&u);
 }
 
 /* ---- where indices come from ------------------------------------------------- */

@@ -81,14 +81,8 @@ static bool in_arena(const Value *v) { return v->op != OP_PARAM && v->op != OP_I
 
 static void decide_buffers(Plan *pl, const Program *p) {
   int n = p->nvalues;
-  bool *output = xcalloc((size_t)(n > 0 ? n : 1), sizeof *output);
-  for (int i = 0; i < n; i++)
-    for (int j = 0; j < p->values[i]->nargs; j++)
-      pl->uses[p->values[i]->args[j]->id]++;
-  for (int i = 0; i < p->noutputs; i++) {
-    pl->uses[p->outputs[i].value->id]++;
-    output[p->outputs[i].value->id] = true;
-  }
+  IrUses uses = ir_uses(p);
+  const int *output = uses.outputs; /* per value: the outputs naming it */
   int *depth = xcalloc((size_t)(n > 0 ? n : 1), sizeof *depth); /* ops fused into one element's expression */
   bool *guarded = xcalloc((size_t)(n > 0 ? n : 1), sizeof *guarded); /* read by a local slice past its end */
   for (int i = 0; i < n; i++)
@@ -103,7 +97,7 @@ static void decide_buffers(Plan *pl, const Program *p) {
      * is broadcast over, it would be computed again for every element (an
      * optimizer's pow(b1, t), say) */
     bool scalar = v->nargs && v->op != OP_CONST && !pl->cheap[i] && shape_elems(&v->shape) == 1;
-    pl->mat[i] = (fl & OF_BUFFER) || output[i] || (pl->uses[i] > 1 && !pl->cheap[i]) || scalar || guarded[i];
+    pl->mat[i] = (fl & OF_BUFFER) || output[i] || (ir_uses_count(&uses, i) > 1 && !pl->cheap[i]) || scalar || guarded[i];
     if (guarded[i])
       pl->cheap[i] = false;
     if (pl->mat[i])
@@ -121,13 +115,13 @@ static void decide_buffers(Plan *pl, const Program *p) {
   free(guarded);
   for (int i = n - 1; i >= 0; i--) {
     const Value *v = p->values[i];
-    if (!pl->mat[i] && pl->uses[i] == 0)
+    if (!pl->mat[i] && ir_uses_count(&uses, i) == 0)
       continue;
     switch (v->op) {
     case OP_EINSUM:
       for (int j = 0; j < v->nargs; j++) {
         const Value *a = v->args[j];
-        if (a->op == OP_TRANSPOSE && !pl->mat[a->id] && pl->uses[a->id] == 1)
+        if (a->op == OP_TRANSPOSE && !pl->mat[a->id] && ir_uses_count(&uses, a->id) == 1)
           a = a->args[0];
         pl->mat[a->id] = true;
       }
@@ -160,7 +154,7 @@ static void decide_buffers(Plan *pl, const Program *p) {
     bool alias = pl->mat[i] && (ir_op(v->op)->flags & OF_ALIAS);
     if (v->op == OP_ALL_REDUCE) {
       const Value *a = v->args[0];
-      alias = pl->mat[a->id] && pl->root[a->id] == a->id && pl->uses[a->id] == 1 && in_arena(a);
+      alias = pl->mat[a->id] && pl->root[a->id] == a->id && ir_uses_count(&uses, a->id) == 1 && in_arena(a);
     }
     pl->root[i] = alias ? pl->root[v->args[0]->id] : i;
     /* an output that would alias a param's or state's storage gets its own
@@ -169,7 +163,7 @@ static void decide_buffers(Plan *pl, const Program *p) {
     if (alias && output[i] && p->values[pl->root[i]]->op == OP_PARAM)
       pl->root[i] = i;
   }
-  free(output);
+  ir_uses_free(&uses);
 }
 
 /* ---- einsum lowering ------------------------------------------------------- */
@@ -888,7 +882,6 @@ Plan *plan_buffers(const Program *p) {
   int n = p->nvalues;
   size_t m = (size_t)(n > 0 ? n : 1);
   pl->nvalues = n;
-  pl->uses = xcalloc(m, sizeof *pl->uses);
   pl->mat = xcalloc(m, sizeof *pl->mat);
   pl->cheap = xcalloc(m, sizeof *pl->cheap);
   pl->root = xcalloc(m, sizeof *pl->root);
@@ -979,7 +972,6 @@ const char *plan_largest(Arena *a, const Program *p, const Plan *pl) {
 void plan_free(Plan *pl) {
   if (!pl)
     return;
-  free(pl->uses);
   free(pl->mat);
   free(pl->cheap);
   free(pl->root);
