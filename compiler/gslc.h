@@ -990,7 +990,8 @@ typedef struct PlanTemp {
 typedef struct Plan {
   int nvalues;            /* of the program planned */
   bool *mat;              /* per value: has a buffer (its own or its root's) */
-  bool *cheap;            /* per value: inlined into each of its users even when read twice */
+  bool *inline_each_use;  /* per value: inlined into each of its users (computed again in each) even when
+                             read twice: consts, iotas, index maps of buffers or of these */
   int *root;              /* per value: the value owning its buffer (itself unless an alias or in place) */
   bool *inplace;          /* per value: an update computed straight into its param's or state's
                              storage (root names that tensor's value) */

@@ -92,14 +92,16 @@ static void decide_buffers(Plan *pl, const Program *p) {
     const Value *v = p->values[i];
     const Value *a = v->nargs ? v->args[0] : NULL;
     unsigned fl = ir_op(v->op)->flags;
-    pl->cheap[i] = !output[i] && (v->op == OP_CONST || v->op == OP_IOTA || ((fl & OF_INDEX_MAP) && (pl->mat[a->id] || pl->cheap[a->id])));
+    pl->inline_each_use[i] = !output[i] && (v->op == OP_CONST || v->op == OP_IOTA ||
+                                            ((fl & OF_INDEX_MAP) && (pl->mat[a->id] || pl->inline_each_use[a->id])));
     /* a computed scalar gets its 4 bytes: fused into the loop of a tensor it
      * is broadcast over, it would be computed again for every element (an
      * optimizer's pow(b1, t), say) */
-    bool scalar = v->nargs && v->op != OP_CONST && !pl->cheap[i] && shape_elems(&v->shape) == 1;
-    pl->mat[i] = (fl & OF_BUFFER) || output[i] || (ir_uses_count(&uses, i) > 1 && !pl->cheap[i]) || scalar || guarded[i];
+    bool scalar = v->nargs && v->op != OP_CONST && !pl->inline_each_use[i] && shape_elems(&v->shape) == 1;
+    pl->mat[i] = (fl & OF_BUFFER) || output[i] || (ir_uses_count(&uses, i) > 1 && !pl->inline_each_use[i]) ||
+                 scalar || guarded[i];
     if (guarded[i])
-      pl->cheap[i] = false;
+      pl->inline_each_use[i] = false;
     if (pl->mat[i])
       continue;
     for (int j = 0; j < v->nargs; j++)
@@ -107,7 +109,7 @@ static void decide_buffers(Plan *pl, const Program *p) {
         depth[i] = depth[v->args[j]->id];
     if (++depth[i] >= PLAN_MAX_FUSED) { /* a buffer ends the chain: codegen's fused expressions stay shallow */
       pl->mat[i] = true;
-      pl->cheap[i] = false;
+      pl->inline_each_use[i] = false;
       depth[i] = 0;
     }
   }
@@ -883,7 +885,7 @@ Plan *plan_buffers(const Program *p) {
   size_t m = (size_t)(n > 0 ? n : 1);
   pl->nvalues = n;
   pl->mat = xcalloc(m, sizeof *pl->mat);
-  pl->cheap = xcalloc(m, sizeof *pl->cheap);
+  pl->inline_each_use = xcalloc(m, sizeof *pl->inline_each_use);
   pl->root = xcalloc(m, sizeof *pl->root);
   pl->offset = xcalloc(m, sizeof *pl->offset);
   pl->bytes = xcalloc(m, sizeof *pl->bytes);
@@ -973,7 +975,7 @@ void plan_free(Plan *pl) {
   if (!pl)
     return;
   free(pl->mat);
-  free(pl->cheap);
+  free(pl->inline_each_use);
   free(pl->root);
   free(pl->offset);
   free(pl->bytes);
