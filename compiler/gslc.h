@@ -949,34 +949,6 @@ void annotations_print(FILE *f, const Program *global);
 
 /* ---- plan.c: buffers, their lifetimes, one arena ------------------------ */
 
-/* Which rows of a GEMM its fill counts let it skip (gslrt_sgemm_fill). */
-typedef enum GemmFill {
-  GF_NONE,  /* all of them: no counts, or counts the layout cannot use */
-  GF_ROWS,  /* rows of A and C past each block's count: C's are zeroed */
-  GF_DEPTH  /* terms of the sum past each block's count */
-} GemmFill;
-
-/* How an einsum is lowered: a plain loop nest, or one batched GEMM on
- * operands (and a result) laid out [batch, M, K] x [batch, K, N] ->
- * [batch, M, N] up to a transpose of A or B, through temporaries where not. */
-typedef struct GemmPlan {
-  bool gemm;                     /* through gslrt_sgemm (false: a plain loop nest) */
-  const Value *a, *b;            /* the values whose buffers are read as A (rows) and B (columns) */
-  char la[GSL_MAX_RANK + 1];     /* A's letters in memory order */
-  char lb[GSL_MAX_RANK + 1];     /* B's letters in memory order */
-  char bl[GSL_MAX_RANK + 1];     /* batch letters */
-  char ml[GSL_MAX_RANK + 1];     /* row letters (A and the result) */
-  char nl[GSL_MAX_RANK + 1];     /* column letters (B and the result) */
-  char kl[GSL_MAX_RANK + 1];     /* summed letters, in the order the GEMM uses */
-  bool a_t, b_t;                 /* A lies [batch, K, M], B lies [batch, N, K] */
-  int64_t nb, m, n, k;           /* batch count and GEMM sizes */
-  int tmp_a, tmp_b, tmp_c;       /* Plan.temps: A, B copied to [batch, M, K], [batch, K, N]; C before its
-                                    permuting copy to the result; -1: none */
-  GemmFill fill;                 /* an einsum with fill counts: how the GEMM reads them */
-  const Value *fills;            /* GF_ROWS, GF_DEPTH: the i32 counts, one per batch entry and block */
-  int64_t blocks, slots;         /* GF_ROWS (GF_DEPTH): M (K) is blocks blocks of slots, per batch entry */
-} GemmPlan;
-
 /* A buffer that lives within one value's code (an einsum's copies). */
 typedef struct PlanTemp {
   int value;      /* the value whose code uses it */
@@ -999,8 +971,9 @@ typedef struct Plan {
   int64_t *offset;        /* per root value: its buffer's byte offset in the arena, -1: not in it */
   int64_t *bytes;         /* per root value in the arena: its buffer's size, 64-byte multiple */
   int *first, *last;      /* per root value in the arena: the steps (value ids) it is live over */
-  GemmPlan *gemm;         /* per value: an einsum's lowering (others zero) */
   PlanTemp *temps;        /* temporaries */
+  int *temp;              /* per value: its first temporary in temps, -1: none (an einsum's, as many as its
+                             lowering asks for, cg_gemm_plan: A's, B's, C's, one after another) */
   int ntemps;             /* entries of temps */
   int64_t arena_bytes;    /* the arena: peak intermediate bytes, with reuse */
   int64_t live_bytes;     /* the most bytes live at one step (a lower bound of arena_bytes) */
@@ -1053,5 +1026,42 @@ typedef struct CodegenOptions {
 /* Lowers p to LLVM with its buffer plan pl (plan_buffers(p)), optimizes
  * and writes opt->out; false after reporting. */
 bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt);
+
+/* ---- cg_einsum.c: how an einsum is lowered (codegen decides; the planner asks) -------- */
+
+/* Which rows of a GEMM its fill counts let it skip (gslrt_sgemm_fill);
+ * slots.c names the products it restricts by the same kinds. */
+typedef enum GemmFill {
+  GF_NONE,  /* all of them: no counts, or counts the layout cannot use */
+  GF_ROWS,  /* rows of A and C past each block's count: C's are zeroed */
+  GF_DEPTH  /* terms of the sum past each block's count */
+} GemmFill;
+
+/* How an einsum is lowered: a plain loop nest, or one batched GEMM on
+ * operands (and a result) laid out [batch, M, K] x [batch, K, N] ->
+ * [batch, M, N] up to a transpose of A or B, through temporaries where not. */
+typedef struct GemmPlan {
+  bool gemm;                     /* through gslrt_sgemm (false: a plain loop nest) */
+  const Value *a, *b;            /* the values whose buffers are read as A (rows) and B (columns) */
+  char la[GSL_MAX_RANK + 1];     /* A's letters in memory order */
+  char lb[GSL_MAX_RANK + 1];     /* B's letters in memory order */
+  char bl[GSL_MAX_RANK + 1];     /* batch letters */
+  char ml[GSL_MAX_RANK + 1];     /* row letters (A and the result) */
+  char nl[GSL_MAX_RANK + 1];     /* column letters (B and the result) */
+  char kl[GSL_MAX_RANK + 1];     /* summed letters, in the order the GEMM uses */
+  bool a_t, b_t;                 /* A lies [batch, K, M], B lies [batch, N, K] */
+  int64_t nb, m, n, k;           /* batch count and GEMM sizes */
+  int64_t tmp_a, tmp_b, tmp_c;   /* the bytes of its temporaries, -1: none: A, B copied to [batch, M, K],
+                                    [batch, K, N]; C before its permuting copy to the result (the plan places
+                                    them, in this order, from Plan.temp) */
+  GemmFill fill;                 /* an einsum with fill counts: how the GEMM reads them */
+  const Value *fills;            /* GF_ROWS, GF_DEPTH: the i32 counts, one per batch entry and block */
+  int64_t blocks, slots;         /* GF_ROWS (GF_DEPTH): M (K) is blocks blocks of slots, per batch entry */
+} GemmPlan;
+
+/* Einsum v's lowering (cg_einsum.c's header says how it is chosen), given
+ * which values have buffers (mat: Plan.mat, per value): what cg_emit
+ * builds, and the temporaries plan_buffers places for it. */
+void cg_gemm_plan(const Value *v, const bool *mat, GemmPlan *g);
 
 #endif

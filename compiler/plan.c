@@ -16,13 +16,10 @@
  * inline into each of several users. A chain of more than PLAN_MAX_FUSED
  * inlined ops gets a buffer every PLAN_MAX_FUSED ops, so that codegen's
  * recursion over a fused expression stays shallow on any program (a chain
- * of 9000 additions is legal) and no loop body grows without bound. Einsums are lowered here too, because
- * the lowering decides their temporaries: a batched GEMM when the operands
- * lie [batch, M, K] or [batch, K, M] (and [batch, K, N] or [batch, N, K])
- * in memory, looking through a transpose that has no buffer, with a copy to
- * a canonical temporary for an operand that does not, and a temporary plus
- * a permuting copy for a result not in [batch, M, N] order (the operands
- * are swapped to make it [batch, N, M] fit); a plain loop nest otherwise.
+ * of 9000 additions is legal) and no loop body grows without bound. An
+ * einsum lowered to a GEMM may copy an operand or its result through
+ * temporaries: codegen decides the lowering (cg_gemm_plan, cg_einsum.c),
+ * and the plan asks it which temporaries to place.
  *
  * Lifetimes. Steps are value ids: codegen emits each value's code in
  * program order. A buffer is live from the step of the value that writes it
@@ -168,65 +165,7 @@ static void decide_buffers(Plan *pl, const Program *p) {
   ir_uses_free(&uses);
 }
 
-/* ---- einsum lowering ------------------------------------------------------- */
-
-/* s ++ c (s has room) */
-static void append(char *s, char c) {
-  size_t n = strlen(s);
-  s[n] = c;
-  s[n + 1] = '\0';
-}
-
-static bool has_repeat(const char *s) {
-  for (; *s; s++)
-    if (strchr(s + 1, *s))
-      return true;
-  return false;
-}
-
-/* a ++ b ++ c into buf (of 3 * GSL_MAX_RANK + 1) */
-static const char *cat3(char *buf, const char *a, const char *b, const char *c) {
-  snprintf(buf, 3 * GSL_MAX_RANK + 1, "%s%s%s", a, b, c);
-  return buf;
-}
-
-static int64_t letters_size(const int64_t *ext, const char *l) {
-  int64_t n = 1;
-  for (; *l; l++)
-    n *= ext[(unsigned char)*l];
-  return n;
-}
-
-/* How two GEMM operands lie in memory for a given order of the K letters. */
-typedef struct Layout {
-  bool a_n, a_t; /* A is [batch, M, K] / [batch, K, M] */
-  bool b_n, b_t; /* B is [batch, K, N] / [batch, N, K] */
-  int copies;    /* operands that must be copied to a canonical temporary */
-} Layout;
-
-static Layout layout(const GemmPlan *g, const char *kl) {
-  char t[3 * GSL_MAX_RANK + 1];
-  Layout l;
-  l.a_n = !strcmp(g->la, cat3(t, g->bl, g->ml, kl));
-  l.a_t = !strcmp(g->la, cat3(t, g->bl, kl, g->ml));
-  l.b_n = !strcmp(g->lb, cat3(t, g->bl, kl, g->nl));
-  l.b_t = !strcmp(g->lb, cat3(t, g->bl, g->nl, kl));
-  l.copies = !(l.a_n || l.a_t) + !(l.b_n || l.b_t);
-  return l;
-}
-
-/* One GEMM operand: the value whose buffer is read and that buffer's
- * letters, looking through a transpose that has no buffer of its own. */
-static const Value *gemm_operand(const Plan *pl, const Value *a, const char *letters, char *out) {
-  if (!pl->mat[a->id] && a->op == OP_TRANSPOSE) {
-    for (int i = 0; i < a->shape.rank; i++)
-      out[a->perm[i]] = letters[i];
-    out[a->shape.rank] = '\0';
-    return a->args[0];
-  }
-  strcpy(out, letters);
-  return a;
-}
+/* ---- an einsum's temporaries ------------------------------------------------ */
 
 static int add_temp(Plan *pl, const Value *v, int64_t bytes) {
   pl->temps = xrealloc(pl->temps, (size_t)(pl->ntemps + 1) * sizeof *pl->temps);
@@ -234,114 +173,18 @@ static int add_temp(Plan *pl, const Value *v, int64_t bytes) {
   return pl->ntemps++;
 }
 
-/* An einsum with fill counts (slots.c): the GEMM skips the rows (or the
- * summed terms) past each block's count when the counted letter is the
- * last of the row (summed) letters and the counts' letters are the batch
- * letters then the other row (summed) letters, in order, and the counted
- * dim is whole on this device; else it computes them all. */
-static void plan_fill(GemmPlan *g, const Value *v, const int64_t *ext) {
-  const EinsumSpec *e = &v->ein;
-  if (!e->fill[0])
-    return;
-  for (int k = 0; k < e->nin; k++) {
-    const char *at = strchr(e->in[k], e->fill_of);
-    if (at && v->args[k]->gshape.rank && v->args[k]->gshape.d[at - e->in[k]] != v->args[k]->shape.d[at - e->in[k]])
-      return;
-  }
-  const char *lists[2] = {g->ml, g->kl};
-  for (int mode = 0; mode < 2; mode++) {
-    size_t n = strlen(lists[mode]);
-    char t[3 * GSL_MAX_RANK + 1];
-    if (!n || lists[mode][n - 1] != e->fill_of)
-      continue;
-    snprintf(t, sizeof t, "%s%.*s", g->bl, (int)(n - 1), lists[mode]);
-    if (strcmp(t, e->fill))
-      continue;
-    g->fill = mode ? GF_DEPTH : GF_ROWS;
-    g->fills = v->args[e->nin];
-    g->slots = ext[(unsigned char)e->fill_of];
-    g->blocks = (mode ? g->k : g->m) / g->slots;
-    return;
-  }
-}
-
-/* v's lowering into pl->gemm[v->id] (see the file comment). */
-static void plan_einsum(Plan *pl, const Value *v) {
-  GemmPlan *g = &pl->gemm[v->id];
-  const EinsumSpec *e = &v->ein;
-  int64_t ext[256] = {0};
-  memset(g, 0, sizeof *g);
-  g->tmp_a = g->tmp_b = g->tmp_c = -1;
-  if (e->nin + (e->fill[0] != '\0') != v->nargs || strlen(e->out) != (size_t)v->shape.rank)
-    die("einsum %%%d does not fit its operands", v->id);
-  for (int j = 0; j < e->nin; j++)
-    for (int i = 0; e->in[j][i]; i++)
-      ext[(unsigned char)e->in[j][i]] = v->args[j]->shape.d[i];
-  /* through a GEMM: f32 operands (gslrt_sgemm) or bf16 ones (gslrt_gemm_bf16), f32 result */
-  bool plain = v->dtype != DT_F32 || e->nin != 2 || has_repeat(e->in[0]) || has_repeat(e->in[1]);
-  for (int j = 0; j < e->nin && !plain; j++) {
-    plain = !dtype_is_float(v->args[j]->dtype);
-    for (int i = 0; e->in[j][i]; i++)
-      if (!strchr(e->out, e->in[j][i]) && !strchr(e->in[1 - j], e->in[j][i]))
-        plain = true;
-  }
-  if (plain)
-    return;
-  g->gemm = true;
-  g->a = gemm_operand(pl, v->args[0], e->in[0], g->la);
-  g->b = gemm_operand(pl, v->args[1], e->in[1], g->lb);
-  /* A supplies the rows: the result's first letter after the batch ones */
-  for (int i = 0; e->out[i]; i++) {
-    bool in_a = strchr(g->la, e->out[i]), in_b = strchr(g->lb, e->out[i]);
-    if (in_a != in_b) {
-      if (in_b) {
-        const Value *t = g->a;
-        char tl[GSL_MAX_RANK + 1];
-        g->a = g->b;
-        g->b = t;
-        strcpy(tl, g->la);
-        strcpy(g->la, g->lb);
-        strcpy(g->lb, tl);
-      }
-      break;
+/* The temporaries einsum v's lowering copies through (cg_gemm_plan, which
+ * codegen reads too), one after another from pl->temp[v->id]. */
+static void plan_temps(Plan *pl, const Value *v) {
+  GemmPlan g;
+  cg_gemm_plan(v, pl->mat, &g);
+  int64_t bytes[3] = {g.tmp_a, g.tmp_b, g.tmp_c};
+  for (int k = 0; k < 3; k++)
+    if (bytes[k] >= 0) {
+      int t = add_temp(pl, v, bytes[k]);
+      if (pl->temp[v->id] < 0)
+        pl->temp[v->id] = t;
     }
-  }
-  for (int i = 0; e->out[i]; i++) {
-    char c = e->out[i];
-    bool in_a = strchr(g->la, c), in_b = strchr(g->lb, c);
-    append(in_a && in_b ? g->bl : in_a ? g->ml : g->nl, c);
-  }
-  char ka[GSL_MAX_RANK + 1] = "", kb[GSL_MAX_RANK + 1] = "";
-  for (int i = 0; g->la[i]; i++)
-    if (!strchr(e->out, g->la[i]))
-      append(ka, g->la[i]);
-  for (int i = 0; g->lb[i]; i++)
-    if (!strchr(e->out, g->lb[i]))
-      append(kb, g->lb[i]);
-  /* the K order of whichever operand makes fewer copies */
-  Layout lay = layout(g, ka);
-  strcpy(g->kl, ka);
-  if (lay.copies) {
-    Layout other = layout(g, kb);
-    if (other.copies < lay.copies) {
-      lay = other;
-      strcpy(g->kl, kb);
-    }
-  }
-  g->nb = letters_size(ext, g->bl);
-  g->m = letters_size(ext, g->ml);
-  g->n = letters_size(ext, g->nl);
-  g->k = letters_size(ext, g->kl);
-  g->a_t = !lay.a_n && lay.a_t;
-  g->b_t = !lay.b_n && lay.b_t;
-  if (!lay.a_n && !lay.a_t)
-    g->tmp_a = add_temp(pl, v, dtype_size(g->a->dtype) * g->nb * g->m * g->k);
-  if (!lay.b_n && !lay.b_t)
-    g->tmp_b = add_temp(pl, v, dtype_size(g->b->dtype) * g->nb * g->k * g->n);
-  char t[3 * GSL_MAX_RANK + 1];
-  if (strcmp(e->out, cat3(t, g->bl, g->ml, g->nl)))
-    g->tmp_c = add_temp(pl, v, 4 * g->nb * g->m * g->n);
-  plan_fill(g, v, ext);
 }
 
 /* ---- lifetimes ----------------------------------------------------------- */
@@ -891,13 +734,15 @@ Plan *plan_buffers(const Program *p) {
   pl->bytes = xcalloc(m, sizeof *pl->bytes);
   pl->first = xcalloc(m, sizeof *pl->first);
   pl->last = xcalloc(m, sizeof *pl->last);
-  pl->gemm = xcalloc(m, sizeof *pl->gemm);
+  pl->temp = xcalloc(m, sizeof *pl->temp);
   pl->inplace = xcalloc(m, sizeof *pl->inplace);
   pl->at = xcalloc(m, sizeof *pl->at);
   decide_buffers(pl, p);
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
+    pl->temp[i] = -1;
     if (p->values[i]->op == OP_EINSUM && pl->mat[i])
-      plan_einsum(pl, p->values[i]);
+      plan_temps(pl, p->values[i]);
+  }
   plan_lifetimes(pl, p);
   plan_inplace(pl, p);
   Item *it = xmalloc((m + (size_t)pl->ntemps) * sizeof *it);
@@ -981,7 +826,7 @@ void plan_free(Plan *pl) {
   free(pl->bytes);
   free(pl->first);
   free(pl->last);
-  free(pl->gemm);
+  free(pl->temp);
   free(pl->inplace);
   free(pl->at);
   free(pl->temps);
