@@ -12,10 +12,12 @@
  * value sharded (propagate.c, then update.c's sharded optimizer updates)
  * -> the SPMD program, local shapes and collectives (partition.c, then
  * combine.c's riding all-to-alls; all on sharding.c's algebra, plans and
- * costs) -> buffers and their lifetimes planned in one arena (plan.c) -> LLVM module
- * (codegen.c, cg_*.c) -> object file -> executable (main.c spawns the
- * linker). ir_verify runs after each pass. Files call only downward: no
- * pass calls into one that runs before it.
+ * costs) -> buffers and their lifetimes planned (plan.c), placed in one
+ * arena (plan_arena.c), beside the runtime's staging (plan_staging.c);
+ * told by --stats (stats.c) -> LLVM module (codegen.c, cg_*.c) -> object
+ * file -> executable (main.c spawns the linker). ir_verify runs after each
+ * pass. Files call only downward: no pass calls into one that runs before
+ * it.
  *
  * Sections follow the file that defines the functions they declare. */
 #ifndef GSLC_H
@@ -947,7 +949,16 @@ void explain_print(FILE *f, const Program *global, const Program *spmd, const Au
 /* gslc --emit-annotations: the params' and inputs' declarations with their shardings written in */
 void annotations_print(FILE *f, const Program *global);
 
-/* ---- plan.c: buffers, their lifetimes, one arena ------------------------ */
+/* ---- plan.c: which values get buffers, whose, and how long they live --------- */
+
+#define PLAN_ALIGN 64 /* bytes: the runtime's allocation alignment, of every buffer's offset and size */
+/* n rounded up to a multiple of PLAN_ALIGN */
+static inline int64_t plan_align(int64_t n) { return (n + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN; }
+/* the bytes of v's local tile (at least one element, as the runtime allocates) */
+static inline int64_t plan_value_bytes(const Value *v) {
+  int64_t n = shape_elems(&v->shape);
+  return dtype_size(v->dtype) * (n > 0 ? n : 1);
+}
 
 /* A buffer that lives within one value's code (an einsum's copies). */
 typedef struct PlanTemp {
@@ -987,20 +998,47 @@ typedef struct Plan {
   int gather_output;      /* the output gather_bytes is for (an index of the program's outputs), or -1 */
 } Plan;
 
-Plan *plan_buffers(const Program *p);   /* p: the SPMD program (or a global one, as one device) */
+/* The plan of p (the SPMD program, or a global one as one device): its
+ * buffers and lifetimes, placed (plan_place), with the runtime's staging
+ * (plan_staging) and the totals. */
+Plan *plan_buffers(const Program *p);
 void plan_free(Plan *pl);
 /* The bytes a device needs: params, states, inputs, the planned arena and the runtime's staging (--stats' total). */
 int64_t plan_total(const Plan *pl);
-/* The largest parts of plan_total, largest first, for a message: "gathering
- * output w1 on rank 0 201326592, intermediates 168034496, params 151035904
- * (w1 67108864)" (in a). */
-const char *plan_largest(Arena *a, const Program *p, const Plan *pl);
+
+/* ---- plan_arena.c: the allocator, placing buffers in one arena ------------------ */
+
+/* One buffer to place. */
+typedef struct PlanItem {
+  int64_t bytes;   /* size, a multiple of PLAN_ALIGN */
+  int first, last; /* live steps */
+  int64_t *offset; /* where its offset goes */
+  int order;       /* tie-break: creation order (values by id, then temporaries) */
+} PlanItem;
+
+/* Places the nit buffers of it, live over steps within [0, nsteps], in
+ * one arena (plan_arena.c's header says how): sets each *offset, and pl's
+ * arena_bytes, noreuse_bytes and live_bytes. Reorders it. */
+void plan_place(Plan *pl, PlanItem *it, int nit, int nsteps);
 /* No two buffers share arena bytes while both are live; every buffer lies
  * aligned inside the arena. false and a report to err (if not NULL) when
  * broken. (Pairs of byte-sharing buffers past 5e7 go unchecked.) */
 bool plan_verify(const Plan *pl, FILE *err);
+
+/* ---- plan_staging.c: the runtime's own staging beside the arena ---------------- */
+
+/* Sets pl's scratch_bytes (the collectives' scratch space, riders' included),
+ * gather_bytes and gather_output (rank 0 gathering an output) for p. */
+void plan_staging(Plan *pl, const Program *p);
+
+/* ---- stats.c: gslc --stats, the plan told --------------------------------------- */
+
+/* The largest parts of plan_total, largest first, for a message: "gathering
+ * output w1 on rank 0 201326592, intermediates 168034496, params 151035904
+ * (w1 67108864)" (in a). */
+const char *stats_largest(Arena *a, const Program *p, const Plan *pl);
 /* gslc --stats: memory per device and bytes each collective moves per step */
-void plan_stats(FILE *f, const Program *p, const Plan *pl);
+void stats_print(FILE *f, const Program *p, const Plan *pl);
 
 /* ---- remat.c: what recomputing a region saves and costs ------------------------------- */
 
