@@ -139,8 +139,7 @@ typedef struct Auto {
   int *cls;          /* value id -> class */
   int *fol;          /* value id -> operand slot it follows, -1 for a root */
   int *midx;         /* value id -> index among its class's members */
-  int *ufirst;       /* value id -> its first use in ulist; its uses end at ufirst[id + 1] */
-  int *ulist;        /* the uses of every value, (consumer id, operand slot) pairs, consumers in program order */
+  IrUses uses;       /* every value's uses (ir_uses): (consumer id, operand slot) pairs, consumers in program order */
   bool *lin;         /* value id -> a partial sum of it may stay pending (shard_linear_uses) */
   Class *c;
   int nc;
@@ -367,7 +366,7 @@ static double allreduce_seconds(const Auto *A, const Value *v, const Sharding *s
 static bool defers(const Auto *A, const Sharding *msh, const Value *v, const Sharding *sh) {
   if (!A->lin[v->id]) /* one use, linear */
     return false;
-  int u = A->ulist[2 * A->ufirst[v->id]];
+  int u = A->uses.list[2 * A->uses.first[v->id]];
   if (A->cls[u] != A->cls[v->id])
     return false;
   const Value *w = A->p->values[u];
@@ -441,21 +440,7 @@ static void build_classes(Auto *A) {
   A->fol = xcalloc((size_t)n + 1, sizeof *A->fol);
   A->midx = xcalloc((size_t)n + 1, sizeof *A->midx);
   A->lin = rule_linear_uses(p);
-  A->ufirst = xcalloc((size_t)n + 2, sizeof *A->ufirst);
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < p->values[i]->nargs; k++)
-      A->ufirst[p->values[i]->args[k]->id + 1]++;
-  for (int i = 0; i < n; i++)
-    A->ufirst[i + 1] += A->ufirst[i];
-  A->ulist = xcalloc((size_t)A->ufirst[n] + 1, 2 * sizeof *A->ulist);
-  int *at = xcalloc((size_t)n + 1, sizeof *at);
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < p->values[i]->nargs; k++) {
-      int u = p->values[i]->args[k]->id, j = A->ufirst[u] + at[u]++;
-      A->ulist[2 * j] = i;
-      A->ulist[2 * j + 1] = k;
-    }
-  free(at);
+  A->uses = ir_uses(p);
   int *root_of = xcalloc((size_t)n + 1, sizeof *root_of);
   for (int i = 0; i < n; i++) {
     const Value *v = p->values[i];
@@ -552,9 +537,9 @@ static void build_edges(Auto *A) {
     Edge e = {U, 0, 0, NULL, NULL, 0, NULL};
     Sharding *as = xcalloc((size_t)cu->nst, sizeof *as), *rs = NULL;
     int caprs = 0;
-    for (int j = A->ufirst[ui]; j < A->ufirst[ui + 1]; j++) {
-      const Value *v = p->values[A->ulist[2 * j]];
-      int k = A->ulist[2 * j + 1], V = A->cls[v->id];
+    for (int j = A->uses.first[ui]; j < A->uses.first[ui + 1]; j++) {
+      const Value *v = p->values[A->uses.list[2 * j]];
+      int k = A->uses.list[2 * j + 1], V = A->cls[v->id];
       if (k == A->fol[v->id]) /* the follower's own operand: costed on its class */
         continue;
       Class *cv = &A->c[V];
@@ -569,7 +554,7 @@ static void build_edges(Auto *A) {
         e.amap = xcalloc((size_t)cu->nst, sizeof(int));
         for (int s2 = 0; s2 < cu->nst; s2++)
           e.amap[s2] = group_of(as, &e.na, member_sh(A, ui, s2), r);
-        e.use = xcalloc((size_t)(A->ufirst[ui + 1] - A->ufirst[ui]), sizeof *e.use);
+        e.use = xcalloc((size_t)ir_uses_reads(&A->uses, ui), sizeof *e.use);
       }
       Use *us = &e.use[e.nuse++];
       us->cls = V;
@@ -1044,10 +1029,7 @@ static const char *strat_str(Arena *a, const Program *p, const Class *c, int s) 
 static void fit_to_uses(Auto *A) {
   Program *p = A->p;
   int n = p->nvalues;
-  const int *first = A->ufirst, *list = A->ulist;
-  bool *out = xcalloc((size_t)n + 1, sizeof *out);
-  for (int i = 0; i < p->noutputs; i++)
-    out[p->outputs[i].value->id] = true;
+  const int *first = A->uses.first, *list = A->uses.list, *out = A->uses.outputs;
   for (int i = n - 1; i >= 0; i--) {
     Value *v = p->values[i];
     const Class *c = &A->c[A->cls[i]];
@@ -1069,7 +1051,6 @@ static void fit_to_uses(Auto *A) {
     if (agree)
       v->sh = want;
   }
-  free(out);
 }
 
 static void apply(Auto *A) {
@@ -1142,8 +1123,7 @@ static void free_auto(Auto *A) {
   free(A->cls);
   free(A->fol);
   free(A->midx);
-  free(A->ufirst);
-  free(A->ulist);
+  ir_uses_free(&A->uses);
   free(A->lin);
   arena_free(A->a);
 }

@@ -22,8 +22,8 @@
  * same on other buffers (each layer of a stack) share one kernel, emitted
  * and optimized once (emit_kernels). Params and inputs live behind
  * module-private global pointers the runtime fills; every other buffer is
- * the arena plus its planned offset (plan.c decides who has a buffer, and
- * where), kept in a private global.
+ * the arena plus its planned offset (plan.c decides who has a buffer,
+ * plan_arena.c where), kept in a private global.
  *
  * SPMD. The program is normally partition.c's per-device program
  * (Program.spmd): every value holds its local tile, so the code simply

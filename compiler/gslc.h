@@ -13,10 +13,12 @@
  * -> the SPMD program, local shapes and collectives (partition.c, then
  * combine.c's riding all-to-alls; the search, propagation and the
  * partitioner all read each op's sharding rule, rule.c, and all rest on
- * sharding.c's algebra, plans and costs) -> buffers and their lifetimes planned in one arena (plan.c) -> LLVM module
- * (codegen.c, cg_*.c) -> object file -> executable (main.c spawns the
- * linker). ir_verify runs after each pass. Files call only downward: no
- * pass calls into one that runs before it.
+ * sharding.c's algebra, plans and costs) -> buffers and their lifetimes
+ * planned (plan.c), placed in one arena (plan_arena.c), beside the
+ * runtime's staging (plan_staging.c); told by --stats (stats.c) -> LLVM
+ * module (codegen.c, cg_*.c) -> object file -> executable (main.c spawns
+ * the linker). ir_verify runs after each pass. Files call only downward:
+ * no pass calls into one that runs before it.
  *
  * Sections follow the file that defines the functions they declare. */
 #ifndef GSLC_H
@@ -378,7 +380,7 @@ struct Value {
   int region;        /* the innermost Region it was built in (a number: Program.regions[region - 1]),
                         0: none */
   const Value *remat_of; /* PASS_RECOMPUTE: the forward value it computes again */
-  int nuses;         /* operand slots that read it (ir_count_uses) */
+  int nuses;         /* operand slots and outputs that read it (ir_count_uses) */
   union {
     Attr attr;                   /* the op's attributes, copied whole */
     struct { GSL_ATTR_FIELDS };  /* the same, by field */
@@ -638,7 +640,25 @@ typedef struct IndexSource {
  * Elements computed on the way (tokens + 1) have no source. */
 int ir_index_sources(const Value *ix, IndexSource *out);
 
-void ir_count_uses(Program *p);
+/* The uses of every value of a program, counted in one place: the operand
+ * slots that read each value, as a CSR of (consumer id, operand slot)
+ * pairs, and the outputs that name it. Value ids must be the values'
+ * indices (as every pass keeps them). */
+typedef struct IrUses {
+  int nvalues;  /* values of the program counted */
+  int *first;   /* value id -> its first pair in list; its pairs end at first[id + 1] (nvalues + 1 entries) */
+  int *list;    /* (consumer id, operand slot) pairs, 2 ints each: every value's together, its consumers in
+                   program order (a consumer reading it twice: slots ascending) */
+  int *outputs; /* value id -> the entries of Program.outputs that name it */
+} IrUses;
+
+IrUses ir_uses(const Program *p); /* arrays xmalloc'd: ir_uses_free */
+void ir_uses_free(IrUses *u);
+/* the operand slots that read value id */
+static inline int ir_uses_reads(const IrUses *u, int id) { return u->first[id + 1] - u->first[id]; }
+/* the operand slots and outputs that read value id (Value.nuses) */
+static inline int ir_uses_count(const IrUses *u, int id) { return ir_uses_reads(u, id) + u->outputs[id]; }
+void ir_count_uses(Program *p);           /* sets every Value.nuses (ir_uses_count) */
 void ir_dce(Program *p);                  /* drops values no output, tensor or the loss needs; renumbers */
 void ir_print(FILE *f, const Program *p); /* --emit-ir, --emit-spmd */
 
@@ -1012,35 +1032,16 @@ void explain_print(FILE *f, const Program *global, const Program *spmd, const Au
 /* gslc --emit-annotations: the params' and inputs' declarations with their shardings written in */
 void annotations_print(FILE *f, const Program *global);
 
-/* ---- plan.c: buffers, their lifetimes, one arena ------------------------ */
+/* ---- plan.c: which values get buffers, whose, and how long they live --------- */
 
-/* Which rows of a GEMM its fill counts let it skip (gslrt_sgemm_fill). */
-typedef enum GemmFill {
-  GF_NONE,  /* all of them: no counts, or counts the layout cannot use */
-  GF_ROWS,  /* rows of A and C past each block's count: C's are zeroed */
-  GF_DEPTH  /* terms of the sum past each block's count */
-} GemmFill;
-
-/* How an einsum is lowered: a plain loop nest, or one batched GEMM on
- * operands (and a result) laid out [batch, M, K] x [batch, K, N] ->
- * [batch, M, N] up to a transpose of A or B, through temporaries where not. */
-typedef struct GemmPlan {
-  bool gemm;                     /* through gslrt_sgemm (false: a plain loop nest) */
-  const Value *a, *b;            /* the values whose buffers are read as A (rows) and B (columns) */
-  char la[GSL_MAX_RANK + 1];     /* A's letters in memory order */
-  char lb[GSL_MAX_RANK + 1];     /* B's letters in memory order */
-  char bl[GSL_MAX_RANK + 1];     /* batch letters */
-  char ml[GSL_MAX_RANK + 1];     /* row letters (A and the result) */
-  char nl[GSL_MAX_RANK + 1];     /* column letters (B and the result) */
-  char kl[GSL_MAX_RANK + 1];     /* summed letters, in the order the GEMM uses */
-  bool a_t, b_t;                 /* A lies [batch, K, M], B lies [batch, N, K] */
-  int64_t nb, m, n, k;           /* batch count and GEMM sizes */
-  int tmp_a, tmp_b, tmp_c;       /* Plan.temps: A, B copied to [batch, M, K], [batch, K, N]; C before its
-                                    permuting copy to the result; -1: none */
-  GemmFill fill;                 /* an einsum with fill counts: how the GEMM reads them */
-  const Value *fills;            /* GF_ROWS, GF_DEPTH: the i32 counts, one per batch entry and block */
-  int64_t blocks, slots;         /* GF_ROWS (GF_DEPTH): M (K) is blocks blocks of slots, per batch entry */
-} GemmPlan;
+#define PLAN_ALIGN 64 /* bytes: the runtime's allocation alignment, of every buffer's offset and size */
+/* n rounded up to a multiple of PLAN_ALIGN */
+static inline int64_t plan_align(int64_t n) { return (n + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN; }
+/* the bytes of v's local tile (at least one element, as the runtime allocates) */
+static inline int64_t plan_value_bytes(const Value *v) {
+  int64_t n = shape_elems(&v->shape);
+  return dtype_size(v->dtype) * (n > 0 ? n : 1);
+}
 
 /* A buffer that lives within one value's code (an einsum's copies). */
 typedef struct PlanTemp {
@@ -1054,9 +1055,9 @@ typedef struct PlanTemp {
  * storage. Sizes are per device (the program's local shapes). */
 typedef struct Plan {
   int nvalues;            /* of the program planned */
-  int *uses;              /* per value: operand slots and outputs reading it */
   bool *mat;              /* per value: has a buffer (its own or its root's) */
-  bool *cheap;            /* per value: inlined into each of its users even when read twice */
+  bool *inline_each_use;  /* per value: inlined into each of its users (computed again in each) even when
+                             read twice: consts, iotas, index maps of buffers or of these */
   int *root;              /* per value: the value owning its buffer (itself unless an alias or in place) */
   bool *inplace;          /* per value: an update computed straight into its param's or state's
                              storage (root names that tensor's value) */
@@ -1064,8 +1065,9 @@ typedef struct Plan {
   int64_t *offset;        /* per root value: its buffer's byte offset in the arena, -1: not in it */
   int64_t *bytes;         /* per root value in the arena: its buffer's size, 64-byte multiple */
   int *first, *last;      /* per root value in the arena: the steps (value ids) it is live over */
-  GemmPlan *gemm;         /* per value: an einsum's lowering (others zero) */
   PlanTemp *temps;        /* temporaries */
+  int *temp;              /* per value: its first temporary in temps, -1: none (an einsum's, as many as its
+                             lowering asks for, cg_gemm_plan: A's, B's, C's, one after another) */
   int ntemps;             /* entries of temps */
   int64_t arena_bytes;    /* the arena: peak intermediate bytes, with reuse */
   int64_t live_bytes;     /* the most bytes live at one step (a lower bound of arena_bytes) */
@@ -1079,20 +1081,47 @@ typedef struct Plan {
   int gather_output;      /* the output gather_bytes is for (an index of the program's outputs), or -1 */
 } Plan;
 
-Plan *plan_buffers(const Program *p);   /* p: the SPMD program (or a global one, as one device) */
+/* The plan of p (the SPMD program, or a global one as one device): its
+ * buffers and lifetimes, placed (plan_place), with the runtime's staging
+ * (plan_staging) and the totals. */
+Plan *plan_buffers(const Program *p);
 void plan_free(Plan *pl);
 /* The bytes a device needs: params, states, inputs, the planned arena and the runtime's staging (--stats' total). */
 int64_t plan_total(const Plan *pl);
-/* The largest parts of plan_total, largest first, for a message: "gathering
- * output w1 on rank 0 201326592, intermediates 168034496, params 151035904
- * (w1 67108864)" (in a). */
-const char *plan_largest(Arena *a, const Program *p, const Plan *pl);
+
+/* ---- plan_arena.c: the allocator, placing buffers in one arena ------------------ */
+
+/* One buffer to place. */
+typedef struct PlanItem {
+  int64_t bytes;   /* size, a multiple of PLAN_ALIGN */
+  int first, last; /* live steps */
+  int64_t *offset; /* where its offset goes */
+  int order;       /* tie-break: creation order (values by id, then temporaries) */
+} PlanItem;
+
+/* Places the nit buffers of it, live over steps within [0, nsteps], in
+ * one arena (plan_arena.c's header says how): sets each *offset, and pl's
+ * arena_bytes, noreuse_bytes and live_bytes. Reorders it. */
+void plan_place(Plan *pl, PlanItem *it, int nit, int nsteps);
 /* No two buffers share arena bytes while both are live; every buffer lies
  * aligned inside the arena. false and a report to err (if not NULL) when
  * broken. (Pairs of byte-sharing buffers past 5e7 go unchecked.) */
 bool plan_verify(const Plan *pl, FILE *err);
+
+/* ---- plan_staging.c: the runtime's own staging beside the arena ---------------- */
+
+/* Sets pl's scratch_bytes (the collectives' scratch space, riders' included),
+ * gather_bytes and gather_output (rank 0 gathering an output) for p. */
+void plan_staging(Plan *pl, const Program *p);
+
+/* ---- stats.c: gslc --stats, the plan told --------------------------------------- */
+
+/* The largest parts of plan_total, largest first, for a message: "gathering
+ * output w1 on rank 0 201326592, intermediates 168034496, params 151035904
+ * (w1 67108864)" (in a). */
+const char *stats_largest(Arena *a, const Program *p, const Plan *pl);
 /* gslc --stats: memory per device and bytes each collective moves per step */
-void plan_stats(FILE *f, const Program *p, const Plan *pl);
+void stats_print(FILE *f, const Program *p, const Plan *pl);
 
 /* ---- remat.c: what recomputing a region saves and costs ------------------------------- */
 
@@ -1118,5 +1147,42 @@ typedef struct CodegenOptions {
 /* Lowers p to LLVM with its buffer plan pl (plan_buffers(p)), optimizes
  * and writes opt->out; false after reporting. */
 bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt);
+
+/* ---- cg_einsum.c: how an einsum is lowered (codegen decides; the planner asks) -------- */
+
+/* Which rows of a GEMM its fill counts let it skip (gslrt_sgemm_fill);
+ * slots.c names the products it restricts by the same kinds. */
+typedef enum GemmFill {
+  GF_NONE,  /* all of them: no counts, or counts the layout cannot use */
+  GF_ROWS,  /* rows of A and C past each block's count: C's are zeroed */
+  GF_DEPTH  /* terms of the sum past each block's count */
+} GemmFill;
+
+/* How an einsum is lowered: a plain loop nest, or one batched GEMM on
+ * operands (and a result) laid out [batch, M, K] x [batch, K, N] ->
+ * [batch, M, N] up to a transpose of A or B, through temporaries where not. */
+typedef struct GemmPlan {
+  bool gemm;                     /* through gslrt_sgemm (false: a plain loop nest) */
+  const Value *a, *b;            /* the values whose buffers are read as A (rows) and B (columns) */
+  char la[GSL_MAX_RANK + 1];     /* A's letters in memory order */
+  char lb[GSL_MAX_RANK + 1];     /* B's letters in memory order */
+  char bl[GSL_MAX_RANK + 1];     /* batch letters */
+  char ml[GSL_MAX_RANK + 1];     /* row letters (A and the result) */
+  char nl[GSL_MAX_RANK + 1];     /* column letters (B and the result) */
+  char kl[GSL_MAX_RANK + 1];     /* summed letters, in the order the GEMM uses */
+  bool a_t, b_t;                 /* A lies [batch, K, M], B lies [batch, N, K] */
+  int64_t nb, m, n, k;           /* batch count and GEMM sizes */
+  int64_t tmp_a, tmp_b, tmp_c;   /* the bytes of its temporaries, -1: none: A, B copied to [batch, M, K],
+                                    [batch, K, N]; C before its permuting copy to the result (the plan places
+                                    them, in this order, from Plan.temp) */
+  GemmFill fill;                 /* an einsum with fill counts: how the GEMM reads them */
+  const Value *fills;            /* GF_ROWS, GF_DEPTH: the i32 counts, one per batch entry and block */
+  int64_t blocks, slots;         /* GF_ROWS (GF_DEPTH): M (K) is blocks blocks of slots, per batch entry */
+} GemmPlan;
+
+/* Einsum v's lowering (cg_einsum.c's header says how it is chosen), given
+ * which values have buffers (mat: Plan.mat, per value): what cg_emit
+ * builds, and the temporaries plan_buffers places for it. */
+void cg_gemm_plan(const Value *v, const bool *mat, GemmPlan *g);
 
 #endif

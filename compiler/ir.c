@@ -21,7 +21,10 @@
  * too, below sema, autodiff and codegen, which all read it. So does
  * ir_index_sources, which follows an op's indices back through the ops
  * that move elements (OF_MOVE) to the inputs they come from, on the global
- * or the SPMD program alike, for codegen's run-time index checks.
+ * or the SPMD program alike, for codegen's run-time index checks. And so
+ * does the one count of a value's uses (ir_uses: the operand slots that
+ * read it, by consumer in program order, and the outputs that name it),
+ * for every pass that asks how a value is read.
  *
  * The text form (--emit-ir) is one line per value:
  *   %7 h: f32[8, 32] = einsum "bi,ij->bj" %3, %5   ; mlp.gsl:12
@@ -548,9 +551,11 @@ static Value *add1(Program *p, Op op, DType dt, Shape sh, Span sp, Value *a) {
   return ir_add(p, op, dt, sh, sp, 1, &a);
 }
 
-static void need(bool ok, const char *what) {
+/* Dies unless the operands fit the op (ok): a misfit is a compiler bug
+ * (user errors are sema's to report first); misfit says how. */
+static void operands_fit(bool ok, const char *misfit) {
   if (!ok)
-    die("IR builder: %s", what);
+    die("IR builder: %s", misfit);
 }
 
 /* the runtime's rounding (gslrt.h), so that a constant folds to the bf16
@@ -578,8 +583,8 @@ Value *ir_broadcast(Program *p, Value *x, Shape to, Span sp) {
   if (shape_eq(&x->shape, &to))
     return x;
   Shape check;
-  need(to.rank >= x->shape.rank && shape_broadcast(&x->shape, &to, &check, NULL) && shape_eq(&check, &to),
-       "broadcast to a shape the operand does not reach");
+  operands_fit(to.rank >= x->shape.rank && shape_broadcast(&x->shape, &to, &check, NULL) && shape_eq(&check, &to),
+               "broadcast to a shape the operand does not reach");
   Value *b = add1(p, OP_BROADCAST, x->dtype, to, sp, x);
   int off = to.rank - x->shape.rank;
   for (int i = 0; i < to.rank; i++)
@@ -590,8 +595,8 @@ Value *ir_broadcast(Program *p, Value *x, Shape to, Span sp) {
 Value *ir_binary(Program *p, int fn, Value *a, Value *b, Span sp) {
   binary_fn_name(fn);
   Shape out;
-  need(a->dtype == b->dtype, "binary operands of different dtypes");
-  need(shape_broadcast(&a->shape, &b->shape, &out, NULL), "binary operands that do not broadcast");
+  operands_fit(a->dtype == b->dtype, "binary operands of different dtypes");
+  operands_fit(shape_broadcast(&a->shape, &b->shape, &out, NULL), "binary operands that do not broadcast");
   Value *args[2] = {ir_broadcast(p, a, out, sp), ir_broadcast(p, b, out, sp)};
   Value *v = ir_add(p, OP_BINARY, a->dtype, out, sp, 2, args);
   v->fn = fn;
@@ -600,9 +605,9 @@ Value *ir_binary(Program *p, int fn, Value *a, Value *b, Span sp) {
 
 Value *ir_select(Program *p, Value *c, Value *a, Value *b, Span sp) {
   Shape o1, o;
-  need(a->dtype == b->dtype, "select between different dtypes");
-  need(shape_broadcast(&c->shape, &a->shape, &o1, NULL) && shape_broadcast(&o1, &b->shape, &o, NULL),
-       "select operands that do not broadcast");
+  operands_fit(a->dtype == b->dtype, "select between different dtypes");
+  operands_fit(shape_broadcast(&c->shape, &a->shape, &o1, NULL) && shape_broadcast(&o1, &b->shape, &o, NULL),
+               "select operands that do not broadcast");
   Value *args[3] = {ir_broadcast(p, c, o, sp), ir_broadcast(p, a, o, sp), ir_broadcast(p, b, o, sp)};
   return ir_add(p, OP_SELECT, a->dtype, o, sp, 3, args);
 }
@@ -625,7 +630,7 @@ static Value *wide_end(Program *p, Value *v, DType dt, Span sp) { return dt == D
 Value *ir_reshape(Program *p, Value *x, Shape to, Span sp) {
   if (shape_eq(&x->shape, &to))
     return x;
-  need(shape_elems(&x->shape) == shape_elems(&to), "reshape that changes the element count");
+  operands_fit(shape_elems(&x->shape) == shape_elems(&to), "reshape that changes the element count");
   return add1(p, OP_RESHAPE, x->dtype, to, sp, x);
 }
 
@@ -634,7 +639,8 @@ Value *ir_transpose(Program *p, Value *x, const int *perm, Span sp) {
   bool ident = true;
   uint32_t seen = 0;
   for (int i = 0; i < x->shape.rank; i++) {
-    need(perm[i] >= 0 && perm[i] < x->shape.rank && !(seen & (1u << perm[i])), "transpose by a non-permutation");
+    operands_fit(perm[i] >= 0 && perm[i] < x->shape.rank && !(seen & (1u << perm[i])),
+                 "transpose by a non-permutation");
     seen |= 1u << perm[i];
     o.d[o.rank++] = x->shape.d[perm[i]];
     ident &= perm[i] == i;
@@ -647,8 +653,8 @@ Value *ir_transpose(Program *p, Value *x, const int *perm, Span sp) {
 }
 
 Value *ir_slice(Program *p, Value *x, int axis, int64_t start, int64_t len, Span sp) {
-  need(axis >= 0 && axis < x->shape.rank && start >= 0 && len > 0 && start + len <= x->shape.d[axis],
-       "slice out of range");
+  operands_fit(axis >= 0 && axis < x->shape.rank && start >= 0 && len > 0 && start + len <= x->shape.d[axis],
+               "slice out of range");
   if (start == 0 && len == x->shape.d[axis])
     return x;
   Shape o = x->shape;
@@ -660,7 +666,7 @@ Value *ir_slice(Program *p, Value *x, int axis, int64_t start, int64_t len, Span
 }
 
 Value *ir_concat(Program *p, Value **xs, int n, int axis, Span sp) {
-  need(n >= 1 && axis >= 0 && axis < xs[0]->shape.rank, "concat of nothing, or along no dim");
+  operands_fit(n >= 1 && axis >= 0 && axis < xs[0]->shape.rank, "concat of nothing, or along no dim");
   if (n == 1)
     return xs[0];
   Shape o = xs[0]->shape;
@@ -668,11 +674,11 @@ Value *ir_concat(Program *p, Value **xs, int n, int axis, Span sp) {
     bool ok = xs[i]->shape.rank == o.rank && xs[i]->dtype == xs[0]->dtype;
     for (int j = 0; ok && j < o.rank; j++)
       ok = j == axis || xs[i]->shape.d[j] == o.d[j];
-    need(ok, "concat of tensors that do not fit side by side");
+    operands_fit(ok, "concat of tensors that do not fit side by side");
     o.d[axis] += xs[i]->shape.d[axis];
   }
-  need(o.d[axis] <= GSL_MAX_ELEMS / (shape_elems(&xs[0]->shape) / xs[0]->shape.d[axis]),
-       "concat result past the element limit");
+  operands_fit(o.d[axis] <= GSL_MAX_ELEMS / (shape_elems(&xs[0]->shape) / xs[0]->shape.d[axis]),
+               "concat result past the element limit");
   Value *v = ir_add(p, OP_CONCAT, xs[0]->dtype, o, sp, n, xs);
   v->axis = axis;
   return v;
@@ -684,8 +690,8 @@ Value *ir_reduce(Program *p, int fn, Value *x, uint32_t mask, Span sp) {
     Value *r = ir_reduce(p, fn, wide(p, x, sp), mask, sp);
     return fn == RF_ARGMAX ? r : wide_end(p, r, DT_BF16, sp);
   }
-  need(x->shape.rank == 32 || !(mask >> x->shape.rank), "reduce over dims the operand lacks");
-  need(fn != RF_ARGMAX || x->dtype == DT_F32, "argmax of a non-f32 tensor");
+  operands_fit(x->shape.rank == 32 || !(mask >> x->shape.rank), "reduce over dims the operand lacks");
+  operands_fit(fn != RF_ARGMAX || x->dtype == DT_F32, "argmax of a non-f32 tensor");
   Shape out = {0};
   for (int i = 0; i < x->shape.rank; i++)
     if (!(mask & (1u << i)))
@@ -697,7 +703,7 @@ Value *ir_reduce(Program *p, int fn, Value *x, uint32_t mask, Span sp) {
 }
 
 Value *ir_cumsum(Program *p, Value *x, int axis, bool exclusive, Span sp) {
-  need(axis >= 0 && axis < x->shape.rank, "cumsum along no dim");
+  operands_fit(axis >= 0 && axis < x->shape.rank, "cumsum along no dim");
   if (x->dtype == DT_BF16)
     return wide_end(p, ir_cumsum(p, wide(p, x, sp), axis, exclusive, sp), DT_BF16, sp);
   Value *v = add1(p, OP_CUMSUM, x->dtype, x->shape, sp, x);
@@ -750,11 +756,11 @@ static void ein_extents(const EinsumSpec *e, Value **ops, int64_t *size) {
   for (int i = 0; i < 128; i++)
     size[i] = -1;
   for (int k = 0; k < e->nin; k++) {
-    need((int)strlen(e->in[k]) == ops[k]->shape.rank, "einsum operand rank differs from its letters");
-    need(ops[k]->dtype == ops[0]->dtype, "einsum operands of different dtypes");
+    operands_fit((int)strlen(e->in[k]) == ops[k]->shape.rank, "einsum operand rank differs from its letters");
+    operands_fit(ops[k]->dtype == ops[0]->dtype, "einsum operands of different dtypes");
     for (int i = 0; e->in[k][i]; i++) {
       int c = e->in[k][i] & 127;
-      need(size[c] < 0 || size[c] == ops[k]->shape.d[i], "einsum letter with two extents");
+      operands_fit(size[c] < 0 || size[c] == ops[k]->shape.d[i], "einsum letter with two extents");
       size[c] = ops[k]->shape.d[i];
     }
   }
@@ -778,12 +784,12 @@ Value *ir_einsum_acc(Program *p, const EinsumSpec *spec, Value **ops, Span sp) {
     ops = cast;
   }
   EinsumSpec z = *spec;
-  need(z.nin == 1 || z.nin == 2, "einsum of neither one nor two operands");
+  operands_fit(z.nin == 1 || z.nin == 2, "einsum of neither one nor two operands");
   int64_t size[128];
   ein_extents(&z, ops, size);
   Shape out = {0};
   for (int i = 0; z.out[i]; i++) {
-    need(size[z.out[i] & 127] > 0, "einsum result letter in no operand");
+    operands_fit(size[z.out[i] & 127] > 0, "einsum result letter in no operand");
     out.d[out.rank++] = size[z.out[i] & 127];
   }
   Value *a = sum_private(p, ops[0], z.in[0], z.nin > 1 ? z.in[1] : NULL, z.out, sp);
@@ -801,8 +807,9 @@ Value *ir_einsum_acc(Program *p, const EinsumSpec *spec, Value **ops, Span sp) {
 }
 
 Value *ir_gather(Program *p, Value *table, Value *idx, Span sp) {
-  need(idx->dtype == DT_I32 && table->shape.rank >= 1 && idx->shape.rank + table->shape.rank - 1 <= GSL_MAX_RANK,
-       "gather with bad operands");
+  operands_fit(idx->dtype == DT_I32 && table->shape.rank >= 1 &&
+                   idx->shape.rank + table->shape.rank - 1 <= GSL_MAX_RANK,
+               "gather with bad operands");
   Shape o = idx->shape;
   for (int i = 1; i < table->shape.rank; i++)
     o.d[o.rank++] = table->shape.d[i];
@@ -813,12 +820,12 @@ Value *ir_gather(Program *p, Value *table, Value *idx, Span sp) {
 Value *ir_scatter_add(Program *p, Value *src, Value *idx, int64_t rows, Span sp) {
   if (src->dtype == DT_BF16)
     return wide_end(p, ir_scatter_add(p, wide(p, src, sp), idx, rows, sp), DT_BF16, sp);
-  need(idx->dtype == DT_I32 && src->dtype == DT_F32 && rows > 0 && idx->shape.rank <= src->shape.rank &&
-           src->shape.rank - idx->shape.rank + 1 <= GSL_MAX_RANK,
-       "scatter_add with bad operands");
+  operands_fit(idx->dtype == DT_I32 && src->dtype == DT_F32 && rows > 0 && idx->shape.rank <= src->shape.rank &&
+                   src->shape.rank - idx->shape.rank + 1 <= GSL_MAX_RANK,
+               "scatter_add with bad operands");
   Shape o = {1, {rows}};
   for (int i = 0; i < idx->shape.rank; i++)
-    need(idx->shape.d[i] == src->shape.d[i], "scatter_add rows that do not match the indices");
+    operands_fit(idx->shape.d[i] == src->shape.d[i], "scatter_add rows that do not match the indices");
   for (int i = idx->shape.rank; i < src->shape.rank; i++)
     o.d[o.rank++] = src->shape.d[i];
   Value *args[2] = {src, idx};
@@ -826,26 +833,27 @@ Value *ir_scatter_add(Program *p, Value *src, Value *idx, int64_t rows, Span sp)
 }
 
 Value *ir_one_hot(Program *p, Value *idx, int64_t n, Span sp) {
-  need(idx->dtype == DT_I32 && n > 0 && idx->shape.rank < GSL_MAX_RANK, "one_hot with bad operands");
+  operands_fit(idx->dtype == DT_I32 && n > 0 && idx->shape.rank < GSL_MAX_RANK, "one_hot with bad operands");
   Shape o = idx->shape;
   o.d[o.rank++] = n;
   return add1(p, OP_ONE_HOT, DT_F32, o, sp, idx);
 }
 
-/* the index operands of a routing op: i32[G, S, K] on x's (or the
- * combined result's) groups and tokens */
-static void need_routes(const Value *expert, const Value *slot, int64_t g, int64_t s) {
-  need(expert->dtype == DT_I32 && slot->dtype == DT_I32 && expert->shape.rank == 3 &&
-           shape_eq(&expert->shape, &slot->shape) && expert->shape.d[0] == g && expert->shape.d[1] == s,
-       "routing indices that are not i32[G, S, K]");
+/* operands_fit for the index operands of a routing op: i32[G, S, K] on
+ * x's (or the combined result's) groups and tokens */
+static void routes_fit(const Value *expert, const Value *slot, int64_t g, int64_t s) {
+  operands_fit(expert->dtype == DT_I32 && slot->dtype == DT_I32 && expert->shape.rank == 3 &&
+                   shape_eq(&expert->shape, &slot->shape) && expert->shape.d[0] == g && expert->shape.d[1] == s,
+               "routing indices that are not i32[G, S, K]");
 }
 
 static Value *dispatch(Program *p, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
                        Span sp) {
-  need(dtype_is_float(x->dtype) && x->shape.rank == 3 && e > 0 && c > 0, "dispatch of a non-float [G, S, M] tensor");
-  need_routes(expert, slot, x->shape.d[0], x->shape.d[1]);
-  need(!weight || (weight->dtype == DT_F32 && shape_eq(&weight->shape, &expert->shape)),
-       "dispatch weights not f32[G, S, K]");
+  operands_fit(dtype_is_float(x->dtype) && x->shape.rank == 3 && e > 0 && c > 0,
+               "dispatch of a non-float [G, S, M] tensor");
+  routes_fit(expert, slot, x->shape.d[0], x->shape.d[1]);
+  operands_fit(!weight || (weight->dtype == DT_F32 && shape_eq(&weight->shape, &expert->shape)),
+               "dispatch weights not f32[G, S, K]");
   Shape o = {4, {e, x->shape.d[0], c, x->shape.d[2]}};
   Value *args[4] = {x, expert, slot, weight};
   return ir_add(p, OP_DISPATCH, x->dtype, o, sp, weight ? 4 : 3, args);
@@ -865,9 +873,9 @@ Value *ir_dispatch_weighted(Program *p, Value *x, Value *expert, Value *slot, Va
 Value *ir_combine(Program *p, Value *y, Value *expert, Value *slot, Value *weight, Span sp) {
   if (autocast(p))
     y = ir_cast(p, y, DT_BF16, sp);
-  need(dtype_is_float(y->dtype) && y->shape.rank == 4, "combine of a non-float [E, G, C, M] tensor");
-  need_routes(expert, slot, y->shape.d[1], expert->shape.d[1]);
-  need(weight->dtype == DT_F32 && shape_eq(&weight->shape, &expert->shape), "combine weights not f32[G, S, K]");
+  operands_fit(dtype_is_float(y->dtype) && y->shape.rank == 4, "combine of a non-float [E, G, C, M] tensor");
+  routes_fit(expert, slot, y->shape.d[1], expert->shape.d[1]);
+  operands_fit(weight->dtype == DT_F32 && shape_eq(&weight->shape, &expert->shape), "combine weights not f32[G, S, K]");
   Shape o = {3, {y->shape.d[1], expert->shape.d[1], y->shape.d[3]}};
   Value *args[4] = {y, expert, slot, weight};
   return ir_add(p, OP_COMBINE, DT_F32, o, sp, 4, args);
@@ -883,7 +891,7 @@ Value *ir_rng(Program *p, int dist, double a, double b, Shape shape, Span sp) {
 }
 
 Value *ir_iota(Program *p, Shape shape, int axis, Span sp) {
-  need(axis >= 0 && axis < shape.rank && shape.d[axis] <= (int64_t)INT32_MAX + 1, "iota with a bad axis");
+  operands_fit(axis >= 0 && axis < shape.rank && shape.d[axis] <= (int64_t)INT32_MAX + 1, "iota with a bad axis");
   Value *v = ir_add(p, OP_IOTA, DT_I32, shape, sp, 0, NULL);
   v->axis = axis;
   return v;
@@ -1082,16 +1090,6 @@ Program *ir_clone(const Program *src) {
   return dst;
 }
 
-void ir_count_uses(Program *p) {
-  for (int i = 0; i < p->nvalues; i++)
-    p->values[i]->nuses = 0;
-  for (int i = 0; i < p->nvalues; i++)
-    for (int j = 0; j < p->values[i]->nargs; j++)
-      p->values[i]->args[j]->nuses++;
-  for (int i = 0; i < p->noutputs; i++)
-    p->outputs[i].value->nuses++;
-}
-
 void ir_dce(Program *p) {
   bool *live = xcalloc((size_t)p->nvalues, sizeof *live);
   for (int i = 0; i < p->noutputs; i++)
@@ -1114,6 +1112,44 @@ void ir_dce(Program *p) {
   p->nvalues = n;
   free(live);
   ir_count_uses(p);
+}
+
+/* ---- the uses of each value --------------------------------------------------- */
+
+IrUses ir_uses(const Program *p) {
+  int n = p->nvalues;
+  IrUses u = {n, xcalloc((size_t)n + 1, sizeof *u.first), NULL, xcalloc((size_t)n + 1, sizeof *u.outputs)};
+  for (int i = 0; i < n; i++) /* counted at first[id + 1], then summed up: first[id] is where id's begin */
+    for (int k = 0; k < p->values[i]->nargs; k++)
+      u.first[p->values[i]->args[k]->id + 1]++;
+  for (int i = 0; i < n; i++)
+    u.first[i + 1] += u.first[i];
+  u.list = xcalloc(2 * (size_t)u.first[n] + 1, sizeof *u.list);
+  int *at = xcalloc((size_t)n + 1, sizeof *at); /* per value: its pairs stored so far */
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < p->values[i]->nargs; k++) {
+      int a = p->values[i]->args[k]->id, j = u.first[a] + at[a]++;
+      u.list[2 * j] = i;
+      u.list[2 * j + 1] = k;
+    }
+  free(at);
+  for (int i = 0; i < p->noutputs; i++)
+    u.outputs[p->outputs[i].value->id]++;
+  return u;
+}
+
+void ir_uses_free(IrUses *u) {
+  free(u->first);
+  free(u->list);
+  free(u->outputs);
+  *u = (IrUses){0};
+}
+
+void ir_count_uses(Program *p) {
+  IrUses u = ir_uses(p);
+  for (int i = 0; i < p->nvalues; i++)
+    p->values[i]->nuses = ir_uses_count(&u, i);
+  ir_uses_free(&u);
 }
 
 /* ---- where indices come from ------------------------------------------------- */

@@ -603,7 +603,7 @@ static int compile(const Options *o) {
         exhausted = !more;
         break;
       }
-      last_largest = plan_largest(p->arena, spmd, plan);
+      last_largest = stats_largest(p->arena, spmd, plan);
       held_budget -= (double)(plan_total(plan) - o->mem_budget);
       shard_reset(p);
       plan_free(plan);
@@ -622,7 +622,7 @@ static int compile(const Options *o) {
                  "largest parts: %s (gslc --stats says how)", (long long)o->mem_budget, (long long)plan_total(plan),
                  chosen ? " with every region recomputed" : "",
                  o->auto_shard ? "" : " (without --auto-shard, the annotations decide)",
-                 plan_largest(p->arena, spmd, plan));
+                 stats_largest(p->arena, spmd, plan));
       goto done;
     }
     /* the next regions in the order, until their savings cover the excess */
@@ -663,7 +663,7 @@ static int compile(const Options *o) {
     else if (o->mode == MODE_ANNOTATIONS)
       annotations_print(f, p);
     else
-      plan_stats(f, spmd, plan);
+      stats_print(f, spmd, plan);
     if ((out ? fclose(f) : fflush(f)) != 0) {
       diag_fatal("cannot write %s: %s", out ? out : "stdout", strerror(errno));
       goto done;

@@ -489,25 +489,19 @@ Cuts rule_layout(const ShardRule *r, const Value *v, const Sharding *res, RuleAr
 }
 
 bool *rule_linear_uses(const Program *g) {
+  IrUses uses = ir_uses(g);
   bool *lin = xcalloc((size_t)g->nvalues + 1, sizeof *lin);
-  int *uses = xcalloc((size_t)g->nvalues + 1, sizeof *uses);
   for (int i = 0; i < g->nvalues; i++)
-    lin[i] = true;
+    lin[i] = ir_uses_reads(&uses, i) == 1 && !uses.outputs[i]; /* one operand slot reads it, no output names it */
   for (int i = 0; i < g->nvalues; i++) {
     const Value *u = g->values[i];
     if (!u->nargs)
       continue;
     ShardRule r;
     shard_rule(u, &r);
-    for (int k = 0; k < u->nargs; k++) {
-      uses[u->args[k]->id]++;
+    for (int k = 0; k < u->nargs; k++)
       lin[u->args[k]->id] &= rule_linear(&r, k);
-    }
   }
-  for (int i = 0; i < g->noutputs; i++)
-    lin[g->outputs[i].value->id] = false;
-  for (int i = 0; i < g->nvalues; i++)
-    lin[i] &= uses[i] == 1;
-  free(uses);
+  ir_uses_free(&uses);
   return lin;
 }

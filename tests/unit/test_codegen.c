@@ -1022,7 +1022,7 @@ static void test_spmd_ir(void) {
 
   /* buffers: wg, y, xr, z, rs, the all_to_all, the sum (reduced in place),
    * the max (a copy of the input x) and the draw; none for the local slice.
-   * They lie in one arena (plan.c), allocated once; setup keeps each one's
+   * They lie in one arena (plan.c, plan_arena.c), allocated once; setup keeps each one's
    * address in a global, the kernels load it through their slots, and the
    * step only calls the kernels (one per value with code), computing no
    * address itself (a call's slots are a constant). */

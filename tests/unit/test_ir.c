@@ -102,6 +102,42 @@ static void test_dce(void) {
   ir_free(p);
 }
 
+/* x; a = x * x; b = exp(a); c = a + b; outputs c and a (twice). The uses
+ * of x: (a, 0), (a, 1); of a: (b, 0), (c, 0), and two outputs; of b:
+ * (c, 1); c: an output alone. */
+static void test_uses(void) {
+  Program *p = ir_new("t.gsl");
+  Value *x = add_input(p, "x", shape_of(1, (int64_t[]){4}));
+  Value *a = ir_binary(p, BF_MUL, x, x, nospan);
+  Value *b = ir_unary(p, UF_EXP, a, nospan);
+  Value *c = ir_binary(p, BF_ADD, a, b, nospan);
+  add_output(p, "c", c);
+  add_output(p, "a", a);
+  add_output(p, "a2", a);
+  IrUses u = ir_uses(p);
+  CU_ASSERT_EQUAL(u.nvalues, 4);
+  CU_ASSERT_EQUAL(u.first[u.nvalues], 5); /* operand slots in all */
+  CU_ASSERT_EQUAL(ir_uses_reads(&u, x->id), 2);
+  CU_ASSERT_EQUAL(u.list[2 * u.first[x->id]], a->id);
+  CU_ASSERT_EQUAL(u.list[2 * u.first[x->id] + 1], 0);
+  CU_ASSERT_EQUAL(u.list[2 * u.first[x->id] + 3], 1);
+  int j = u.first[a->id];
+  CU_ASSERT_EQUAL(ir_uses_reads(&u, a->id), 2);
+  CU_ASSERT_TRUE(u.list[2 * j] == b->id && u.list[2 * j + 1] == 0);
+  CU_ASSERT_TRUE(u.list[2 * j + 2] == c->id && u.list[2 * j + 3] == 0);
+  CU_ASSERT_EQUAL(u.outputs[a->id], 2);
+  CU_ASSERT_EQUAL(ir_uses_count(&u, a->id), 4);
+  j = u.first[b->id];
+  CU_ASSERT_TRUE(ir_uses_reads(&u, b->id) == 1 && u.list[2 * j] == c->id && u.list[2 * j + 1] == 1);
+  CU_ASSERT_EQUAL(ir_uses_reads(&u, c->id), 0);
+  CU_ASSERT_EQUAL(ir_uses_count(&u, c->id), 1);
+  ir_uses_free(&u);
+  ir_count_uses(p);
+  CU_ASSERT_EQUAL(a->nuses, 4);
+  CU_ASSERT_EQUAL(x->nuses, 2);
+  ir_free(p);
+}
+
 static void test_shapes(void) {
   Shape a = shape_of(3, (int64_t[]){2, 3, 4});
   CU_ASSERT_EQUAL(shape_elems(&a), 24);
@@ -347,6 +383,7 @@ void add_ir_tests(void) {
   tests_add(s, "print", test_print);
   tests_add(s, "verify catches broken IR", test_verify_catches);
   tests_add(s, "dce", test_dce);
+  tests_add(s, "uses", test_uses);
   tests_add(s, "shapes", test_shapes);
   tests_add(s, "builder", test_builder);
   tests_add(s, "bf16 rounding and builder rules", test_round_bf16);

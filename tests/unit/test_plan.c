@@ -1,7 +1,8 @@
-/* test_plan.c — plan.c: which values get buffers, their lifetimes, their
- * places in the arena with reuse, and plan_verify. Expected sizes are
- * worked out by hand in the comments; the placement of a large random
- * program is checked against the plain quadratic greedy it implements. */
+/* test_plan.c — plan.c and plan_arena.c: which values get buffers, their
+ * lifetimes, their places in the arena with reuse, and plan_verify.
+ * Expected sizes are worked out by hand in the comments; the placement of
+ * a large random program is checked against the plain quadratic greedy it
+ * implements. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
