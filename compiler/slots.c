@@ -269,8 +269,8 @@ static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
     Block *B = &S->blk[S->b[v->id]];
     if (B->bad)
       return NULL;
-    /* the counts: in the dispatch's pass, at its call site (in no region) */
-    Build at = build_at(dst, v->pass, v->site, 0);
+    /* the counts: beside the dispatch, in its pass, call site and region */
+    Build at = build_at(dst, v->pass, v->site, v->region);
     B->fills = make_fills(&at, args[1], args[2], v->shape.d[0], v->span);
     return ir_copy(dst, v, args);
   }
@@ -285,7 +285,7 @@ static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
   if (B->bad || !B->fills)
     return NULL;
   args[v->nargs] = B->fills;
-  Build at = build_at(dst, v->pass, v->site, 0); /* v's pass and call site (in no region) */
+  Build at = build_at(dst, v->pass, v->site, v->region); /* where v was built */
   Value *c = ir_add(&at, OP_EINSUM, v->dtype, v->shape, v->span, v->nargs + 1, args);
   c->site = v->site;
   c->name = v->name;
