@@ -47,6 +47,8 @@
 
 typedef struct AD {
   Program *p;    /* the program, growing at its end */
+  Build b;       /* what the rules build with: the backward pass at the call site of the value being
+                    differentiated */
   Value **ct;    /* per forward value id: its cotangent so far, NULL: none yet */
   bool *active;  /* per forward value id: gets a cotangent */
   int nfwd;      /* forward values: ids below it */
@@ -91,7 +93,6 @@ static Value *recomputed(AD *a, Value *v) {
     return v;
   if (a->re[v->id])
     return a->re[v->id];
-  Program *p = a->p;
   Value **stack = xmalloc(sizeof *stack * 16);
   int n = 0, cap = 16;
   stack[n++] = v;
@@ -116,10 +117,7 @@ static Value *recomputed(AD *a, Value *v) {
     for (int k = 0; k < u->nargs; k++)
       ops[k] = a->unit[u->args[k]->region] == a->unit[u->region] && a->re[u->args[k]->id] ? a->re[u->args[k]->id]
                                                                                          : u->args[k];
-    Pass pass = p->pass;
-    p->pass = PASS_RECOMPUTE;
-    Value *c = ir_copy(p, u, ops);
-    p->pass = pass;
+    Value *c = ir_copy(a->p, u, ops);
     c->pass = PASS_RECOMPUTE;
     c->remat_of = u;
     if (ops != args)
@@ -130,7 +128,9 @@ static Value *recomputed(AD *a, Value *v) {
   return a->re[v->id];
 }
 
-static Value *zeros(AD *a, DType dt, Shape s) { return ir_broadcast(a->p, ir_const(a->p, dt, 0, a->sp), s, a->sp); }
+static Value *zeros(AD *a, DType dt, Shape s) {
+  return ir_broadcast(&a->b, ir_const(&a->b, dt, 0, a->sp), s, a->sp);
+}
 
 /* ---- accumulating cotangents ----------------------------------------------------- */
 
@@ -186,7 +186,7 @@ static Value *add_runs(AD *a, Value *old, Value *d) {
     /* a non-zero run must be whole within [at, e) */
     if ((ra[i].v && (ra[i].start != at || ea != e)) || (rb[j].v && (rb[j].start != at || eb != e)))
       goto fail;
-    Value *v = ra[i].v && rb[j].v ? ir_binary(a->p, BF_ADD, ra[i].v, rb[j].v, a->sp) : ra[i].v ? ra[i].v : rb[j].v;
+    Value *v = ra[i].v && rb[j].v ? ir_binary(&a->b, BF_ADD, ra[i].v, rb[j].v, a->sp) : ra[i].v ? ra[i].v : rb[j].v;
     if (!v && n && !out[n - 1].v)
       out[n - 1].len += e - at; /* zeros after zeros: one run */
     else
@@ -203,7 +203,7 @@ static Value *add_runs(AD *a, Value *old, Value *d) {
     s.d[axis] = out[k].len;
     parts[k] = out[k].v ? out[k].v : zeros(a, old->dtype, s);
   }
-  Value *r = ir_concat(a->p, parts, n, axis, a->sp);
+  Value *r = ir_concat(&a->b, parts, n, axis, a->sp);
   free(parts);
   free(ra);
   free(rb);
@@ -257,7 +257,7 @@ static void join_runs(AD *a, int id) {
       at = r->seg[k].start + r->seg[k].len;
     }
   }
-  a->ct[id] = n == 1 ? parts[0] : ir_concat(a->p, parts, n, r->axis, a->sp);
+  a->ct[id] = n == 1 ? parts[0] : ir_concat(&a->b, parts, n, r->axis, a->sp);
   free(parts);
   r->n = 0;
 }
@@ -289,7 +289,7 @@ static void accum_slice(AD *a, const Value *x, int axis, int64_t start, int64_t 
       apart = false; /* a partial overlap */
   }
   if (apart && same >= 0) {
-    r->seg[same].v = ir_binary(a->p, BF_ADD, r->seg[same].v, g, a->sp);
+    r->seg[same].v = ir_binary(&a->b, BF_ADD, r->seg[same].v, g, a->sp);
     return;
   }
   if (apart) {
@@ -312,7 +312,7 @@ static void accum_slice(AD *a, const Value *x, int axis, int64_t start, int64_t 
     s.d[axis] = after;
     parts[n++] = zeros(a, g->dtype, s);
   }
-  accum(a, x, n == 1 ? g : ir_concat(a->p, parts, n, axis, a->sp));
+  accum(a, x, n == 1 ? g : ir_concat(&a->b, parts, n, axis, a->sp));
 }
 
 static void accum(AD *a, const Value *x, Value *d) {
@@ -325,25 +325,25 @@ static void accum(AD *a, const Value *x, Value *d) {
         shape_str(a->p->arena, &d->shape), dtype_name(x->dtype), shape_str(a->p->arena, &x->shape));
   Value *old = a->ct[x->id];
   Value *sum = old ? add_runs(a, old, d) : d;
-  a->ct[x->id] = sum ? sum : ir_binary(a->p, BF_ADD, old, d, a->sp);
+  a->ct[x->id] = sum ? sum : ir_binary(&a->b, BF_ADD, old, d, a->sp);
 }
 
 /* ---- the elementwise formulas of unary.def and binary.def ------------------------- */
 
-#define K(c) ir_const(a->p, a->dt, (c), a->sp)
-#define NEG(u) ir_unary(a->p, UF_NEG, (u), a->sp)
-#define LOG(u) ir_unary(a->p, UF_LOG, (u), a->sp)
-#define ADD(u, w) ir_binary(a->p, BF_ADD, (u), (w), a->sp)
-#define SUB(u, w) ir_binary(a->p, BF_SUB, (u), (w), a->sp)
-#define MUL(u, w) ir_binary(a->p, BF_MUL, (u), (w), a->sp)
-#define DIV(u, w) ir_binary(a->p, BF_DIV, (u), (w), a->sp)
-#define POW(u, w) ir_binary(a->p, BF_POW, (u), (w), a->sp)
-#define GT(u, w) ir_binary(a->p, BF_GT, (u), (w), a->sp)
-#define LT(u, w) ir_binary(a->p, BF_LT, (u), (w), a->sp)
-#define GE(u, w) ir_binary(a->p, BF_GE, (u), (w), a->sp)
-#define LE(u, w) ir_binary(a->p, BF_LE, (u), (w), a->sp)
-#define COS(u) ir_unary(a->p, UF_COS, (u), a->sp)
-#define SIN(u) ir_unary(a->p, UF_SIN, (u), a->sp)
+#define K(c) ir_const(&a->b, a->dt, (c), a->sp)
+#define NEG(u) ir_unary(&a->b, UF_NEG, (u), a->sp)
+#define LOG(u) ir_unary(&a->b, UF_LOG, (u), a->sp)
+#define ADD(u, w) ir_binary(&a->b, BF_ADD, (u), (w), a->sp)
+#define SUB(u, w) ir_binary(&a->b, BF_SUB, (u), (w), a->sp)
+#define MUL(u, w) ir_binary(&a->b, BF_MUL, (u), (w), a->sp)
+#define DIV(u, w) ir_binary(&a->b, BF_DIV, (u), (w), a->sp)
+#define POW(u, w) ir_binary(&a->b, BF_POW, (u), (w), a->sp)
+#define GT(u, w) ir_binary(&a->b, BF_GT, (u), (w), a->sp)
+#define LT(u, w) ir_binary(&a->b, BF_LT, (u), (w), a->sp)
+#define GE(u, w) ir_binary(&a->b, BF_GE, (u), (w), a->sp)
+#define LE(u, w) ir_binary(&a->b, BF_LE, (u), (w), a->sp)
+#define COS(u) ir_unary(&a->b, UF_COS, (u), a->sp)
+#define SIN(u) ir_unary(&a->b, UF_SIN, (u), a->sp)
 #define GELU_D(u) gelu_slope(a, (u))
 #define NONE NULL
 
@@ -352,7 +352,7 @@ static void accum(AD *a, const Value *x, Value *d) {
 static Value *gelu_slope(AD *a, Value *x) {
   const double c = 0.79788456080286535588;
   Value *x2 = MUL(x, x);
-  Value *t = ir_unary(a->p, UF_TANH, MUL(K(c), ADD(x, MUL(K(0.044715), MUL(x2, x)))), a->sp);
+  Value *t = ir_unary(&a->b, UF_TANH, MUL(K(c), ADD(x, MUL(K(0.044715), MUL(x2, x)))), a->sp);
   Value *half = MUL(K(0.5), ADD(K(1), t));
   Value *inner = MUL(K(c), ADD(K(1), MUL(K(3 * 0.044715), x2)));
   return ADD(half, MUL(MUL(K(0.5), x), MUL(SUB(K(1), MUL(t, t)), inner)));
@@ -423,30 +423,32 @@ static void d_spmd(AD *a, const Value *v, Value *g) {
 }
 
 static void d_select(AD *a, const Value *v, Value *g) {
-  Value *z = ir_const(a->p, g->dtype, 0, a->sp);
+  Value *z = ir_const(&a->b, g->dtype, 0, a->sp);
   if (diff_slot(v, 1))
-    accum(a, v->args[1], ir_select(a->p, v->args[0], g, z, a->sp));
+    accum(a, v->args[1], ir_select(&a->b, v->args[0], g, z, a->sp));
   if (diff_slot(v, 2))
-    accum(a, v->args[2], ir_select(a->p, v->args[0], z, g, a->sp));
+    accum(a, v->args[2], ir_select(&a->b, v->args[0], z, g, a->sp));
 }
 
 /* between f32 and bf16: the cotangent cast back (f32 gradients of bf16
  * uses are summed in f32) */
-static void d_cast(AD *a, const Value *v, Value *g) { accum(a, v->args[0], ir_cast(a->p, g, v->args[0]->dtype, a->sp)); }
+static void d_cast(AD *a, const Value *v, Value *g) {
+  accum(a, v->args[0], ir_cast(&a->b, g, v->args[0]->dtype, a->sp));
+}
 
 static void d_annotate(AD *a, const Value *v, Value *g) {
-  accum(a, v->args[0], ir_annotate(a->p, g, &v->sh, a->sp)); /* the cotangent laid out as the value */
+  accum(a, v->args[0], ir_annotate(&a->b, g, &v->sh, a->sp)); /* the cotangent laid out as the value */
 }
 
 static void d_reshape(AD *a, const Value *v, Value *g) {
-  accum(a, v->args[0], ir_reshape(a->p, g, v->args[0]->shape, a->sp));
+  accum(a, v->args[0], ir_reshape(&a->b, g, v->args[0]->shape, a->sp));
 }
 
 static void d_transpose(AD *a, const Value *v, Value *g) {
   int inv[GSL_MAX_RANK];
   for (int i = 0; i < v->shape.rank; i++)
     inv[v->perm[i]] = i;
-  accum(a, v->args[0], ir_transpose(a->p, g, inv, a->sp));
+  accum(a, v->args[0], ir_transpose(&a->b, g, inv, a->sp));
 }
 
 /* g summed over the new and the stretched dims, back to the operand's shape */
@@ -459,7 +461,7 @@ static void d_broadcast(AD *a, const Value *v, Value *g) {
       mask |= 1u << i;
     else
       kept[nk++] = v->perm[i];
-  Value *s = mask ? ir_reduce(a->p, RF_SUM, g, mask, a->sp) : g;
+  Value *s = mask ? ir_reduce(&a->b, RF_SUM, g, mask, a->sp) : g;
   int order[GSL_MAX_RANK]; /* the kept dims in the operand's order */
   bool sorted = true;
   for (int i = 0; i < nk; i++) {
@@ -475,9 +477,9 @@ static void d_broadcast(AD *a, const Value *v, Value *g) {
           order[i] = order[j];
           order[j] = t;
         }
-    s = ir_transpose(a->p, s, order, a->sp);
+    s = ir_transpose(&a->b, s, order, a->sp);
   }
-  accum(a, x, ir_reshape(a->p, s, x->shape, a->sp));
+  accum(a, x, ir_reshape(&a->b, s, x->shape, a->sp));
 }
 
 /* g between zeros along the axis */
@@ -490,7 +492,7 @@ static void d_concat(AD *a, const Value *v, Value *g) {
   for (int k = 0; k < v->nargs; k++) {
     int64_t len = v->args[k]->shape.d[v->axis];
     if (diff_slot(v, k))
-      accum(a, v->args[k], ir_slice(a->p, g, v->axis, off, len, a->sp));
+      accum(a, v->args[k], ir_slice(&a->b, g, v->axis, off, len, a->sp));
     off += len;
   }
 }
@@ -508,8 +510,8 @@ static void d_einsum(AD *a, const Value *v, Value *g) {
     strcpy(z.in[0], e->out);
     strcpy(z.in[1], e->in[1 - k]);
     strcpy(z.out, e->in[k]);
-    Value *ops[2] = {ir_cast(a->p, g, v->args[1 - k]->dtype, a->sp), v->args[1 - k]}; /* bf16 ops: g rounded */
-    accum(a, v->args[k], ir_einsum(a->p, &z, ops, a->sp));
+    Value *ops[2] = {ir_cast(&a->b, g, v->args[1 - k]->dtype, a->sp), v->args[1 - k]}; /* bf16 ops: g rounded */
+    accum(a, v->args[k], ir_einsum(&a->b, &z, ops, a->sp));
   }
 }
 
@@ -519,40 +521,40 @@ static Value *unreduce(AD *a, Value *g, const Value *x, uint32_t rmask) {
   for (int i = 0; i < s.rank; i++)
     if (rmask & (1u << i))
       s.d[i] = 1;
-  return ir_reshape(a->p, g, s, a->sp);
+  return ir_reshape(&a->b, g, s, a->sp);
 }
 
 /* sum: g broadcast back; max: g shared equally by the elements equal to
  * the maximum (PyTorch's amax) */
 static void d_reduce(AD *a, const Value *v, Value *g) {
   Value *x = v->args[0];
-  Value *gb = ir_broadcast(a->p, unreduce(a, g, x, v->rmask), x->shape, a->sp);
+  Value *gb = ir_broadcast(&a->b, unreduce(a, g, x, v->rmask), x->shape, a->sp);
   if (v->fn == RF_SUM) {
     accum(a, x, gb);
     return;
   }
-  Value *m = ir_broadcast(a->p, unreduce(a, (Value *)v, x, v->rmask), x->shape, a->sp);
-  Value *hit = ir_binary(a->p, BF_EQ, x, m, a->sp);
-  Value *count = ir_reduce(a->p, RF_SUM, hit, v->rmask, a->sp);
-  Value *cb = ir_broadcast(a->p, unreduce(a, count, x, v->rmask), x->shape, a->sp);
-  accum(a, x, ir_binary(a->p, BF_DIV, ir_binary(a->p, BF_MUL, gb, hit, a->sp), cb, a->sp));
+  Value *m = ir_broadcast(&a->b, unreduce(a, (Value *)v, x, v->rmask), x->shape, a->sp);
+  Value *hit = ir_binary(&a->b, BF_EQ, x, m, a->sp);
+  Value *count = ir_reduce(&a->b, RF_SUM, hit, v->rmask, a->sp);
+  Value *cb = ir_broadcast(&a->b, unreduce(a, count, x, v->rmask), x->shape, a->sp);
+  accum(a, x, ir_binary(&a->b, BF_DIV, ir_binary(&a->b, BF_MUL, gb, hit, a->sp), cb, a->sp));
 }
 
 /* inclusive: x_j reaches y_i for i >= j, so dx = total - exclusive
  * cumsum of g; exclusive: i > j, so dx = total - inclusive cumsum */
 static void d_cumsum(AD *a, const Value *v, Value *g) {
   Value *x = v->args[0];
-  Value *tot = ir_reduce(a->p, RF_SUM, g, 1u << v->axis, a->sp);
-  Value *tb = ir_broadcast(a->p, unreduce(a, tot, x, 1u << v->axis), x->shape, a->sp);
-  accum(a, x, ir_binary(a->p, BF_SUB, tb, ir_cumsum(a->p, g, v->axis, !v->exclusive, a->sp), a->sp));
+  Value *tot = ir_reduce(&a->b, RF_SUM, g, 1u << v->axis, a->sp);
+  Value *tb = ir_broadcast(&a->b, unreduce(a, tot, x, 1u << v->axis), x->shape, a->sp);
+  accum(a, x, ir_binary(&a->b, BF_SUB, tb, ir_cumsum(&a->b, g, v->axis, !v->exclusive, a->sp), a->sp));
 }
 
 static void d_gather(AD *a, const Value *v, Value *g) {
-  accum(a, v->args[0], ir_scatter_add(a->p, g, v->args[1], v->args[0]->shape.d[0], a->sp));
+  accum(a, v->args[0], ir_scatter_add(&a->b, g, v->args[1], v->args[0]->shape.d[0], a->sp));
 }
 
 static void d_scatter_add(AD *a, const Value *v, Value *g) {
-  accum(a, v->args[0], ir_gather(a->p, g, v->args[1], a->sp));
+  accum(a, v->args[0], ir_gather(&a->b, g, v->args[1], a->sp));
 }
 
 /* [G, S, K]: per choice k, the dot product over M of u's row [G, S, M]
@@ -563,13 +565,13 @@ static Value *route_dot(AD *a, Value *u, Value *big, Value *expert, Value *slot)
   Value **parts = xmalloc(sizeof *parts * (size_t)K);
   Shape gs = {2, {G, S}}, col = {3, {G, S, 1}};
   for (int64_t k = 0; k < K; k++) {
-    Value *ck = ir_broadcast(a->p, ir_const(a->p, DT_I32, (double)k, a->sp), gs, a->sp);
-    Value *row = ir_combine(a->p, big, expert, slot, ir_one_hot(a->p, ck, K, a->sp), a->sp);
-    Value *dot = ir_reduce(a->p, RF_SUM, ir_binary(a->p, BF_MUL, ir_cast(a->p, u, DT_F32, a->sp), row, a->sp), 1u << 2,
-                           a->sp);
-    parts[k] = ir_reshape(a->p, dot, col, a->sp);
+    Value *ck = ir_broadcast(&a->b, ir_const(&a->b, DT_I32, (double)k, a->sp), gs, a->sp);
+    Value *row = ir_combine(&a->b, big, expert, slot, ir_one_hot(&a->b, ck, K, a->sp), a->sp);
+    Value *dot = ir_reduce(&a->b, RF_SUM, ir_binary(&a->b, BF_MUL, ir_cast(&a->b, u, DT_F32, a->sp), row, a->sp),
+                           1u << 2, a->sp);
+    parts[k] = ir_reshape(&a->b, dot, col, a->sp);
   }
-  Value *r = K == 1 ? parts[0] : ir_concat(a->p, parts, (int)K, 2, a->sp);
+  Value *r = K == 1 ? parts[0] : ir_concat(&a->b, parts, (int)K, 2, a->sp);
   free(parts);
   return r;
 }
@@ -579,9 +581,9 @@ static Value *route_dot(AD *a, Value *u, Value *big, Value *expert, Value *slot)
  * combine does; the weight gets x's row dotted with that row */
 static void d_dispatch(AD *a, const Value *v, Value *g) {
   Value *ex = v->args[1], *sl = v->args[2];
-  Value *w = v->nargs == 4 ? v->args[3] : ir_broadcast(a->p, ir_const(a->p, DT_F32, 1, a->sp), ex->shape, a->sp);
+  Value *w = v->nargs == 4 ? v->args[3] : ir_broadcast(&a->b, ir_const(&a->b, DT_F32, 1, a->sp), ex->shape, a->sp);
   if (diff_slot(v, 0))
-    accum(a, v->args[0], ir_cast(a->p, ir_combine(a->p, g, ex, sl, w, a->sp), v->args[0]->dtype, a->sp));
+    accum(a, v->args[0], ir_cast(&a->b, ir_combine(&a->b, g, ex, sl, w, a->sp), v->args[0]->dtype, a->sp));
   if (v->nargs == 4 && diff_slot(v, 3) && is_active(a, w))
     accum(a, w, route_dot(a, v->args[0], g, ex, sl));
 }
@@ -592,8 +594,8 @@ static void d_dispatch(AD *a, const Value *v, Value *g) {
 static void d_combine(AD *a, const Value *v, Value *g) {
   Value *y = v->args[0], *ex = v->args[1], *sl = v->args[2], *w = v->args[3];
   if (diff_slot(v, 0) && is_active(a, y))
-    accum(a, y, ir_dispatch_weighted(a->p, ir_cast(a->p, g, y->dtype, a->sp), ex, sl, w, y->shape.d[0], y->shape.d[2],
-                                     a->sp)); /* a bf16 y: g rounded before it is moved */
+    accum(a, y, ir_dispatch_weighted(&a->b, ir_cast(&a->b, g, y->dtype, a->sp), ex, sl, w, y->shape.d[0],
+                                     y->shape.d[2], a->sp)); /* a bf16 y: g rounded before it is moved */
   if (diff_slot(v, 3) && is_active(a, w))
     accum(a, w, route_dot(a, g, y, ex, sl));
 }
@@ -613,7 +615,8 @@ static bool trained(const Program *p, const Value *v) {
 /* The optimizer-wide step count (a state tensor counting from 0: the
  * steps done), whose next value, one more, is the step number t the
  * optimizer sees and the count stored for the next step. */
-static Value *step_count(Program *p, const Train *t, Value **next_out) {
+static Value *step_count(const Build *bd, const Train *t, Value **next_out) {
+  Program *p = bd->p;
   Tensor st = {0};
   st.name = arena_printf(p->arena, "%s.t", ir_optim(t->opt)->name);
   st.kind = TK_STATE;
@@ -623,8 +626,8 @@ static Value *step_count(Program *p, const Train *t, Value **next_out) {
   st.init = INIT_ZEROS;
   st.state_of = -1;
   int idx = p->ntensors;
-  Value *tv = ir_tensor(p, &st);
-  Value *next = ir_binary(p, BF_ADD, tv, ir_const(p, DT_F32, 1, t->span), t->span);
+  Value *tv = ir_tensor(bd, &st);
+  Value *next = ir_binary(bd, BF_ADD, tv, ir_const(bd, DT_F32, 1, t->span), t->span);
   ir_root(p, OUT_UPDATE, st.name, next, idx, t->span);
   *next_out = next;
   return tv;
@@ -632,18 +635,18 @@ static Value *step_count(Program *p, const Train *t, Value **next_out) {
 
 /* The learning rate of this step: lr as written, or the schedule's
  * function (decay.def's, sema compiled it) of the steps done. */
-static Value *learning_rate(Program *p, const Train *t, Value *done) {
+static Value *learning_rate(const Build *bd, const Train *t, Value *done) {
   char w[64];
   double dflt, lr = 0;
   for (int k = 0; ir_optim_keyword(t->opt, k, w, sizeof w, &dflt); k++)
     if (strcmp(w, "lr") == 0)
       lr = t->args[k];
-  Value *r = ir_const(p, DT_F32, lr, t->opt_span);
+  Value *r = ir_const(bd, DT_F32, lr, t->opt_span);
   if (!t->schedule)
     return r;
-  Value *args[5] = {done, r, ir_const(p, DT_F32, t->warmup, t->opt_span),
-                    ir_const(p, DT_F32, t->decay_steps, t->opt_span), ir_const(p, DT_F32, t->min_lr, t->opt_span)};
-  if (ir_inline(p, t->schedule, args, 5, &r, 1) != 1 || r->dtype != DT_F32 || r->shape.rank != 0)
+  Value *args[5] = {done, r, ir_const(bd, DT_F32, t->warmup, t->opt_span),
+                    ir_const(bd, DT_F32, t->decay_steps, t->opt_span), ir_const(bd, DT_F32, t->min_lr, t->opt_span)};
+  if (ir_inline(bd, t->schedule, args, 5, &r, 1) != 1 || r->dtype != DT_F32 || r->shape.rank != 0)
     die("optim.gsl's %s does not give one f32 scalar", ir_decay_fn(t->decay));
   return r;
 }
@@ -665,7 +668,8 @@ static uint32_t split_axes(const Program *p, int ti) {
  * in declaration order, but the params split over the same mesh axes
  * together and first, so that their partial sums over those axes meet
  * before the one scalar all-reduce they need. */
-static Value *grad_norm(Program *p, const int *ti, Value **grads, int n, Span sp) {
+static Value *grad_norm(const Build *bd, const int *ti, Value **grads, int n, Span sp) {
+  const Program *p = bd->p;
   Value *total = NULL;
   bool *done = xcalloc((size_t)n + 1, 1);
   for (int pass = 0; pass < 2; pass++)
@@ -676,14 +680,14 @@ static Value *grad_norm(Program *p, const int *ti, Value **grads, int n, Span sp
       for (int j = i; j < n; j++) /* i and every later param split as it is */
         if (!done[j] && split_axes(p, ti[j]) == m) {
           done[j] = true;
-          Value *sq = ir_binary(p, BF_MUL, grads[j], grads[j], sp);
+          Value *sq = ir_binary(bd, BF_MUL, grads[j], grads[j], sp);
           uint32_t all = grads[j]->shape.rank ? (uint32_t)((1ull << grads[j]->shape.rank) - 1) : 0;
-          Value *s = all ? ir_reduce(p, RF_SUM, sq, all, sp) : sq;
-          total = total ? ir_binary(p, BF_ADD, total, s, sp) : s;
+          Value *s = all ? ir_reduce(bd, RF_SUM, sq, all, sp) : sq;
+          total = total ? ir_binary(bd, BF_ADD, total, s, sp) : s;
         }
     }
   free(done);
-  return ir_unary(p, UF_SQRT, total ? total : ir_const(p, DT_F32, 0, sp), sp);
+  return ir_unary(bd, UF_SQRT, total ? total : ir_const(bd, DT_F32, 0, sp), sp);
 }
 
 /* The update (sema's IR function) of the param's shape. */
@@ -695,7 +699,8 @@ static const Program *update_of(const Program *p, const Shape *sh) {
 }
 
 /* The optimizer step of param ti with gradient grad, at learning rate lr. */
-static void optimize(Program *p, int ti, Value *grad, Value *step, Value *lr) {
+static void optimize(const Build *bd, int ti, Value *grad, Value *step, Value *lr) {
+  Program *p = bd->p;
   const Train *t = &p->train;
   const OptimInfo *o = ir_optim(t->opt);
   Value *args[AD_MAX_ARGS], *res[AD_MAX_ARGS];
@@ -716,14 +721,14 @@ static void optimize(Program *p, int ti, Value *grad, Value *step, Value *lr) {
     st.annotated = pt->annotated;
     st.sh = pt->sh;
     sidx[ns] = p->ntensors;
-    args[n++] = ir_tensor(p, &st);
+    args[n++] = ir_tensor(bd, &st);
   }
   if (o->step)
     args[n++] = step;
   double dflt;
   for (int k = 0; ir_optim_keyword(t->opt, k, w, sizeof w, &dflt); k++)
-    args[n++] = strcmp(w, "lr") == 0 ? lr : ir_const(p, DT_F32, t->args[k], t->opt_span);
-  int got = ir_inline(p, update_of(p, &p->tensors[ti].shape), args, n, res, AD_MAX_ARGS);
+    args[n++] = strcmp(w, "lr") == 0 ? lr : ir_const(bd, DT_F32, t->args[k], t->opt_span);
+  int got = ir_inline(bd, update_of(p, &p->tensors[ti].shape), args, n, res, AD_MAX_ARGS);
   if (got != 1 + ns)
     die("optim.gsl's %s gives %d values, optim.def names %d states", o->fn, got, ns);
   for (int k = 0; k < got; k++)
@@ -756,29 +761,26 @@ void ad_train(Program *p) {
     for (int k = 0; k < v->nargs && !dep[i]; k++)
       dep[i] = diff_slot(v, k) && dep[v->args[k]->id];
   }
-  AD a = {p, xcalloc((size_t)n, sizeof(Value *)), xcalloc((size_t)n, 1), n,
-          xcalloc((size_t)p->nregions + 1, sizeof(int)), xcalloc((size_t)n, sizeof(Value *)),
-          xcalloc((size_t)n + 1, sizeof(Runs)), t->span, DT_F32};
+  AD a = {p, build_at(p, PASS_BACKWARD, (Span){0}, 0), xcalloc((size_t)n, sizeof(Value *)),
+          xcalloc((size_t)n, 1), n, xcalloc((size_t)p->nregions + 1, sizeof(int)),
+          xcalloc((size_t)n, sizeof(Value *)), xcalloc((size_t)n + 1, sizeof(Runs)), t->span, DT_F32};
   for (int r = 1; r <= p->nregions; r++)
     a.unit[r] = ir_region_unit(p, r);
   for (int i = 0; i <= L; i++)
     a.active[i] = dep[i] && dreach[i];
   if (a.active[L]) {
-    Span site = p->site;
-    p->pass = PASS_BACKWARD;
-    a.ct[L] = ir_const(p, DT_F32, 1, t->span);
+    a.ct[L] = ir_const(&a.b, DT_F32, 1, t->span);
     for (int i = L; i >= 0; i--) {
       const Value *v = p->values[i];
       if (!a.active[i] || !ct_of(&a, i) || v->op == OP_PARAM)
         continue;
       a.sp = v->span;
       a.dt = dtype_is_float(v->dtype) ? v->dtype : DT_F32;
-      p->site = v->site;
+      a.b = build_at(p, PASS_BACKWARD, v->site, 0); /* v's backward: at v's call site */
       rules[v->op](&a, recomputed(&a, (Value *)v), a.ct[i]);
     }
-    p->site = site;
   }
-  p->pass = PASS_UPDATE;
+  Build upd = build_at(p, PASS_UPDATE, (Span){0}, 0); /* the optimizer's values */
   int ntensors = p->ntensors; /* the optimizer adds its states after */
   int *trained_ti = xmalloc(sizeof *trained_ti * (size_t)(ntensors + 1)), ntrained = 0;
   Value **grads = xmalloc(sizeof *grads * (size_t)(ntensors + 1));
@@ -808,24 +810,24 @@ void ad_train(Program *p) {
     /* the step count, the lr, the norm and clipping, then every update */
     Value *step = NULL, *done = NULL;
     if (ir_optim(t->opt)->step || t->schedule)
-      done = step_count(p, t, &step);
-    Value *lr = learning_rate(p, t, done);
-    Value *norm = grad_norm(p, trained_ti, grads, ntrained, t->opt_span);
+      done = step_count(&upd, t, &step);
+    Value *lr = learning_rate(&upd, t, done);
+    Value *norm = grad_norm(&upd, trained_ti, grads, ntrained, t->opt_span);
     Value *coef = NULL;
     if (t->clip > 0) { /* min(1, clip / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_ */
-      Value *eps = ir_binary(p, BF_ADD, norm, ir_const(p, DT_F32, 1e-6, t->opt_span), t->opt_span);
-      coef = ir_binary(p, BF_MIN, ir_const(p, DT_F32, 1, t->opt_span),
-                       ir_binary(p, BF_DIV, ir_const(p, DT_F32, t->clip, t->opt_span), eps, t->opt_span),
+      Value *eps = ir_binary(&upd, BF_ADD, norm, ir_const(&upd, DT_F32, 1e-6, t->opt_span), t->opt_span);
+      coef = ir_binary(&upd, BF_MIN, ir_const(&upd, DT_F32, 1, t->opt_span),
+                       ir_binary(&upd, BF_DIV, ir_const(&upd, DT_F32, t->clip, t->opt_span), eps, t->opt_span),
                        t->opt_span);
     }
     for (int k = 0; k < ntrained; k++)
-      optimize(p, trained_ti[k], coef ? ir_binary(p, BF_MUL, grads[k], coef, t->opt_span) : grads[k], step, lr);
+      optimize(&upd, trained_ti[k], coef ? ir_binary(&upd, BF_MUL, grads[k], coef, t->opt_span) : grads[k], step,
+               lr);
     ir_signal(p, "lr", "lr", lr, t->opt_span);
     ir_signal(p, "grad_norm", "gnorm", norm, t->opt_span);
   }
   free(trained_ti);
   free(grads);
-  p->pass = PASS_FORWARD;
   ir_root(p, OUT_LOSS, "loss", t->loss, -1, t->span);
   for (int k = 0; k < t->nupdates; k++)
     if (t->updates[k]->home == p) /* else borrowed from the program ir_clone copied */

@@ -161,8 +161,8 @@ bool sema_bool_kwarg(Sema *s, Scope *sc, const Args *a, const char *name, bool d
 /* ---- sharding annotations --------------------------------------------------------------- */
 
 int sema_axis_index(const Sema *s, const char *name) {
-  for (int i = 0; i < s->p->mesh.naxes; i++)
-    if (strcmp(s->p->mesh.name[i], name) == 0)
+  for (int i = 0; i < s->b.p->mesh.naxes; i++)
+    if (strcmp(s->b.p->mesh.name[i], name) == 0)
       return i;
   return -1;
 }
@@ -171,13 +171,13 @@ bool sema_check_sharding(Sema *s, const Sharding *sh, const Shape *shape, const 
   for (int i = 0; i < shape->rank; i++) {
     int64_t shards = 1;
     for (int j = 0; j < sh->naxes[i]; j++)
-      shards *= s->p->mesh.size[sh->axes[i][j]];
+      shards *= s->b.p->mesh.size[sh->axes[i][j]];
     if (shape->d[i] < shards) {
       const char *axes = "";
       for (int j = 0; j < sh->naxes[i]; j++) {
         int ax = sh->axes[i][j];
-        axes = arena_printf(s->p->arena, "%s%s%s = %" PRId64, axes, j ? ", " : "", s->p->mesh.name[ax],
-                            s->p->mesh.size[ax]);
+        axes = arena_printf(s->b.p->arena, "%s%s%s = %" PRId64, axes, j ? ", " : "", s->b.p->mesh.name[ax],
+                            s->b.p->mesh.size[ax]);
       }
       sema_error(s, sp, "dimension %d of %s (size %" PRId64 ") cannot be cut into %" PRId64 " shards (mesh axes %s): "
                  "every shard would need at least one element",
@@ -191,7 +191,7 @@ bool sema_check_sharding(Sema *s, const Sharding *sh, const Shape *shape, const 
 static bool add_axis(Sema *s, Sharding *sh, int dim, const Node *axis, uint32_t *used) {
   int ax = sema_axis_index(s, axis->name);
   if (ax < 0) {
-    if (s->p->mesh.naxes == 0)
+    if (s->b.p->mesh.naxes == 0)
       sema_error(s, axis->span, "unknown mesh axis '%s' (the program declares no mesh)", axis->name);
     else
       sema_error(s, axis->span, "unknown mesh axis '%s'", axis->name);
@@ -228,7 +228,7 @@ bool sema_annotation_sharding(Sema *s, Scope *sc, int id, const Args *a, int fir
       }
       return add_axis(s, sh, dim, ax, &used);
     }
-    for (int i = 0; i < s->p->mesh.naxes; i++)
+    for (int i = 0; i < s->b.p->mesh.naxes; i++)
       sh->axes[dim][sh->naxes[dim]++] = (uint8_t)i;
     return true;
   }
@@ -290,7 +290,7 @@ static R bi_unary(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   Value *x = r.v;
   if (!unary_int_ok(b->fn))
     x = need_f32(s, fn, x, sp);
-  return x ? rval(ir_unary(s->p, b->fn, x, sp)) : none;
+  return x ? rval(ir_unary(&s->b, b->fn, x, sp)) : none;
 }
 
 static R bi_binary(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -328,8 +328,8 @@ static R bi_where(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   }
   Value *va, *vb;
   if (is_num(x) && is_num(y)) {
-    va = ir_const(s->p, DT_F32, num(x), sp);
-    vb = ir_const(s->p, DT_F32, num(y), sp);
+    va = ir_const(&s->b, DT_F32, num(x), sp);
+    vb = ir_const(&s->b, DT_F32, num(y), sp);
   } else {
     sema_promote(s, &x, &y, sp, &va, &vb);
   }
@@ -342,7 +342,7 @@ static R bi_where(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   }
   if (!sema_check_shape(s, &o, va->dtype, "where", sp))
     return none;
-  return rval(ir_select(s->p, c, va, vb, sp));
+  return rval(ir_select(&s->b, c, va, vb, sp));
 }
 
 static R bi_cast(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -356,7 +356,7 @@ static R bi_cast(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
     sema_error(s, t->span, "cast: the type must be f32, bf16 or i32");
     return none;
   }
-  return rval(ir_cast(s->p, x, dt, sp));
+  return rval(ir_cast(&s->b, x, dt, sp));
 }
 
 /* f32(x), bf16(x): casts (to bf16: to nearest, ties to even); of a number,
@@ -365,12 +365,12 @@ static R bi_convert(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   Span sp = a->call->span;
   R r = sema_eval(s, sc, a->pos[0]);
   if (is_num(r))
-    return rval(ir_const(s->p, (DType)b->fn, num(r), sp));
+    return rval(ir_const(&s->b, (DType)b->fn, num(r), sp));
   if (r.k == R_TUPLE)
     sema_error(s, sp, "%s: the argument gives several values", b->name);
   if (r.k != R_VALUE)
     return none;
-  return rval(ir_cast(s->p, r.v, (DType)b->fn, sp));
+  return rval(ir_cast(&s->b, r.v, (DType)b->fn, sp));
 }
 
 /* cast_like(x, y): x cast to y's dtype (a library function computing in
@@ -381,7 +381,7 @@ static R bi_cast_like(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   (void)b;
   if (!x || !y)
     return none;
-  return rval(ir_cast(s->p, x, y->dtype, sp));
+  return rval(ir_cast(&s->b, x, y->dtype, sp));
 }
 
 static R bi_reduce(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -408,14 +408,14 @@ static R bi_reduce(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   if (x->shape.rank == 0) {
     v = x;
   } else if (id == BI_MEAN) { /* in f32 whatever x is, rounded back once */
-    v = ir_reduce(s->p, b->fn, ir_cast(s->p, x, DT_F32, sp), mask, sp);
+    v = ir_reduce(&s->b, b->fn, ir_cast(&s->b, x, DT_F32, sp), mask, sp);
     int64_t n = shape_elems(&x->shape) / shape_elems(&v->shape);
-    v = ir_cast(s->p, sema_elementwise2(s, BF_MUL, v, ir_const(s->p, DT_F32, 1.0 / (double)n, sp), sp), x->dtype, sp);
+    v = ir_cast(&s->b, sema_elementwise2(s, BF_MUL, v, ir_const(&s->b, DT_F32, 1.0 / (double)n, sp), sp), x->dtype, sp);
   } else {
-    v = ir_reduce(s->p, b->fn, x, mask, sp);
+    v = ir_reduce(&s->b, b->fn, x, mask, sp);
   }
   if (keep)
-    v = ir_reshape(s->p, v, keep_shape(&x->shape, mask), sp);
+    v = ir_reshape(&s->b, v, keep_shape(&x->shape, mask), sp);
   return rval(v);
 }
 
@@ -431,18 +431,18 @@ static R softmax(Sema *s, Scope *sc, const Builtin *b, const Args *a, bool logar
     sema_error(s, sp, "%s needs a tensor of rank 1 or more", fn);
     return none;
   }
-  Program *p = s->p;
+  const Build *bd = &s->b;
   uint32_t m = 1u << d;
   Shape k = keep_shape(&x->shape, m);
   DType dt = x->dtype;
-  x = ir_cast(p, x, DT_F32, sp); /* computed in f32, given back in x's dtype */
-  Value *mx = ir_reshape(p, ir_reduce(p, RF_MAX, x, m, sp), k, sp);
-  Value *z = ir_binary(p, BF_SUB, x, mx, sp);
-  Value *e = ir_unary(p, UF_EXP, z, sp);
-  Value *sum = ir_reshape(p, ir_reduce(p, RF_SUM, e, m, sp), k, sp);
+  x = ir_cast(bd, x, DT_F32, sp); /* computed in f32, given back in x's dtype */
+  Value *mx = ir_reshape(bd, ir_reduce(bd, RF_MAX, x, m, sp), k, sp);
+  Value *z = ir_binary(bd, BF_SUB, x, mx, sp);
+  Value *e = ir_unary(bd, UF_EXP, z, sp);
+  Value *sum = ir_reshape(bd, ir_reduce(bd, RF_SUM, e, m, sp), k, sp);
   if (logarithm)
-    return rval(ir_cast(p, ir_binary(p, BF_SUB, z, ir_unary(p, UF_LOG, sum, sp), sp), dt, sp));
-  return rval(ir_cast(p, ir_binary(p, BF_DIV, e, sum, sp), dt, sp));
+    return rval(ir_cast(bd, ir_binary(bd, BF_SUB, z, ir_unary(bd, UF_LOG, sum, sp), sp), dt, sp));
+  return rval(ir_cast(bd, ir_binary(bd, BF_DIV, e, sum, sp), dt, sp));
 }
 
 static R bi_softmax(Sema *s, Scope *sc, const Builtin *b, const Args *a) { return softmax(s, sc, b, a, false); }
@@ -459,7 +459,7 @@ static R bi_cumsum(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   }
   if (!x || !dim_arg(s, sc, dim_node(a, 1), x->shape.rank, fn, &d))
     return none;
-  return rval(ir_cumsum(s->p, x, d, sema_bool_kwarg(s, sc, a, "exclusive", false), sp));
+  return rval(ir_cumsum(&s->b, x, d, sema_bool_kwarg(s, sc, a, "exclusive", false), sp));
 }
 
 static R bi_one_hot(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -481,7 +481,7 @@ static R bi_one_hot(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   o.d[o.rank++] = n;
   if (!sema_check_shape(s, &o, DT_F32, "one_hot", sp))
     return none;
-  return rval(ir_one_hot(s->p, x, n, sp));
+  return rval(ir_one_hot(&s->b, x, n, sp));
 }
 
 /* iota's and arange's extent along the counted dimension: its indices
@@ -502,7 +502,7 @@ static R bi_arange(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
     return none;
   }
   Shape o = {1, {n}};
-  return rval(ir_iota(s->p, o, 0, a->call->span));
+  return rval(ir_iota(&s->b, o, 0, a->call->span));
 }
 
 /* iota([d0, d1, ...], dim): i32 of that shape, each element its index
@@ -554,7 +554,7 @@ static R bi_iota(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
                d, o.d[d]);
     return none;
   }
-  return rval(ir_iota(s->p, o, d, sp));
+  return rval(ir_iota(&s->b, o, d, sp));
 }
 
 static R bi_gather(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -575,7 +575,7 @@ static R bi_gather(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
     o.d[o.rank++] = t->shape.d[i];
   if (!sema_check_shape(s, &o, t->dtype, "gather", sp))
     return none;
-  return rval(ir_gather(s->p, t, ix, sp));
+  return rval(ir_gather(&s->b, t, ix, sp));
 }
 
 static R bi_reshape(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -628,10 +628,10 @@ static R bi_reshape(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   }
   if (known != n) {
     sema_error(s, sp, "reshape: %s has %" PRId64 " elements but the new shape %s has %" PRId64, sema_vtype(s, x), n,
-         shape_str(s->p->arena, &o), known);
+         shape_str(s->b.p->arena, &o), known);
     return none;
   }
-  return rval(ir_reshape(s->p, x, o, sp));
+  return rval(ir_reshape(&s->b, x, o, sp));
 }
 
 static R bi_transpose(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -662,7 +662,7 @@ static R bi_transpose(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
       perm[i] = d;
     }
   }
-  return rval(ir_transpose(s->p, x, perm, sp));
+  return rval(ir_transpose(&s->b, x, perm, sp));
 }
 
 static R bi_concat(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -673,7 +673,7 @@ static R bi_concat(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
     sema_error(s, l->span, "concat: expected the tensors as a list, like [a, b]");
     return none;
   }
-  Value **xs = arena_alloc(s->p->arena, sizeof(Value *) * (size_t)l->list.len);
+  Value **xs = arena_alloc(s->b.p->arena, sizeof(Value *) * (size_t)l->list.len);
   for (int i = 0; i < l->list.len; i++)
     if (!(xs[i] = sema_eval_value(s, sc, l->list.items[i])))
       return none;
@@ -694,7 +694,7 @@ static R bi_concat(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   }
   if (!sema_check_shape(s, &o, xs[0]->dtype, "concat", sp))
     return none;
-  return rval(ir_concat(s->p, xs, l->list.len, d, sp));
+  return rval(ir_concat(&s->b, xs, l->list.len, d, sp));
 }
 
 static R bi_slice(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -719,7 +719,7 @@ static R bi_slice(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
          sema_span_text(s, a->pos[2]->span), sema_span_text(s, a->pos[3]->span), d, sema_vtype(s, x), n);
     return none;
   }
-  return rval(ir_slice(s->p, x, d, lo, hi - lo, sp));
+  return rval(ir_slice(&s->b, x, d, lo, hi - lo, sp));
 }
 
 static R bi_einsum(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -741,7 +741,7 @@ static R bi_uniform_like(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   Value *x = sema_eval_value(s, sc, a->pos[0]);
   if (!x)
     return none;
-  return rval(ir_rng(s->p, RNG_UNIFORM, 0, 1, x->shape, sp));
+  return rval(ir_rng(&s->b, RNG_UNIFORM, 0, 1, x->shape, sp));
 }
 
 static R bi_annotate(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
@@ -752,9 +752,10 @@ static R bi_annotate(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
     return none;
   Sharding sh;
   if (!sema_annotation_sharding(s, sc, id, a, 1, &x->shape, &sh) ||
-      !sema_check_sharding(s, &sh, &x->shape, arena_printf(s->p->arena, "'%s'", sema_span_text(s, a->pos[0]->span)), sp))
+      !sema_check_sharding(s, &sh, &x->shape,
+                           arena_printf(s->b.p->arena, "'%s'", sema_span_text(s, a->pos[0]->span)), sp))
     return none;
-  return rval(ir_annotate(s->p, x, &sh, sp));
+  return rval(ir_annotate(&s->b, x, &sh, sp));
 }
 
 static R bi_initializer(Sema *s, Scope *sc, const Builtin *b, const Args *a) {

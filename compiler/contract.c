@@ -49,8 +49,8 @@ Value *sema_einsum(Sema *s, const char *text, Value **ops, int nin, Span sp) {
   DType dt = nin == 2 ? sema_promote_types(ops[0]->dtype, ops[1]->dtype) : ops[0]->dtype;
   if (!sema_check_shape(s, &out, dt, "einsum", sp))
     return NULL;
-  Value *cast[2] = {ir_cast(s->p, ops[0], dt, sp), nin == 2 ? ir_cast(s->p, ops[1], dt, sp) : NULL};
-  return ir_einsum(s->p, &z, cast, sp);
+  Value *cast[2] = {ir_cast(&s->b, ops[0], dt, sp), nin == 2 ? ir_cast(&s->b, ops[1], dt, sp) : NULL};
+  return ir_einsum(&s->b, &z, cast, sp);
 }
 
 /* a @ b: batched matrix product over the last two dims, batch dims broadcast */
@@ -70,8 +70,8 @@ Value *sema_matmul(Sema *s, Value *a, Value *b, Span sp) {
     return NULL;
   }
   DType dt = sema_promote_types(a->dtype, b->dtype); /* f32 with bf16: f32, as JAX */
-  a = ir_cast(s->p, a, dt, sp);
-  b = ir_cast(s->p, b, dt, sp);
+  a = ir_cast(&s->b, a, dt, sp);
+  b = ir_cast(&s->b, b, dt, sp);
   /* letters: one per batch position ('a', 'b', ...), then rows w, inner y,
    * columns x. A size-1 batch dim facing a larger one is squeezed out of its
    * operand (it broadcasts); a missing one is simply absent. */
@@ -111,11 +111,11 @@ Value *sema_matmul(Sema *s, Value *a, Value *b, Span sp) {
   out.d[out.rank++] = b->shape.d[rb - 1];
   if (!sema_check_shape(s, &out, a->dtype, "'@'", sp))
     return NULL;
-  Value *ops[2] = {ir_reshape(s->p, a, sa, sp), ir_reshape(s->p, b, sb, sp)};
+  Value *ops[2] = {ir_reshape(&s->b, a, sa, sp), ir_reshape(&s->b, b, sb, sp)};
   EinsumSpec e = {2, {{0}, {0}}, {0}, {0}, 0};
   strcpy(e.in[0], la);
   strcpy(e.in[1], lb);
   strcpy(e.out, lo);
-  return ir_einsum(s->p, &e, ops, sp);
+  return ir_einsum(&s->b, &e, ops, sp);
 }
 

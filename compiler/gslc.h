@@ -500,17 +500,14 @@ typedef struct Program {
   Train train;      /* the train statement, if any */
   uint32_t nstreams; /* RNG streams handed out */
   bool spmd;         /* values carry local shapes (partition.c's output) */
-  DType precision;   /* gslc --precision: DT_F32, or DT_BF16 (products and moe bodies in bf16) */
+  DType precision;   /* gslc --precision: DT_F32, or DT_BF16 (products and moe bodies in bf16; build_at
+                        reads it) */
   MoeNote *moe;      /* slots_skip_empty's notes, one per moe block (in the arena), not carried by rewrites */
   int nmoe;          /* entries of moe */
-  Span site;         /* builder state: the outermost call being inlined, stamped on new values (src NULL: none) */
-  Pass pass;         /* builder state: stamped on new values */
-  bool keep_f32;     /* builder state: under --precision bf16, products stay f32 (a moe block's gating) */
   struct Program *home; /* an IR function (ir_new_fn): the program it is inlined into, whose arena
                            holds it; NULL for a program of its own */
   Region *regions;   /* sema's regions, numbered from 1 (in the arena) */
   int nregions, capregions;
-  int region;        /* builder state: the region new values are built in (0: none) */
   const struct Program *base; /* a copy (ir_clone): the program copied, whose IR functions it may inline */
   ConstDef *consts;  /* sema's: the user's consts in source order, for the manifest's "build" */
   int nconsts;       /* entries of consts */
@@ -523,8 +520,36 @@ Program *ir_new(const char *path);
  * as long as home) and inlined into home by ir_inline. */
 Program *ir_new_fn(Program *home);
 void ir_free(Program *p); /* an IR function: its arrays (its values stay in home's arena) */
-/* appends a value; args copied into the arena; site from p->site */
-Value *ir_add(Program *p, Op op, DType dt, Shape shape, Span sp, int nargs, Value **args);
+
+/* How a pass builds IR: the program new values go into and the modes they
+ * are built in, one value the pass makes (build_at) and hands to every
+ * builder call. None of it is kept in the program, so a mode lasts as long
+ * as the Build that carries it: nothing is left set when a pass returns,
+ * and a scope's modes (a call's site, a moe block's f32 gating) end with
+ * the scope's Build. */
+typedef struct Build {
+  Program *p;    /* the program new values are appended to */
+  Pass pass;     /* the part of the step they belong to, stamped on them */
+  Span site;     /* the outermost call being inlined, stamped on them (src NULL: none, each its own span) */
+  int region;    /* the Region they are built in, stamped on them (0: none) */
+  bool autocast; /* gslc --precision bf16: a product of f32 operands takes them rounded to bf16, and a moe
+                    block's routed tokens move as bf16 (ir_einsum_acc, ir_dispatch, ir_combine) */
+} Build;
+
+/* A builder of pass's values into p, at call site `site` (src NULL: none)
+ * and in region `region`; its products autocast when p's precision is
+ * bf16 and pass is PASS_FORWARD (read now: set p->precision first). */
+Build build_at(Program *p, Pass pass, Span site, int region);
+/* b at another call site and region: an inlined call's body, a remat
+ * for's iteration */
+Build build_in(Build b, Span site, int region);
+/* b with its products in f32 whatever the precision (a moe block's gates,
+ * as GShard keeps them; an IR function's body) */
+Build build_f32(Build b);
+
+/* appends a value to b->p, stamped with b's pass, site (or sp where b has
+ * none) and region; args copied into the arena */
+Value *ir_add(const Build *b, Op op, DType dt, Shape shape, Span sp, int nargs, Value **args);
 Shape shape_of(int rank, const int64_t *d);
 int64_t shape_elems(const Shape *s);
 bool shape_eq(const Shape *a, const Shape *b);
@@ -536,51 +561,52 @@ const char *dtype_name(DType d);
 const char *op_name(Op op);
 const char *sharding_str(Arena *a, const Program *p, const Value *v); /* "[d, _] partial(e)" */
 
-/* The builder: the one way any pass makes IR. Each call takes operands
- * that fit (a misfit is a compiler bug, and dies: user errors are sema's
- * to report first), works out the result's dtype and shape, and returns the
- * new value (or its operand, where the op would change nothing). */
-Value *ir_const(Program *p, DType dt, double x, Span sp);              /* a scalar */
+/* The builder: the one way any pass makes IR. Each call takes the Build
+ * it builds with and operands that fit (a misfit is a compiler bug, and
+ * dies: user errors are sema's to report first), works out the result's
+ * dtype and shape, and returns the new value (or its operand, where the op
+ * would change nothing). Its modes are bd's alone. */
+Value *ir_const(const Build *bd, DType dt, double x, Span sp);             /* a scalar */
 double ir_round_bf16(double x); /* x as f32, rounded to the nearest bf16 (ties to even); NaN kept */
-Value *ir_unary(Program *p, int fn, Value *x, Span sp);
-Value *ir_binary(Program *p, int fn, Value *a, Value *b, Span sp);    /* numpy-broadcasts a and b; same dtype */
-Value *ir_select(Program *p, Value *c, Value *a, Value *b, Span sp);  /* broadcasts all three */
-Value *ir_cast(Program *p, Value *x, DType dt, Span sp);
-Value *ir_broadcast(Program *p, Value *x, Shape to, Span sp);         /* numpy: trailing dims aligned */
-Value *ir_reshape(Program *p, Value *x, Shape to, Span sp);
-Value *ir_transpose(Program *p, Value *x, const int *perm, Span sp);  /* result dim i is x's dim perm[i] */
-Value *ir_slice(Program *p, Value *x, int axis, int64_t start, int64_t len, Span sp);
-Value *ir_concat(Program *p, Value **xs, int n, int axis, Span sp);
-Value *ir_reduce(Program *p, int fn, Value *x, uint32_t mask, Span sp); /* the dims in mask dropped */
-Value *ir_cumsum(Program *p, Value *x, int axis, bool exclusive, Span sp);
+Value *ir_unary(const Build *bd, int fn, Value *x, Span sp);
+Value *ir_binary(const Build *bd, int fn, Value *a, Value *b, Span sp);   /* numpy-broadcasts a and b; same dtype */
+Value *ir_select(const Build *bd, Value *c, Value *a, Value *b, Span sp); /* broadcasts all three */
+Value *ir_cast(const Build *bd, Value *x, DType dt, Span sp);
+Value *ir_broadcast(const Build *bd, Value *x, Shape to, Span sp);        /* numpy: trailing dims aligned */
+Value *ir_reshape(const Build *bd, Value *x, Shape to, Span sp);
+Value *ir_transpose(const Build *bd, Value *x, const int *perm, Span sp); /* result dim i is x's dim perm[i] */
+Value *ir_slice(const Build *bd, Value *x, int axis, int64_t start, int64_t len, Span sp);
+Value *ir_concat(const Build *bd, Value **xs, int n, int axis, Span sp);
+Value *ir_reduce(const Build *bd, int fn, Value *x, uint32_t mask, Span sp); /* the dims in mask dropped */
+Value *ir_cumsum(const Build *bd, Value *x, int axis, bool exclusive, Span sp);
 /* einsum of one or two operands: letters private to one operand are summed
  * first, a one-operand spec is a transpose */
-Value *ir_einsum(Program *p, const EinsumSpec *e, Value **ops, Span sp);
+Value *ir_einsum(const Build *bd, const EinsumSpec *e, Value **ops, Span sp);
 /* the same without the final rounding: an einsum of bf16 operands as its
  * f32 accumulation (OP_EINSUM's result on bf16 operands is f32) */
-Value *ir_einsum_acc(Program *p, const EinsumSpec *e, Value **ops, Span sp);
-Value *ir_gather(Program *p, Value *table, Value *idx, Span sp);
+Value *ir_einsum_acc(const Build *bd, const EinsumSpec *e, Value **ops, Span sp);
+Value *ir_gather(const Build *bd, Value *table, Value *idx, Span sp);
 /* gather's transpose: f32[rows, D...] of zeros, then each src[i..., :] of
  * src f32[I..., D...] added into row idx[i...] (idx i32[I...]) */
-Value *ir_scatter_add(Program *p, Value *src, Value *idx, int64_t rows, Span sp);
-Value *ir_one_hot(Program *p, Value *idx, int64_t n, Span sp);
+Value *ir_scatter_add(const Build *bd, Value *src, Value *idx, int64_t rows, Span sp);
+Value *ir_one_hot(const Build *bd, Value *idx, int64_t n, Span sp);
 /* moe routing: x f32[G, S, M] into e experts' c slots, f32[E, G, C, M], by
  * expert and slot i32[G, S, K] (a slot outside [0, c) drops the choice);
  * and back: f32[G, S, M] = sum over kept choices of weight f32[G, S, K]
  * times y f32[E, G, C, M] at the choice's (expert, group, slot) */
-Value *ir_dispatch(Program *p, Value *x, Value *expert, Value *slot, int64_t e, int64_t c, Span sp);
+Value *ir_dispatch(const Build *bd, Value *x, Value *expert, Value *slot, int64_t e, int64_t c, Span sp);
 /* the same, each row scaled by its choice's weight f32[G, S, K] (autodiff's
  * transpose of combine) */
-Value *ir_dispatch_weighted(Program *p, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
+Value *ir_dispatch_weighted(const Build *bd, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
                             Span sp);
 /* dispatch's x and result, and combine's y, are f32 or bf16; combine's
  * result is f32 (its sum over choices, weighted by f32 gates) */
-Value *ir_combine(Program *p, Value *y, Value *expert, Value *slot, Value *weight, Span sp);
-Value *ir_rng(Program *p, int dist, double a, double b, Shape shape, Span sp); /* a new stream */
-Value *ir_iota(Program *p, Shape shape, int axis, Span sp); /* i32 of shape: each element its index along axis */
-Value *ir_annotate(Program *p, Value *x, const Sharding *sh, Span sp);
-/* a param or input: t copied into p->tensors, its value made and returned */
-Value *ir_tensor(Program *p, const Tensor *t);
+Value *ir_combine(const Build *bd, Value *y, Value *expert, Value *slot, Value *weight, Span sp);
+Value *ir_rng(const Build *bd, int dist, double a, double b, Shape shape, Span sp); /* a new stream */
+Value *ir_iota(const Build *bd, Shape shape, int axis, Span sp); /* i32 of shape: each element its index along axis */
+Value *ir_annotate(const Build *bd, Value *x, const Sharding *sh, Span sp);
+/* a param or input: t copied into bd->p->tensors, its value made and returned */
+Value *ir_tensor(const Build *bd, const Tensor *t);
 void ir_output(Program *p, const char *name, Value *v, Span sp);     /* an OUT_VALUE */
 /* any kind of root; tensor: OUT_UPDATE's, else -1 */
 void ir_root(Program *p, OutputKind kind, const char *name, Value *v, int tensor, Span sp);
@@ -598,11 +624,11 @@ bool ir_has_signal(const Program *p, const char *name);
  * streams, and is spmd if spmd is set. */
 typedef Value *IrRewriteFn(void *ctx, Program *dst, const Value *v, Value **map);
 Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx);
-/* Opens a region inside the current one (p->region), recomputed if
- * marked until main.c chooses otherwise, and makes it current; the
- * caller restores p->region when it closes. */
-void ir_region_push(Program *p, Span span, Span site, const char *name, int64_t iter, const char *loops,
-                    bool marked);
+/* Adds a region of p inside region `parent` (0: none), recomputed if
+ * marked until main.c chooses otherwise; returns its number, for the
+ * builder of its values (build_in). */
+int ir_region_new(Program *p, int parent, Span span, Span site, const char *name, int64_t iter, const char *loops,
+                  bool marked);
 /* The unit region r is recomputed in: the outermost recomputed region
  * around it (or r itself), 0 when r (a number, 0: none) is kept. */
 int ir_region_unit(const Program *p, int r);
@@ -612,14 +638,16 @@ double ir_flops(const Value *v);
  * IR functions (its train statement's update and schedule, borrowed: they
  * stay src's), so that autodiff can run on it while src stays as it is. */
 Program *ir_clone(const Program *src);
-/* v into dst with operands args: same op, dtype, shape, spans, name, attributes */
+/* v into dst with operands args: same op, dtype, shape, spans, name,
+ * attributes, and v's own pass, site and region */
 Value *ir_copy(Program *dst, const Value *v, Value **args);
-/* The inliner on IR: copies IR function fn (ir_new_fn(dst)) into dst with
- * its parameters standing for args (each of its parameter's dtype and
- * shape), stamping dst's pass and call site and new RNG streams, and
- * stores its results in results. Returns how many (dies if more than
- * maxresults). No front end needed: passes call it on functions sema made. */
-int ir_inline(Program *dst, const Program *fn, Value **args, int nargs, Value **results, int maxresults);
+/* The inliner on IR: copies IR function fn (ir_new_fn(bd->p)) into bd->p
+ * with its parameters standing for args (each of its parameter's dtype and
+ * shape), stamping bd's pass, region and call site (if it has one) and new
+ * RNG streams, and stores its results in results. Returns how many (dies
+ * if more than maxresults). No front end needed: passes call it on
+ * functions sema made. */
+int ir_inline(const Build *bd, const Program *fn, Value **args, int nargs, Value **results, int maxresults);
 
 /* Where an index comes from: a box of an input's elements, which an op's
  * indices hold unchanged. */
@@ -664,17 +692,18 @@ void ir_print(FILE *f, const Program *p); /* --emit-ir, --emit-spmd */
 
 /* ---- vmap.c: batching a body built for one member ---------------------------- */
 
-/* The values p->values[first..) were built for one member of a batch of n
- * (a moe body, for one expert): seeds[i] stands for the member's slice of
- * batch[i] (batch[i] has a leading dim n), and member (or NULL) for the
- * member's index, an i32 scalar (batched: 0..n-1; a tensor with leading
- * dim n indexed by it batches to itself). Rebuilds every value that
- * depends on a seed over [n, ...] (random draws too: one per member), and
- * stores the batched form of results[j] in out[j] (broadcast if it depends
- * on no seed). Returns NULL, or the first value it cannot batch: one whose
+/* The values bd->p->values[first..) were built for one member of a batch
+ * of n (a moe body, for one expert): seeds[i] stands for the member's
+ * slice of batch[i] (batch[i] has a leading dim n), and member (or NULL)
+ * for the member's index, an i32 scalar (batched: 0..n-1; a tensor with
+ * leading dim n indexed by it batches to itself). Rebuilds every value
+ * that depends on a seed over [n, ...] (random draws too: one per member)
+ * with bd at the call site of the value it batches, and stores the batched
+ * form of results[j] in out[j] (broadcast if it depends on no seed).
+ * Returns NULL, or the first value it cannot batch: one whose
  * op has no batching rule (an annotation, a routing op), or one that would
  * have more than GSL_MAX_ELEMS elements batched; out is then unset. */
-const Value *ir_vmap(Program *p, int first, int64_t n, Value **seeds, Value **batch, int nseeds,
+const Value *ir_vmap(const Build *bd, int first, int64_t n, Value **seeds, Value **batch, int nseeds,
                      const Value *member, Value **results, Value **out, int nresults);
 
 /* ---- slots.c: no products over empty moe slots ------------------------------- */
@@ -718,10 +747,13 @@ Program *sema_program(const Node *root, const Source *src, Arena *ast_arena, con
 /* A sema context kept alive, so that the compiler can call GSL functions
  * (the stdlib's, or the program's own) on IR values it made itself:
  *   Sema *s = sema_new(p, ast_arena, &opt);  sema_run(s, root);
- *   ... sema_call(s, "nn", "dense", args, 3, res, 1, at) ...
+ *   Build b = build_at(p, PASS_FORWARD, (Span){0}, 0);
+ *   ... sema_call(s, &b, "nn", "dense", args, 3, res, 1, at) ...
  *   sema_free(s);  ir_dce(p);
  * The program p (from ir_new) and ast_arena (where imported modules are
- * parsed) stay the caller's, and must outlive the context. */
+ * parsed) stay the caller's, and must outlive the context. The program's
+ * own statements are built with build_at(p, PASS_FORWARD, no site, no
+ * region), made here: set p->precision first. */
 typedef struct Sema Sema;
 Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt);
 /* Elaborates root's statements into p; false after reporting errors. A
@@ -731,17 +763,20 @@ Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt);
 bool sema_run(Sema *s, const Node *root);
 /* Inlines function fn of module (a name found as by import, e.g. "nn",
  * loaded once into a scope of its own; NULL: the program's own functions)
- * on args, values of p. Types and arity are checked and shape names bound
- * per call, as for a call in the source; errors are located in the module
+ * on args, values of bd->p, built with bd (in its body, at bd's call site,
+ * or at `at` and in a region of its own where bd has none, as a call at
+ * the top level). Types and arity are checked and shape names bound per
+ * call, as for a call in the source; errors are located in the module
  * with a note at `at` (errors of the call itself are at `at`). Returns how
  * many values fn gives (a number comes back as an f32 scalar), stored in
  * results (dies if more than maxresults), or -1 after reporting errors. */
-int sema_call(Sema *s, const char *module, const char *fn, Value **args, int nargs, Value **results,
-              int maxresults, Span at);
+int sema_call(Sema *s, const Build *bd, const char *module, const char *fn, Value **args, int nargs,
+              Value **results, int maxresults, Span at);
 /* Function fn of module (as sema_call) specialized to nargs parameters of
  * dtypes dt and shapes sh: an IR function of p (ir_new_fn) whose results
- * are fn's, for a later pass to ir_inline without the front end. Errors as
- * sema_call's; NULL after reporting them. */
+ * are fn's, built in f32 (ir_inline copies it as built), for a later pass
+ * to ir_inline without the front end. Errors as sema_call's; NULL after
+ * reporting them. */
 Program *sema_function(Sema *s, const char *module, const char *fn, const DType *dt, const Shape *sh, int nargs,
                        Span at);
 void sema_free(Sema *s); /* the context only; p is left as it is */

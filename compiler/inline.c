@@ -80,7 +80,7 @@ static R run_body(Sema *s, Scope *fsc, const Node *fnode, Span call) {
           result = none;
         }
       } else {
-        Value **vs = arena_alloc(s->p->arena, sizeof(Value *) * (size_t)st->list.len);
+        Value **vs = arena_alloc(s->b.p->arena, sizeof(Value *) * (size_t)st->list.len);
         for (int j = 0; j < st->list.len; j++)
           if (!(vs[j] = sema_eval_value(s, fsc, st->list.items[j])))
             ok = false;
@@ -98,7 +98,7 @@ static R run_body(Sema *s, Scope *fsc, const Node *fnode, Span call) {
     }
     if (s->too_big)
       return none;
-    if (s->p->nvalues > SEMA_MAX_VALUES) {
+    if (s->b.p->nvalues > SEMA_MAX_VALUES) {
       s->too_big = true;
       s->depth--; /* the notes name the calls this one was inlined through */
       sema_error(s, call, "inlining '%s' here takes the program past %d IR values (do functions call each other "
@@ -124,7 +124,7 @@ R inline_fn(Sema *s, Scope *home, const Node *fnode, const R *args, int nargs, c
     sema_error(s, call, "calls nest more than %d deep (is '%s' recursive?)", SEMA_MAX_DEPTH, fn_name(fnode));
     return none;
   }
-  Scope *fsc = arena_alloc(s->p->arena, sizeof *fsc);
+  Scope *fsc = arena_alloc(s->b.p->arena, sizeof *fsc);
   fsc->parent = home;
   for (int i = 0; i < nargs; i++) {
     const Node *arg = fnode->list.items[i];
@@ -146,24 +146,23 @@ R inline_fn(Sema *s, Scope *home, const Node *fnode, const R *args, int nargs, c
     b->rebindable = true;
   }
   s->stack[s->depth++] = (Frame){FRAME_CALL, fn_name(fnode), 0, call};
-  Span site = s->p->site;
-  if (!site.src)
-    s->p->site = call; /* values inlined from here carry the outermost call */
+  Build outer = s->b;
   /* a region of its own: the outermost call (a candidate for --mem-budget)
    * and every call of a remat fn (recomputed) */
-  int region = s->p->region;
-  if (!site.src || fnode->flag) {
+  int region = outer.region;
+  if (!outer.site.src || fnode->flag) {
     const char *loops = NULL; /* the iterations it is made in, for --explain */
     for (int k = 0; k < s->depth - 1; k++)
       if (s->stack[k].kind == FRAME_ITERATION)
-        loops = arena_printf(s->p->arena, "%s%s%s = %" PRId64, loops ? loops : "", loops ? ", " : "",
+        loops = arena_printf(outer.p->arena, "%s%s%s = %" PRId64, loops ? loops : "", loops ? ", " : "",
                              s->stack[k].name, s->stack[k].iter);
-    ir_region_push(s->p, fnode->span, call, fn_name(fnode), -1, loops, fnode->flag);
+    region = ir_region_new(outer.p, outer.region, fnode->span, call, fn_name(fnode), -1, loops, fnode->flag);
   }
+  /* the body's values carry the outermost call as their site */
+  s->b = build_in(outer, outer.site.src ? outer.site : call, region);
   R result = run_body(s, fsc, fnode, call);
   s->depth--;
-  s->p->site = site;
-  s->p->region = region;
+  s->b = outer;
   return result;
 }
 

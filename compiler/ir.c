@@ -12,6 +12,11 @@
  * The builder (ir_unary, ir_einsum, ...) is the one way a pass makes IR: it
  * derives each result's dtype and shape from its operands, so sema,
  * autodiff and the moe vectorizer all build the same well-formed values.
+ * Every call takes a Build, which the pass makes (build_at) and passes:
+ * the program to build into and the modes of what is built (the pass,
+ * the call site and region stamped on each value, and whether products
+ * autocast to bf16). The program holds none of them, so no mode outlives
+ * the code that chose it.
  * The rewriter (ir_rewrite) copies a program through a value map, which
  * is how the partitioner makes the SPMD program; the inliner (ir_inline)
  * copies an IR function (a program of its own, ir_new_fn, whose tensors
@@ -323,7 +328,23 @@ void ir_free(Program *p) {
     arena_free(p->arena);
 }
 
-Value *ir_add(Program *p, Op op, DType dt, Shape shape, Span sp, int nargs, Value **args) {
+Build build_at(Program *p, Pass pass, Span site, int region) {
+  return (Build){p, pass, site, region, p->precision == DT_BF16 && pass == PASS_FORWARD};
+}
+
+Build build_in(Build b, Span site, int region) {
+  b.site = site;
+  b.region = region;
+  return b;
+}
+
+Build build_f32(Build b) {
+  b.autocast = false;
+  return b;
+}
+
+Value *ir_add(const Build *bd, Op op, DType dt, Shape shape, Span sp, int nargs, Value **args) {
+  Program *p = bd->p;
   if (p->nvalues == p->capvalues) {
     p->capvalues = p->capvalues ? 2 * p->capvalues : 64;
     p->values = xrealloc(p->values, (size_t)p->capvalues * sizeof *p->values);
@@ -335,9 +356,9 @@ Value *ir_add(Program *p, Op op, DType dt, Shape shape, Span sp, int nargs, Valu
   v->shape = shape;
   v->gshape = shape;
   v->span = sp;
-  v->site = p->site.src ? p->site : sp;
-  v->pass = p->pass;
-  v->region = p->region;
+  v->site = bd->site.src ? bd->site : sp;
+  v->pass = bd->pass;
+  v->region = bd->region;
   v->nargs = nargs;
   if (nargs) {
     v->args = arena_alloc(p->arena, (size_t)nargs * sizeof *v->args);
@@ -547,8 +568,8 @@ const char *ein_str(Arena *a, const EinsumSpec *e) {
 
 /* ---- the builder ------------------------------------------------------------------ */
 
-static Value *add1(Program *p, Op op, DType dt, Shape sh, Span sp, Value *a) {
-  return ir_add(p, op, dt, sh, sp, 1, &a);
+static Value *add1(const Build *bd, Op op, DType dt, Shape sh, Span sp, Value *a) {
+  return ir_add(bd, op, dt, sh, sp, 1, &a);
 }
 
 /* Dies unless the operands fit the op (ok): a misfit is a compiler bug
@@ -562,9 +583,9 @@ static void operands_fit(bool ok, const char *misfit) {
  * the program would compute */
 double ir_round_bf16(double x) { return gslrt_bf16_widen(gslrt_bf16_round((float)x)); }
 
-Value *ir_const(Program *p, DType dt, double x, Span sp) {
+Value *ir_const(const Build *bd, DType dt, double x, Span sp) {
   Shape sc = {0};
-  Value *v = ir_add(p, OP_CONST, dt, sc, sp, 0, NULL);
+  Value *v = ir_add(bd, OP_CONST, dt, sc, sp, 0, NULL);
   if (dt == DT_I32)
     v->ival = (int64_t)x;
   else
@@ -572,69 +593,71 @@ Value *ir_const(Program *p, DType dt, double x, Span sp) {
   return v;
 }
 
-Value *ir_unary(Program *p, int fn, Value *x, Span sp) {
+Value *ir_unary(const Build *bd, int fn, Value *x, Span sp) {
   unary_fn_name(fn);
-  Value *v = add1(p, OP_UNARY, x->dtype, x->shape, sp, x);
+  Value *v = add1(bd, OP_UNARY, x->dtype, x->shape, sp, x);
   v->fn = fn;
   return v;
 }
 
-Value *ir_broadcast(Program *p, Value *x, Shape to, Span sp) {
+Value *ir_broadcast(const Build *bd, Value *x, Shape to, Span sp) {
   if (shape_eq(&x->shape, &to))
     return x;
   Shape check;
   operands_fit(to.rank >= x->shape.rank && shape_broadcast(&x->shape, &to, &check, NULL) && shape_eq(&check, &to),
-               "broadcast to a shape the operand does not reach");
-  Value *b = add1(p, OP_BROADCAST, x->dtype, to, sp, x);
+       "broadcast to a shape the operand does not reach");
+  Value *b = add1(bd, OP_BROADCAST, x->dtype, to, sp, x);
   int off = to.rank - x->shape.rank;
   for (int i = 0; i < to.rank; i++)
     b->perm[i] = i >= off ? i - off : -1;
   return b;
 }
 
-Value *ir_binary(Program *p, int fn, Value *a, Value *b, Span sp) {
+Value *ir_binary(const Build *bd, int fn, Value *a, Value *b, Span sp) {
   binary_fn_name(fn);
   Shape out;
   operands_fit(a->dtype == b->dtype, "binary operands of different dtypes");
   operands_fit(shape_broadcast(&a->shape, &b->shape, &out, NULL), "binary operands that do not broadcast");
-  Value *args[2] = {ir_broadcast(p, a, out, sp), ir_broadcast(p, b, out, sp)};
-  Value *v = ir_add(p, OP_BINARY, a->dtype, out, sp, 2, args);
+  Value *args[2] = {ir_broadcast(bd, a, out, sp), ir_broadcast(bd, b, out, sp)};
+  Value *v = ir_add(bd, OP_BINARY, a->dtype, out, sp, 2, args);
   v->fn = fn;
   return v;
 }
 
-Value *ir_select(Program *p, Value *c, Value *a, Value *b, Span sp) {
+Value *ir_select(const Build *bd, Value *c, Value *a, Value *b, Span sp) {
   Shape o1, o;
   operands_fit(a->dtype == b->dtype, "select between different dtypes");
   operands_fit(shape_broadcast(&c->shape, &a->shape, &o1, NULL) && shape_broadcast(&o1, &b->shape, &o, NULL),
-               "select operands that do not broadcast");
-  Value *args[3] = {ir_broadcast(p, c, o, sp), ir_broadcast(p, a, o, sp), ir_broadcast(p, b, o, sp)};
-  return ir_add(p, OP_SELECT, a->dtype, o, sp, 3, args);
+       "select operands that do not broadcast");
+  Value *args[3] = {ir_broadcast(bd, c, o, sp), ir_broadcast(bd, a, o, sp), ir_broadcast(bd, b, o, sp)};
+  return ir_add(bd, OP_SELECT, a->dtype, o, sp, 3, args);
 }
 
-Value *ir_cast(Program *p, Value *x, DType dt, Span sp) {
+Value *ir_cast(const Build *bd, Value *x, DType dt, Span sp) {
   if (x->dtype == dt)
     return x;
   /* bf16 -> f32 -> bf16 gives back every bf16: the round trip is the original */
   if (x->op == OP_CAST && x->args[0]->dtype == dt && dt == DT_BF16 && x->dtype == DT_F32)
     return x->args[0];
-  return add1(p, OP_CAST, dt, x->shape, sp, x);
+  return add1(bd, OP_CAST, dt, x->shape, sp, x);
 }
 
 /* bf16 values are stored as bf16 and computed in f32: an op that
  * accumulates (a reduction, a cumsum, a scatter) runs on x widened to f32,
  * and its result is rounded back to bf16 once (wide_end). */
-static Value *wide(Program *p, Value *x, Span sp) { return x->dtype == DT_BF16 ? ir_cast(p, x, DT_F32, sp) : x; }
-static Value *wide_end(Program *p, Value *v, DType dt, Span sp) { return dt == DT_BF16 ? ir_cast(p, v, dt, sp) : v; }
+static Value *wide(const Build *bd, Value *x, Span sp) { return x->dtype == DT_BF16 ? ir_cast(bd, x, DT_F32, sp) : x; }
+static Value *wide_end(const Build *bd, Value *v, DType dt, Span sp) {
+  return dt == DT_BF16 ? ir_cast(bd, v, dt, sp) : v;
+}
 
-Value *ir_reshape(Program *p, Value *x, Shape to, Span sp) {
+Value *ir_reshape(const Build *bd, Value *x, Shape to, Span sp) {
   if (shape_eq(&x->shape, &to))
     return x;
   operands_fit(shape_elems(&x->shape) == shape_elems(&to), "reshape that changes the element count");
-  return add1(p, OP_RESHAPE, x->dtype, to, sp, x);
+  return add1(bd, OP_RESHAPE, x->dtype, to, sp, x);
 }
 
-Value *ir_transpose(Program *p, Value *x, const int *perm, Span sp) {
+Value *ir_transpose(const Build *bd, Value *x, const int *perm, Span sp) {
   Shape o = {0};
   bool ident = true;
   uint32_t seen = 0;
@@ -647,25 +670,25 @@ Value *ir_transpose(Program *p, Value *x, const int *perm, Span sp) {
   }
   if (ident)
     return x;
-  Value *v = add1(p, OP_TRANSPOSE, x->dtype, o, sp, x);
+  Value *v = add1(bd, OP_TRANSPOSE, x->dtype, o, sp, x);
   memcpy(v->perm, perm, sizeof(int) * (size_t)x->shape.rank);
   return v;
 }
 
-Value *ir_slice(Program *p, Value *x, int axis, int64_t start, int64_t len, Span sp) {
+Value *ir_slice(const Build *bd, Value *x, int axis, int64_t start, int64_t len, Span sp) {
   operands_fit(axis >= 0 && axis < x->shape.rank && start >= 0 && len > 0 && start + len <= x->shape.d[axis],
-               "slice out of range");
+       "slice out of range");
   if (start == 0 && len == x->shape.d[axis])
     return x;
   Shape o = x->shape;
   o.d[axis] = len;
-  Value *v = add1(p, OP_SLICE, x->dtype, o, sp, x);
+  Value *v = add1(bd, OP_SLICE, x->dtype, o, sp, x);
   v->axis = axis;
   v->start = start;
   return v;
 }
 
-Value *ir_concat(Program *p, Value **xs, int n, int axis, Span sp) {
+Value *ir_concat(const Build *bd, Value **xs, int n, int axis, Span sp) {
   operands_fit(n >= 1 && axis >= 0 && axis < xs[0]->shape.rank, "concat of nothing, or along no dim");
   if (n == 1)
     return xs[0];
@@ -678,17 +701,17 @@ Value *ir_concat(Program *p, Value **xs, int n, int axis, Span sp) {
     o.d[axis] += xs[i]->shape.d[axis];
   }
   operands_fit(o.d[axis] <= GSL_MAX_ELEMS / (shape_elems(&xs[0]->shape) / xs[0]->shape.d[axis]),
-               "concat result past the element limit");
-  Value *v = ir_add(p, OP_CONCAT, xs[0]->dtype, o, sp, n, xs);
+       "concat result past the element limit");
+  Value *v = ir_add(bd, OP_CONCAT, xs[0]->dtype, o, sp, n, xs);
   v->axis = axis;
   return v;
 }
 
-Value *ir_reduce(Program *p, int fn, Value *x, uint32_t mask, Span sp) {
+Value *ir_reduce(const Build *bd, int fn, Value *x, uint32_t mask, Span sp) {
   reduce_fn_name(fn);
   if (x->dtype == DT_BF16) {
-    Value *r = ir_reduce(p, fn, wide(p, x, sp), mask, sp);
-    return fn == RF_ARGMAX ? r : wide_end(p, r, DT_BF16, sp);
+    Value *r = ir_reduce(bd, fn, wide(bd, x, sp), mask, sp);
+    return fn == RF_ARGMAX ? r : wide_end(bd, r, DT_BF16, sp);
   }
   operands_fit(x->shape.rank == 32 || !(mask >> x->shape.rank), "reduce over dims the operand lacks");
   operands_fit(fn != RF_ARGMAX || x->dtype == DT_F32, "argmax of a non-f32 tensor");
@@ -696,17 +719,17 @@ Value *ir_reduce(Program *p, int fn, Value *x, uint32_t mask, Span sp) {
   for (int i = 0; i < x->shape.rank; i++)
     if (!(mask & (1u << i)))
       out.d[out.rank++] = x->shape.d[i];
-  Value *v = add1(p, OP_REDUCE, fn == RF_ARGMAX ? DT_I32 : x->dtype, out, sp, x);
+  Value *v = add1(bd, OP_REDUCE, fn == RF_ARGMAX ? DT_I32 : x->dtype, out, sp, x);
   v->fn = fn;
   v->rmask = mask;
   return v;
 }
 
-Value *ir_cumsum(Program *p, Value *x, int axis, bool exclusive, Span sp) {
+Value *ir_cumsum(const Build *bd, Value *x, int axis, bool exclusive, Span sp) {
   operands_fit(axis >= 0 && axis < x->shape.rank, "cumsum along no dim");
   if (x->dtype == DT_BF16)
-    return wide_end(p, ir_cumsum(p, wide(p, x, sp), axis, exclusive, sp), DT_BF16, sp);
-  Value *v = add1(p, OP_CUMSUM, x->dtype, x->shape, sp, x);
+    return wide_end(bd, ir_cumsum(bd, wide(bd, x, sp), axis, exclusive, sp), DT_BF16, sp);
+  Value *v = add1(bd, OP_CUMSUM, x->dtype, x->shape, sp, x);
   v->axis = axis;
   v->exclusive = exclusive;
   return v;
@@ -714,7 +737,7 @@ Value *ir_cumsum(Program *p, Value *x, int axis, bool exclusive, Span sp) {
 
 /* Sums away the letters of operand x that appear neither in other nor in
  * out; updates letters in place. */
-static Value *sum_private(Program *p, Value *x, char *letters, const char *other, const char *out, Span sp) {
+static Value *sum_private(const Build *bd, Value *x, char *letters, const char *other, const char *out, Span sp) {
   uint32_t mask = 0;
   char kept[GSL_MAX_RANK + 1];
   int m = 0;
@@ -728,7 +751,7 @@ static Value *sum_private(Program *p, Value *x, char *letters, const char *other
   if (!mask)
     return x;
   strcpy(letters, kept);
-  return ir_reduce(p, RF_SUM, x, mask, sp);
+  return ir_reduce(bd, RF_SUM, x, mask, sp);
 }
 
 double ein_flops(const EinsumSpec *e, const Shape *const *args) {
@@ -766,21 +789,20 @@ static void ein_extents(const EinsumSpec *e, Value **ops, int64_t *size) {
   }
 }
 
-Value *ir_einsum(Program *p, const EinsumSpec *spec, Value **ops, Span sp) {
-  Value *v = ir_einsum_acc(p, spec, ops, sp);
-  return wide_end(p, v, ops[0]->dtype, sp);
+Value *ir_einsum(const Build *bd, const EinsumSpec *spec, Value **ops, Span sp) {
+  Value *v = ir_einsum_acc(bd, spec, ops, sp);
+  return wide_end(bd, v, ops[0]->dtype, sp);
 }
 
-/* gslc --precision bf16 (torch.autocast, GShard): the forward pass's
- * products of f32 operands take them rounded to bf16 and accumulate in f32;
- * a moe block's dispatched tokens and its experts' results move as bf16. */
-static bool autocast(const Program *p) { return p->precision == DT_BF16 && p->pass == PASS_FORWARD && !p->keep_f32; }
-
-Value *ir_einsum_acc(Program *p, const EinsumSpec *spec, Value **ops, Span sp) {
+/* gslc --precision bf16 (torch.autocast, GShard), where the builder
+ * autocasts (build_at: the forward pass; build_f32 turns it off): products
+ * of f32 operands take them rounded to bf16 and accumulate in f32; a moe
+ * block's dispatched tokens and its experts' results move as bf16. */
+Value *ir_einsum_acc(const Build *bd, const EinsumSpec *spec, Value **ops, Span sp) {
   Value *cast[2];
-  if (spec->nin == 2 && autocast(p) && ops[0]->dtype == DT_F32 && ops[1]->dtype == DT_F32) {
-    cast[0] = ir_cast(p, ops[0], DT_BF16, sp);
-    cast[1] = ir_cast(p, ops[1], DT_BF16, sp);
+  if (spec->nin == 2 && bd->autocast && ops[0]->dtype == DT_F32 && ops[1]->dtype == DT_F32) {
+    cast[0] = ir_cast(bd, ops[0], DT_BF16, sp);
+    cast[1] = ir_cast(bd, ops[1], DT_BF16, sp);
     ops = cast;
   }
   EinsumSpec z = *spec;
@@ -792,51 +814,50 @@ Value *ir_einsum_acc(Program *p, const EinsumSpec *spec, Value **ops, Span sp) {
     operands_fit(size[z.out[i] & 127] > 0, "einsum result letter in no operand");
     out.d[out.rank++] = size[z.out[i] & 127];
   }
-  Value *a = sum_private(p, ops[0], z.in[0], z.nin > 1 ? z.in[1] : NULL, z.out, sp);
+  Value *a = sum_private(bd, ops[0], z.in[0], z.nin > 1 ? z.in[1] : NULL, z.out, sp);
   if (z.nin == 1) { /* what is left is a permutation */
     int perm[GSL_MAX_RANK];
     for (int i = 0; z.out[i]; i++)
       perm[i] = (int)(strchr(z.in[0], z.out[i]) - z.in[0]);
-    return ir_transpose(p, a, perm, sp);
+    return ir_transpose(bd, a, perm, sp);
   }
-  Value *b = sum_private(p, ops[1], z.in[1], z.in[0], z.out, sp);
+  Value *b = sum_private(bd, ops[1], z.in[1], z.in[0], z.out, sp);
   Value *args[2] = {a, b};
-  Value *v = ir_add(p, OP_EINSUM, a->dtype == DT_BF16 ? DT_F32 : a->dtype, out, sp, 2, args);
+  Value *v = ir_add(bd, OP_EINSUM, a->dtype == DT_BF16 ? DT_F32 : a->dtype, out, sp, 2, args);
   v->ein = z;
   return v;
 }
 
-Value *ir_gather(Program *p, Value *table, Value *idx, Span sp) {
-  operands_fit(idx->dtype == DT_I32 && table->shape.rank >= 1 &&
-                   idx->shape.rank + table->shape.rank - 1 <= GSL_MAX_RANK,
-               "gather with bad operands");
+Value *ir_gather(const Build *bd, Value *table, Value *idx, Span sp) {
+  operands_fit(idx->dtype == DT_I32 && table->shape.rank >= 1 && idx->shape.rank + table->shape.rank - 1 <= GSL_MAX_RANK,
+       "gather with bad operands");
   Shape o = idx->shape;
   for (int i = 1; i < table->shape.rank; i++)
     o.d[o.rank++] = table->shape.d[i];
   Value *args[2] = {table, idx};
-  return ir_add(p, OP_GATHER, table->dtype, o, sp, 2, args);
+  return ir_add(bd, OP_GATHER, table->dtype, o, sp, 2, args);
 }
 
-Value *ir_scatter_add(Program *p, Value *src, Value *idx, int64_t rows, Span sp) {
+Value *ir_scatter_add(const Build *bd, Value *src, Value *idx, int64_t rows, Span sp) {
   if (src->dtype == DT_BF16)
-    return wide_end(p, ir_scatter_add(p, wide(p, src, sp), idx, rows, sp), DT_BF16, sp);
+    return wide_end(bd, ir_scatter_add(bd, wide(bd, src, sp), idx, rows, sp), DT_BF16, sp);
   operands_fit(idx->dtype == DT_I32 && src->dtype == DT_F32 && rows > 0 && idx->shape.rank <= src->shape.rank &&
-                   src->shape.rank - idx->shape.rank + 1 <= GSL_MAX_RANK,
-               "scatter_add with bad operands");
+           src->shape.rank - idx->shape.rank + 1 <= GSL_MAX_RANK,
+       "scatter_add with bad operands");
   Shape o = {1, {rows}};
   for (int i = 0; i < idx->shape.rank; i++)
     operands_fit(idx->shape.d[i] == src->shape.d[i], "scatter_add rows that do not match the indices");
   for (int i = idx->shape.rank; i < src->shape.rank; i++)
     o.d[o.rank++] = src->shape.d[i];
   Value *args[2] = {src, idx};
-  return ir_add(p, OP_SCATTER_ADD, DT_F32, o, sp, 2, args);
+  return ir_add(bd, OP_SCATTER_ADD, DT_F32, o, sp, 2, args);
 }
 
-Value *ir_one_hot(Program *p, Value *idx, int64_t n, Span sp) {
+Value *ir_one_hot(const Build *bd, Value *idx, int64_t n, Span sp) {
   operands_fit(idx->dtype == DT_I32 && n > 0 && idx->shape.rank < GSL_MAX_RANK, "one_hot with bad operands");
   Shape o = idx->shape;
   o.d[o.rank++] = n;
-  return add1(p, OP_ONE_HOT, DT_F32, o, sp, idx);
+  return add1(bd, OP_ONE_HOT, DT_F32, o, sp, idx);
 }
 
 /* operands_fit for the index operands of a routing op: i32[G, S, K] on
@@ -847,7 +868,7 @@ static void routes_fit(const Value *expert, const Value *slot, int64_t g, int64_
                "routing indices that are not i32[G, S, K]");
 }
 
-static Value *dispatch(Program *p, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
+static Value *dispatch(const Build *bd, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
                        Span sp) {
   operands_fit(dtype_is_float(x->dtype) && x->shape.rank == 3 && e > 0 && c > 0,
                "dispatch of a non-float [G, S, M] tensor");
@@ -856,60 +877,61 @@ static Value *dispatch(Program *p, Value *x, Value *expert, Value *slot, Value *
                "dispatch weights not f32[G, S, K]");
   Shape o = {4, {e, x->shape.d[0], c, x->shape.d[2]}};
   Value *args[4] = {x, expert, slot, weight};
-  return ir_add(p, OP_DISPATCH, x->dtype, o, sp, weight ? 4 : 3, args);
+  return ir_add(bd, OP_DISPATCH, x->dtype, o, sp, weight ? 4 : 3, args);
 }
 
-Value *ir_dispatch(Program *p, Value *x, Value *expert, Value *slot, int64_t e, int64_t c, Span sp) {
-  if (autocast(p))
-    x = ir_cast(p, x, DT_BF16, sp);
-  return dispatch(p, x, expert, slot, NULL, e, c, sp);
+Value *ir_dispatch(const Build *bd, Value *x, Value *expert, Value *slot, int64_t e, int64_t c, Span sp) {
+  if (bd->autocast)
+    x = ir_cast(bd, x, DT_BF16, sp);
+  return dispatch(bd, x, expert, slot, NULL, e, c, sp);
 }
 
-Value *ir_dispatch_weighted(Program *p, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
+Value *ir_dispatch_weighted(const Build *bd, Value *x, Value *expert, Value *slot, Value *weight, int64_t e, int64_t c,
                             Span sp) {
-  return dispatch(p, x, expert, slot, weight, e, c, sp);
+  return dispatch(bd, x, expert, slot, weight, e, c, sp);
 }
 
-Value *ir_combine(Program *p, Value *y, Value *expert, Value *slot, Value *weight, Span sp) {
-  if (autocast(p))
-    y = ir_cast(p, y, DT_BF16, sp);
+Value *ir_combine(const Build *bd, Value *y, Value *expert, Value *slot, Value *weight, Span sp) {
+  if (bd->autocast)
+    y = ir_cast(bd, y, DT_BF16, sp);
   operands_fit(dtype_is_float(y->dtype) && y->shape.rank == 4, "combine of a non-float [E, G, C, M] tensor");
   routes_fit(expert, slot, y->shape.d[1], expert->shape.d[1]);
   operands_fit(weight->dtype == DT_F32 && shape_eq(&weight->shape, &expert->shape), "combine weights not f32[G, S, K]");
   Shape o = {3, {y->shape.d[1], expert->shape.d[1], y->shape.d[3]}};
   Value *args[4] = {y, expert, slot, weight};
-  return ir_add(p, OP_COMBINE, DT_F32, o, sp, 4, args);
+  return ir_add(bd, OP_COMBINE, DT_F32, o, sp, 4, args);
 }
 
-Value *ir_rng(Program *p, int dist, double a, double b, Shape shape, Span sp) {
-  Value *v = ir_add(p, OP_RNG, DT_F32, shape, sp, 0, NULL);
+Value *ir_rng(const Build *bd, int dist, double a, double b, Shape shape, Span sp) {
+  Value *v = ir_add(bd, OP_RNG, DT_F32, shape, sp, 0, NULL);
   v->fn = dist;
   v->fval = a;
   v->fval2 = b;
-  v->stream = p->nstreams++;
+  v->stream = bd->p->nstreams++;
   return v;
 }
 
-Value *ir_iota(Program *p, Shape shape, int axis, Span sp) {
+Value *ir_iota(const Build *bd, Shape shape, int axis, Span sp) {
   operands_fit(axis >= 0 && axis < shape.rank && shape.d[axis] <= (int64_t)INT32_MAX + 1, "iota with a bad axis");
-  Value *v = ir_add(p, OP_IOTA, DT_I32, shape, sp, 0, NULL);
+  Value *v = ir_add(bd, OP_IOTA, DT_I32, shape, sp, 0, NULL);
   v->axis = axis;
   return v;
 }
 
-Value *ir_annotate(Program *p, Value *x, const Sharding *sh, Span sp) {
-  Value *v = add1(p, OP_ANNOTATE, x->dtype, x->shape, sp, x);
+Value *ir_annotate(const Build *bd, Value *x, const Sharding *sh, Span sp) {
+  Value *v = add1(bd, OP_ANNOTATE, x->dtype, x->shape, sp, x);
   v->sh = *sh;
   v->sh_origin = SO_ANNOTATED;
   return v;
 }
 
-Value *ir_tensor(Program *p, const Tensor *t) {
+Value *ir_tensor(const Build *bd, const Tensor *t) {
+  Program *p = bd->p;
   if (p->ntensors == p->captensors) {
     p->captensors = p->captensors ? 2 * p->captensors : 16;
     p->tensors = xrealloc(p->tensors, (size_t)p->captensors * sizeof *p->tensors);
   }
-  Value *v = ir_add(p, t->kind == TK_INPUT ? OP_INPUT : OP_PARAM, t->dtype, t->shape, t->span, 0, NULL);
+  Value *v = ir_add(bd, t->kind == TK_INPUT ? OP_INPUT : OP_PARAM, t->dtype, t->shape, t->span, 0, NULL);
   v->name = t->name;
   v->tensor = p->ntensors;
   if (t->annotated) {
@@ -947,14 +969,14 @@ void ir_output(Program *p, const char *name, Value *v, Span sp) { ir_root(p, OUT
 
 /* ---- regions ---------------------------------------------------------------------- */
 
-void ir_region_push(Program *p, Span span, Span site, const char *name, int64_t iter, const char *loops,
-                    bool marked) {
+int ir_region_new(Program *p, int parent, Span span, Span site, const char *name, int64_t iter, const char *loops,
+                  bool marked) {
   if (p->nregions == p->capregions) {
     p->capregions = p->capregions ? 2 * p->capregions : 16;
     p->regions = xrealloc(p->regions, sizeof *p->regions * (size_t)p->capregions);
   }
-  p->regions[p->nregions++] = (Region){span, site, name, iter, loops, p->region, marked, marked, NULL, 0, 0, 0};
-  p->region = p->nregions;
+  p->regions[p->nregions++] = (Region){span, site, name, iter, loops, parent, marked, marked, NULL, 0, 0, 0};
+  return p->nregions;
 }
 
 int ir_region_unit(const Program *p, int r) {
@@ -968,10 +990,9 @@ int ir_region_unit(const Program *p, int r) {
 /* ---- the rewriter ---------------------------------------------------------------- */
 
 Value *ir_copy(Program *dst, const Value *v, Value **args) {
-  Value *c = ir_add(dst, v->op, v->dtype, v->shape, v->span, v->nargs, args);
-  c->site = v->site;
-  c->pass = v->pass;
-  c->region = v->region;
+  Build at = build_at(dst, v->pass, v->site, v->region); /* v's own pass, site and region */
+  Value *c = ir_add(&at, v->op, v->dtype, v->shape, v->span, v->nargs, args);
+  c->site = v->site; /* even where v has none: not its span */
   c->remat_of = v->remat_of;
   c->name = v->name;
   c->attr = v->attr;
@@ -984,7 +1005,8 @@ Value *ir_copy(Program *dst, const Value *v, Value **args) {
   return c;
 }
 
-int ir_inline(Program *dst, const Program *fn, Value **args, int nargs, Value **results, int maxresults) {
+int ir_inline(const Build *bd, const Program *fn, Value **args, int nargs, Value **results, int maxresults) {
+  Program *dst = bd->p;
   if (fn->home != dst && (!dst->base || fn->home != dst->base))
     die("ir_inline: an IR function inlined into a program it was not made for");
   if (nargs != fn->ntensors)
@@ -1011,10 +1033,10 @@ int ir_inline(Program *dst, const Program *fn, Value **args, int nargs, Value **
     Value *c = ir_copy(dst, v, ops);
     if (ops != stack)
       free(ops);
-    c->pass = dst->pass;
-    c->region = dst->region;
-    if (dst->site.src)
-      c->site = dst->site;
+    c->pass = bd->pass;
+    c->region = bd->region;
+    if (bd->site.src)
+      c->site = bd->site;
     if (v->op == OP_RNG)
       c->stream = dst->nstreams++;
     map[i] = c;

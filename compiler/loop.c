@@ -143,7 +143,7 @@ static bool check_body(Sema *s, const Node *loop) {
       break;
     case AST_PARAM:
     case AST_INPUT:
-      why = arena_printf(s->p->arena, "%s cannot stand in a loop's body: declare it before the loop, with a leading "
+      why = arena_printf(s->b.p->arena, "%s cannot stand in a loop's body: declare it before the loop, with a leading "
                          "dimension for the iterations, and index it with the loop variable (%s[%s])",
                          st->kind == AST_PARAM ? "a param" : "an input", st->name, loop->c->name);
       break;
@@ -153,7 +153,8 @@ static bool check_body(Sema *s, const Node *loop) {
     case AST_TRAIN: why = "train cannot stand in a loop's body: a program has one train statement"; break;
     case AST_RETURN: why = "return cannot stand in a loop's body: a function returns after its loops"; break;
     default:
-      why = arena_printf(s->p->arena, "%s may only stand at the top level, not in a loop's body", ast_kind_name(st->kind));
+      why = arena_printf(s->b.p->arena, "%s may only stand at the top level, not in a loop's body",
+                         ast_kind_name(st->kind));
       break;
     }
     if (why) {
@@ -201,7 +202,7 @@ static void end(Sema *s, Scope *sc, const Node *nm, bool var) {
     if (strcmp(o->name, nm->name) == 0)
       e = o;
   if (!e) {
-    e = arena_alloc(s->p->arena, sizeof *e);
+    e = arena_alloc(s->b.p->arena, sizeof *e);
     e->name = nm->name;
     e->next = sc->ended;
     sc->ended = e;
@@ -255,7 +256,7 @@ static bool range_end(Sema *s, Scope *sc, const Node *n, const char *which, int6
  * error in one (the last elaborated). */
 static bool unroll(Sema *s, Scope *sc, const Node *st, int64_t lo, int64_t hi) {
   int before = diag_errors();
-  Scope *it = arena_alloc(s->p->arena, sizeof *it);
+  Scope *it = arena_alloc(s->b.p->arena, sizeof *it);
   it->parent = sc;
   it->loop = st;
   Frame *f = &s->stack[s->depth++];
@@ -271,16 +272,17 @@ static bool unroll(Sema *s, Scope *sc, const Node *st, int64_t lo, int64_t hi) {
     s->iterations++;
     Binding *var = sema_bind(s, it, st->c->name, BK_INT, st->c->span);
     var->i = i;
-    int region = s->p->region; /* a remat for: each iteration a region, recomputed */
-    if (st->flag)
-      ir_region_push(s->p, st->span, st->span, st->c->name, i, NULL, true);
+    Build outer = s->b;
+    if (st->flag) /* a remat for: each iteration a region, recomputed */
+      s->b = build_in(outer, outer.site,
+                      ir_region_new(outer.p, outer.region, st->span, st->span, st->c->name, i, NULL, true));
     for (int k = 0; k < st->list.len && ok; k++) {
       const Node *body = st->list.items[k];
       if (body->kind == AST_LET)
         sema_exec_let(s, it, body);
       else if (body->kind == AST_FOR)
         sema_exec_for(s, it, body);
-      if (!s->too_big && s->p->nvalues > SEMA_MAX_VALUES) {
+      if (!s->too_big && s->b.p->nvalues > SEMA_MAX_VALUES) {
         s->too_big = true;
         sema_error(s, body->span, "this statement takes the program past %d IR values", SEMA_MAX_VALUES);
       }
@@ -291,7 +293,7 @@ static bool unroll(Sema *s, Scope *sc, const Node *st, int64_t lo, int64_t hi) {
       }
       ok = !s->too_big && !diag_flooded();
     }
-    s->p->region = region;
+    s->b = outer;
     ok = ok && diag_errors() == before;
   }
   s->depth--;

@@ -54,7 +54,7 @@ static bool check_keywords(Sema *s, const Args *a) {
  * (a block written once and inlined or unrolled again) gets "#2", "#3".
  * NULL after reporting a bad one. */
 static const char *block_name(Sema *s, const Node *name_n, Span sp) {
-  Program *p = s->p;
+  Program *p = s->b.p;
   const char *base;
   if (name_n) {
     if (name_n->kind != AST_STRING) {
@@ -71,7 +71,7 @@ static const char *block_name(Sema *s, const Node *name_n, Span sp) {
       return NULL;
     }
   } else {
-    Span at = p->site.src ? p->site : sp;
+    Span at = s->b.site.src ? s->b.site : sp;
     const char *path = at.src ? at.src->path : "?", *slash = strrchr(path, '/');
     base = arena_printf(p->arena, "%s:%u", slash ? slash + 1 : path, at.line);
   }
@@ -103,11 +103,11 @@ static int run_body(Sema *s, Scope *sc, const Node *body, Value *x, int64_t E, i
                body->list.len);
     return -1;
   }
-  Program *p = s->p;
-  int first = p->nvalues;
+  const Build *bd = &s->b;
+  int first = bd->p->nvalues;
   Shape ts = {3, {x->shape.d[0], C, x->shape.d[2]}};
-  Value *t = ir_broadcast(p, ir_const(p, dispatched->dtype, 0.0, at), ts, at); /* bf16 under --precision bf16 */
-  Value *e = ir_const(p, DT_I32, 0.0, at);
+  Value *t = ir_broadcast(bd, ir_const(bd, dispatched->dtype, 0.0, at), ts, at); /* bf16 under --precision bf16 */
+  Value *e = ir_const(bd, DT_I32, 0.0, at);
   Span spans[2] = {at, at};
   R args[2] = {rval(t), rval(e)};
   const Value *saved_member = s->moe_member;
@@ -137,7 +137,7 @@ static int run_body(Sema *s, Scope *sc, const Node *body, Value *x, int64_t E, i
     }
     res[j] = v;
   }
-  const Value *bad = ir_vmap(p, first, E, &t, &dispatched, 1, e, res, out, n);
+  const Value *bad = ir_vmap(bd, first, E, &t, &dispatched, 1, e, res, out, n);
   if (bad && shape_elems(&bad->shape) > GSL_MAX_ELEMS / E)
     sema_error(s, bad->span, "in a moe body run for all E = %" PRId64 " experts at once, this %s would have more "
                "than 2^40 elements", E, sema_vtype(s, bad));
@@ -217,19 +217,19 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
     return none;
 
   /* gating, in GSL */
-  Program *p = s->p;
+  Program *p = s->b.p;
   Value *args[4], *routes[5];
   int nargs = 0;
   args[nargs++] = x;
   args[nargs++] = wg;
   if (K == 2) {
     Shape us = {2, {G, S}};
-    args[nargs++] = rr ? ir_rng(p, RNG_UNIFORM, 0.0, 1.0, us, sp) : ir_broadcast(p, ir_const(p, DT_F32, -1.0, sp), us, sp);
+    args[nargs++] = rr ? ir_rng(&s->b, RNG_UNIFORM, 0.0, 1.0, us, sp)
+                       : ir_broadcast(&s->b, ir_const(&s->b, DT_F32, -1.0, sp), us, sp);
   }
-  args[nargs++] = ir_const(p, DT_F32, (double)C, sp);
-  p->keep_f32 = true; /* the gates stay f32 under --precision bf16, as GShard keeps them */
-  int got = sema_call(s, "moe", K == 2 ? "top2_gating" : "top1_gating", args, nargs, routes, 5, sp);
-  p->keep_f32 = false;
+  args[nargs++] = ir_const(&s->b, DT_F32, (double)C, sp);
+  Build gating = build_f32(s->b); /* the gates stay f32 under --precision bf16, as GShard keeps them */
+  int got = sema_call(s, &gating, "moe", K == 2 ? "top2_gating" : "top1_gating", args, nargs, routes, 5, sp);
   if (got != 5)
     return none;
   Value *expert = routes[0], *slot = routes[1], *weight = routes[2], *aux = routes[3];
@@ -237,7 +237,7 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
    * routing_signals), "drop1", "drop2", ... in the log line in block order */
   const char *name = block_name(s, name_n, sp);
   Value *sig_args[4] = {expert, slot, routes[4], wg}, *sig[2];
-  if (!name || sema_call(s, "moe", "routing_signals", sig_args, 4, sig, 2, sp) != 2)
+  if (!name || sema_call(s, &s->b, "moe", "routing_signals", sig_args, 4, sig, 2, sp) != 2)
     return none;
   int nblocks = 0;
   for (int i = 0; i < p->noutputs; i++)
@@ -246,7 +246,7 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   ir_signal(p, arena_printf(p->arena, "moe.%s.load", name), NULL, sig[0], sp);
   ir_signal(p, arena_printf(p->arena, "moe.%s.drop", name), arena_printf(p->arena, "drop%d", nblocks + 1), sig[1], sp);
 
-  Value *dispatched = ir_dispatch(p, x, expert, slot, E, C, sp);
+  Value *dispatched = ir_dispatch(&s->b, x, expert, slot, E, C, sp);
   Value *outs[8];
   int nout = run_body(s, sc, n->a, x, E, C, dispatched, outs, 7, sp);
   if (nout < 0)
@@ -256,7 +256,7 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   r.n = nout + 1;
   r.vs = arena_alloc(p->arena, sizeof *r.vs * (size_t)r.n);
   for (int j = 0; j < nout; j++)
-    r.vs[j] = ir_combine(p, outs[j], expert, slot, weight, sp);
+    r.vs[j] = ir_combine(&s->b, outs[j], expert, slot, weight, sp);
   r.vs[nout] = aux;
   return r;
 }

@@ -67,7 +67,9 @@ static Sharding with_partial(Sharding sh, uint32_t partial) {
 static Value *emit(Part *P, const Value *orig, Op op, DType dt, Shape gshape, const Sharding *sh, Span sp,
                    int n, Value **args) {
   Shape local = shard_local_shape(P->s, &gshape, sh);
-  Value *v = ir_add(P->s, op, dt, local, sp, n, args);
+  /* in the region of the global value being partitioned: its SPMD values, collectives included */
+  Build at = build_at(P->s, PASS_FORWARD, (Span){0}, P->at ? P->at->region : 0);
+  Value *v = ir_add(&at, op, dt, local, sp, n, args);
   v->gshape = gshape;
   v->sh = *sh;
   v->orig = orig;
@@ -386,9 +388,7 @@ static Value *part_rewrite(void *ctx, Program *dst, const Value *v, Value **map)
   P->s = dst;
   P->map = map;
   P->at = v;
-  dst->region = v->region; /* its SPMD values, collectives included, are built in its region */
   Value *r = part_value(P, v);
-  dst->region = 0;
   if (v->op == OP_PARAM || v->op == OP_INPUT)
     dst->tensors[v->tensor].sh = v->sh;
   return r;

@@ -60,12 +60,12 @@ const char *sema_span_text(Sema *s, Span sp) {
     return "expression";
   size_t n = sp.end - sp.off;
   if (n > 40)
-    return arena_printf(s->p->arena, "%.37s...", sp.src->text + sp.off);
-  return arena_strndup(s->p->arena, sp.src->text + sp.off, n);
+    return arena_printf(s->b.p->arena, "%.37s...", sp.src->text + sp.off);
+  return arena_strndup(s->b.p->arena, sp.src->text + sp.off, n);
 }
 
 static const char *type_str(Sema *s, DType dt, const Shape *sh) {
-  return arena_printf(s->p->arena, "%s%s", dtype_name(dt), sh->rank ? shape_str(s->p->arena, sh) : "");
+  return arena_printf(s->b.p->arena, "%s%s", dtype_name(dt), sh->rank ? shape_str(s->b.p->arena, sh) : "");
 }
 
 const char *sema_vtype(Sema *s, const Value *v) { return type_str(s, v->dtype, &v->shape); }
@@ -117,7 +117,7 @@ Binding *sema_lookup(Scope *sc, const char *name) {
 /* doubles the buckets (the first time: makes 8), rehashing every binding */
 static void grow(Sema *s, Scope *sc) {
   uint32_t n = sc->table ? (sc->mask + 1) * 2 : 8;
-  Binding **t = arena_alloc(s->p->arena, sizeof *t * n);
+  Binding **t = arena_alloc(s->b.p->arena, sizeof *t * n);
   for (Binding *b = sc->head; b; b = b->next) {
     uint32_t h = hash_name(b->name) & (n - 1);
     b->hnext = t[h];
@@ -145,7 +145,7 @@ Binding *sema_bind(Sema *s, Scope *sc, const char *name, BindKind k, Span sp) {
   }
   if (!sc->table || sc->count > sc->mask)
     grow(s, sc);
-  Binding *b = arena_alloc(s->p->arena, sizeof *b);
+  Binding *b = arena_alloc(s->b.p->arena, sizeof *b);
   b->name = name;
   b->kind = k;
   b->span = sp;
@@ -218,7 +218,7 @@ Value *sema_value_of(Sema *s, R r, Span sp) {
     return r.v;
   case R_INT:
   case R_FLOAT:
-    return ir_const(s->p, DT_F32, num(r), sp);
+    return ir_const(&s->b, DT_F32, num(r), sp);
   case R_TUPLE:
     sema_error(s, sp, "expected one value, but this gives %d", r.n);
     return NULL;
@@ -302,7 +302,7 @@ static R fold(Sema *s, int op, R a, R b, Span sp) {
     if (!ints)
       return rfloat(ir_fold_binary(binop_fn(op), x, y));
     if (!ir_fold_binary_int(binop_fn(op), a.i, b.i, &r))
-      return overflow(s, sp, arena_printf(s->p->arena, "%" PRId64 " %s %" PRId64, a.i, ast_op_text(op), b.i));
+      return overflow(s, sp, arena_printf(s->b.p->arena, "%" PRId64 " %s %" PRId64, a.i, ast_op_text(op), b.i));
     return rint_(r);
   case BIN_DIV:
     if (y == 0) {
@@ -310,7 +310,7 @@ static R fold(Sema *s, int op, R a, R b, Span sp) {
       return none;
     }
     if (ints && b.i == -1 && a.i == INT64_MIN)
-      return overflow(s, sp, arena_printf(s->p->arena, "%" PRId64 " / -1", a.i));
+      return overflow(s, sp, arena_printf(s->b.p->arena, "%" PRId64 " / -1", a.i));
     if (ints && (b.i == -1 || a.i % b.i == 0))
       return rint_(a.i / b.i);
     return rfloat(x / y);
@@ -337,16 +337,16 @@ void sema_promote(Sema *s, R *a, R *b, Span sp, Value **va, Value **vb) {
     *vb = b->v;
   } else if (a->k == R_VALUE) {
     DType dt = a->v->dtype == DT_I32 ? (b->k == R_INT ? DT_I32 : DT_F32) : a->v->dtype;
-    *va = ir_cast(s->p, a->v, dt, sp);
-    *vb = ir_const(s->p, dt, num(*b), sp);
+    *va = ir_cast(&s->b, a->v, dt, sp);
+    *vb = ir_const(&s->b, dt, num(*b), sp);
   } else {
     DType dt = b->v->dtype == DT_I32 ? (a->k == R_INT ? DT_I32 : DT_F32) : b->v->dtype;
-    *va = ir_const(s->p, dt, num(*a), sp);
-    *vb = ir_cast(s->p, b->v, dt, sp);
+    *va = ir_const(&s->b, dt, num(*a), sp);
+    *vb = ir_cast(&s->b, b->v, dt, sp);
   }
   DType dt = sema_promote_types((*va)->dtype, (*vb)->dtype);
-  *va = ir_cast(s->p, *va, dt, sp);
-  *vb = ir_cast(s->p, *vb, dt, sp);
+  *va = ir_cast(&s->b, *va, dt, sp);
+  *vb = ir_cast(&s->b, *vb, dt, sp);
 }
 
 Value *sema_elementwise2(Sema *s, int fn, Value *a, Value *b, Span sp) {
@@ -361,9 +361,9 @@ Value *sema_elementwise2(Sema *s, int fn, Value *a, Value *b, Span sp) {
                sema_vtype(s, b), type_str(s, a->dtype, &out));
     return NULL;
   }
-  Value *v = ir_binary(s->p, fn, a, b, sp);
+  Value *v = ir_binary(&s->b, fn, a, b, sp);
   if (binary_is_compare(fn) && v->dtype != DT_F32) /* 1.0 or 0.0, f32 whatever the operands */
-    v = ir_cast(s->p, v, DT_F32, sp);
+    v = ir_cast(&s->b, v, DT_F32, sp);
   return v;
 }
 
@@ -384,7 +384,7 @@ static R binary(Sema *s, int op, R a, R b, Span sp) {
   if ((op == BIN_ADD && (zero_a || zero_b)) || (op == BIN_SUB && zero_b)) {
     R x = zero_a ? b : a, zero = zero_a ? a : b;
     DType dt = x.v->dtype == DT_I32 && zero.k != R_INT ? DT_F32 : x.v->dtype;
-    return rval(ir_cast(s->p, x.v, dt, sp));
+    return rval(ir_cast(&s->b, x.v, dt, sp));
   }
   Value *va, *vb;
   if (op == BIN_MATMUL) {
@@ -425,14 +425,14 @@ static R apply_index(Sema *s, Scope *sc, const Node *n, Value *x) {
       }
       if (i < 0)
         i += n0;
-      x = ir_reshape(s->p, ir_slice(s->p, x, 0, i, 1, n->span), rest, n->span);
+      x = ir_reshape(&s->b, ir_slice(&s->b, x, 0, i, 1, n->span), rest, n->span);
     } else if (r.k == R_VALUE && r.v->dtype == DT_I32 && r.v->shape.rank == 0) {
       if (r.v == s->moe_member && x->shape.d[0] != s->moe_experts) {
         sema_error(s, ix->span, "in a moe body, [e] selects an expert's slice of a tensor whose dimension 0 is the "
                    "experts (E = %" PRId64 "); %s has %" PRId64, s->moe_experts, sema_vtype(s, x), x->shape.d[0]);
         return none;
       }
-      x = ir_gather(s->p, x, r.v, n->span);
+      x = ir_gather(&s->b, x, r.v, n->span);
     } else {
       sema_error(s, ix->span, "an index must be an integer or an i32 scalar");
       return none;
@@ -444,13 +444,13 @@ static R apply_index(Sema *s, Scope *sc, const Node *n, Value *x) {
 static R negate(Sema *s, const Node *n, R a) {
   if (a.k == R_INT) {
     if (a.i == INT64_MIN)
-      return overflow(s, n->span, arena_printf(s->p->arena, "-(%" PRId64 ")", a.i));
+      return overflow(s, n->span, arena_printf(s->b.p->arena, "-(%" PRId64 ")", a.i));
     return rint_(-a.i);
   }
   if (a.k == R_FLOAT)
     return rfloat(-a.f);
   if (a.k == R_VALUE)
-    return rval(ir_unary(s->p, UF_NEG, a.v, n->span));
+    return rval(ir_unary(&s->b, UF_NEG, a.v, n->span));
   if (a.k == R_TUPLE)
     sema_error(s, n->span, "unary '-' applied to several values");
   return none;
@@ -672,7 +672,7 @@ static void exec_const(Sema *s, Scope *sc, const Node *st) {
   else if (b)
     b->f = r.f;
   if (b && sc == &s->global) { /* recorded for the manifest (gslrt_program_info's build) */
-    Program *p = s->p;
+    Program *p = s->b.p;
     p->consts = xrealloc(p->consts, sizeof *p->consts * (size_t)(p->nconsts + 1));
     p->consts[p->nconsts++] = (ConstDef){st->name, r.k == R_INT, false, r.k == R_INT ? r.i : 0, r.k == R_INT ? 0 : r.f};
   }
@@ -688,7 +688,7 @@ static void exec_mesh(Sema *s, const Node *st) {
     return;
   }
   s->have_mesh = true;
-  Mesh *m = &s->p->mesh;
+  Mesh *m = &s->b.p->mesh;
   m->span = st->span;
   if (st->list.len > GSL_MAX_AXES) {
     sema_error(s, st->span, "a mesh has at most %d axes", GSL_MAX_AXES);
@@ -699,9 +699,9 @@ static void exec_mesh(Sema *s, const Node *st) {
     const Node *ax = st->list.items[i];
     bool ok = true;
     int64_t n = sema_eval_int(s, &s->global, ax->a, "a mesh axis size", &ok);
-    for (int c = s->p->nconsts - 1; ok && ax->a->kind == AST_NAME && c >= 0; c--)
-      if (!strcmp(s->p->consts[c].name, ax->a->name)) { /* a resume on another mesh changes it: no news */
-        s->p->consts[c].mesh = true;
+    for (int c = s->b.p->nconsts - 1; ok && ax->a->kind == AST_NAME && c >= 0; c--)
+      if (!strcmp(s->b.p->consts[c].name, ax->a->name)) { /* a resume on another mesh changes it: no news */
+        s->b.p->consts[c].mesh = true;
         break;
       }
     if (!ok)
@@ -805,7 +805,7 @@ static void exec_tensor_checked(Sema *s, const Node *st) {
   t.span = st->span;
   t.frozen = st->flag;
   t.init = t.kind == TK_PARAM ? INIT_ZEROS : INIT_NONE;
-  const char *what = arena_printf(s->p->arena, "%s '%s'", t.kind == TK_PARAM ? "param" : "input", t.name);
+  const char *what = arena_printf(s->b.p->arena, "%s '%s'", t.kind == TK_PARAM ? "param" : "input", t.name);
   if (st->b) { /* the sharding annotation, without its tensor argument */
     const Node *an = st->b;
     int id = an->kind == AST_CALL ? sema_builtin_lookup(an->name) : -1;
@@ -869,16 +869,16 @@ static void exec_tensor_checked(Sema *s, const Node *st) {
       return;
     }
     if (t.init == INIT_NORMAL || t.init == INIT_UNIFORM)
-      t.stream = s->p->nstreams++;
+      t.stream = s->b.p->nstreams++;
   }
   Binding *b = sema_bind(s, &s->global, st->name, BK_VALUE, st->span);
   if (!b)
     return;
-  b->v = ir_tensor(s->p, &t);
+  b->v = ir_tensor(&s->b, &t);
 }
 
 static void exec_output(Sema *s, const Node *st) {
-  Program *p = s->p;
+  Program *p = s->b.p;
   for (int i = 0; i < st->list.len; i++) {
     const Node *nm = st->list.items[i];
     Binding *b = sema_lookup(&s->global, nm->name);
@@ -1019,8 +1019,8 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
                r.v->dtype == DT_BF16 ? " (use f32(x))" : "");
     ok = false;
   }
-  for (int i = 0; i < s->p->ntensors; i++) {
-    const Tensor *pt = &s->p->tensors[i];
+  for (int i = 0; i < s->b.p->ntensors; i++) {
+    const Tensor *pt = &s->b.p->tensors[i];
     if (pt->kind == TK_PARAM && !pt->frozen && pt->dtype == DT_BF16) {
       sema_error(s, pt->span, "param '%s' is bf16, and a trained param must be f32", pt->name);
       diag_note(st->span, "trained here; keep the param f32 and convert where it is used (bf16(%s)), compile with "
@@ -1040,8 +1040,8 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
     t->opt = -1;
   }
   if (t->opt < 0) {
-    if (!s->p->train.span.src)
-      s->p->train = tr;
+    if (!s->b.p->train.span.src)
+      s->b.p->train = tr;
     return;
   }
   if (a.npos) {
@@ -1092,29 +1092,29 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
       ok = false;
     }
   }
-  if (s->p->train.span.src) {
+  if (s->b.p->train.span.src) {
     if (!s->train_twice) { /* once: the statement's own errors are shown for each */
       sema_error(s, st->span, "a program has one train statement");
-      diag_note(s->p->train.span, "the first is here");
+      diag_note(s->b.p->train.span, "the first is here");
     }
     s->train_twice = true;
     return;
   }
   if (ok)
     t->loss = r.v;
-  s->p->train = tr;
+  s->b.p->train = tr;
 }
 
 static bool exec_block(Sema *s, Scope *sc, const NodeList *stmts);
 
 static const char *find_import(Sema *s, const char *name) {
-  const char *file = arena_printf(s->p->arena, "%s.gsl", name);
+  const char *file = arena_printf(s->b.p->arena, "%s.gsl", name);
   int n = s->opt ? s->opt->ninclude : 0;
   for (int i = 0; i <= n; i++) {
     const char *dir = i < n ? s->opt->include_dirs[i] : (s->opt ? s->opt->stdlib_dir : NULL);
     if (!dir)
       continue;
-    const char *path = arena_printf(s->p->arena, "%s/%s", dir, file);
+    const char *path = arena_printf(s->b.p->arena, "%s/%s", dir, file);
     if (access(path, R_OK) == 0)
       return path;
   }
@@ -1134,7 +1134,7 @@ static void import_into(Sema *s, Scope *sc, const char *name, Span at) {
     return;
   }
   char *real = realpath(path, NULL);
-  const char *key = arena_strdup(s->p->arena, real ? real : path);
+  const char *key = arena_strdup(s->b.p->arena, real ? real : path);
   free(real);
   for (int i = 0; i < sc->nimported; i++)
     if (strcmp(sc->imported[i], key) == 0)
@@ -1147,10 +1147,10 @@ static void import_into(Sema *s, Scope *sc, const char *name, Span at) {
     return;
   }
   /* the source lives as long as the program: its spans point into it */
-  Source *kept = arena_alloc(s->p->arena, sizeof *kept);
-  kept->path = arena_strdup(s->p->arena, src->path);
+  Source *kept = arena_alloc(s->b.p->arena, sizeof *kept);
+  kept->path = arena_strdup(s->b.p->arena, src->path);
   kept->len = src->len;
-  char *text = arena_alloc(s->p->arena, src->len + 1);
+  char *text = arena_alloc(s->b.p->arena, src->len + 1);
   memcpy(text, src->text, src->len + 1);
   kept->text = text;
   source_free(src);
@@ -1225,7 +1225,7 @@ static bool exec_block(Sema *s, Scope *sc, const NodeList *stmts) {
       sema_error(s, st->span, "a %s cannot stand as a statement", ast_kind_name(st->kind));
       break;
     }
-    if (!s->too_big && s->p->nvalues > SEMA_MAX_VALUES) {
+    if (!s->too_big && s->b.p->nvalues > SEMA_MAX_VALUES) {
       s->too_big = true;
       sema_error(s, st->span, "this statement takes the program past %d IR values", SEMA_MAX_VALUES);
     }
@@ -1237,7 +1237,7 @@ static bool exec_block(Sema *s, Scope *sc, const NodeList *stmts) {
 
 Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt) {
   Sema *s = xcalloc(1, sizeof *s);
-  s->p = p;
+  s->b = build_at(p, PASS_FORWARD, (Span){0}, 0);
   s->ast = ast_arena;
   s->opt = opt;
   s->define_used = xcalloc((size_t)(opt ? opt->ndefines : 0) + 1, 1);
@@ -1256,7 +1256,7 @@ bool sema_run(Sema *s, const Node *root) {
       if (find_define(s, opt->defines[i].name, &j) && j == i)
         diag_fatal("-D %s: the program has no const named %s", opt->defines[i].name, opt->defines[i].name);
     }
-  if (diag_errors() == before && s->p->train.loss)
+  if (diag_errors() == before && s->b.p->train.loss)
     make_updates(s);
   return diag_errors() == before;
 }
@@ -1267,7 +1267,7 @@ static Scope *module_scope(Sema *s, const char *name, Span at) {
   for (int i = 0; i < s->nmodules; i++)
     if (strcmp(s->modules[i].name, name) == 0)
       return s->modules[i].scope;
-  Scope *sc = arena_alloc(s->p->arena, sizeof *sc);
+  Scope *sc = arena_alloc(s->b.p->arena, sizeof *sc);
   int before = diag_errors();
   import_into(s, sc, name, at);
   if (diag_errors() != before) {
@@ -1275,13 +1275,14 @@ static Scope *module_scope(Sema *s, const char *name, Span at) {
     sc = NULL;
   }
   s->modules = xrealloc(s->modules, sizeof *s->modules * (size_t)(s->nmodules + 1));
-  s->modules[s->nmodules].name = arena_strdup(s->p->arena, name);
+  s->modules[s->nmodules].name = arena_strdup(s->b.p->arena, name);
   s->modules[s->nmodules++].scope = sc;
   return sc;
 }
 
-int sema_call(Sema *s, const char *module, const char *fn, Value **args, int nargs, Value **results,
-              int maxresults, Span at) {
+/* sema_call's work, built with s->b */
+static int call(Sema *s, const char *module, const char *fn, Value **args, int nargs, Value **results,
+                int maxresults, Span at) {
   Scope *sc = module ? module_scope(s, module, at) : &s->global;
   if (!sc)
     return -1;
@@ -1299,8 +1300,8 @@ int sema_call(Sema *s, const char *module, const char *fn, Value **args, int nar
     diag_note(b->fn->span, "'%s' is defined here", fn);
     return -1;
   }
-  Span *spans = arena_alloc(s->p->arena, sizeof *spans * (size_t)(nargs ? nargs : 1));
-  R *rs = arena_alloc(s->p->arena, sizeof *rs * (size_t)(nargs ? nargs : 1));
+  Span *spans = arena_alloc(s->b.p->arena, sizeof *spans * (size_t)(nargs ? nargs : 1));
+  R *rs = arena_alloc(s->b.p->arena, sizeof *rs * (size_t)(nargs ? nargs : 1));
   for (int i = 0; i < nargs; i++) {
     spans[i] = at;
     rs[i] = rval(args[i]);
@@ -1316,13 +1317,25 @@ int sema_call(Sema *s, const char *module, const char *fn, Value **args, int nar
   return n;
 }
 
+int sema_call(Sema *s, const Build *bd, const char *module, const char *fn, Value **args, int nargs,
+              Value **results, int maxresults, Span at) {
+  Build outer = s->b;
+  s->b = *bd;
+  int n = call(s, module, fn, args, nargs, results, maxresults, at);
+  s->b = outer;
+  return n;
+}
+
 Program *sema_function(Sema *s, const char *module, const char *fn, const DType *dt, const Shape *sh, int nargs,
                        Span at) {
   /* the module is loaded into p, not the function: its sources and scope
    * outlive the function, and anything its top level makes stays p's */
   if (module && !module_scope(s, module, at))
     return NULL;
-  Program *home = s->p, *f = ir_new_fn(home);
+  Program *home = s->b.p, *f = ir_new_fn(home);
+  /* f's own values, at no call site or region of home's, in f32: inlined,
+   * they are copied as built, whatever pass inlines them */
+  Build fb = build_f32(build_at(f, PASS_FORWARD, (Span){0}, 0));
   Value **args = xmalloc(sizeof *args * (size_t)(nargs ? nargs : 1));
   for (int i = 0; i < nargs; i++) {
     Tensor t = {0};
@@ -1332,12 +1345,10 @@ Program *sema_function(Sema *s, const char *module, const char *fn, const DType 
     t.shape = sh[i];
     t.span = at;
     t.state_of = -1;
-    args[i] = ir_tensor(f, &t);
+    args[i] = ir_tensor(&fb, &t);
   }
   Value *res[SEMA_MAX_ARGS];
-  s->p = f;
-  int n = sema_call(s, module, fn, args, nargs, res, SEMA_MAX_ARGS, at);
-  s->p = home;
+  int n = sema_call(s, &fb, module, fn, args, nargs, res, SEMA_MAX_ARGS, at);
   free(args);
   if (n < 0) {
     ir_free(f);
@@ -1356,7 +1367,7 @@ Program *sema_function(Sema *s, const char *module, const char *fn, const DType 
  * schedule, its lr function (decay.def's) into p->train.schedule, on five
  * f32 scalars: the steps done, lr, warmup, decay_steps and min_lr. */
 static void make_updates(Sema *s) {
-  Train *t = &s->p->train;
+  Train *t = &s->b.p->train;
   const OptimInfo *o = ir_optim(t->opt);
   char w[64];
   double dflt;
@@ -1378,8 +1389,8 @@ static void make_updates(Sema *s) {
   Shape sh[SEMA_MAX_ARGS];
   for (int i = 0; i < n; i++)
     dt[i] = DT_F32;
-  for (int i = 0; i < s->p->ntensors; i++) {
-    const Tensor *pt = &s->p->tensors[i];
+  for (int i = 0; i < s->b.p->ntensors; i++) {
+    const Tensor *pt = &s->b.p->tensors[i];
     if (pt->kind != TK_PARAM || pt->frozen || pt->dtype != DT_F32)
       continue;
     bool have = false;

@@ -105,7 +105,10 @@ typedef struct Module {
 } Module;
 
 struct Sema {
-  Program *p;                  /* the IR being built */
+  Build b;                     /* what the code being elaborated builds with: the program (b.p), and the
+                                  call site and region its values are in; a call's body (inline_fn), a
+                                  remat for's iteration (loop.c) and sema_call build with their own, and
+                                  put this one back whole */
   Arena *ast;                  /* arena for imported ASTs */
   const SemaOptions *opt;      /* search path, -D */
   Scope global;                /* top-level names of the user's program */

@@ -249,14 +249,15 @@ static void classify(Slots *S, const Value *v) {
 /* ---- the rewrite ------------------------------------------------------------- */
 
 /* the block's counts: i32[E, G], max over (s, k) of one_hot(expert) * (slot + 1) */
-static Value *make_fills(Program *p, Value *expert, Value *slot, int64_t E, Span sp) {
+static Value *make_fills(const Build *bd, Value *expert, Value *slot, int64_t E, Span sp) {
   const Shape *rs = &slot->shape; /* [G, S, K] */
-  Value *oh = ir_one_hot(p, expert, E, sp);
-  Value *s1 = ir_binary(p, BF_ADD, ir_cast(p, slot, DT_F32, sp), ir_const(p, DT_F32, 1.0, sp), sp);
+  Value *oh = ir_one_hot(bd, expert, E, sp);
+  Value *s1 = ir_binary(bd, BF_ADD, ir_cast(bd, slot, DT_F32, sp), ir_const(bd, DT_F32, 1.0, sp), sp);
   Shape col = {4, {rs->d[0], rs->d[1], rs->d[2], 1}};
-  Value *m = ir_reduce(p, RF_MAX, ir_binary(p, BF_MUL, oh, ir_reshape(p, s1, col, sp), sp), (1u << 1) | (1u << 2), sp);
+  Value *m =
+      ir_reduce(bd, RF_MAX, ir_binary(bd, BF_MUL, oh, ir_reshape(bd, s1, col, sp), sp), (1u << 1) | (1u << 2), sp);
   int perm[2] = {1, 0};
-  return ir_cast(p, ir_transpose(p, m, perm, sp), DT_I32, sp);
+  return ir_cast(bd, ir_transpose(bd, m, perm, sp), DT_I32, sp);
 }
 
 static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
@@ -268,13 +269,9 @@ static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
     Block *B = &S->blk[S->b[v->id]];
     if (B->bad)
       return NULL;
-    Pass pass = dst->pass;
-    Span site = dst->site;
-    dst->pass = v->pass;
-    dst->site = v->site;
-    B->fills = make_fills(dst, args[1], args[2], v->shape.d[0], v->span);
-    dst->pass = pass;
-    dst->site = site;
+    /* the counts: beside the dispatch, in its pass, call site and region */
+    Build at = build_at(dst, v->pass, v->site, v->region);
+    B->fills = make_fills(&at, args[1], args[2], v->shape.d[0], v->span);
     return ir_copy(dst, v, args);
   }
   if (v->op != OP_EINSUM || !S->kind[v->id])
@@ -288,9 +285,9 @@ static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
   if (B->bad || !B->fills)
     return NULL;
   args[v->nargs] = B->fills;
-  Value *c = ir_add(dst, OP_EINSUM, v->dtype, v->shape, v->span, v->nargs + 1, args);
+  Build at = build_at(dst, v->pass, v->site, v->region); /* where v was built */
+  Value *c = ir_add(&at, OP_EINSUM, v->dtype, v->shape, v->span, v->nargs + 1, args);
   c->site = v->site;
-  c->pass = v->pass;
   c->name = v->name;
   c->attr = v->attr;
   c->ein.fill[0] = l[0];

@@ -23,16 +23,17 @@
 #include "gslc.h"
 
 typedef struct Vmap {
-  Program *p;          /* the program, growing */
+  Build b;             /* what it builds with: the caller's builder (b.p: the program, growing), at the call
+                          site of the value being batched */
   int first, end;      /* the values to batch: ids in [first, end) */
   int64_t n;           /* the batch */
-  Value **b;           /* per value id - first: its batched form, NULL if it depends on no seed */
+  Value **batch;       /* per value id - first: its batched form, NULL if it depends on no seed */
   const Value *member; /* the seed standing for the member's index, or NULL */
   Value *iota;         /* 0..n-1 (i32[n]), made on first use */
 } Vmap;
 
 static Value *batched(Vmap *V, const Value *x) {
-  return x->id >= V->first && x->id < V->end ? V->b[x->id - V->first] : NULL;
+  return x->id >= V->first && x->id < V->end ? V->batch[x->id - V->first] : NULL;
 }
 
 static Shape with_batch(int64_t n, const Shape *s) {
@@ -44,14 +45,14 @@ static Shape with_batch(int64_t n, const Shape *s) {
 /* x over [n, ...]: its batched form, or x repeated for every member */
 static Value *lift(Vmap *V, Value *x, Span sp) {
   Value *y = batched(V, x);
-  return y ? y : ir_broadcast(V->p, x, with_batch(V->n, &x->shape), sp);
+  return y ? y : ir_broadcast(&V->b, x, with_batch(V->n, &x->shape), sp);
 }
 
 static Value *iota(Vmap *V, Span sp) {
   if (!V->iota) {
     Shape s = {1, {V->n}};
-    Value *ones = ir_broadcast(V->p, ir_const(V->p, DT_F32, 1.0, sp), s, sp);
-    V->iota = ir_cast(V->p, ir_cumsum(V->p, ones, 0, true, sp), DT_I32, sp);
+    Value *ones = ir_broadcast(&V->b, ir_const(&V->b, DT_F32, 1.0, sp), s, sp);
+    V->iota = ir_cast(&V->b, ir_cumsum(&V->b, ones, 0, true, sp), DT_I32, sp);
   }
   return V->iota;
 }
@@ -71,12 +72,12 @@ static void prepend(char *letters, char c) {
 
 /* gather(table, idx) with one of them batched */
 static Value *batch_gather(Vmap *V, const Value *v) {
-  Program *p = V->p;
+  const Build *bd = &V->b;
   Value *t = v->args[0], *ix = v->args[1], *bt = batched(V, t);
   if (!bt && ix == V->member && t->shape.d[0] == V->n)
     return t; /* w[e]: every member's row is the tensor itself */
   if (!bt)
-    return ir_gather(p, t, batched(V, ix), v->span);
+    return ir_gather(bd, t, batched(V, ix), v->span);
   /* each member gathers from its own table: rows of the [n * rows, ...]
    * table, offset by member * rows */
   Shape flat = bt->shape;
@@ -86,56 +87,56 @@ static Value *batch_gather(Vmap *V, const Value *v) {
     flat.d[i] = flat.d[i + 1];
   flat.rank--;
   Value *bix = lift(V, ix, v->span);
-  Value *off = ir_binary(p, BF_MUL, iota(V, v->span), ir_const(p, DT_I32, (double)rows, v->span), v->span);
+  Value *off = ir_binary(bd, BF_MUL, iota(V, v->span), ir_const(bd, DT_I32, (double)rows, v->span), v->span);
   Shape os = {1, {V->n}};
   for (int i = 0; i < ix->shape.rank; i++)
     os.d[os.rank++] = 1;
-  off = ir_broadcast(p, ir_reshape(p, off, os, v->span), bix->shape, v->span);
-  return ir_gather(p, ir_reshape(p, bt, flat, v->span), ir_binary(p, BF_ADD, bix, off, v->span), v->span);
+  off = ir_broadcast(bd, ir_reshape(bd, off, os, v->span), bix->shape, v->span);
+  return ir_gather(bd, ir_reshape(bd, bt, flat, v->span), ir_binary(bd, BF_ADD, bix, off, v->span), v->span);
 }
 
 /* v rebuilt over [n, ...], at least one operand being batched; NULL when
  * its op has no batching rule */
 static Value *batch_value(Vmap *V, const Value *v) {
-  Program *p = V->p;
+  const Build *bd = &V->b;
   Value *a = v->nargs ? batched(V, v->args[0]) : NULL;
   Span sp = v->span;
   int perm[GSL_MAX_RANK];
   switch (v->op) {
   case OP_UNARY:
-    return ir_unary(p, v->fn, a, sp);
+    return ir_unary(bd, v->fn, a, sp);
   case OP_CAST:
-    return ir_cast(p, a, v->dtype, sp);
+    return ir_cast(bd, a, v->dtype, sp);
   case OP_BINARY:
-    return ir_binary(p, v->fn, lift(V, v->args[0], sp), lift(V, v->args[1], sp), sp);
+    return ir_binary(bd, v->fn, lift(V, v->args[0], sp), lift(V, v->args[1], sp), sp);
   case OP_SELECT:
-    return ir_select(p, lift(V, v->args[0], sp), lift(V, v->args[1], sp), lift(V, v->args[2], sp), sp);
+    return ir_select(bd, lift(V, v->args[0], sp), lift(V, v->args[1], sp), lift(V, v->args[2], sp), sp);
   case OP_BROADCAST: {
-    Value *r = ir_add(p, OP_BROADCAST, v->dtype, with_batch(V->n, &v->shape), sp, 1, &a);
+    Value *r = ir_add(bd, OP_BROADCAST, v->dtype, with_batch(V->n, &v->shape), sp, 1, &a);
     r->perm[0] = 0;
     for (int i = 0; i < v->shape.rank; i++)
       r->perm[i + 1] = v->perm[i] >= 0 ? v->perm[i] + 1 : -1;
     return r;
   }
   case OP_RESHAPE:
-    return ir_reshape(p, a, with_batch(V->n, &v->shape), sp);
+    return ir_reshape(bd, a, with_batch(V->n, &v->shape), sp);
   case OP_TRANSPOSE:
     perm[0] = 0;
     for (int i = 0; i < v->shape.rank; i++)
       perm[i + 1] = v->perm[i] + 1;
-    return ir_transpose(p, a, perm, sp);
+    return ir_transpose(bd, a, perm, sp);
   case OP_SLICE:
-    return ir_slice(p, a, v->axis + 1, v->start, v->shape.d[v->axis], sp);
+    return ir_slice(bd, a, v->axis + 1, v->start, v->shape.d[v->axis], sp);
   case OP_CONCAT: {
-    Value **xs = arena_alloc(p->arena, sizeof *xs * (size_t)v->nargs);
+    Value **xs = arena_alloc(bd->p->arena, sizeof *xs * (size_t)v->nargs);
     for (int k = 0; k < v->nargs; k++)
       xs[k] = lift(V, v->args[k], sp);
-    return ir_concat(p, xs, v->nargs, v->axis + 1, sp);
+    return ir_concat(bd, xs, v->nargs, v->axis + 1, sp);
   }
   case OP_CUMSUM:
-    return ir_cumsum(p, a, v->axis + 1, v->exclusive, sp);
+    return ir_cumsum(bd, a, v->axis + 1, v->exclusive, sp);
   case OP_REDUCE:
-    return ir_reduce(p, v->fn, a, v->rmask << 1, sp);
+    return ir_reduce(bd, v->fn, a, v->rmask << 1, sp);
   case OP_EINSUM: {
     EinsumSpec z = v->ein;
     char c = free_letter(&z);
@@ -147,12 +148,12 @@ static Value *batch_value(Vmap *V, const Value *v) {
         prepend(z.in[k], c);
     }
     prepend(z.out, c);
-    return ir_einsum_acc(p, &z, ops, sp); /* as v: f32 from bf16 operands */
+    return ir_einsum_acc(bd, &z, ops, sp); /* as v: f32 from bf16 operands */
   }
   case OP_GATHER:
     return batch_gather(V, v);
   case OP_ONE_HOT:
-    return ir_one_hot(p, a, v->shape.d[v->shape.rank - 1], sp);
+    return ir_one_hot(bd, a, v->shape.d[v->shape.rank - 1], sp);
   case OP_ANNOTATE:  /* a sharding for one member says nothing of the batch's */
   case OP_SCATTER_ADD: /* only autodiff makes it, after every moe body is batched */
   case OP_DISPATCH:  /* moe blocks do not nest */
@@ -176,15 +177,15 @@ static Value *batch_value(Vmap *V, const Value *v) {
   die("%s cannot be batched", op_name(v->op));
 }
 
-const Value *ir_vmap(Program *p, int first, int64_t n, Value **seeds, Value **batch, int nseeds,
+const Value *ir_vmap(const Build *bd, int first, int64_t n, Value **seeds, Value **batch, int nseeds,
                      const Value *member, Value **results, Value **out, int nresults) {
-  Vmap V = {p, first, p->nvalues, n, NULL, member, NULL};
-  V.b = xcalloc((size_t)(V.end - first) + 1, sizeof *V.b);
+  Program *p = bd->p;
+  Vmap V = {*bd, first, p->nvalues, n, NULL, member, NULL};
+  V.batch = xcalloc((size_t)(V.end - first) + 1, sizeof *V.batch);
   const Value *bad = NULL;
-  Span site = p->site;
   for (int i = first; i < V.end && !bad; i++) {
     Value *v = p->values[i];
-    p->site = v->site;
+    V.b = build_in(*bd, v->site, bd->region);
     Value *r = NULL;
     for (int k = 0; k < nseeds; k++)
       if (seeds[k] == v)
@@ -197,17 +198,16 @@ const Value *ir_vmap(Program *p, int first, int64_t n, Value **seeds, Value **ba
     } else if (!r && any && shape_elems(&v->shape) > GSL_MAX_ELEMS / n) {
       bad = v; /* too large once batched */
     } else if (!r && v->op == OP_RNG) {
-      r = ir_rng(p, v->fn, v->fval, v->fval2, with_batch(n, &v->shape), v->span);
+      r = ir_rng(&V.b, v->fn, v->fval, v->fval2, with_batch(n, &v->shape), v->span);
     } else if (!r && any && !(r = batch_value(&V, v))) {
       bad = v;
     }
-    V.b[i - first] = r;
+    V.batch[i - first] = r;
   }
   for (int j = 0; j < nresults && !bad; j++) {
-    p->site = results[j]->site;
+    V.b = build_in(*bd, results[j]->site, bd->region);
     out[j] = lift(&V, results[j], results[j]->span);
   }
-  p->site = site;
-  free(V.b);
+  free(V.batch);
   return bad;
 }

@@ -32,6 +32,17 @@ grep -q '^remat for p in' "$work/remat.gsl" || fail "examples/lm.gsl's layer loo
 "$GSLC" $sizes --emit-ir "$work/remat.gsl" >"$work/remat.ir" || fail "gslc --emit-ir of the remat lm"
 grep -q 'rng uniform(0, 1) stream 12 .*(recompute)' "$work/remat.ir" ||
   fail "the random routing's draw (stream 12) is not recomputed in the remat lm"
+# the moe layer's products restricted to the filled slots (slots.c) stay in
+# the region of the products they replace: a recomputed layer's products
+# are the same FLOPs with and without -fno-moe-skip-empty
+for skip in "" -fno-moe-skip-empty; do
+  "$GSLC" $sizes $skip --explain "$work/remat.gsl" | grep 'loop p = 0: recomputed' | sed 's/.*, //'
+done >"$work/remat.flops"
+if [ "$(sort -u "$work/remat.flops" | wc -l)" = 1 ] && grep -q '^[1-9][0-9]* FLOP of products' "$work/remat.flops"; then
+  pass "remat for: the recomputed layer's products are the same FLOPs with its moe products restricted"
+else
+  fail "remat for: the recomputed layer's products differ with -fno-moe-skip-empty:"; cat "$work/remat.flops"
+fi
 for b in kept remat; do
   "$GSLC" $sizes "$work/$b.gsl" -o "$work/$b" || { fail "gslc $b.gsl"; continue; }
   (cd "$work" && timeout 300 $MPIEXEC -n 2 "./$b" --steps 4 --quiet --metrics "$b.jsonl" --input tokens=train.npy \

@@ -32,7 +32,8 @@ static char tmpdir[64]; /* this suite's scratch directory */
 /* ---- building programs ------------------------------------------------------ */
 
 static Value *val(Program *p, Op op, DType dt, int rank, const int64_t *d, int nargs, Value **args) {
-  return ir_add(p, op, dt, shape_of(rank, d), (Span){0}, nargs, args);
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
+  return ir_add(&bd, op, dt, shape_of(rank, d), (Span){0}, nargs, args);
 }
 
 static Value *tensor(Program *p, const char *name, TensorKind kind, DType dt, int rank, const int64_t *d) {

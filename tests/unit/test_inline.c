@@ -16,6 +16,7 @@ static FILE *diag_file;
 static Source *src;     /* the "caller's" source that call spans point into */
 static Arena *ast;
 static Program *prog;
+static Build top;       /* prog's forward pass at no call site: the test's own values, and its calls */
 static Sema *sema;
 
 static void begin(const char *text) {
@@ -26,6 +27,7 @@ static void begin(const char *text) {
   src = source_from_string("t.gsl", text);
   ast = arena_new();
   prog = ir_new("t.gsl");
+  top = build_at(prog, PASS_FORWARD, (Span){0}, 0);
   static const SemaOptions so = {NULL, 0, TEST_SRCDIR "/stdlib", NULL, 0};
   sema = sema_new(prog, ast, &so);
 }
@@ -58,7 +60,7 @@ static Value *tensor(const char *name, TensorKind kind, DType dt, int rank, cons
   t.dtype = dt;
   t.shape = shape_of(rank, d);
   t.init = kind == TK_PARAM ? INIT_ZEROS : INIT_NONE;
-  return ir_tensor(prog, &t);
+  return ir_tensor(&top, &t);
 }
 
 static void expect_shape(const Value *v, int rank, const int64_t *d) {
@@ -79,7 +81,7 @@ static void test_dense(void) {
   int before = prog->nvalues;
   Value *res[2] = {NULL, NULL};
   Span call = at("dense(x, w, b)");
-  CU_ASSERT_EQUAL(sema_call(sema, "nn", "dense", args, 3, res, 2, call), 1);
+  CU_ASSERT_EQUAL(sema_call(sema, &top, "nn", "dense", args, 3, res, 2, call), 1);
   CU_ASSERT_PTR_NULL(res[1]);
   Value *y = res[0];
   CU_ASSERT_PTR_NOT_NULL_FATAL(y);
@@ -101,7 +103,9 @@ static void test_dense(void) {
   CU_ASSERT_EQUAL(prog->nvalues, before + 3); /* einsum, broadcast, add */
   for (int i = before; i < prog->nvalues; i++)
     CU_ASSERT_EQUAL(prog->values[i]->site.off, call.off);
-  CU_ASSERT_EQUAL(prog->site.src, NULL); /* the builder's site is reset after the call */
+  Value *after = ir_unary(&top, UF_NEG, y, at("y")); /* the call's site ended with it */
+  CU_ASSERT_EQUAL(after->site.off, at("y").off);
+  CU_ASSERT_EQUAL(after->region, 0);
   ir_output(prog, "y", y, call);
   CU_ASSERT_TRUE(ir_verify(prog, stderr));
   CU_ASSERT_EQUAL(diag_errors(), 0);
@@ -117,8 +121,8 @@ static void test_shape_names_per_call(void) {
   Value *a1[2] = {tensor("l1", TK_INPUT, DT_F32, 2, d1), tensor("k1", TK_INPUT, DT_I32, 1, i1)};
   Value *a2[2] = {tensor("l2", TK_INPUT, DT_F32, 2, d2), tensor("k2", TK_INPUT, DT_I32, 1, i2)};
   Value *r1 = NULL, *r2 = NULL;
-  CU_ASSERT_EQUAL(sema_call(sema, "nn", "cross_entropy", a1, 2, &r1, 1, at("cross_entropy(l, k)")), 1);
-  CU_ASSERT_EQUAL(sema_call(sema, "nn", "cross_entropy", a2, 2, &r2, 1, at("cross_entropy(l, k)")), 1);
+  CU_ASSERT_EQUAL(sema_call(sema, &top, "nn", "cross_entropy", a1, 2, &r1, 1, at("cross_entropy(l, k)")), 1);
+  CU_ASSERT_EQUAL(sema_call(sema, &top, "nn", "cross_entropy", a2, 2, &r2, 1, at("cross_entropy(l, k)")), 1);
   CU_ASSERT_PTR_NOT_NULL_FATAL(r1);
   CU_ASSERT_PTR_NOT_NULL_FATAL(r2);
   CU_ASSERT_EQUAL(r1->op, OP_UNARY);
@@ -140,11 +144,11 @@ static void test_errors(void) {
   Value *ce[2] = {tensor("l", TK_INPUT, DT_F32, 2, dl), tensor("k", TK_INPUT, DT_F32, 1, dk)};
   Value *ms[2] = {tensor("a", TK_INPUT, DT_F32, 2, da), tensor("b", TK_INPUT, DT_F32, 1, db)};
   Value *r = NULL;
-  CU_ASSERT_EQUAL(sema_call(sema, "nn", "cross_entropy", ce, 2, &r, 1, at("cross_entropy(l, k)")), -1);
-  CU_ASSERT_EQUAL(sema_call(sema, "nn", "mse", ms, 2, &r, 1, at("mse(a, b)")), -1);
-  CU_ASSERT_EQUAL(sema_call(sema, "nn", "nothing", NULL, 0, &r, 1, at("nn.nothing()")), -1);
-  CU_ASSERT_EQUAL(sema_call(sema, "nn", "mse", ms, 1, &r, 1, at("mse(a, b)")), -1);
-  CU_ASSERT_EQUAL(sema_call(sema, "no_such_module", "f", NULL, 0, &r, 1, at("nn.nothing()")), -1);
+  CU_ASSERT_EQUAL(sema_call(sema, &top, "nn", "cross_entropy", ce, 2, &r, 1, at("cross_entropy(l, k)")), -1);
+  CU_ASSERT_EQUAL(sema_call(sema, &top, "nn", "mse", ms, 2, &r, 1, at("mse(a, b)")), -1);
+  CU_ASSERT_EQUAL(sema_call(sema, &top, "nn", "nothing", NULL, 0, &r, 1, at("nn.nothing()")), -1);
+  CU_ASSERT_EQUAL(sema_call(sema, &top, "nn", "mse", ms, 1, &r, 1, at("mse(a, b)")), -1);
+  CU_ASSERT_EQUAL(sema_call(sema, &top, "no_such_module", "f", NULL, 0, &r, 1, at("nn.nothing()")), -1);
   CU_ASSERT_PTR_NULL(r);
   char *got = end();
   const char *want =
@@ -170,7 +174,7 @@ static void test_program_function(void) {
   CU_ASSERT_TRUE(sema_run(sema, root));
   int64_t d[] = {7};
   Value *x = tensor("x", TK_INPUT, DT_F32, 1, d), *r = NULL;
-  CU_ASSERT_EQUAL(sema_call(sema, NULL, "twice", &x, 1, &r, 1, at("twice")), 1);
+  CU_ASSERT_EQUAL(sema_call(sema, &top, NULL, "twice", &x, 1, &r, 1, at("twice")), 1);
   CU_ASSERT_PTR_NOT_NULL_FATAL(r);
   CU_ASSERT_EQUAL(r->op, OP_BINARY);
   CU_ASSERT_EQUAL(r->fn, BF_ADD);
@@ -184,7 +188,7 @@ static void test_program_function(void) {
  * compiled once at f32[3] (parameters as inputs, lr an f32 scalar) and
  * inlined twice with no sema involved: each time the same ops on the new
  * operands (lr broadcast, times g, subtracted from p), stamped with the
- * program's pass, none of the function's own values left in the program;
+ * builder's pass, none of the function's own values left in the program;
  * a function with a random draw gets a fresh stream per inlining. */
 static void test_ir_function(void) {
   begin("fn noisy(v) {\n  return v + uniform_like(v)\n}\n");
@@ -205,12 +209,12 @@ static void test_ir_function(void) {
   CU_ASSERT_PTR_EQUAL(sgd->home, prog);
   int empty = prog->nvalues;
   CU_ASSERT_EQUAL(empty, 0); /* the functions' values are their own */
-  prog->pass = PASS_UPDATE;
+  Build upd = build_at(prog, PASS_UPDATE, (Span){0}, 0);
   for (int round = 0; round < 2; round++) {
     Value *args[3] = {tensor("w", TK_PARAM, DT_F32, 1, d), tensor("g", TK_INPUT, DT_F32, 1, d),
-                      ir_const(prog, DT_F32, round ? 0.5 : 0.25, at("noisy"))};
+                      ir_const(&upd, DT_F32, round ? 0.5 : 0.25, at("noisy"))};
     Value *r = NULL;
-    CU_ASSERT_EQUAL(ir_inline(prog, sgd, args, 3, &r, 1), 1);
+    CU_ASSERT_EQUAL(ir_inline(&upd, sgd, args, 3, &r, 1), 1);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(r->op, OP_BINARY);
     CU_ASSERT_EQUAL(r->fn, BF_SUB);
@@ -227,7 +231,7 @@ static void test_ir_function(void) {
   uint32_t streams[2];
   for (int round = 0; round < 2; round++) {
     Value *x = tensor("x", TK_INPUT, DT_F32, 1, d), *r = NULL;
-    CU_ASSERT_EQUAL(ir_inline(prog, noisy, &x, 1, &r, 1), 1);
+    CU_ASSERT_EQUAL(ir_inline(&upd, noisy, &x, 1, &r, 1), 1);
     CU_ASSERT_EQUAL_FATAL(r->args[1]->op, OP_RNG);
     streams[round] = r->args[1]->stream;
   }

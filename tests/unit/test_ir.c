@@ -18,7 +18,8 @@ static Value *add_input(Program *p, const char *name, Shape sh) {
   t->name = name;
   t->kind = TK_INPUT;
   t->shape = sh;
-  Value *v = ir_add(p, OP_INPUT, DT_F32, sh, nospan, 0, NULL);
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
+  Value *v = ir_add(&bd, OP_INPUT, DT_F32, sh, nospan, 0, NULL);
   v->name = name;
   v->tensor = p->ntensors++;
   t->value = v;
@@ -41,14 +42,15 @@ static char *print(const Program *p) {
 
 static void test_print(void) {
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value *x = add_input(p, "x", shape_of(2, (int64_t[]){2, 3}));
   Value *w = add_input(p, "w", shape_of(2, (int64_t[]){3, 4}));
   Value *ops[2] = {x, w};
-  Value *y = ir_add(p, OP_EINSUM, DT_F32, shape_of(2, (int64_t[]){2, 4}), nospan, 2, ops);
+  Value *y = ir_add(&bd, OP_EINSUM, DT_F32, shape_of(2, (int64_t[]){2, 4}), nospan, 2, ops);
   char err[128];
   CU_ASSERT_TRUE(ein_parse("ij,jk->ik", 2, &y->ein, err, sizeof err));
   y->name = "y";
-  Value *z = ir_add(p, OP_UNARY, DT_F32, y->shape, nospan, 1, &y);
+  Value *z = ir_add(&bd, OP_UNARY, DT_F32, y->shape, nospan, 1, &y);
   z->fn = UF_TANH;
   add_output(p, "z", z);
   CU_ASSERT_TRUE(ir_verify(p, stderr));
@@ -66,19 +68,20 @@ static void test_print(void) {
 
 static void test_verify_catches(void) {
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value *x = add_input(p, "x", shape_of(2, (int64_t[]){2, 3}));
-  Value *t = ir_add(p, OP_TRANSPOSE, DT_F32, shape_of(2, (int64_t[]){3, 2}), nospan, 1, &x);
+  Value *t = ir_add(&bd, OP_TRANSPOSE, DT_F32, shape_of(2, (int64_t[]){3, 2}), nospan, 1, &x);
   t->perm[0] = 1;
   t->perm[1] = 0;
   CU_ASSERT_TRUE(ir_verify(p, NULL));
   t->perm[1] = 1; /* not a permutation */
   CU_ASSERT_FALSE(ir_verify(p, NULL));
   t->perm[1] = 0;
-  Value *r = ir_add(p, OP_RESHAPE, DT_F32, shape_of(1, (int64_t[]){5}), nospan, 1, &x);
+  Value *r = ir_add(&bd, OP_RESHAPE, DT_F32, shape_of(1, (int64_t[]){5}), nospan, 1, &x);
   CU_ASSERT_FALSE(ir_verify(p, NULL)); /* 6 elements into 5 */
   r->shape.d[0] = 6;
   CU_ASSERT_TRUE(ir_verify(p, NULL));
-  Value *u = ir_add(p, OP_UNARY, DT_F32, shape_of(1, (int64_t[]){6}), nospan, 1, &r);
+  Value *u = ir_add(&bd, OP_UNARY, DT_F32, shape_of(1, (int64_t[]){6}), nospan, 1, &r);
   r->args[0] = u; /* operand defined after its user */
   CU_ASSERT_FALSE(ir_verify(p, NULL));
   ir_free(p);
@@ -86,10 +89,11 @@ static void test_verify_catches(void) {
 
 static void test_dce(void) {
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value *x = add_input(p, "x", shape_of(1, (int64_t[]){4}));
-  Value *dead = ir_add(p, OP_UNARY, DT_F32, x->shape, nospan, 1, &x);
+  Value *dead = ir_add(&bd, OP_UNARY, DT_F32, x->shape, nospan, 1, &x);
   dead->fn = UF_EXP;
-  Value *live = ir_add(p, OP_UNARY, DT_F32, x->shape, nospan, 1, &x);
+  Value *live = ir_add(&bd, OP_UNARY, DT_F32, x->shape, nospan, 1, &x);
   live->fn = UF_LOG;
   add_output(p, "y", live);
   ir_dce(p);
@@ -108,9 +112,10 @@ static void test_dce(void) {
 static void test_uses(void) {
   Program *p = ir_new("t.gsl");
   Value *x = add_input(p, "x", shape_of(1, (int64_t[]){4}));
-  Value *a = ir_binary(p, BF_MUL, x, x, nospan);
-  Value *b = ir_unary(p, UF_EXP, a, nospan);
-  Value *c = ir_binary(p, BF_ADD, a, b, nospan);
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
+  Value *a = ir_binary(&bd, BF_MUL, x, x, nospan);
+  Value *b = ir_unary(&bd, UF_EXP, a, nospan);
+  Value *c = ir_binary(&bd, BF_ADD, a, b, nospan);
   add_output(p, "c", c);
   add_output(p, "a", a);
   add_output(p, "a2", a);
@@ -157,27 +162,28 @@ static Span nospan2;
  * transpose is no op at all. */
 static void test_builder(void) {
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value *x = add_input(p, "x", shape_of(2, (int64_t[]){2, 3}));
   Value *b = add_input(p, "b", shape_of(1, (int64_t[]){3}));
-  Value *y = ir_binary(p, BF_ADD, x, b, nospan2);
+  Value *y = ir_binary(&bd, BF_ADD, x, b, nospan2);
   CU_ASSERT_EQUAL(y->op, OP_BINARY);
   CU_ASSERT_EQUAL(y->shape.rank, 2);
   CU_ASSERT_EQUAL(y->args[1]->op, OP_BROADCAST);
   CU_ASSERT_EQUAL(y->args[1]->perm[0], -1);
   CU_ASSERT_EQUAL(y->args[1]->perm[1], 0);
-  CU_ASSERT_PTR_EQUAL(ir_transpose(p, x, (int[]){0, 1}, nospan2), x);
+  CU_ASSERT_PTR_EQUAL(ir_transpose(&bd, x, (int[]){0, 1}, nospan2), x);
   Value *w = add_input(p, "w", shape_of(2, (int64_t[]){3, 5}));
   EinsumSpec e;
   char err[128];
   CU_ASSERT_TRUE_FATAL(ein_parse("ab,bc->a", 2, &e, err, sizeof err));
   Value *ops[2] = {x, w};
-  Value *z = ir_einsum(p, &e, ops, nospan2);
+  Value *z = ir_einsum(&bd, &e, ops, nospan2);
   CU_ASSERT_EQUAL(z->op, OP_EINSUM);
   CU_ASSERT_EQUAL(z->shape.rank, 1);
   CU_ASSERT_EQUAL(z->shape.d[0], 2);
   CU_ASSERT_EQUAL(z->args[1]->op, OP_REDUCE); /* c summed out of w first */
   CU_ASSERT_STRING_EQUAL(ein_str(p->arena, &z->ein), "ab,b->a");
-  Value *c = ir_concat(p, (Value *[]){x, x}, 2, 1, nospan2);
+  Value *c = ir_concat(&bd, (Value *[]){x, x}, 2, 1, nospan2);
   CU_ASSERT_EQUAL(c->shape.d[1], 6);
   add_output(p, "z", z);
   add_output(p, "c", c);
@@ -203,22 +209,23 @@ static void test_round_bf16(void) {
   CU_ASSERT_EQUAL(ir_round_bf16(0x1p-149), 0.0);                       /* f32's least subnormal: to 0 */
   /* casts between bf16 and f32: the round trip bf16 -> f32 -> bf16 folds away */
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value *x = add_input(p, "x", shape_of(1, (int64_t[]){3}));
-  Value *h = ir_cast(p, x, DT_BF16, nospan2);
-  Value *w = ir_cast(p, h, DT_F32, nospan2);
-  CU_ASSERT_PTR_EQUAL(ir_cast(p, w, DT_BF16, nospan2), h);
-  CU_ASSERT_PTR_NOT_EQUAL(ir_cast(p, h, DT_F32, nospan2), x); /* f32 -> bf16 -> f32 rounds: kept */
+  Value *h = ir_cast(&bd, x, DT_BF16, nospan2);
+  Value *w = ir_cast(&bd, h, DT_F32, nospan2);
+  CU_ASSERT_PTR_EQUAL(ir_cast(&bd, w, DT_BF16, nospan2), h);
+  CU_ASSERT_PTR_NOT_EQUAL(ir_cast(&bd, h, DT_F32, nospan2), x); /* f32 -> bf16 -> f32 rounds: kept */
   /* a product of bf16 operands is its f32 accumulation, rounded once */
   EinsumSpec e;
   char err[128];
   CU_ASSERT_TRUE_FATAL(ein_parse("a,a->", 2, &e, err, sizeof err));
   Value *ops[2] = {h, h};
-  Value *d = ir_einsum(p, &e, ops, nospan2);
+  Value *d = ir_einsum(&bd, &e, ops, nospan2);
   CU_ASSERT_EQUAL(d->op, OP_CAST);
   CU_ASSERT_EQUAL(d->dtype, DT_BF16);
   CU_ASSERT_EQUAL(d->args[0]->op, OP_EINSUM);
   CU_ASSERT_EQUAL(d->args[0]->dtype, DT_F32);
-  Value *s = ir_reduce(p, RF_SUM, h, 1, nospan2); /* summed in f32 */
+  Value *s = ir_reduce(&bd, RF_SUM, h, 1, nospan2); /* summed in f32 */
   CU_ASSERT_EQUAL(s->dtype, DT_BF16);
   CU_ASSERT_EQUAL(s->args[0]->op, OP_REDUCE);
   CU_ASSERT_EQUAL(s->args[0]->args[0]->dtype, DT_F32);
@@ -245,10 +252,11 @@ static void test_ein_parse(void) {
 /* The verifier checks an einsum's letters against the shapes. */
 static void test_verify_einsum(void) {
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value *x = add_input(p, "x", shape_of(2, (int64_t[]){2, 3}));
   Value *w = add_input(p, "w", shape_of(2, (int64_t[]){3, 4}));
   Value *ops[2] = {x, w};
-  Value *y = ir_add(p, OP_EINSUM, DT_F32, shape_of(2, (int64_t[]){2, 4}), nospan2, 2, ops);
+  Value *y = ir_add(&bd, OP_EINSUM, DT_F32, shape_of(2, (int64_t[]){2, 4}), nospan2, 2, ops);
   char err[128];
   CU_ASSERT_TRUE_FATAL(ein_parse("ij,jk->ik", 2, &y->ein, err, sizeof err));
   CU_ASSERT_TRUE(ir_verify(p, NULL));
@@ -265,18 +273,19 @@ static void test_verify_einsum(void) {
 /* The verifier checks the other ops' shapes too. */
 static void test_verify_shapes(void) {
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value *x = add_input(p, "x", shape_of(2, (int64_t[]){2, 3}));
-  Value *r = ir_reduce(p, RF_SUM, x, 1u << 1, nospan2);
+  Value *r = ir_reduce(&bd, RF_SUM, x, 1u << 1, nospan2);
   CU_ASSERT_TRUE(ir_verify(p, NULL));
   r->shape.d[0] = 3; /* reducing dim 1 of [2, 3] leaves [2] */
   CU_ASSERT_FALSE(ir_verify(p, NULL));
   r->shape.d[0] = 2;
-  Value *c = ir_concat(p, (Value *[]){x, x}, 2, 0, nospan2);
+  Value *c = ir_concat(&bd, (Value *[]){x, x}, 2, 0, nospan2);
   CU_ASSERT_TRUE(ir_verify(p, NULL));
   c->shape.d[0] = 5; /* 2 + 2 */
   CU_ASSERT_FALSE(ir_verify(p, NULL));
   c->shape.d[0] = 4;
-  Value *o = ir_one_hot(p, ir_cast(p, x, DT_I32, nospan2), 7, nospan2);
+  Value *o = ir_one_hot(&bd, ir_cast(&bd, x, DT_I32, nospan2), 7, nospan2);
   CU_ASSERT_TRUE(ir_verify(p, NULL));
   o->dtype = DT_I32;
   CU_ASSERT_FALSE(ir_verify(p, NULL));
@@ -298,16 +307,18 @@ static Value *swap_exp_for_log(void *ctx, Program *dst, const Value *v, Value **
   (void)ctx;
   if (v->op != OP_UNARY || v->fn != UF_EXP)
     return NULL; /* copied as it is */
-  return ir_unary(dst, UF_LOG, map[v->args[0]->id], v->span);
+  Build bd = build_at(dst, v->pass, v->site, v->region); /* where v was built */
+  return ir_unary(&bd, UF_LOG, map[v->args[0]->id], v->span);
 }
 
 /* The rewriter copies every value with all its attributes, and lets the
  * callback replace any of them. */
 static void test_rewrite(void) {
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value *x = add_input(p, "x", shape_of(2, (int64_t[]){2, 3}));
-  Value *c = ir_cumsum(p, x, 1, true, nospan2);
-  Value *e = ir_unary(p, UF_EXP, c, nospan2);
+  Value *c = ir_cumsum(&bd, x, 1, true, nospan2);
+  Value *e = ir_unary(&bd, UF_EXP, c, nospan2);
   add_output(p, "e", e);
   Program *q = ir_rewrite(p, false, swap_exp_for_log, NULL);
   CU_ASSERT_EQUAL_FATAL(q->nvalues, 3);
@@ -353,26 +364,27 @@ static void test_tables(void) {
  * not through arithmetic, nor a reshape of part of one. */
 static void test_index_sources(void) {
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value *tok = add_input(p, "tok", shape_of(2, (int64_t[]){4, 6}));
   tok->dtype = p->tensors[0].dtype = DT_I32;
   IndexSource s[IR_MAX_SOURCES];
-  Value *a = ir_transpose(p, ir_slice(p, tok, 1, 1, 4, nospan), (int[]){1, 0}, nospan);
+  Value *a = ir_transpose(&bd, ir_slice(&bd, tok, 1, 1, 4, nospan), (int[]){1, 0}, nospan);
   CU_ASSERT_EQUAL_FATAL(ir_index_sources(a, s), 1);
   CU_ASSERT(s[0].tensor == 0 && s[0].lo[0] == 0 && s[0].hi[0] == 4 && s[0].lo[1] == 1 && s[0].hi[1] == 5);
   /* rows 0, 1 of c are rows 2, 3 of tok; rows 2..5 are computed */
-  Value *one = ir_broadcast(p, ir_const(p, DT_I32, 1, nospan), tok->shape, nospan);
-  Value *parts[2] = {ir_slice(p, tok, 0, 2, 2, nospan), ir_binary(p, BF_ADD, tok, one, nospan)};
-  Value *c = ir_slice(p, ir_concat(p, parts, 2, 0, nospan), 0, 1, 3, nospan);
+  Value *one = ir_broadcast(&bd, ir_const(&bd, DT_I32, 1, nospan), tok->shape, nospan);
+  Value *parts[2] = {ir_slice(&bd, tok, 0, 2, 2, nospan), ir_binary(&bd, BF_ADD, tok, one, nospan)};
+  Value *c = ir_slice(&bd, ir_concat(&bd, parts, 2, 0, nospan), 0, 1, 3, nospan);
   CU_ASSERT_EQUAL_FATAL(ir_index_sources(c, s), 1);
   CU_ASSERT(s[0].lo[0] == 3 && s[0].hi[0] == 4 && s[0].lo[1] == 0 && s[0].hi[1] == 6);
   CU_ASSERT_EQUAL(ir_index_sources(parts[1], s), 0);
-  Value *row = ir_reshape(p, ir_slice(p, tok, 0, 0, 1, nospan), shape_of(1, (int64_t[]){6}), nospan);
-  Value *b = ir_broadcast(p, row, shape_of(2, (int64_t[]){3, 6}), nospan);
+  Value *row = ir_reshape(&bd, ir_slice(&bd, tok, 0, 0, 1, nospan), shape_of(1, (int64_t[]){6}), nospan);
+  Value *b = ir_broadcast(&bd, row, shape_of(2, (int64_t[]){3, 6}), nospan);
   CU_ASSERT_EQUAL_FATAL(ir_index_sources(b, s), 1);
   CU_ASSERT(s[0].lo[0] == 0 && s[0].hi[0] == 1 && s[0].lo[1] == 0 && s[0].hi[1] == 6);
-  Value *flat = ir_reshape(p, tok, shape_of(1, (int64_t[]){24}), nospan);
+  Value *flat = ir_reshape(&bd, tok, shape_of(1, (int64_t[]){24}), nospan);
   CU_ASSERT_EQUAL(ir_index_sources(flat, s), 1);
-  CU_ASSERT_EQUAL(ir_index_sources(ir_slice(p, flat, 0, 0, 5, nospan), s), 0);
+  CU_ASSERT_EQUAL(ir_index_sources(ir_slice(&bd, flat, 0, 0, 5, nospan), s), 0);
   CU_ASSERT_TRUE(ir_op(OP_ALL_TO_ALL)->flags & OF_MOVE);
   CU_ASSERT_FALSE(ir_op(OP_ALL_REDUCE)->flags & OF_MOVE);
   ir_free(p);

@@ -19,7 +19,8 @@ static Value *input(Program *p, const char *name, Shape sh) {
   t.kind = TK_INPUT;
   t.dtype = DT_F32;
   t.shape = sh;
-  return ir_tensor(p, &t);
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
+  return ir_tensor(&bd, &t);
 }
 
 /* x: f32[16] (64 bytes); c1 = cumsum(x), c2 = cumsum(c1), c3 = cumsum(c2),
@@ -28,10 +29,11 @@ static Value *input(Program *p, const char *name, Shape sh) {
  * share bytes: the arena is 128 bytes, where one buffer each takes 192. */
 static void test_reuse(void) {
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value *x = input(p, "x", shape_of(1, (int64_t[]){16}));
-  Value *c1 = ir_cumsum(p, x, 0, false, nospan);
-  Value *c2 = ir_cumsum(p, c1, 0, false, nospan);
-  Value *c3 = ir_cumsum(p, c2, 0, false, nospan);
+  Value *c1 = ir_cumsum(&bd, x, 0, false, nospan);
+  Value *c2 = ir_cumsum(&bd, c1, 0, false, nospan);
+  Value *c3 = ir_cumsum(&bd, c2, 0, false, nospan);
   ir_output(p, "c3", c3, nospan);
   Plan *pl = plan_buffers(p);
   CU_ASSERT_TRUE(plan_verify(pl, stderr));
@@ -61,10 +63,11 @@ static void test_reuse(void) {
  * with alignment), and the last is the output's. */
 static void test_fusion_bound(void) {
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value *v = input(p, "x", shape_of(1, (int64_t[]){4}));
   Value *chain[200];
   for (int i = 0; i < 200; i++)
-    v = chain[i] = ir_unary(p, UF_NEG, v, nospan);
+    v = chain[i] = ir_unary(&bd, UF_NEG, v, nospan);
   ir_output(p, "y", v, nospan);
   Plan *pl = plan_buffers(p);
   int buffers = 0;
@@ -148,6 +151,7 @@ static void test_placement_greedy(void) {
   enum { NSHAPE = 7, NVAL = 3000 };
   static const int64_t len[NSHAPE] = {4, 16, 40, 100, 300, 1000, 2500};
   Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   Value **by_shape[NSHAPE];
   int count[NSHAPE];
   for (int s = 0; s < NSHAPE; s++) {
@@ -160,7 +164,7 @@ static void test_placement_greedy(void) {
   for (int i = 0; i < NVAL; i++) {
     int s = (int)rnd(NSHAPE), c = count[s];
     Value *a = by_shape[s][rnd(4) ? c - 1 - (int)rnd(c < 8 ? c : 8) : (int)rnd(c)];
-    Value *v = ir_cumsum(p, a, 0, false, nospan);
+    Value *v = ir_cumsum(&bd, a, 0, false, nospan);
     by_shape[s][count[s]++] = v;
     if (!rnd(100))
       ir_output(p, arena_printf(p->arena, "y%d", i), v, nospan);
@@ -170,7 +174,7 @@ static void test_placement_greedy(void) {
       strcpy(e.in[0], "bij");
       strcpy(e.in[1], "bjk");
       strcpy(e.out, "ibk");
-      sq = ir_einsum(p, &e, (Value *[]){sq, sq}, nospan);
+      sq = ir_einsum(&bd, &e, (Value *[]){sq, sq}, nospan);
     }
   }
   ir_output(p, "sq", sq, nospan);

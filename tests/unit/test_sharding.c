@@ -509,9 +509,10 @@ static void test_step_bytes(void) {
   /* an all-gather over (a, b) of a local f32[1, 16] in an SPMD program:
    * b = 64, n = 8: 64 * 7 = 448, as the plan above counted it */
   Program *p = mesh_a2b4();
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
   p->spmd = true;
-  Value *x = ir_add(p, OP_CONST, DT_F32, shape_of(2, (int64_t[]){1, 16}), (Span){0}, 0, NULL);
-  Value *v = ir_add(p, OP_ALL_GATHER, DT_F32, shape_of(2, (int64_t[]){8, 16}), (Span){0}, 1, &x);
+  Value *x = ir_add(&bd, OP_CONST, DT_F32, shape_of(2, (int64_t[]){1, 16}), (Span){0}, 0, NULL);
+  Value *v = ir_add(&bd, OP_ALL_GATHER, DT_F32, shape_of(2, (int64_t[]){8, 16}), (Span){0}, 1, &x);
   v->group[0] = A;
   v->group[1] = B;
   v->ngroup = 2;
