@@ -7,7 +7,7 @@
 # six files, which parse imports and evaluate expressions within
 # builtins' arguments) count as one; the graph of the rest must have no
 # cycle (tsort), and no pass may call a pass that runs before it in the
-# pipeline: front end, autodiff, slots, propagate, update, partition, explain,
+# pipeline: front end, autodiff, slots, autoshard, propagate, update, partition, explain,
 # stats (--stats, which reads the plan), plan, the plan's allocator and its
 # staging rules (plan_arena.c, plan_staging.c), codegen (its six files as
 # one: among them cg_loops.c calls none of the others, and none calls
@@ -48,7 +48,7 @@ sed -E 's/(^| )(lexer|parser|ast|sema|builtins|contract|inline|loop|moe)( |$)/\1
         s/(^| )(cg_[a-z]+|codegen)( |$)/\1codegen\3/g' "$work/cc" |
   awk '$1 != $2' | sort -u >"$work/cc1"
 tsort "$work/cc1" >/dev/null 2>"$work/loop" || { cat "$work/loop"; fail "gslc's files call each other in a circle"; }
-order="front autodiff slots propagate update partition explain stats plan plan_staging plan_arena codegen"
+order="front autodiff slots autoshard propagate update partition explain stats plan plan_staging plan_arena codegen"
 pos() { i=0; for p in $order; do [ "$p" = "$1" ] && { echo $i; return; }; i=$((i + 1)); done; echo -1; }
 while read -r from to; do
   a=$(pos "$from"); b=$(pos "$to")
