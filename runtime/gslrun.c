@@ -94,7 +94,7 @@ typedef struct Run {
   Built built[MAX_MESHES];
   int nbuilt;
   /* this run's checkpoints */
-  time_t started;      /* when gslrun started */
+  struct timespec started; /* when gslrun started (CLOCK_REALTIME) */
   char **pre_runs;     /* run identities DIR held when gslrun started */
   int npre;
   char ours[33];       /* this run's identity, "" while unknown */
@@ -124,6 +124,7 @@ typedef struct Segment {
   double died_at;       /* when (now()) */
   double detect;        /* from then to mpirun's end, seconds */
   char last_err[512];   /* the last line on the job's stderr */
+  char written[256];    /* the last checkpoint the job said it wrote: DIR/step-N */
 } Segment;
 
 static volatile sig_atomic_t got_signal; /* SIGTERM or SIGINT to gslrun, unforwarded */
@@ -552,7 +553,7 @@ static long hostfile_slots(const char *path) {
 /* ---- checkpoints -------------------------------------------------------------- */
 
 /* The run identity in DIR/name/manifest.json into run (33 bytes): 0 or -1. */
-static int run_of(const char *dir, const char *name, char *run, time_t *mtime) {
+static int run_of(const char *dir, const char *name, char *run, struct timespec *mtime) {
   char *path = xasprintf("%s/%s/manifest.json", dir, name);
   struct stat st;
   json_t *doc = lstat(path, &st) == 0 && S_ISREG(st.st_mode) ? json_load_file(path, 0, NULL) : NULL;
@@ -562,7 +563,7 @@ static int run_of(const char *dir, const char *name, char *run, time_t *mtime) {
   if (rc == 0) {
     memcpy(run, s, 33);
     if (mtime)
-      *mtime = st.st_mtime;
+      *mtime = st.st_mtim;
   }
   json_decref(doc);
   return rc;
@@ -622,18 +623,23 @@ static void note_checkpoints(Run *r) {
 
 /* Where a restart resumes: the step of the newest complete checkpoint (its
  * name in name), 0 when DIR holds none; -1 after saying why not when the
- * newest is not this run's. */
-static long resume_point(Run *r, char *name, size_t cap) {
+ * newest is not this run's. This run's identity, while unknown, is that of
+ * the checkpoint the job last said it wrote, else (a --quiet job) of one
+ * DIR did not hold before, written since gslrun started. */
+static long resume_point(Run *r, const Segment *sg, char *name, size_t cap) {
   name[0] = '\0';
   if (!r->ckdir)
     return 0;
+  const char *slash = strrchr(sg->written, '/');
+  if (!r->ours[0] && slash)
+    run_of(r->ckdir, slash + 1, r->ours, NULL);
   long step = newest(r->ckdir, name, cap);
   if (step < 0) {
     name[0] = '\0';
     return 0;
   }
   char run[33];
-  time_t mtime = 0;
+  struct timespec mtime = {0, 0};
   if (run_of(r->ckdir, name, run, &mtime) != 0) {
     say("not restarting: the newest checkpoint %s/%s has no run identity that can be read", r->ckdir, name);
     return -1;
@@ -642,7 +648,8 @@ static long resume_point(Run *r, char *name, size_t cap) {
     bool before = false;
     for (int i = 0; i < r->npre; i++)
       before |= !strcmp(r->pre_runs[i], run);
-    if (!before && mtime >= r->started)
+    if (!before && (mtime.tv_sec > r->started.tv_sec ||
+                    (mtime.tv_sec == r->started.tv_sec && mtime.tv_nsec >= r->started.tv_nsec)))
       memcpy(r->ours, run, 33);
   }
   if (strcmp(run, r->ours) != 0) {
@@ -743,6 +750,8 @@ static void scan_line(Segment *s, const char *line, bool err) {
     s->bad_code = (int)a;
   else if (strstr(line, ": stopped by SIG"))
     s->stopped = true;
+  else if (!strncmp(line, "checkpoint ", 11) && (p = strstr(line, " written (")) && p - line - 11 < 255)
+    snprintf(s->written, sizeof s->written, "%.*s", (int)(p - line - 11), line + 11);
   if (err && *line)
     snprintf(s->last_err, sizeof s->last_err, "%s", line);
 }
@@ -1023,8 +1032,8 @@ static const char *signame(int sig) {
  * BAD TERMINATION block names; the signal or status; mpirun's status. */
 static char *cause_of(const Segment *s) {
   char who[512] = "", host[256] = "";
-  int rank = s->first_dead >= 0 ? s->first_dead : s->err_rank;
-  long pid = s->first_dead >= 0 ? s->pid[s->first_dead] : 0;
+  int rank = s->err_rank >= 0 ? s->err_rank : s->first_dead;
+  long pid = rank >= 0 && rank < MAX_RANKS ? s->pid[rank] : 0;
   if (rank < 0 && s->bad_pid)
     for (int i = 0; i < MAX_RANKS && rank < 0; i++)
       if (s->pid[i] == s->bad_pid)
@@ -1042,14 +1051,14 @@ static char *cause_of(const Segment *s) {
   char how[256] = "";
   if (s->bad_pid && s->bad_code > 0 && s->bad_code < 64)
     snprintf(how, sizeof how, "killed by signal %d (%s)%s", s->bad_code, signame(s->bad_code),
-             pid && pid != s->bad_pid ? " as mpirun reports it" : "");
+             pid != s->bad_pid ? " as mpirun reports it" : "");
   else if (s->bad_pid)
     snprintf(how, sizeof how, "ended with status %d", s->bad_code);
   char *text;
   if (s->err_line[0])
     text = xasprintf("%s%s'%s'; mpirun's status %d", who, *who ? " failed: " : "", s->err_line, s->status);
   else if (*who && *how)
-    text = xasprintf("%s%s %s; mpirun's status %d", who, s->first_dead >= 0 ? " ended first," : " was", how,
+    text = xasprintf("%s%s %s; mpirun's status %d", who, rank == s->first_dead ? " ended first," : " was", how,
                      s->status);
   else if (*who)
     text = xasprintf("%s ended first; mpirun's status %d%s%s%s", who, s->status,
@@ -1204,7 +1213,7 @@ static int supervise(Run *r) {
     else
       say("segment %d failed after %.1f s: %s", k, took, cause);
     char name[256];
-    long from = resume_point(r, name, sizeof name);
+    long from = resume_point(r, s, name, sizeof name);
     if (from < 0) {
       free(s);
       return status;
@@ -1242,7 +1251,7 @@ int main(int argc, char **argv) {
   int rc = parse_options(argc, argv, &r);
   if (rc)
     return rc;
-  r.started = time(NULL);
+  clock_gettime(CLOCK_REALTIME, &r.started);
   const char *env = getenv("GSLRUN_MPIRUN");
   r.mpirun = env && *env ? xstrdup(env) : on_path("mpirun");
   if (!r.mpirun && !(r.mpirun = on_path("mpiexec"))) {
