@@ -49,12 +49,12 @@
 
 #include "config.h"
 
-#define MAX_AXES 8         /* as GSL_MAX_AXES */
-#define MAX_MESHES 16      /* distinct meshes compiled in one run */
-#define MAX_RANKS 4096     /* local ranks mapped from pid */
-#define BACKOFF_CAP 30.0   /* the longest back-off, seconds */
-#define EXIT_STOPPED 3     /* the runtime's GSLRT_EXIT_STOPPED */
-#define EXIT_USAGE 2       /* the runtime's usage errors */
+#define MAX_AXES 8       /* as GSL_MAX_AXES */
+#define MAX_MESHES 16    /* distinct meshes compiled in one run */
+#define MAX_RANKS 4096   /* local ranks mapped from pid */
+#define BACKOFF_CAP 30.0 /* the longest back-off, seconds */
+#define EXIT_STOPPED 3   /* the runtime's GSLRT_EXIT_STOPPED */
+#define EXIT_USAGE 2     /* the runtime's usage errors */
 
 typedef struct Axis {
   char name[64];  /* the axis's name */
@@ -70,24 +70,24 @@ typedef struct Built {
 
 typedef struct Run {
   /* options */
-  long np;             /* -np N: the most ranks (0: the mesh's, source only) */
-  long max_restarts;   /* --max-restarts */
-  long min_np;         /* --min-np */
-  double backoff;      /* --backoff: the first back-off, doubled each restart */
+  long np;              /* -np N: the most ranks (0: the mesh's, source only) */
+  long max_restarts;    /* --max-restarts */
+  long min_np;          /* --min-np */
+  double backoff;       /* --backoff: the first back-off, doubled each restart */
   const char *hostfile; /* --hostfile, or NULL */
-  const char *program; /* PROGRAM: a binary or a .gsl source */
-  bool source;         /* PROGRAM is a .gsl source */
-  char **gslc_args;    /* a source's gslc options */
+  const char *program;  /* PROGRAM: a binary or a .gsl source */
+  bool source;          /* PROGRAM is a .gsl source */
+  char **gslc_args;     /* a source's gslc options */
   int ngslc;
-  char **args;         /* the program's arguments */
+  char **args; /* the program's arguments */
   int nargs;
   const char *ckdir;   /* its --checkpoint DIR, or NULL */
   const char *metrics; /* its --metrics FILE, or NULL */
   bool resume;         /* it was given --resume */
   /* tools */
-  char *mpirun;        /* mpirun's path */
-  char *gslc;          /* gslc's path (source only) */
-  char *tmpdir;        /* where the binaries of a source go */
+  char *mpirun; /* mpirun's path */
+  char *gslc;   /* gslc's path (source only) */
+  char *tmpdir; /* where the binaries of a source go */
   /* a source's mesh */
   Axis axes[MAX_AXES];
   int naxes;
@@ -95,11 +95,11 @@ typedef struct Run {
   int nbuilt;
   /* this run's checkpoints */
   struct timespec started; /* when gslrun started (CLOCK_REALTIME) */
-  char **pre_runs;     /* run identities DIR held when gslrun started */
+  char **pre_runs;         /* run identities DIR held when gslrun started */
   int npre;
-  char ours[33];       /* this run's identity, "" while unknown */
+  char ours[33]; /* this run's identity, "" while unknown */
   /* metrics */
-  char *acc;           /* every segment's records so far, with gslrun's */
+  char *acc; /* every segment's records so far, with gslrun's */
   size_t acclen;
 } Run;
 
@@ -121,14 +121,16 @@ typedef struct Segment {
   int pidfd[MAX_RANKS]; /* a pidfd of each, polled for its end; -1 none */
   int nfound;           /* how many are known */
   int first_dead;       /* the local rank seen to end first, -1 */
-  double died_at;       /* when (now()) */
-  double detect;        /* from then to mpirun's end, seconds */
-  char last_err[512];   /* the last line on the job's stderr */
-  char written[256];    /* the last checkpoint the job said it wrote: DIR/step-N */
+  int together[8];      /* the ranks seen to end at that same wakeup, first_dead among them */
+  int ntogether;
+  double died_at;     /* when (now()) */
+  double detect;      /* from then to mpirun's end, seconds */
+  char last_err[512]; /* the last line on the job's stderr */
+  char written[256];  /* the last checkpoint the job said it wrote: DIR/step-N */
 } Segment;
 
 static volatile sig_atomic_t got_signal; /* SIGTERM or SIGINT to gslrun, unforwarded */
-static int sig_pipe[2] = {-1, -1};        /* written by the handler, wakes poll */
+static int sig_pipe[2] = {-1, -1};       /* written by the handler, wakes poll */
 
 static void on_signal(int sig) {
   int e = errno;
@@ -478,6 +480,14 @@ static void fit_from(const Run *r, int i, long *size, long devices, long avail, 
   }
 }
 
+/* Whether mesh size was compiled already. */
+static bool build_known(const Run *r, const long *size) {
+  for (int b = 0; b < r->nbuilt; b++)
+    if (!memcmp(r->built[b].size, size, sizeof(long) * (size_t)r->naxes))
+      return true;
+  return false;
+}
+
 /* The binary of mesh size, compiled now if not yet: NULL after saying why. */
 static const char *build_for(Run *r, const long *size) {
   for (int b = 0; b < r->nbuilt; b++)
@@ -654,8 +664,8 @@ static long resume_point(Run *r, const Segment *sg, char *name, size_t cap) {
   }
   if (strcmp(run, r->ours) != 0) {
     say("not restarting: the newest checkpoint %s/%s is another run's (run %.8s...%s), not this one's; "
-        "a restart never resumes another run", r->ckdir, name, run,
-        r->ours[0] ? "" : ", and this run wrote none");
+        "a restart never resumes another run",
+        r->ckdir, name, run, r->ours[0] ? "" : ", and this run wrote none");
     return -1;
   }
   return step;
@@ -750,6 +760,8 @@ static void scan_line(Segment *s, const char *line, bool err) {
     s->bad_code = (int)a;
   else if (strstr(line, ": stopped by SIG"))
     s->stopped = true;
+  else if (sscanf(line, "resumed from %*s at step %ld", &a) == 1)
+    s->first = a;
   else if (!strncmp(line, "checkpoint ", 11) && (p = strstr(line, " written (")) && p - line - 11 < 255)
     snprintf(s->written, sizeof s->written, "%.*s", (int)(p - line - 11), line + 11);
   if (err && *line)
@@ -851,7 +863,7 @@ static int run_job(Run *r, const char *bin, bool resume, Segment *s) {
   close(err[1]);
   Stream st[2] = {{out[0], 1, "", 0}, {err[0], 2, "", 0}};
   int status = -1, forwarded = 0;
-  double ended = 0;
+  double ended = 0, started = now(), scanned = 0;
   for (;;) {
     if (got_signal && forwarded != got_signal) {
       forwarded = got_signal;
@@ -863,8 +875,10 @@ static int run_job(Run *r, const char *bin, bool resume, Segment *s) {
       if (got == pid) {
         status = WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
         ended = now();
-      } else if (s->nfound < s->np)
-        find_ranks(pid, s);
+      } else if (s->nfound < s->np && now() - scanned > (now() - started < 10 ? 0.1 : 2)) {
+        find_ranks(pid, s); /* ranks on other hosts are never found: less often after 10 s */
+        scanned = now();
+      }
     }
     if (st[0].fd < 0 && st[1].fd < 0 && status >= 0)
       break;
@@ -880,11 +894,16 @@ static int run_job(Run *r, const char *bin, bool resume, Segment *s) {
     int k = poll(pf, (nfds_t)npf, 100);
     if (k <= 0)
       continue;
+    bool first = s->first_dead < 0 && status < 0; /* the ranks that ended by this wakeup: no order among them */
     for (int q = 3; q < npf; q++)
       if (pf[q].revents) { /* a rank ended: the first one is the failure's */
-        if (s->first_dead < 0 && status < 0) {
-          s->first_dead = rank_of[q - 3];
-          s->died_at = now();
+        if (first) {
+          if (s->first_dead < 0) {
+            s->first_dead = rank_of[q - 3];
+            s->died_at = now();
+          }
+          if (s->ntogether < 8)
+            s->together[s->ntogether++] = rank_of[q - 3];
         }
         close(s->pidfd[rank_of[q - 3]]);
         s->pidfd[rank_of[q - 3]] = -1;
@@ -1042,14 +1061,27 @@ static char *cause_of(const Segment *s) {
     gethostname(host, sizeof host - 1);
   else if (pid)
     snprintf(host, sizeof host, "%s", s->bad_host);
-  if (rank >= 0 && pid)
+  bool at_once = rank == s->first_dead && s->ntogether > 1 && !s->err_line[0];
+  if (at_once) { /* several seen ended by one wakeup (gslrun not scheduled between) */
+    char ranks[128] = "", pids[256] = "";
+    for (int i = 0; i < s->ntogether; i++) {
+      const char *sep = i == 0 ? "" : i == s->ntogether - 1 ? " and " : ", ";
+      snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), "%s%d", sep, s->together[i]);
+      snprintf(pids + strlen(pids), sizeof pids - strlen(pids), "%s%ld", sep, s->pid[s->together[i]]);
+    }
+    gethostname(host, sizeof host - 1);
+    snprintf(who, sizeof who, "ranks %s (pids %s on host %s)", ranks, pids, host);
+  } else if (rank >= 0 && pid)
     snprintf(who, sizeof who, "rank %d (pid %ld on host %s)", rank, pid, host);
   else if (rank >= 0)
     snprintf(who, sizeof who, "rank %d", rank);
   else if (s->bad_pid)
     snprintf(who, sizeof who, "a rank (pid %ld on host %s)", s->bad_pid, s->bad_host);
   char how[256] = "";
-  if (s->bad_pid && s->bad_code > 0 && s->bad_code < 64)
+  if (s->bad_pid && s->bad_code > 0 && s->bad_code < 64 && at_once)
+    snprintf(how, sizeof how, "mpirun reports signal %d (%s) for pid %ld", s->bad_code, signame(s->bad_code),
+             s->bad_pid);
+  else if (s->bad_pid && s->bad_code > 0 && s->bad_code < 64)
     snprintf(how, sizeof how, "killed by signal %d (%s)%s", s->bad_code, signame(s->bad_code),
              pid != s->bad_pid ? " as mpirun reports it" : "");
   else if (s->bad_pid)
@@ -1058,8 +1090,11 @@ static char *cause_of(const Segment *s) {
   if (s->err_line[0])
     text = xasprintf("%s%s'%s'; mpirun's status %d", who, *who ? " failed: " : "", s->err_line, s->status);
   else if (*who && *how)
-    text = xasprintf("%s%s %s; mpirun's status %d", who, rank == s->first_dead ? " ended first," : " was", how,
-                     s->status);
+    text = xasprintf("%s%s %s; mpirun's status %d", who,
+                     at_once                 ? " ended at once (gslrun saw no order among them);"
+                     : rank == s->first_dead ? " ended first,"
+                                             : " was",
+                     how, s->status);
   else if (*who)
     text = xasprintf("%s ended first; mpirun's status %d%s%s%s", who, s->status,
                      s->last_err[0] ? "; the job's last line: '" : "", s->last_err, s->last_err[0] ? "'" : "");
@@ -1067,8 +1102,8 @@ static char *cause_of(const Segment *s) {
     text = xasprintf("mpirun was ended by signal %d (%s)%s%s%s", s->status - 128, signame(s->status - 128),
                      s->last_err[0] ? "; the job's last line: '" : "", s->last_err, s->last_err[0] ? "'" : "");
   else
-    text = xasprintf("exit status %d%s%s%s", s->status, s->last_err[0] ? "; the job's last line: '" : "",
-                     s->last_err, s->last_err[0] ? "'" : "");
+    text = xasprintf("exit status %d%s%s%s", s->status, s->last_err[0] ? "; the job's last line: '" : "", s->last_err,
+                     s->last_err[0] ? "'" : "");
   return text;
 }
 
@@ -1110,6 +1145,7 @@ static int supervise(Run *r) {
     s->err_rank = -1;
     s->bad_code = -1;
     s->first_dead = -1;
+    s->ntogether = 0;
     for (int q = 0; q < MAX_RANKS; q++)
       s->pidfd[q] = -1;
     long slots = -1;
@@ -1143,11 +1179,14 @@ static int supervise(Run *r) {
       memcpy(cur, best.size, sizeof cur);
       mesh = mesh_text(r, cur);
       if (prev_mesh && strcmp(prev_mesh, mesh) != 0)
-        say("%s%s has %ld slots: recompiling %s for mesh %s (%ld ranks, was %s)", r->hostfile ? "the hostfile " : "",
-            r->hostfile ? r->hostfile : "", slots, r->program, mesh, best.devices, prev_mesh);
+        say("the hostfile %s has %ld slots: %s%s for mesh %s (%ld ranks, was %s)", r->hostfile ? r->hostfile : "-",
+            slots, build_known(r, cur) ? "using the binary compiled before of " : "recompiling ", r->program, mesh,
+            best.devices, prev_mesh);
       else if (!prev_mesh && best.devices < mesh_devices(r, full))
-        say("%ld slots: compiling %s for mesh %s (%ld ranks) instead of %s", avail, r->program, mesh,
-            best.devices, mesh_text(r, full));
+        say("%s%s %ld %s: compiling %s for mesh %s (%ld ranks) instead of %s",
+            slots >= 0 && slots == avail ? "the hostfile " : "-np", slots >= 0 && slots == avail ? r->hostfile : "",
+            avail, slots >= 0 && slots == avail ? "slots" : "ranks", r->program, mesh, best.devices,
+            mesh_text(r, full));
       if (!(bin = build_for(r, cur)))
         return last_status ? last_status : 1;
       s->np = best.devices;
@@ -1156,13 +1195,19 @@ static int supervise(Run *r) {
       s->np = r->np;
       if (slots >= 0 && slots < r->np)
         say("the hostfile %s has %ld slots for %ld ranks: mpirun places several on a slot (give the program's "
-            "source to shrink its mesh)", r->hostfile, slots, r->np);
+            "source to shrink its mesh)",
+            r->hostfile, slots, r->np);
     }
     s->first = 0;
     if (resume && r->ckdir) {
       char name[256];
       long st = newest(r->ckdir, name, sizeof name);
       s->first = st > 0 ? st : 0;
+    }
+    if (got_signal) { /* during a compilation */
+      say("stopped by %s before segment %d", signame(got_signal), k);
+      free(s);
+      return EXIT_STOPPED;
     }
     say("segment %d: %ld ranks%s%s%s", k, s->np, mesh ? ", mesh " : "", mesh ? mesh : "",
         resume && k > 1 ? ", resuming" : "");
@@ -1172,8 +1217,9 @@ static int supervise(Run *r) {
     s->status = status;
     double took = now() - t0;
     bool forwarded = got_signal != 0;
-    const char *end = status == 0 && !(forwarded && s->stopped) ? "completed"
-                      : status == EXIT_STOPPED || (forwarded && s->stopped) ? "stopped" : "failed";
+    const char *end = status == 0 && !(forwarded && s->stopped)             ? "completed"
+                      : status == EXIT_STOPPED || (forwarded && s->stopped) ? "stopped"
+                                                                            : "failed";
     char *cause = strcmp(end, "failed") ? NULL : cause_of(s);
     if (r->metrics)
       metrics_after(r, s, before, end, cause);
@@ -1225,13 +1271,13 @@ static int supervise(Run *r) {
       wait = BACKOFF_CAP;
     char lost[128];
     if (s->last >= 0)
-      snprintf(lost, sizeof lost, "%ld step%s lost (the last logged was step %ld)",
-               s->last > from ? s->last - from : 0, s->last - from == 1 ? "" : "s", s->last);
+      snprintf(lost, sizeof lost, "%ld step%s lost (the last logged was step %ld)", s->last > from ? s->last - from : 0,
+               s->last - from == 1 ? "" : "s", s->last);
     else
       snprintf(lost, sizeof lost, "steps lost unknown (no step was logged)");
     if (name[0])
-      say("restart %d of %ld in %.1f s: resuming from %s/%s (step %ld); %s", k, r->max_restarts, wait, r->ckdir,
-          name, from, lost);
+      say("restart %d of %ld in %.1f s: resuming from %s/%s (step %ld); %s", k, r->max_restarts, wait, r->ckdir, name,
+          from, lost);
     else
       say("restart %d of %ld in %.1f s: from step 0 (%s); %s", k, r->max_restarts, wait,
           r->ckdir ? "no checkpoint was written yet" : "no --checkpoint DIR was given", lost);
