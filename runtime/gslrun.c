@@ -1178,14 +1178,17 @@ static int supervise(Run *r) {
       }
       memcpy(cur, best.size, sizeof cur);
       mesh = mesh_text(r, cur);
+      char why[512]; /* what limits the devices */
+      if (slots >= 0 && slots == avail)
+        snprintf(why, sizeof why, "the hostfile %s has %ld slot%s", r->hostfile, slots, slots == 1 ? "" : "s");
+      else
+        snprintf(why, sizeof why, "-np %ld", avail);
       if (prev_mesh && strcmp(prev_mesh, mesh) != 0)
-        say("the hostfile %s has %ld slots: %s%s for mesh %s (%ld ranks, was %s)", r->hostfile ? r->hostfile : "-",
-            slots, build_known(r, cur) ? "using the binary compiled before of " : "recompiling ", r->program, mesh,
+        say("%s: %s %s for mesh %s (%ld ranks, was %s)", why,
+            build_known(r, cur) ? "running the binary compiled before of" : "recompiling", r->program, mesh,
             best.devices, prev_mesh);
       else if (!prev_mesh && best.devices < mesh_devices(r, full))
-        say("%s%s %ld %s: compiling %s for mesh %s (%ld ranks) instead of %s",
-            slots >= 0 && slots == avail ? "the hostfile " : "-np", slots >= 0 && slots == avail ? r->hostfile : "",
-            avail, slots >= 0 && slots == avail ? "slots" : "ranks", r->program, mesh, best.devices,
+        say("%s: compiling %s for mesh %s (%ld ranks) instead of %s", why, r->program, mesh, best.devices,
             mesh_text(r, full));
       if (!(bin = build_for(r, cur)))
         return last_status ? last_status : 1;
@@ -1227,8 +1230,7 @@ static int supervise(Run *r) {
     prev_mesh = mesh;
     if (!cause) {
       if (!strcmp(end, "stopped")) {
-        say("segment %d stopped%s after %.1f s (status 3)%s", k, forwarded ? " by gslrun's signal" : "", took,
-            k > 1 ? "" : "");
+        say("segment %d stopped%s after %.1f s (status 3)", k, forwarded ? " by gslrun's signal" : "", took);
         free(s);
         return EXIT_STOPPED;
       }
