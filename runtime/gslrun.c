@@ -1167,11 +1167,12 @@ static int supervise(Run *r) {
       fit_from(r, 0, size, 1, avail, &best);
       if (!best.devices || best.devices < r->min_np) {
         if (!best.devices)
-          say("not %s: the mesh %s does not fit on %ld slots (its fixed axes alone need more)",
-              k == 1 ? "starting" : "restarting", mesh_text(r, full), avail);
+          say("not %s: the mesh %s does not fit on %ld device%s (its fixed axes alone need more)",
+              k == 1 ? "starting" : "restarting", mesh_text(r, full), avail, avail == 1 ? "" : "s");
         else
-          say("not %s: the largest mesh that fits on %ld slots, %s, has %ld ranks, fewer than --min-np %ld",
-              k == 1 ? "starting" : "restarting", avail, mesh_text(r, best.size), best.devices, r->min_np);
+          say("not %s: the largest mesh that fits on %ld device%s, %s, has %ld rank%s, fewer than --min-np %ld",
+              k == 1 ? "starting" : "restarting", avail, avail == 1 ? "" : "s", mesh_text(r, best.size), best.devices,
+              best.devices == 1 ? "" : "s", r->min_np);
         if (last_cause)
           say("the last failure: %s", last_cause);
         return last_status ? last_status : 1;

@@ -17,7 +17,8 @@
 #       without a restart;
 #   (e) a rank killed when the newest checkpoint in DIR is another run's
 #       (copied in while the job ran): gslrun does not restart, and ends
-#       with the job's status.
+#       with the job's status;
+#   (f) a hostfile of 1 slot under --min-np 2: not started, status 1.
 #
 # Each fault's time to detect (the kill to gslrun's `failed` line), time
 # to recover (the kill to the first step logged after the resume) and steps
@@ -152,6 +153,16 @@ if [ $rc -eq 3 ] && [ -n "$k" ] && [ -d "ckd/step-$(printf %08d "$k")" ] && ! gr
   echo "fault: SIGTERM to gslrun: stopped in $took s, 0 steps lost (checkpoint of step $k)"
 else
   fail "(d) (status $rc)"; cat d.err
+fi
+
+# (f) fewer slots than --min-np: not started
+echo "localhost:1" >hf1
+timeout 60 "$gslrun" --hostfile hf1 --min-np 2 -np 4 "$src" $tiny -D DP=2 -D MP=2 -- --steps 1 >f.out 2>f.err
+rc=$?
+if [ $rc -eq 1 ] && [ "$(cat f.err)" = "gslrun: not starting: the largest mesh that fits on 1 device, [data = 1, model = 1], has 1 rank, fewer than --min-np 2" ]; then
+  pass "(f) 1 slot under --min-np 2: not started, status 1"
+else
+  fail "(f) (status $rc)"; cat f.err
 fi
 
 # (e) the newest checkpoint is another run's: no restart
