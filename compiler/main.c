@@ -22,6 +22,7 @@
  * module before anything is written. The runtime and the stdlib are found
  * from where gslc itself is (find_resources): a build tree or an install,
  * moved or not. */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -39,7 +40,7 @@
 
 extern char **environ;
 
-typedef enum Mode { MODE_LINK, MODE_OBJECT, MODE_ASM, MODE_LLVM, MODE_IR, MODE_SPMD, MODE_EXPLAIN, MODE_STATS, MODE_ANNOTATIONS } Mode;
+typedef enum Mode { MODE_LINK, MODE_OBJECT, MODE_ASM, MODE_LLVM, MODE_IR, MODE_SPMD, MODE_EXPLAIN, MODE_STATS, MODE_ANNOTATIONS, MODE_MESH } Mode;
 
 typedef struct Options {
   const char *input;      /* the .gsl file */
@@ -103,6 +104,8 @@ static const char usage[] =
     "  --mem-budget BYTES  the most bytes a device may need (--stats' total; K, M, G suffixes):\n"
     "                 a training step recomputes regions for its backward pass (the cheapest\n"
     "                 per byte saved first), and --auto-shard cuts params, states and inputs, to fit\n"
+    "  --mesh-axes    write one line per mesh axis: its name, its size, the const that sizes it\n"
+    "                 (or -), and data (the annotations split an input over it and no param) or model\n"
     "  --emit-annotations  write the params' and inputs' declarations with their shardings\n"
     "                 written in (with --auto-shard: the ones it chose), to pin them in the source\n"
     "  --help         show this help\n"
@@ -157,6 +160,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->mode = MODE_STATS;
     } else if (strcmp(a, "--emit-annotations") == 0) {
       o->mode = MODE_ANNOTATIONS;
+    } else if (strcmp(a, "--mesh-axes") == 0) {
+      o->mode = MODE_MESH;
     } else if (strncmp(a, "--precision", 11) == 0 && (a[11] == '\0' || a[11] == '=')) {
       const char *v = option_value(argc, argv, &i, "--precision");
       if (!v || (strcmp(v, "f32") != 0 && strcmp(v, "bf16") != 0))
@@ -316,6 +321,7 @@ static char *output_path(const Options *o) {
   case MODE_EXPLAIN:
   case MODE_STATS:
   case MODE_ANNOTATIONS: return NULL;
+  case MODE_MESH: return NULL;
   }
   die("unknown mode %d", (int)o->mode);
 }
@@ -487,6 +493,62 @@ static char *build_json(const Options *o, const Program *p) {
   return buf;
 }
 
+/* The const that sizes mesh axis `axis` of p, or NULL: the const sema
+ * marked (ConstDef.mesh) whose name is the whole expression after
+ * `NAME =` in the mesh declaration's text. */
+static const char *axis_const(const Program *p, int axis) {
+  const Mesh *m = &p->mesh;
+  if (!m->span.src)
+    return NULL;
+  const char *t = m->span.src->text + m->span.off, *end = m->span.src->text + m->span.end;
+  size_t n = strlen(m->name[axis]);
+  for (const char *q = t; q + n <= end; q++) {
+    bool starts = q == t || !(isalnum((unsigned char)q[-1]) || q[-1] == '_');
+    if (!starts || strncmp(q, m->name[axis], n) != 0 || isalnum((unsigned char)q[n]) || q[n] == '_')
+      continue;
+    const char *r = q + n;
+    while (r < end && isspace((unsigned char)*r))
+      r++;
+    if (r >= end || *r != '=')
+      continue;
+    for (r++; r < end && isspace((unsigned char)*r); r++)
+      ;
+    const char *id = r;
+    while (r < end && (isalnum((unsigned char)*r) || *r == '_'))
+      r++;
+    size_t len = (size_t)(r - id);
+    while (r < end && isspace((unsigned char)*r))
+      r++;
+    if (!len || r >= end || (*r != ',' && *r != ']'))
+      return NULL;
+    for (int c = 0; c < p->nconsts; c++)
+      if (p->consts[c].mesh && strlen(p->consts[c].name) == len && !strncmp(p->consts[c].name, id, len))
+        return p->consts[c].name;
+    return NULL;
+  }
+  return NULL;
+}
+
+/* --mesh-axes: per axis its name, size, sizing const (or -) and role:
+ * data where the annotations split an input over it and no param. */
+static void mesh_axes_print(FILE *f, const Program *p) {
+  for (int a = 0; a < p->mesh.naxes; a++) {
+    bool param = false, input = false;
+    for (int i = 0; i < p->ntensors; i++) {
+      const Tensor *t = &p->tensors[i];
+      for (int d = 0; t->annotated && d < t->shape.rank; d++)
+        for (int k = 0; k < t->sh.naxes[d]; k++)
+          if (t->sh.axes[d][k] == a) {
+            param |= t->kind != TK_INPUT;
+            input |= t->kind == TK_INPUT;
+          }
+    }
+    const char *c = axis_const(p, a);
+    fprintf(f, "%s %lld %s %s\n", p->mesh.name[a], (long long)p->mesh.size[a], c ? c : "-",
+            input && !param ? "data" : "model");
+  }
+}
+
 /* Dies naming what does not verify: a broken invariant is gslc's bug. */
 static void verified(const Program *p, const char *what) {
   if (!ir_verify(p, stderr))
@@ -535,6 +597,20 @@ static int compile(const Options *o) {
   if (!elaborated || diag_errors())
     goto done;
   build = build_json(o, p);
+  if (o->mode == MODE_MESH) { /* the mesh as sema elaborated it: nothing planned */
+    FILE *f = out ? fopen(out, "w") : stdout;
+    if (!f) {
+      diag_fatal("cannot write %s: %s", out, strerror(errno));
+      goto done;
+    }
+    mesh_axes_print(f, p);
+    if ((out ? fclose(f) : fflush(f)) != 0) {
+      diag_fatal("cannot write %s: %s", out ? out : "stdout", strerror(errno));
+      goto done;
+    }
+    rc = 0;
+    goto done;
+  }
   front = p; /* the forward program as sema built it: each attempt below trains a copy */
   p = NULL;
   AutoShard searched = {0};

@@ -105,3 +105,7 @@ check_PROGRAMS += tests/uneven_prog
 tests_uneven_prog_SOURCES = tests/uneven_prog.c
 tests_uneven_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(RT_LIBS)
 SCRIPT_TESTS += tests/uneven.sh
+
+# gslrun: restarts from checkpoints after a rank killed, on fewer ranks after a host is gone; restarts
+# exhausted; SIGTERM passed on
+SCRIPT_TESTS += tests/gslrun.sh
