@@ -22,7 +22,9 @@
 #     (the --checkpoint directory, DIR/.lock, DIR/step-N, its manifest and
 #     its tensor written through MPI-IO, the --metrics file, the --output
 #     file) has mode 0666 or 0777 less the umask, never more open; an
-#     existing --metrics file is truncated in place and keeps its mode.
+#     existing --metrics file is truncated in place and keeps its mode;
+#   - run by a uid without a name (as root, through setpriv): "user" is
+#     the uid in decimal.
 set -u
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslprovrun.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -124,4 +126,21 @@ rm -rf ck && : >kept.jsonl && chmod 640 kept.jsonl
 (umask 077 && timeout 120 $MPIEXEC -n 2 ./p --steps 1 --quiet --metrics kept.jsonl) || fail "kept.jsonl: status $?"
 [ "$(stat -c %a kept.jsonl)" = 640 ] && [ -s kept.jsonl ] && pass "an existing --metrics file keeps its mode" ||
   fail "an existing --metrics file: mode $(stat -c %a kept.jsonl)"
+
+# a user without a name (as root: setpriv to a uid without a passwd entry): "user" is the uid in decimal
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1; then
+  u=4242
+  while getent passwd $u >/dev/null; do u=$((u + 1)); done
+  chmod 711 "$work" && mkdir nameless && chmod 777 nameless && cp p nameless/
+  (cd nameless && timeout 120 setpriv --reuid $u --regid $u --clear-groups env HOME="$work/nameless" \
+    $MPIEXEC -n 2 ./p --steps 1 --quiet --metrics m.jsonl) || fail "uid $u: status $?"
+  if $PY -c 'import json, sys; p = json.loads(open(sys.argv[1]).readline())["provenance"]
+assert p["user"] == sys.argv[2] and p["uid"] == int(sys.argv[2]), p' nameless/m.jsonl $u; then
+    pass "uid $u, which has no name: the user is the uid"
+  else
+    fail "uid $u without a name: $(head -1 nameless/m.jsonl)"
+  fi
+else
+  echo "note: not root: a user without a name is not tried"
+fi
 exit $status
