@@ -22,7 +22,7 @@
 # (see below); for the collectives MPICC (default mpicc), MPIEXEC (default
 # mpiexec), LIBGSLRT (default runtime/libgslrt.a), BENCH_REPS (default 25),
 # BENCH_WARMUP (default 3), RT_LIBS (the libraries libgslrt.a needs, default
-# "-ldnnl -lgomp -lopenblas -lz -ljansson -lcrypto -lm"; make bench passes configure's); ONLY=mlp, ONLY=collectives, ONLY=scaling,
+# "-lopenblas -lz -ljansson -lm"; make bench passes configure's); ONLY=mlp, ONLY=collectives, ONLY=scaling,
 # ONLY=moe or ONLY=moe_a2a runs one part (scaling: the mlp forward at -np 1
 # and 2, data and model parallel, with B D H O STEPS WARMUP REPS MPIEXEC as
 # above; moe: bench/moe.gsl's forward moe layer against PyTorch, then
@@ -72,7 +72,7 @@ export OPENBLAS_NUM_THREADS OMP_NUM_THREADS MKL_NUM_THREADS
 
 ONLY=${ONLY:-}
 # what a program linked against libgslrt.a needs (make bench passes configure's)
-RT_LIBS=${RT_LIBS:--ldnnl -lgomp -lopenblas -lz -ljansson -lcrypto -lm}
+RT_LIBS=${RT_LIBS:--ldnnl -lgomp -lopenblas -lz -ljansson -lm}
 die() { echo "bench: $*" >&2; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gslbench.XXXXXX") || die "mktemp failed"
 trap 'rm -rf "$tmp"' EXIT

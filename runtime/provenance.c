@@ -18,20 +18,26 @@
  * name, or the uid in decimal if it has none; "sources" and
  * "source_sha256" are copied from the program's build record (gslc hashed
  * the files it read: compiler/diag.c), [] and null in a program without
- * one; "binary_sha256" is the SHA-256 of /proc/self/exe, read once through
- * OpenSSL's libcrypto (the SHA-256 gslc uses), null where it cannot be
- * read ("binary" then null too if the link cannot be read); "argv" is the
+ * one; "binary_sha256" is the SHA-256 of /proc/self/exe, read once, null
+ * where it cannot be read ("binary", the link's target, null where that
+ * cannot be read); "argv" is the
  * command line as the program got it, before MPI_Init; "started" the
  * wall-clock time gslrt_main began, in UTC, ISO 8601 to the second.
  * Strings are UTF-8 as JSON must be: a byte of an argument or a name that
- * is not part of valid UTF-8 becomes U+FFFD. */
+ * is not part of valid UTF-8 becomes U+FFFD.
+ *
+ * The SHA-256 is FIPS 180-4's, written out here (sha256_*), not OpenSSL's
+ * that gslc hashes the sources with: linking libcrypto into every program
+ * costs each rank 1.6 MiB of resident memory at start-up whether it
+ * hashes or not (its relocations; measured on a program that only links
+ * it), which tests/memory.sh's budget does not have, for one hash of the
+ * binary a run. tests/provenance_run.sh checks it against sha256sum. */
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,15 +86,89 @@ static json_t *text(const char *s) {
 /* Sets obj's key to v (a new reference); whether it took. */
 static int put(json_t *obj, const char *key, json_t *v) { return v && json_object_set_new(obj, key, v) == 0; }
 
+/* A SHA-256 being computed (FIPS 180-4). */
+typedef struct sha256 {
+  uint32_t h[8];           /* the hash value so far */
+  unsigned char block[64]; /* the block being filled */
+  size_t used;             /* bytes in block */
+  uint64_t bytes;          /* bytes hashed in all */
+} sha256;
+
+static const uint32_t sha256_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+static void sha256_init(sha256 *s) {
+  static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  memcpy(s->h, h0, sizeof h0);
+  s->used = 0, s->bytes = 0;
+}
+
+/* Folds the full block into the hash value. */
+static void sha256_block(sha256 *s) {
+  uint32_t w[64], v[8];
+  for (int i = 0; i < 16; i++)
+    w[i] = (uint32_t)s->block[4 * i] << 24 | (uint32_t)s->block[4 * i + 1] << 16 |
+           (uint32_t)s->block[4 * i + 2] << 8 | s->block[4 * i + 3];
+  for (int i = 16; i < 64; i++)
+    w[i] = w[i - 16] + (ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3)) + w[i - 7] +
+           (ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10));
+  memcpy(v, s->h, sizeof v);
+  for (int i = 0; i < 64; i++) {
+    uint32_t t1 = v[7] + (ror(v[4], 6) ^ ror(v[4], 11) ^ ror(v[4], 25)) + ((v[4] & v[5]) ^ (~v[4] & v[6])) +
+                  sha256_k[i] + w[i];
+    uint32_t t2 = (ror(v[0], 2) ^ ror(v[0], 13) ^ ror(v[0], 22)) + ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
+    memmove(v + 1, v, 7 * sizeof *v);
+    v[4] += t1;
+    v[0] = t1 + t2;
+  }
+  for (int i = 0; i < 8; i++)
+    s->h[i] += v[i];
+}
+
+static void sha256_update(sha256 *s, const unsigned char *p, size_t n) {
+  s->bytes += n;
+  while (n) {
+    size_t k = 64 - s->used < n ? 64 - s->used : n;
+    memcpy(s->block + s->used, p, k);
+    s->used += k, p += k, n -= k;
+    if (s->used == 64)
+      sha256_block(s), s->used = 0;
+  }
+}
+
+/* The digest, in hex, into hex (65 bytes). */
+static void sha256_final(sha256 *s, char *hex) {
+  uint64_t bits = s->bytes * 8;
+  unsigned char pad = 0x80, len[8];
+  sha256_update(s, &pad, 1);
+  pad = 0;
+  while (s->used != 56)
+    sha256_update(s, &pad, 1);
+  for (int i = 0; i < 8; i++)
+    len[i] = (unsigned char)(bits >> (56 - 8 * i));
+  sha256_update(s, len, 8);
+  for (int i = 0; i < 8; i++)
+    snprintf(hex + 8 * i, 9, "%08x", (unsigned)s->h[i]);
+}
+
 /* The SHA-256 of the running binary (/proc/self/exe) in hex, into hex (65
  * bytes); 0, or -1 if it cannot be read. */
 static int binary_sha256(char *hex) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned mdlen = 0;
   int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC), rc = -1;
   unsigned char *buf = malloc(PROV_CHUNK);
-  EVP_MD_CTX *c = EVP_MD_CTX_new();
-  if (fd < 0 || !buf || !c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL))
+  sha256 s;
+  sha256_init(&s);
+  if (fd < 0 || !buf)
     goto fn_exit;
   for (;;) {
     ssize_t k = read(fd, buf, PROV_CHUNK);
@@ -98,16 +178,11 @@ static int binary_sha256(char *hex) {
       goto fn_exit;
     if (k == 0)
       break;
-    if (!EVP_DigestUpdate(c, buf, (size_t)k))
-      goto fn_exit;
+    sha256_update(&s, buf, (size_t)k);
   }
-  if (!EVP_DigestFinal_ex(c, md, &mdlen) || mdlen != 32)
-    goto fn_exit;
-  for (unsigned i = 0; i < mdlen; i++)
-    snprintf(hex + 2 * i, 3, "%02x", md[i]);
+  sha256_final(&s, hex);
   rc = 0;
 fn_exit:
-  EVP_MD_CTX_free(c);
   free(buf);
   if (fd >= 0)
     close(fd);
