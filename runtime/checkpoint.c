@@ -18,6 +18,11 @@
  * the program's build record (gslrt_program_info.build, parsed once at the
  * start: "build", the object as gslc wrote it, {} for a program without
  * one; format version 5: version 4 and older have none and still read),
+ * the provenance of the run that wrote it (provenance.c: the user, each
+ * rank's host, gslc's version, the sources' and the binary's SHA-256,
+ * argv and the start time; "provenance", the object its first --metrics
+ * record also holds; format version 6: version 5 and older have none and
+ * still read; resuming reads none of it),
  * the mesh it was saved on, every cycling --input's batch count and
  * position, and per tensor its name, kind, dtype, global shape, file, size
  * and zlib crc32 (of the whole file, in decimal). A directory is a
@@ -117,6 +122,13 @@
  * reading starts again from the newest, up to CKPT_READ_TRIES times
  * (vanished). --resume, which holds DIR/.lock, takes no such lock.
  *
+ * Modes. Every directory is made with 0777 and every file with 0666, less
+ * the umask: the manifest and .lock by open here; the tensors' files by
+ * ROMIO (MPI_File_open without a "file_perm" hint), which reads the umask
+ * and asks open for 0666 ^ umask, which the kernel masks again, 0666 less
+ * the umask. A checkpoint is never more open than the user's umask allows
+ * (tests/provenance_run.sh checks it under umask 077 and 022).
+ *
  * Errors. A failure on any rank is shared (the first in rank or file
  * order, with its message) before anyone moves on; rank 0 removes the
  * temporary directory, prints one line, and every rank exits 1. */
@@ -139,10 +151,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define CKPT_VERSION 5             /* manifest format version written */
+#define CKPT_VERSION 6             /* manifest format version written */
 #define CKPT_VERSION_OLD 2         /* the oldest still read (no "precision": f32; no "signals") */
 #define CKPT_VERSION_PRECISION 3   /* the first with "precision" (no "signals") */
 #define CKPT_VERSION_SIGNALS 4     /* the first with "signals" (no "build") */
+#define CKPT_VERSION_BUILD 5       /* the first with "build" (no "provenance") */
 #define CKPT_CHUNK (1 << 20)       /* bytes read at a time for a crc32 */
 #define CKPT_MAX_MANIFEST (64 << 20) /* longest manifest accepted */
 #define CKPT_PATH 4096             /* room for a path */
@@ -772,7 +785,8 @@ static json_t *manifest_doc(gslrt_ctx *ctx, int64_t done, const uint32_t *crc, c
        put(doc, "compiler", json_string(ctx->info->compiler_version ? ctx->info->compiler_version : "")) &&
        put(doc, "optimizer", json_string(ctx->optimizer ? ctx->optimizer : "none")) &&
        put(doc, "precision", json_string(precision_name(ctx))) &&
-       put(doc, "build", ctx->build ? json_incref(ctx->build) : json_object());
+       put(doc, "build", ctx->build ? json_incref(ctx->build) : json_object()) &&
+       put(doc, "provenance", ctx->provenance ? json_incref(ctx->provenance) : json_object());
   json_t *signals = json_object();
   ok = ok && signals && put(doc, "signals", signals);
   for (int i = 0; ok && i < ctx->nsignals; i++) {
@@ -1142,7 +1156,7 @@ static void describe(const json_t *v, char *buf, size_t len) {
 
 /* The fields a manifest's object may have, NULL-terminated. */
 static const char *const top_fields[] = {"format", "version", "run", "step", "seed", "program",
-                                         "compiler", "optimizer", "precision", "build", "signals", "mesh",
+                                         "compiler", "optimizer", "precision", "build", "provenance", "signals", "mesh",
                                          "inputs", "tensors", NULL};
 static const char *const axis_fields[] = {"axis", "size", NULL};
 static const char *const input_fields[] = {"name", "batches", "position", NULL};
@@ -1397,12 +1411,28 @@ static int parse_manifest(const char *text, size_t len, int64_t dir_step, manife
     snprintf(m->precision, sizeof m->precision, "f32");
   else if (get_str(doc, "", "precision", sizeof m->precision - 1, precisions, m->precision, err) != 0)
     goto fn_exit;
-  if (v < CKPT_VERSION && json_object_get(doc, "build")) {
+  if (v < CKPT_VERSION_BUILD && json_object_get(doc, "build")) {
     gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: format version %lld has no \"build\" (it came in %d)",
+                 (long long)v, CKPT_VERSION_BUILD);
+    goto fn_exit;
+  }
+  if (v < CKPT_VERSION && json_object_get(doc, "provenance")) {
+    gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: format version %lld has no \"provenance\" (it came in %d)",
                  (long long)v, CKPT_VERSION);
     goto fn_exit;
   }
-  if (v == CKPT_VERSION) { /* a record: an object, whatever it holds (build_note reads what it knows) */
+  if (v == CKPT_VERSION) { /* a record for audit: an object, whatever it holds; resuming reads none of it */
+    json_t *p = field(doc, "", "provenance", err);
+    char got[64];
+    if (!p)
+      goto fn_exit;
+    if (!json_is_object(p)) {
+      describe(p, got, sizeof got);
+      gslrt_seterr(err, GSLRT_ERRLEN, "manifest.json: \"provenance\" must be an object, not %s", got);
+      goto fn_exit;
+    }
+  }
+  if (v >= CKPT_VERSION_BUILD) { /* a record: an object, whatever it holds (build_note reads what it knows) */
     json_t *b = field(doc, "", "build", err);
     char got[64];
     if (!b)

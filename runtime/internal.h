@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include <mpi.h>
 
@@ -172,6 +173,11 @@ struct gslrt_ctx {
   int ckpt_lock;                          /* rank 0: DIR/.lock, flock'd for the run, or -1 */
   char run_id[33];                        /* the run's identity in its checkpoints (hex) */
   void *build;                            /* info->build parsed (a jansson json_t object), or NULL */
+  int argc;                               /* the command line as the program got it, before MPI_Init: */
+  const char **argv;                      /* argc arguments (the array malloc'd, the strings argv's) */
+  time_t started_at;                      /* the wall-clock time gslrt_main began */
+  void *provenance;                       /* rank 0: the provenance record (a jansson json_t object), or NULL */
+  int64_t metrics_records;                /* rank 0: records written to --metrics so far */
   const char **eval_names;                /* gslrt_declare_eval's names, in order */
   int neval;                              /* entries in eval_names */
   int64_t eval_batches;                   /* held-out batches B; 0: no --eval-input, no evaluation */
@@ -346,6 +352,18 @@ int gslrt_checkpoint_due(const gslrt_ctx *ctx, int64_t done);
 /* Writes the checkpoint of done steps into DIR, atomically, then prunes
  * the older ones beyond --keep. Every rank together. */
 void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done);
+
+/* ---- provenance.c ------------------------------------------------------- */
+
+/* Makes the provenance record (ctx->provenance, on rank 0) of a run that
+ * writes a manifest or metrics: the ranks' hosts (one MPI_Gather), the
+ * user, gslc's version, the sources' and the binary's SHA-256, argv and
+ * the start time. Once, every rank together, after gslrt_checkpoint_build. */
+void gslrt_provenance_gather(gslrt_ctx *ctx);
+/* Writes the record to f as one line of JSON ({} if there is none); 0 or -1. */
+int gslrt_provenance_dump(const gslrt_ctx *ctx, FILE *f);
+/* Frees the record. */
+void gslrt_provenance_free(gslrt_ctx *ctx);
 
 /* ---- eval.c ------------------------------------------------------------- */
 

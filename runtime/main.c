@@ -7,6 +7,8 @@
  *   build the communicators of the declared groups of mesh axes;
  *   with --generate, generate text in place of all that follows, loading
  *   the params itself (generate.c);
+ *   with --metrics or --checkpoint, make the run's provenance record
+ *   (provenance.c: the ranks' hosts gathered once);
  *   match --input/--output/--eval-input with the declarations (eval.c);
  *   refuse a --metrics or --output file inside the --checkpoint
  *   directory (through links and ".."); create the --metrics file;
@@ -56,8 +58,12 @@
  * line. A checkpoint evaluated without training logs
  *   step 6/6  eval_loss 0.12  (eval 0.012 s)
  *   {"step": 6, "eval_loss": 0.123456789, "eval_s": 0.012}
+ * The run's first record (whichever it is) ends with "provenance", the
+ * record a checkpoint manifest also holds (provenance.c):
+ *   {"step": 1, "loss": 0.5, ..., "ms_per_step": 3.2, "provenance": {"user": "alice", ...}}
  * Rank 0 checks and
  * creates (truncates) FILE before step 1, like the --output targets; a
+ * new FILE gets mode 0666 less the umask, an existing one keeps its mode; a
  * failed write later is a run-time error of rank 0.
  *
  * A NaN or infinite loss ends the run right after its step: the loss is the
@@ -227,8 +233,13 @@ static void put_evals(gslrt_ctx *ctx, FILE *f, int json) {
   }
 }
 
-/* Ends a metrics record written to f, flushed at once. */
+/* Ends a metrics record written to f, flushed at once; the run's first
+ * record ends with its provenance (provenance.c). */
 static void end_metrics(gslrt_ctx *ctx, FILE *f) {
+  if (!ctx->metrics_records++) {
+    fputs(", \"provenance\": ", f);
+    gslrt_provenance_dump(ctx, f);
+  }
   fputs("}\n", f);
   if (fflush(f) != 0 || ferror(f))
     gslrt_fatal(ctx, "--metrics %s: cannot write: %s", ctx->opts.metrics, strerror(errno));
@@ -533,6 +544,9 @@ static void free_ctx(gslrt_ctx *ctx) {
   free(ctx->checks);
   free(ctx->check_first);
   gslrt_checkpoint_free(ctx);
+  gslrt_provenance_free(ctx);
+  free(ctx->argv);
+  ctx->argv = NULL, ctx->argc = 0;
   gslrt_free_groups(ctx);
   gslrt_free_options(&ctx->opts);
   ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL, ctx->eval_names = NULL, ctx->signals = NULL;
@@ -656,6 +670,10 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   ctx.comm = MPI_COMM_NULL;
   ctx.held_out = -1;
   gslrt_set_current(&ctx);
+  ctx.started_at = time(NULL);
+  if ((ctx.argv = malloc(sizeof *ctx.argv * (size_t)(argc > 0 ? argc : 1)))) /* as given: MPI_Init may edit argv */
+    for (ctx.argc = 0; ctx.argc < argc; ctx.argc++)
+      ctx.argv[ctx.argc] = argv[ctx.argc];
   if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
     fprintf(stderr, "%s: rank ?: error: MPI_Init failed\n", ctx.prog);
     exit(1);
@@ -666,6 +684,8 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
                   "MPI_Comm_set_errhandler");
   gslrt_mpi_check(&ctx, MPI_Comm_rank(ctx.comm, &ctx.rank), "MPI_Comm_rank");
   gslrt_mpi_check(&ctx, MPI_Comm_size(ctx.comm, &ctx.nranks), "MPI_Comm_size");
+  if (!ctx.argv)
+    gslrt_fatal(&ctx, "out of memory for the command line");
   if (gslrt_parse_options(argc, argv, &ctx.opts, err, sizeof err) != 0)
     gslrt_usage_error(&ctx, "%s", err);
   if (ctx.opts.help || ctx.opts.version) {
@@ -688,6 +708,8 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
     gslrt_generate(&ctx); /* in place of training: generate.c */
     goto fn_exit;
   }
+  if (ctx.opts.metrics || ctx.opts.checkpoint)
+    gslrt_provenance_gather(&ctx);
   gslrt_check_bindings(&ctx);
   gslrt_check_eval(&ctx);
   check_not_in_checkpoint(&ctx);

@@ -91,7 +91,7 @@ if $PY - ref/step-00000004 <<'PY'
 import json, sys, numpy as np
 d = sys.argv[1]
 m = json.load(open(d + "/manifest.json"))
-assert m["version"] == 5 and m["precision"] == "bf16" and m["signals"] == {} and m["build"] == {}, m
+assert m["version"] == 6 and m["precision"] == "bf16" and m["signals"] == {} and m["build"] == {}, m
 t = {e["name"]: e for e in m["tensors"]}
 assert t["w"]["dtype"] == "bf16" and t["sgd.m.w"]["dtype"] == "bf16" and t["r"]["dtype"] == "f32", t
 assert b"'descr': '<f4'" in open(d + "/w.npy", "rb").read(128)
@@ -99,7 +99,7 @@ w = np.load(d + "/w.npy")
 assert w.dtype == np.float32 and (w.view(np.uint32) & 0xffff == 0).all()
 PY
 then
-  pass "a checkpoint's manifest: version 5, precision and dtype bf16, no signals, no build record; its file float32, widened"
+  pass "a checkpoint's manifest: version 6, precision and dtype bf16, no signals, no build record; its file float32, widened"
 else
   fail "the checkpoint's manifest or files"
 fi
@@ -146,6 +146,7 @@ m["version"] = 2
 del m["precision"]
 del m["signals"]
 del m["build"]
+del m["provenance"]
 json.dump(m, open(sys.argv[1], "w"), indent=2)
 PY
 BF16_PROG_PRECISION=f32 run 1 --steps 3 --input x=x.npy --checkpoint ck --resume

@@ -90,8 +90,9 @@ for n in 1 2; do
   fi
   printf '2 3 15 60 2\n4 2.5 22.5 60 3\n5 6 26.25 60 3.5\n' >want
   num='[0-9][0-9.e+-]*'
+  # the first record ends with the run's provenance (tests/provenance_run.sh), no other
   if fields m.jsonl loss eval_loss eval_xsum eval_wmean | cmp -s - want &&
-     ! grep -v "^{\"step\": [0-9]*, \"loss\": $num, \"eval_loss\": $num, \"eval_xsum\": $num, \"eval_wmean\": $num, \"tokens_per_s\": $num, \"elapsed_s\": $num, \"ms_per_step\": $num, \"eval_s\": $num}\$" m.jsonl >/dev/null; then
+     head -1 m.jsonl | grep -q ', "provenance": {.*}}$' && ! sed '1s/, "provenance": {.*}}$/}/' m.jsonl | grep -v "^{\"step\": [0-9]*, \"loss\": $num, \"eval_loss\": $num, \"eval_xsum\": $num, \"eval_wmean\": $num, \"tokens_per_s\": $num, \"elapsed_s\": $num, \"ms_per_step\": $num, \"eval_s\": $num}\$" >/dev/null; then
     pass "$n rank(s): metrics at steps 2, 4 and 5"
   else
     fail "$n rank(s): metrics, want (step loss eval_loss eval_xsum eval_wmean):"; cat want; echo "got:"; cat m.jsonl
@@ -174,7 +175,7 @@ for n in 1 2; do
   if [ $rc -eq 0 ] && [ ! -s err ] && [ "$(wc -l <out)" -eq 2 ] &&
      grep -qx 'resumed from ck/step-00000004 at step 4' out &&
      grep -qx 'step 4/4  eval_loss 22.5  eval_xsum 60  eval_wmean 3  (eval [0-9.]* s)' out &&
-     grep -qx '{"step": 4, "eval_loss": 22.5, "eval_xsum": 60, "eval_wmean": 3, "eval_s": [0-9.]*}' m.jsonl &&
+     grep -qx '{"step": 4, "eval_loss": 22.5, "eval_xsum": 60, "eval_wmean": 3, "eval_s": [0-9.]*, "provenance": {.*}}' m.jsonl &&
      [ "$(wc -l <m.jsonl)" -eq 1 ]; then
     pass "$n rank(s): a checkpoint evaluated without training"
   else

@@ -1,13 +1,13 @@
 #!/bin/sh
 # tests/manifest_build.sh — the program's build record in checkpoint
-# manifests (runtime/checkpoint.c, format version 5; man/gslrun.7
+# manifests (runtime/checkpoint.c, format version 5 and on; man/gslrun.7
 # CHECKPOINTS), through the hand-written tests/train_log_prog.c, whose
 # gslrt_program_info.build is $TRAIN_LOG_BUILD (gslc fills it; a program
 # without one has none):
 #
 #   - a manifest holds the record as the object "build", equal to the
 #     program's text as JSON (every key, in its order, every value), and
-#     version 5; a program without one writes {};
+#     version 6; a program without one writes {};
 #   - resumed by the same build: no note; by one compiled with another
 #     const (TOP=1 where the checkpoint's had TOP=2; E only in this one),
 #     from other sources (nn.gsl's SHA-256 differs), or both: one note on
@@ -51,17 +51,17 @@ if [ $rc -eq 0 ] && $PY - ck/step-00000002/manifest.json "$B2" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
 b = json.loads(sys.argv[2])
-assert m["version"] == 5, m["version"]
+assert m["version"] == 6, m["version"]
 assert m["build"] == b and list(m["build"]) == list(b) and list(m["build"]["consts"]) == list(b["consts"]), m["build"]
 assert type(m["build"]["consts"]["TOP"]) is int and m["build"]["consts"]["LR"] == 0.001, m["build"]
 PY
 then
-  pass "the manifest holds the program's build record exactly, as \"build\", version 5"
+  pass "the manifest holds the program's build record exactly, as \"build\", version 6"
 else
   fail "the manifest's build record: status $rc"; cat err ck/step-00000002/manifest.json
 fi
 rm -rf ck; run 1 --steps 2 --checkpoint ck --quiet
-$PY -c 'import json, sys; m = json.load(open(sys.argv[1])); assert m["version"] == 5 and m["build"] == {}, m' \
+$PY -c 'import json, sys; m = json.load(open(sys.argv[1])); assert m["version"] == 6 and m["build"] == {}, m' \
   ck/step-00000002/manifest.json && pass "a program without a build record writes \"build\": {}" ||
   fail "a program without a build record: $(cat ck/step-00000002/manifest.json)"
 
@@ -85,6 +85,7 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 m["version"] = 4
 del m["build"]
+del m["provenance"]
 json.dump(m, open(sys.argv[1], "w"), indent=2)
 PY
 TRAIN_LOG_BUILD=$B2 run 1 --steps 4 --checkpoint ck --resume --output w=w.npy

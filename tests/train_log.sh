@@ -23,10 +23,14 @@ steps_losses() {
 }
 
 # well_formed FILE: every line holds the five (or, without a loss, four)
-# fields in order, the numbers plain decimals
+# fields in order, the numbers plain decimals; the first line then ends
+# with the run's "provenance" object, no other line has it
+# (tests/provenance_run.sh checks what it holds)
 well_formed() {
   num='[0-9][0-9.e+-]*'
-  ! grep -v "^{\"step\": [0-9]*\(, \"loss\": $num\)\{0,1\}, \"tokens_per_s\": $num, \"elapsed_s\": $num, \"ms_per_step\": $num}\$" "$1" >/dev/null
+  head -1 "$1" | grep -q ', "provenance": {.*}}$' &&
+    ! sed '1s/, "provenance": {.*}}$/}/' "$1" |
+      grep -v "^{\"step\": [0-9]*\(, \"loss\": $num\)\{0,1\}, \"tokens_per_s\": $num, \"elapsed_s\": $num, \"ms_per_step\": $num}\$" >/dev/null
 }
 
 for n in 1 2; do
