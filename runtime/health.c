@@ -16,12 +16,13 @@
  * When the time is up, a member whose number has come had arrived; one
  * whose number has not, had not. Half-way to
  * the deadline a waiting rank also sends each member a "still waiting"
- * (the same number, another tag), so that when every member had arrived,
- * one that has been silent since (stopped inside the collective, or cut
- * off) is named. Past the deadline the rank prints one line,
+ * (the same number, another tag), so that a rank silent since (stopped,
+ * inside the collective or before it, or cut off) can be told from one
+ * waiting in another collective. Past the deadline the rank prints one
+ * line,
  *   prog: rank 0: error: the all_reduce at t.gsl:9:12 over (d) did not
- *   complete within 10 s (training step 4): rank 0 had arrived, rank 1
- *   (host n2) had not
+ *   complete within 10 s (training step 4): ranks 0, 2 had arrived, rank
+ *   1 had not; rank 1 (host n2) has been silent since (stopped or cut off)
  * and ends the job through MPI_Abort with status GSLRT_EXIT_HUNG (4),
  * which kills the stopped rank as well. Each rank whose deadline passes
  * prints its own line (fail.c's pause before the abort lets ranks whose
@@ -41,8 +42,8 @@
  * and which computes at least GSLRT_PACE_MIN_LOSS (1 ms) a step longer
  * than the fastest (steps of microseconds vary by more than 30% with
  * the scheduler alone), for GSLRT_PACE_WINDOWS (3) log windows in a row
- * is named, once until it recovers, by a warning on stderr (unless
- * --quiet):
+ * is named by a warning on stderr (unless --quiet), once until it has
+ * kept pace for as many windows in a row:
  *   prog: warning: rank 2 on host n3 computes 1.9 times slower than rank 0
  * (the ratio of the last window). The gather after the last step carries
  * each rank's peak resident set (getrusage's ru_maxrss) too. */
@@ -198,33 +199,54 @@ static void put_ranks(const gslrt_ctx *ctx, const gslrt_group *gr, const char *f
 
 /* The collective running has not completed in time: says which, where,
  * and who had arrived, and ends the job (GSLRT_EXIT_HUNG). */
+/* Marks in alive (by rank in ctx->comm) every rank that has said it
+ * still waits in a collective of group gr: of this collective (number
+ * seq) if gr is the group that timed out, of any on the others. */
+static void take_waiting(gslrt_ctx *ctx, gslrt_group *gr, int64_t seq, char *alive) {
+  int flag = 0;
+  MPI_Status st;
+  if (gr->watch == MPI_COMM_NULL)
+    return;
+  while (MPI_Iprobe(MPI_ANY_SOURCE, TAG_WAITING, gr->watch, &flag, &st) == MPI_SUCCESS && flag) {
+    int64_t v = 0;
+    if (MPI_Recv(&v, 1, MPI_INT64_T, st.MPI_SOURCE, TAG_WAITING, gr->watch, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      break;
+    if (seq < 0 || v == seq)
+      alive[gr->world[st.MPI_SOURCE]] = 1;
+  }
+}
+
+/* The collective running has not completed in time: says which, where,
+ * who had arrived, who had not, and who has been silent since it began
+ * (no "still waiting" from them, in any collective), and ends the job
+ * (GSLRT_EXIT_HUNG). */
 static void hung(gslrt_ctx *ctx, gslrt_group *gr) __attribute__((noreturn));
 static void hung(gslrt_ctx *ctx, gslrt_group *gr) {
   int g = (int)gr->size, me = (int)gr->index, missing = 0, silent = 0, n;
-  char *arrived = calloc((size_t)g, 1), *heard = calloc((size_t)g, 1);
-  char what[GSLRT_ERRLEN], who[GSLRT_ERRLEN], them[GSLRT_ERRLEN], story[3 * GSLRT_ERRLEN], phase[160];
-  const char *fmt;
+  char *arrived = calloc((size_t)g, 1), *heard = calloc((size_t)g, 1), *alive = calloc((size_t)ctx->nranks, 1);
+  char what[GSLRT_ERRLEN], who[GSLRT_ERRLEN], them[GSLRT_ERRLEN], quiet[2 * GSLRT_ERRLEN], story[4 * GSLRT_ERRLEN];
+  char phase[160];
   size_t k = 0;
-  if (!arrived || !heard)
+  if (!arrived || !heard || !alive)
     gslrt_fatal_code(ctx, GSLRT_EXIT_HUNG, "the %s did not complete within %g s", ctx->coll_kind,
                      ctx->opts.collective_timeout);
+  take_waiting(ctx, gr, gr->seq, alive);
+  for (int i = 0; i < ctx->ngroups; i++)
+    if (&ctx->groups[i] != gr)
+      take_waiting(ctx, &ctx->groups[i], -1, alive);
+  if (gr != &ctx->everyone)
+    take_waiting(ctx, &ctx->everyone, -1, alive);
   arrived[me] = heard[me] = 1;
   for (int j = 0; j < g; j++) {
     int flag = 0;
-    MPI_Status st;
     if (j == me)
       continue;
     if (gr->ann[j] == MPI_REQUEST_NULL || MPI_Test(&gr->ann[j], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
       flag = 0;
     arrived[j] = flag && gr->heard[j] == gr->seq;
+    heard[j] = alive[gr->world[j]];
     missing += !arrived[j];
-    while (MPI_Iprobe(j, TAG_WAITING, gr->watch, &flag, &st) == MPI_SUCCESS && flag) {
-      int64_t v = 0;
-      if (MPI_Recv(&v, 1, MPI_INT64_T, j, TAG_WAITING, gr->watch, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-        break;
-      heard[j] |= v == gr->seq;
-    }
-    silent += arrived[j] && !heard[j];
+    silent += !heard[j];
   }
   /* what: where it is written and its group */
   if (gr == &ctx->everyone) {
@@ -246,18 +268,18 @@ static void hung(gslrt_ctx *ctx, gslrt_group *gr) {
       snprintf(what + k, sizeof what - k, ")");
   }
   put_ranks(ctx, gr, arrived, 1, 0, who, sizeof who, &n);
-  if (missing) { /* who had not */
-    put_ranks(ctx, gr, arrived, 0, 1, them, sizeof them, &n);
-    fmt = "%s had arrived, %s had not";
-  } else if (silent) { /* every one arrived: who has not been heard from since */
-    put_ranks(ctx, gr, heard, 0, 1, them, sizeof them, &n);
-    fmt = n == 1 ? "every member had arrived (%s), and %s has been silent since (stopped or cut off)"
-                 : "every member had arrived (%s), and %s have been silent since (stopped or cut off)";
-  } else {
-    them[0] = 0;
-    fmt = "every member had arrived (%s) and was waiting%s";
+  if (missing)
+    put_ranks(ctx, gr, arrived, 0, !silent, them, sizeof them, &n);
+  quiet[0] = 0;
+  if (silent) {
+    char list[GSLRT_ERRLEN];
+    put_ranks(ctx, gr, heard, 0, 1, list, sizeof list, &n);
+    snprintf(quiet, sizeof quiet, "; %s %s been silent since (stopped or cut off)", list, n == 1 ? "has" : "have");
   }
-  snprintf(story, sizeof story, fmt, who, them);
+  if (missing)
+    snprintf(story, sizeof story, "%s had arrived, %s had not%s", who, them, quiet);
+  else
+    snprintf(story, sizeof story, "every member had arrived (%s)%s", who, silent ? quiet : ", and is waiting");
   gslrt_phase(ctx, 1, phase, sizeof phase);
   gslrt_fatal_code(ctx, GSLRT_EXIT_HUNG, "%s did not complete within %g s (%s): %s", what,
                    ctx->opts.collective_timeout, phase, story);
@@ -369,13 +391,19 @@ static void judge(gslrt_ctx *ctx, const double *all, int64_t steps) {
   ctx->pace_score = all[3 * slow] > 0 ? least / all[3 * slow] : 1;
   ctx->pace_compute_ms = 1000 * all[3 * slow] / (double)steps;
   ctx->pace_wait_ms = 1000 * all[3 * slow + 1] / (double)steps;
-  if (!ctx->pace_low && !(ctx->pace_low = calloc((size_t)n, sizeof *ctx->pace_low)))
+  /* per rank: slow windows in a row, fine windows in a row, warned */
+  if (!ctx->pace_low && !(ctx->pace_low = calloc(3 * (size_t)n, sizeof *ctx->pace_low)))
     gslrt_fatal(ctx, "gslrt_pace_window: out of memory");
+  int *low = ctx->pace_low, *fine = low + n, *warned = low + 2 * n;
   for (int r = 0; r < n; r++) {
     double score = all[3 * r] > 0 ? least / all[3 * r] : 1;
-    int slow = score < GSLRT_PACE_THRESHOLD && all[3 * r] - least >= GSLRT_PACE_MIN_LOSS * (double)steps;
-    ctx->pace_low[r] = slow ? ctx->pace_low[r] + 1 : 0;
-    if (ctx->pace_low[r] == GSLRT_PACE_WINDOWS && least > 0 && !ctx->opts.quiet) {
+    int lags = least > 0 && score < GSLRT_PACE_THRESHOLD && all[3 * r] - least >= GSLRT_PACE_MIN_LOSS * (double)steps;
+    low[r] = lags ? low[r] + 1 : 0;
+    fine[r] = lags ? 0 : fine[r] + 1;
+    if (fine[r] >= GSLRT_PACE_WINDOWS)
+      warned[r] = 0;
+    if (low[r] >= GSLRT_PACE_WINDOWS && !warned[r] && !ctx->opts.quiet) {
+      warned[r] = 1;
       char prefix[256], host[128] = "";
       if (ctx->hosts && ctx->hosts[r][0])
         snprintf(host, sizeof host, " on host %s", ctx->hosts[r]);

@@ -212,7 +212,8 @@ struct gslrt_ctx {
   double coll_begun;                      /* when it began (MPI_Wtime) */
   double coll_seconds;                    /* seconds inside collective calls, since the start */
   double pace_compute, pace_wait;         /* this log window: seconds of steps' compute and wait */
-  int *pace_low;                          /* rank 0: per rank, log windows in a row under the threshold */
+  int *pace_low;                          /* rank 0: per rank, log windows in a row under the threshold,
+                                             then in a row not, then whether it was warned of */
   int pace_have;                          /* the last window's results below are set (several ranks) */
   int pace_slowest;                       /* the rank with the most compute time in the window */
   double pace_score;                      /* the fastest rank's compute time over the slowest's */
