@@ -117,6 +117,7 @@ void gslrt_build_groups(gslrt_ctx *ctx) {
   if (ctx->groups_built)
     return;
   ctx->groups_built = 1;
+  ctx->watch = MPI_COMM_NULL; /* made by the first group watched (health.c) */
   for (int g = 0; g < ctx->ngroups; g++) {
     gslrt_group *gr = &ctx->groups[g];
     int32_t rest[GSLRT_MAX_AXES];
@@ -146,7 +147,7 @@ void gslrt_build_groups(gslrt_ctx *ctx) {
     if (got != gr->index || members != gr->size)
       gslrt_fatal(ctx, "group %d: MPI_Comm_split gave rank %d of %d, expected %lld of %lld", g, got,
                   members, (long long)gr->index, (long long)gr->size);
-    gslrt_watch_group(ctx, gr);
+    gslrt_watch_group(ctx, gr, g + 1);
   }
   gslrt_group *all = &ctx->everyone;
   memset(all, 0, sizeof *all);
@@ -154,7 +155,7 @@ void gslrt_build_groups(gslrt_ctx *ctx) {
   all->index = ctx->rank;
   all->comm = ctx->nranks > 1 ? ctx->comm : MPI_COMM_NULL;
   all->borrowed = 1;
-  gslrt_watch_group(ctx, all);
+  gslrt_watch_group(ctx, all, 0);
 }
 
 void gslrt_free_groups(gslrt_ctx *ctx) {
@@ -166,6 +167,8 @@ void gslrt_free_groups(gslrt_ctx *ctx) {
   }
   if (ctx->groups_built)
     gslrt_unwatch_group(ctx, &ctx->everyone);
+  if (ctx->groups_built && ctx->watch != MPI_COMM_NULL)
+    gslrt_mpi_check(ctx, MPI_Comm_free(&ctx->watch), "MPI_Comm_free");
   free(ctx->groups);
   free(ctx->scratch);
   free(ctx->statuses); /* health.c's */

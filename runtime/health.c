@@ -6,8 +6,10 @@
  * completes or --collective-timeout seconds (default 300) have passed
  * since it began; with --collective-timeout 0 it is waited for with
  * MPI_Waitall, for ever, and nothing below is sent. To say who had
- * arrived, each group has a duplicate of its communicator on which every
- * member, as it begins a collective on the group, sends each other member
+ * arrived, one duplicate of the run's communicator (ctx->watch, for every
+ * group: a communicator costs memory) carries, with tags of the group's
+ * own, what every member, as it begins a collective on a group, sends each
+ * other member
  * one int64: the number of collectives it has begun on the group, and
  * posts the receive of each other member's; after the collective it waits
  * for them (every member sent its number before joining, so they are
@@ -53,8 +55,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
-/* The tags on a group's watch communicator. */
-enum { TAG_ARRIVED = 1, TAG_WAITING = 2 };
+/* The tags of group gr's messages on the watch communicator: its arrivals
+ * and its "still waiting"s. */
+static int tag_arrived(const gslrt_group *gr) { return 2 * gr->tag; }
+static int tag_waiting(const gslrt_group *gr) { return 2 * gr->tag + 1; }
 
 void gslrt_health_init(gslrt_ctx *ctx) {
   char mine[sizeof *ctx->hosts] = "", name[MPI_MAX_PROCESSOR_NAME];
@@ -86,16 +90,21 @@ void gslrt_health_free(gslrt_ctx *ctx) {
 static void post_receives(gslrt_ctx *ctx, gslrt_group *gr) {
   for (int j = 0; j < (int)gr->size; j++)
     if (j != gr->index)
-      gslrt_mpi_check(ctx, MPI_Irecv(&gr->heard[j], 1, MPI_INT64_T, j, TAG_ARRIVED, gr->watch, &gr->ann[j]),
+      gslrt_mpi_check(ctx, MPI_Irecv(&gr->heard[j], 1, MPI_INT64_T, gr->world[j], tag_arrived(gr), gr->watch,
+                                     &gr->ann[j]),
                       "MPI_Irecv (arrivals)");
 }
 
-void gslrt_watch_group(gslrt_ctx *ctx, gslrt_group *gr) {
+void gslrt_watch_group(gslrt_ctx *ctx, gslrt_group *gr, int tag) {
   int g = (int)gr->size;
   MPI_Group mine, all;
   gr->watch = MPI_COMM_NULL;
   if (ctx->opts.collective_timeout <= 0 || g < 2 || gr->comm == MPI_COMM_NULL)
     return;
+  if (ctx->watch == MPI_COMM_NULL) { /* one for every group: a communicator costs memory */
+    gslrt_mpi_check(ctx, MPI_Comm_dup(ctx->comm, &ctx->watch), "MPI_Comm_dup");
+    gslrt_mpi_check(ctx, MPI_Comm_set_errhandler(ctx->watch, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  }
   int *idx = malloc(sizeof *idx * (size_t)g);
   gr->world = malloc(sizeof *gr->world * (size_t)g);
   gr->heard = calloc((size_t)g, sizeof *gr->heard);
@@ -110,8 +119,8 @@ void gslrt_watch_group(gslrt_ctx *ctx, gslrt_group *gr) {
   MPI_Group_free(&mine);
   MPI_Group_free(&all);
   free(idx);
-  gslrt_mpi_check(ctx, MPI_Comm_dup(gr->comm, &gr->watch), "MPI_Comm_dup");
-  gslrt_mpi_check(ctx, MPI_Comm_set_errhandler(gr->watch, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  gr->watch = ctx->watch;
+  gr->tag = tag;
   gr->seq = gr->sent = gr->beat = 0;
 }
 
@@ -124,7 +133,7 @@ void gslrt_unwatch_group(gslrt_ctx *ctx, gslrt_group *gr) {
         MPI_Cancel(&gr->ann[j]);
       MPI_Wait(&gr->ann[j], MPI_STATUS_IGNORE);
     }
-  gslrt_mpi_check(ctx, MPI_Comm_free(&gr->watch), "MPI_Comm_free");
+  gr->watch = MPI_COMM_NULL;
   free(gr->world), free(gr->heard), free(gr->ann);
   gr->world = NULL, gr->heard = NULL, gr->ann = NULL;
 }
@@ -139,7 +148,8 @@ void gslrt_watch_enter(gslrt_ctx *ctx, gslrt_group *gr, const char *kind) {
   post_receives(ctx, gr);
   for (int j = 0; j < (int)gr->size; j++)
     if (j != gr->index)
-      gslrt_mpi_check(ctx, MPI_Isend(&gr->sent, 1, MPI_INT64_T, j, TAG_ARRIVED, gr->watch, &gr->ann[gr->size + j]),
+      gslrt_mpi_check(ctx, MPI_Isend(&gr->sent, 1, MPI_INT64_T, gr->world[j], tag_arrived(gr), gr->watch,
+                                     &gr->ann[gr->size + j]),
                       "MPI_Isend (arrivals)");
 }
 
@@ -150,7 +160,7 @@ static void still_waiting(gslrt_ctx *ctx, gslrt_group *gr) {
   for (int j = 0; j < (int)gr->size; j++)
     if (j != gr->index) {
       MPI_Request r;
-      gslrt_mpi_check(ctx, MPI_Isend(&gr->beat, 1, MPI_INT64_T, j, TAG_WAITING, gr->watch, &r),
+      gslrt_mpi_check(ctx, MPI_Isend(&gr->beat, 1, MPI_INT64_T, gr->world[j], tag_waiting(gr), gr->watch, &r),
                       "MPI_Isend (still waiting)");
       MPI_Request_free(&r);
     }
@@ -207,12 +217,12 @@ static void take_waiting(gslrt_ctx *ctx, gslrt_group *gr, int64_t seq, char *ali
   MPI_Status st;
   if (gr->watch == MPI_COMM_NULL)
     return;
-  while (MPI_Iprobe(MPI_ANY_SOURCE, TAG_WAITING, gr->watch, &flag, &st) == MPI_SUCCESS && flag) {
+  while (MPI_Iprobe(MPI_ANY_SOURCE, tag_waiting(gr), gr->watch, &flag, &st) == MPI_SUCCESS && flag) {
     int64_t v = 0;
-    if (MPI_Recv(&v, 1, MPI_INT64_T, st.MPI_SOURCE, TAG_WAITING, gr->watch, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    if (MPI_Recv(&v, 1, MPI_INT64_T, st.MPI_SOURCE, tag_waiting(gr), gr->watch, MPI_STATUS_IGNORE) != MPI_SUCCESS)
       break;
     if (seq < 0 || v == seq)
-      alive[gr->world[st.MPI_SOURCE]] = 1;
+      alive[st.MPI_SOURCE] = 1;
   }
 }
 
@@ -361,9 +371,9 @@ static void drain_waiting(gslrt_ctx *ctx, gslrt_group *gr) {
   MPI_Status st;
   if (gr->watch == MPI_COMM_NULL)
     return;
-  while (MPI_Iprobe(MPI_ANY_SOURCE, TAG_WAITING, gr->watch, &flag, &st) == MPI_SUCCESS && flag) {
+  while (MPI_Iprobe(MPI_ANY_SOURCE, tag_waiting(gr), gr->watch, &flag, &st) == MPI_SUCCESS && flag) {
     int64_t v;
-    gslrt_mpi_check(ctx, MPI_Recv(&v, 1, MPI_INT64_T, st.MPI_SOURCE, TAG_WAITING, gr->watch, MPI_STATUS_IGNORE),
+    gslrt_mpi_check(ctx, MPI_Recv(&v, 1, MPI_INT64_T, st.MPI_SOURCE, tag_waiting(gr), gr->watch, MPI_STATUS_IGNORE),
                     "MPI_Recv (still waiting)");
   }
 }

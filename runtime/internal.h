@@ -45,7 +45,8 @@ typedef struct gslrt_group {
   MPI_Comm comm;                /* members ranked by index; MPI_COMM_NULL if size is 1 */
   int borrowed;                 /* comm is ctx->comm's (the group of every rank): not freed */
   /* the watchdog's (health.c), when --collective-timeout is not 0 and size > 1: */
-  MPI_Comm watch;               /* a duplicate of comm for the arrivals; MPI_COMM_NULL: not watched */
+  MPI_Comm watch;               /* ctx->watch, for the arrivals; MPI_COMM_NULL: not watched */
+  int tag;                      /* its messages' tags there are 2 tag and 2 tag + 1 */
   int *world;                   /* member j's rank in ctx->comm (NULL: not watched) */
   int64_t seq;                  /* collectives begun on the group */
   int64_t sent;                 /* the number this rank last announced (a send buffer) */
@@ -205,6 +206,7 @@ struct gslrt_ctx {
   uint64_t metrics_dev, metrics_ino;      /* its device and inode (rank 0) */
   int generating;                         /* --generate runs: step is the byte being generated */
   gslrt_group everyone;                   /* every rank (comm borrowed): the runtime's own collectives */
+  MPI_Comm watch;                         /* a duplicate of comm for the watchdog's messages, or MPI_COMM_NULL */
   char (*hosts)[64];                      /* each rank's host (MPI_Get_processor_name), or NULL */
   const char *site;                       /* where the next collective is written (gslrt_collective_at) */
   const char *coll_kind;                  /* the collective running: "all_reduce", ... */
@@ -278,10 +280,11 @@ void gslrt_fatal_code(gslrt_ctx *ctx, int code, const char *fmt, ...)
 void gslrt_health_init(gslrt_ctx *ctx);
 void gslrt_health_free(gslrt_ctx *ctx);
 /* The watch over group gr (built; ctx->comm's group of every rank too):
- * the duplicate communicator and the first posted receives, when
- * --collective-timeout is not 0 and the group has several members; and
- * its end (pending receives cancelled). Every member together. */
-void gslrt_watch_group(gslrt_ctx *ctx, gslrt_group *gr);
+ * its members' ranks in ctx->comm and its tag (a number of its own) on
+ * ctx->watch, the one duplicate of ctx->comm for every group's arrivals,
+ * made on first need, when --collective-timeout is not 0 and the group
+ * has several members; and its end. Every member together. */
+void gslrt_watch_group(gslrt_ctx *ctx, gslrt_group *gr, int tag);
 void gslrt_unwatch_group(gslrt_ctx *ctx, gslrt_group *gr);
 /* A collective of kind ("all_reduce") begins on gr (size > 1): its time
  * starts, and this rank announces its arrival to the other members. */
