@@ -393,8 +393,8 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "Text: %s --checkpoint DIR --generate 200 --prompt 'The ' --top-k 40\n"
           "writes 200 bytes to stdout, notes to stderr.\n"
           "With several ranks the log line and the metrics also name the slowest rank\n"
-          "and its score (the fastest rank's compute time per step over its own), and\n"
-          "the last step's each rank's peak RSS:\n"
+          "and its score (the fastest rank's compute time per step over its own); after\n"
+          "the last step they give the largest peak RSS (the metrics: every rank's):\n"
           "  step 100/100  tokens/s 12345  (3.2 ms/step, 0.3 s elapsed; slowest rank 1, score 0.93; peak RSS 36.1 MiB on rank 1)\n"
           "Exit status: 0 on success, 2 on a usage error, 1 on a run-time error, 3 when\n"
           "stopped by SIGTERM or SIGINT, 4 when a collective did not complete in time.\n",
