@@ -5,7 +5,10 @@
  * (nothing else reads that buffer), and on a buffer of its own, into which
  * the operand's expression is computed first, otherwise. all_gather,
  * reduce_scatter, all_to_all and collective_permute read their operand's
- * buffer and write their own. */
+ * buffer and write their own. Before each collective's kernel is called,
+ * gsl_step (and gsl_eval, gsl_forward) tells the runtime where it is
+ * written (gslrt_collective_at), for the watchdog's message: from the
+ * caller, so that the kernels of a stack's layers stay one. */
 #include <llvm-c/Core.h>
 #include <string.h>
 
@@ -91,3 +94,15 @@ void cg_emit_permute(CG *g, const Value *v) {
   cg_call(g, "gslrt_collective_permute", g->t_void, 7, args);
 }
 
+
+/* In the function calling v's kernel, before the call: where collective v
+ * is written (cg_op_where), for the runtime's watchdog. Nothing for any
+ * other value, nor for a rider (its carrier's call moves it). */
+void cg_emit_collective_site(CG *g, const Value *v) {
+  if (ir_op(v->op)->cls != OC_COLLECTIVE || v->carrier)
+    return;
+  char what[512];
+  cg_op_where(v, what, sizeof what);
+  LLVMValueRef args[2] = {g->ctx_arg, cg_cstr(g, what)};
+  cg_call(g, "gslrt_collective_at", g->t_void, 2, args);
+}

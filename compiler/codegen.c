@@ -368,6 +368,8 @@ static void call_kernels(CG *g, const bool *need) {
   LLVMTypeRef ft = LLVMFunctionType(g->t_void, sp, 3, 0);
   for (int i = 0; i < g->p->nvalues; i++)
     for (int k = g->kfirst[i]; k < g->kfirst[i + 1] && (!need || need[i]); k++) {
+      if (k == g->kfirst[i])
+        cg_emit_collective_site(g, g->p->values[i]);
       LLVMValueRef a[3] = {g->ctx_arg, g->step_arg, g->calls[k].array};
       LLVMBuildCall2(g->b, ft, g->calls[k].fn, a, 3, "");
     }

@@ -192,6 +192,8 @@ void cg_emit_rng(CG *g, const Value *v);
 void cg_emit_all_reduce(CG *g, const Value *v);
 void cg_emit_collective(CG *g, const Value *v); /* all_gather, reduce_scatter, all_to_all */
 void cg_emit_permute(CG *g, const Value *v);
+/* before the call of collective v's kernel: where it is written, for the runtime's watchdog */
+void cg_emit_collective_site(CG *g, const Value *v);
 
 /* ---- cg_einsum.c ----------------------------------------------------------- */
 

@@ -21,38 +21,46 @@
  * or writes the caller's buffers directly, otherwise the blocks are packed
  * into (or unpacked from) the context's scratch space, one memcpy per
  * contiguous run of d * inner elements:
- *   all_reduce      MPI_Allreduce(MPI_IN_PLACE) on the buffer;
- *   all_gather      MPI_Allgather of the whole input into [g][in] blocks,
+ *   all_reduce      MPI_Iallreduce(MPI_IN_PLACE) on the buffer;
+ *   all_gather      MPI_Iallgather of the whole input into [g][in] blocks,
  *                   unpacked along dim (direct into out when outer is 1);
  *   reduce_scatter  input packed into [g][block] (unless outer is 1), then
- *                   MPI_Reduce_scatter_block straight into out;
- *   all_to_all      MPI_Alltoall when both sides are contiguous blocks;
+ *                   MPI_Ireduce_scatter_block straight into out;
+ *   all_to_all      MPI_Ialltoall when both sides are contiguous blocks;
  *                   otherwise one MPI_Isend/MPI_Irecv per chunk that is
  *                   contiguous on both sides, straight between the
  *                   caller's buffers (all_to_all_direct), or, for chunks
- *                   under 16 KiB, input packed along dim, MPI_Alltoall,
+ *                   under 16 KiB, input packed along dim, MPI_Ialltoall,
  *                   output unpacked along dim2.
  *   all_to_all_rider  a small all_to_all (the rider) moved in the call of
  *                   another on the same group (the carrier): the rider's
  *                   blocks are packed into space of their own, one
  *                   MPI_Irecv and MPI_Isend per member are posted, the
- *                   carrier's transfer runs as above, and one MPI_Waitall
- *                   ends the rider's messages: no round of its own.
+ *                   carrier's transfer runs as above, and one wait ends
+ *                   the rider's messages: no round of its own.
+ *   collective_permute  one MPI_Irecv and one MPI_Isend.
+ * Every call is MPI's non-blocking form, its requests waited for by the
+ * watchdog (health.c: polled until done or --collective-timeout), each
+ * public call between gslrt_watch_enter and gslrt_watch_leave, which
+ * announce this rank's arrival to the group and time the call; the
+ * numbers are those of the blocking forms: the same reduction ops on the
+ * same buffers. gslrt_build_groups sets up the watch over each group and
+ * over every rank (ctx->everyone, the runtime's own collectives).
  * Uneven tiles (gslrt.h: a dimension of n in g tiles of c = ceil(n / g),
  * the real elements first): every member still moves whole padded tiles
  * where it can, so the MPI calls keep one count for all:
- *   all_gather      with outer 1, MPI_Allgatherv of each member's real run
+ *   all_gather      with outer 1, MPI_Iallgatherv of each member's real run
  *                   straight into out; otherwise the padded tiles gathered
  *                   into scratch and each one's real elements unpacked;
  *   reduce_scatter  the input packed into [g][c] tiles with zeros after
  *                   each one's real elements (widened for bf16), then the
- *                   even MPI_Reduce_scatter_block: padding sums to zero;
+ *                   even MPI_Ireduce_scatter_block: padding sums to zero;
  *   all_to_all      the input packed into g padded blocks of c, the even
- *                   MPI_Alltoall, and each received block's real part
+ *                   MPI_Ialltoall, and each received block's real part
  *                   along dim2 unpacked; never direct. The rider the same.
  * bf16 buffers (2-byte elements) move as they are (MPI_UINT16_T); their
  * sums and maxima are taken in f32: all_reduce widens the buffer into
- * scratch, reduces it there with the same MPI_Allreduce as an f32 buffer,
+ * scratch, reduces it there with the same MPI_Iallreduce as an f32 buffer,
  * and rounds it back; reduce_scatter widens the input into scratch while
  * packing it, reduces in place there (MPI_IN_PLACE: the f32 call on the
  * same data), and rounds this member's block into out. So a bf16
@@ -60,7 +68,7 @@
  * independent of the mesh as that is. Scratch sizes: gslrt.h.
  * The scratch space grows to the largest need and is kept until exit.
  * Element counts above INT_MAX per call (8 GiB of f32) go through the MPI-4
- * large-count calls (MPI_Allgather_c, ...); all_reduce is cut into chunks. */
+ * large-count calls (MPI_Iallgather_c, ...); all_reduce is cut into chunks. */
 #include "internal.h"
 
 #include <limits.h>
@@ -101,7 +109,7 @@ int32_t gslrt_declare_group(gslrt_ctx *ctx, int32_t n, const int32_t *axes) {
   if (n > 0)
     memcpy(gr->axes, axes, (size_t)n * sizeof *axes);
   gr->size = 1;
-  gr->comm = MPI_COMM_NULL;
+  gr->comm = gr->watch = MPI_COMM_NULL;
   return ctx->ngroups++;
 }
 
@@ -109,6 +117,7 @@ void gslrt_build_groups(gslrt_ctx *ctx) {
   if (ctx->groups_built)
     return;
   ctx->groups_built = 1;
+  ctx->watch = MPI_COMM_NULL; /* made by the first group watched (health.c) */
   for (int g = 0; g < ctx->ngroups; g++) {
     gslrt_group *gr = &ctx->groups[g];
     int32_t rest[GSLRT_MAX_AXES];
@@ -138,15 +147,32 @@ void gslrt_build_groups(gslrt_ctx *ctx) {
     if (got != gr->index || members != gr->size)
       gslrt_fatal(ctx, "group %d: MPI_Comm_split gave rank %d of %d, expected %lld of %lld", g, got,
                   members, (long long)gr->index, (long long)gr->size);
+    gslrt_watch_group(ctx, gr, g + 1);
   }
+  gslrt_group *all = &ctx->everyone;
+  memset(all, 0, sizeof *all);
+  all->size = ctx->nranks > 1 ? ctx->nranks : 1;
+  all->index = ctx->rank;
+  all->comm = ctx->nranks > 1 ? ctx->comm : MPI_COMM_NULL;
+  all->borrowed = 1;
+  gslrt_watch_group(ctx, all, 0);
 }
 
 void gslrt_free_groups(gslrt_ctx *ctx) {
-  for (int g = 0; g < ctx->ngroups; g++)
+  for (int g = 0; g < ctx->ngroups; g++) {
+    if (ctx->groups_built)
+      gslrt_unwatch_group(ctx, &ctx->groups[g]);
     if (ctx->groups[g].comm != MPI_COMM_NULL)
       gslrt_mpi_check(ctx, MPI_Comm_free(&ctx->groups[g].comm), "MPI_Comm_free");
+  }
+  if (ctx->groups_built)
+    gslrt_unwatch_group(ctx, &ctx->everyone);
+  if (ctx->groups_built && ctx->watch != MPI_COMM_NULL)
+    gslrt_mpi_check(ctx, MPI_Comm_free(&ctx->watch), "MPI_Comm_free");
   free(ctx->groups);
   free(ctx->scratch);
+  free(ctx->statuses); /* health.c's */
+  ctx->statuses = NULL, ctx->nstatuses = 0;
   free(ctx->rider);
   ctx->groups = NULL, ctx->scratch = NULL, ctx->rider = NULL;
   ctx->ngroups = 0, ctx->groups_built = 0, ctx->scratch_bytes = 0, ctx->rider_bytes = 0;
@@ -289,6 +315,7 @@ void gslrt_all_reduce(gslrt_ctx *ctx, int32_t group, int32_t dtype, int32_t op, 
     gslrt_fatal(ctx, "%s: negative count %lld", call, (long long)count);
   if (gr->size == 1 || count == 0)
     return;
+  gslrt_watch_enter(ctx, gr, "all_reduce");
   void *data = buf;
   if (dtype == GSLRT_BF16) { /* reduced in f32, rounded once */
     if ((uint64_t)count > SIZE_MAX / 4)
@@ -299,12 +326,15 @@ void gslrt_all_reduce(gslrt_ctx *ctx, int32_t group, int32_t dtype, int32_t op, 
   }
   for (int64_t at = 0; at < count; at += GSLRT_MPI_COUNT_MAX) {
     int64_t n = count - at < GSLRT_MPI_COUNT_MAX ? count - at : GSLRT_MPI_COUNT_MAX;
-    gslrt_mpi_check(ctx, MPI_Allreduce(MPI_IN_PLACE, (char *)data + 4 * at, (int)n, type,
-                                       op == GSLRT_SUM ? MPI_SUM : MPI_MAX, gr->comm),
-                    "MPI_Allreduce");
+    MPI_Request req;
+    gslrt_mpi_check(ctx, MPI_Iallreduce(MPI_IN_PLACE, (char *)data + 4 * at, (int)n, type,
+                                        op == GSLRT_SUM ? MPI_SUM : MPI_MAX, gr->comm, &req),
+                    "MPI_Iallreduce");
+    gslrt_watch_wait(ctx, 1, &req, "MPI_Iallreduce");
   }
   if (data != buf)
     gslrt_bf16_round_n(buf, data, count);
+  gslrt_watch_leave(ctx);
 }
 
 #if MPI_VERSION < 4
@@ -320,15 +350,17 @@ static void too_large(gslrt_ctx *ctx, const char *call, int64_t count) {
 static void gather_blocks(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type, const void *in, void *recv,
                           int64_t count, const char *call) {
   int rc;
+  MPI_Request req;
   if (count <= GSLRT_MPI_COUNT_MAX)
-    rc = MPI_Allgather(in, (int)count, type, recv, (int)count, type, gr->comm);
+    rc = MPI_Iallgather(in, (int)count, type, recv, (int)count, type, gr->comm, &req);
   else
 #if MPI_VERSION >= 4
-    rc = MPI_Allgather_c(in, count, type, recv, count, type, gr->comm);
+    rc = MPI_Iallgather_c(in, count, type, recv, count, type, gr->comm, &req);
 #else
     too_large(ctx, call, count);
 #endif
-  gslrt_mpi_check(ctx, rc, "MPI_Allgather");
+  gslrt_mpi_check(ctx, rc, "MPI_Iallgather");
+  gslrt_watch_wait(ctx, 1, &req, "MPI_Iallgather");
 }
 
 /* The sum over the group of every member's g blocks of count elements
@@ -336,15 +368,17 @@ static void gather_blocks(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type, co
 static void reduce_blocks(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type, const void *send, void *recv,
                           int64_t count, const char *call) {
   int rc;
+  MPI_Request req;
   if (count <= GSLRT_MPI_COUNT_MAX)
-    rc = MPI_Reduce_scatter_block(send, recv, (int)count, type, MPI_SUM, gr->comm);
+    rc = MPI_Ireduce_scatter_block(send, recv, (int)count, type, MPI_SUM, gr->comm, &req);
   else
 #if MPI_VERSION >= 4
-    rc = MPI_Reduce_scatter_block_c(send, recv, count, type, MPI_SUM, gr->comm);
+    rc = MPI_Ireduce_scatter_block_c(send, recv, count, type, MPI_SUM, gr->comm, &req);
 #else
     too_large(ctx, call, count);
 #endif
-  gslrt_mpi_check(ctx, rc, "MPI_Reduce_scatter_block");
+  gslrt_mpi_check(ctx, rc, "MPI_Ireduce_scatter_block");
+  gslrt_watch_wait(ctx, 1, &req, "MPI_Ireduce_scatter_block");
 }
 
 /* all_gather's uneven case (total < g * c, gslrt.h): with outer 1 each
@@ -355,6 +389,7 @@ static void all_gather_uneven(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type
                               void *out, span s, int64_t total, const char *call) {
   int64_t g = gr->size, count = s.outer * s.d * s.inner;
   int rc;
+  MPI_Request req;
   if (g == 1) { /* the first total of the tile's c along dim */
     for (int64_t o = 0; o < s.outer; o++)
       memmove((char *)out + (size_t)(o * total * s.inner) * es, (const char *)in + (size_t)(o * s.d * s.inner) * es,
@@ -376,7 +411,9 @@ static void all_gather_uneven(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type
       counts[j] = (int)(real_of(total, s.d, j) * s.inner);
       displs[j] = counts[j] ? (int)(j * s.d * s.inner) : 0;
     }
-    rc = MPI_Allgatherv(in, (int)mine, type, out, counts, displs, type, gr->comm);
+    rc = MPI_Iallgatherv(in, (int)mine, type, out, counts, displs, type, gr->comm, &req);
+    if (rc == MPI_SUCCESS)
+      gslrt_watch_wait(ctx, 1, &req, "MPI_Iallgatherv");
     free(counts), free(displs);
   } else {
 #if MPI_VERSION >= 4
@@ -388,17 +425,19 @@ static void all_gather_uneven(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type
       counts[j] = real_of(total, s.d, j) * s.inner;
       displs[j] = counts[j] ? (MPI_Aint)(j * s.d * s.inner) : 0;
     }
-    rc = MPI_Allgatherv_c(in, mine, type, out, counts, displs, type, gr->comm);
+    rc = MPI_Iallgatherv_c(in, mine, type, out, counts, displs, type, gr->comm, &req);
+    if (rc == MPI_SUCCESS)
+      gslrt_watch_wait(ctx, 1, &req, "MPI_Iallgatherv");
     free(counts), free(displs);
 #else
     too_large(ctx, call, total * s.inner);
 #endif
   }
-  gslrt_mpi_check(ctx, rc, "MPI_Allgatherv");
+  gslrt_mpi_check(ctx, rc, "MPI_Iallgatherv");
 }
 
-void gslrt_all_gather(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
-                      int32_t rank, const int64_t *in_shape, int32_t dim, int64_t total) {
+static void all_gather_body(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                            int32_t rank, const int64_t *in_shape, int32_t dim, int64_t total) {
   static const char call[] = "gslrt_all_gather";
   gslrt_group *gr = group_of(ctx, group, call);
   MPI_Datatype type = mpi_type(ctx, dtype, call);
@@ -425,8 +464,21 @@ void gslrt_all_gather(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
     gslrt_unpack_blocks(out, recv, s.outer, g, s.d, s.inner, es);
 }
 
-void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
-                          int32_t rank, const int64_t *in_shape, int32_t dim) {
+/* The public collectives below time and watch the body of each (health.c)
+ * when the group has several members: the call's whole time, packing
+ * and unpacking included, is the rank's time in collectives. */
+void gslrt_all_gather(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                      int32_t rank, const int64_t *in_shape, int32_t dim, int64_t total) {
+  gslrt_group *gr = group_of(ctx, group, "gslrt_all_gather");
+  if (gr->size > 1)
+    gslrt_watch_enter(ctx, gr, "all_gather");
+  all_gather_body(ctx, group, dtype, in, out, rank, in_shape, dim, total);
+  if (gr->size > 1)
+    gslrt_watch_leave(ctx);
+}
+
+static void reduce_scatter_body(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                                int32_t rank, const int64_t *in_shape, int32_t dim) {
   static const char call[] = "gslrt_reduce_scatter";
   gslrt_group *gr = group_of(ctx, group, call);
   MPI_Datatype type = mpi_type(ctx, dtype, call);
@@ -477,6 +529,16 @@ void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const vo
     gslrt_bf16_round_n(out, recv, count);
 }
 
+void gslrt_reduce_scatter(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                          int32_t rank, const int64_t *in_shape, int32_t dim) {
+  gslrt_group *gr = group_of(ctx, group, "gslrt_reduce_scatter");
+  if (gr->size > 1)
+    gslrt_watch_enter(ctx, gr, "reduce_scatter");
+  reduce_scatter_body(ctx, group, dtype, in, out, rank, in_shape, dim);
+  if (gr->size > 1)
+    gslrt_watch_leave(ctx);
+}
+
 /* The all-to-all in place: the block for (and from) each member is a run
  * of count elements in block order, stored in chunks of ls contiguous
  * elements on the sending side (every g * ls) and of lr on the receiving
@@ -492,11 +554,8 @@ static bool all_to_all_direct(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type
     return false;
   size_t n = (size_t)(2 * (g - 1) * chunks);
   MPI_Request *req = malloc(sizeof *req * n);
-  MPI_Status *st = malloc(sizeof *st * n);
-  if (!req || !st) {
-    free(req), free(st);
+  if (!req)
     return false;
-  }
   int64_t me = gr->index, nreq = 0;
   int rc = MPI_SUCCESS;
   for (int64_t k = 0; k < count && rc == MPI_SUCCESS; k += len) {
@@ -512,10 +571,9 @@ static bool all_to_all_direct(gslrt_ctx *ctx, gslrt_group *gr, MPI_Datatype type
         rc = MPI_Isend(src, (int)len, type, (int)j, (int)(k / len), gr->comm, &req[nreq++]);
     }
   }
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Waitall((int)nreq, req, st);
-  free(req), free(st);
   gslrt_mpi_check(ctx, rc, "MPI_Isend/MPI_Irecv (all-to-all)");
+  gslrt_watch_wait(ctx, (int)nreq, req, "MPI_Isend/MPI_Irecv (all-to-all)");
+  free(req);
   return true;
 }
 
@@ -551,8 +609,8 @@ static a2a_layout a2a_layout_of(gslrt_ctx *ctx, const char *call, int64_t g, int
   return l;
 }
 
-void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
-                      int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2, int64_t total2) {
+static void all_to_all_body(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                            int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2, int64_t total2) {
   static const char call[] = "gslrt_all_to_all";
   gslrt_group *gr = group_of(ctx, group, call);
   MPI_Datatype type = mpi_type(ctx, dtype, call);
@@ -590,17 +648,29 @@ void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *
   if (recv_staged)
     recv = space;
   int rc;
+  MPI_Request req;
   if (count <= GSLRT_MPI_COUNT_MAX)
-    rc = MPI_Alltoall(send, (int)count, type, recv, (int)count, type, gr->comm);
+    rc = MPI_Ialltoall(send, (int)count, type, recv, (int)count, type, gr->comm, &req);
   else
 #if MPI_VERSION >= 4
-    rc = MPI_Alltoall_c(send, count, type, recv, count, type, gr->comm);
+    rc = MPI_Ialltoall_c(send, count, type, recv, count, type, gr->comm, &req);
 #else
     too_large(ctx, call, count);
 #endif
-  gslrt_mpi_check(ctx, rc, "MPI_Alltoall");
+  gslrt_mpi_check(ctx, rc, "MPI_Ialltoall");
+  gslrt_watch_wait(ctx, 1, &req, "MPI_Ialltoall");
   if (recv != out)
     unpack_real(out, recv, r.outer, g, r.d, total2, r.inner, es);
+}
+
+void gslrt_all_to_all(gslrt_ctx *ctx, int32_t group, int32_t dtype, const void *in, void *out,
+                      int32_t rank, const int64_t *in_shape, int32_t dim, int32_t dim2, int64_t total2) {
+  gslrt_group *gr = group_of(ctx, group, "gslrt_all_to_all");
+  if (gr->size > 1)
+    gslrt_watch_enter(ctx, gr, "all_to_all");
+  all_to_all_body(ctx, group, dtype, in, out, rank, in_shape, dim, dim2, total2);
+  if (gr->size > 1)
+    gslrt_watch_leave(ctx);
 }
 
 /* The rider's messages' tag: the direct all_to_all's chunks take tags
@@ -633,11 +703,11 @@ void gslrt_all_to_all_rider(gslrt_ctx *ctx, int32_t group, int32_t dtype, const 
       gslrt_fatal(ctx, "%s: cannot allocate %zu bytes for a rider", call, 2 * bytes);
     ctx->rider_bytes = 2 * bytes;
   }
+  gslrt_watch_enter(ctx, gr, "all_to_all");
   char *send = ctx->rider, *recv = send + bytes;
   pack_padded(send, r_in, l.s.outer, g, l.c, l.s.d, l.s.inner, es, 0);
   MPI_Request *req = malloc(sizeof *req * (size_t)(2 * g));
-  MPI_Status *st = malloc(sizeof *st * (size_t)(2 * g));
-  if (!req || !st)
+  if (!req)
     gslrt_fatal(ctx, "%s: out of memory", call);
   int rc = MPI_SUCCESS, nreq = 0;
   size_t run = (size_t)l.count * (size_t)es;
@@ -651,11 +721,11 @@ void gslrt_all_to_all_rider(gslrt_ctx *ctx, int32_t group, int32_t dtype, const 
       rc = MPI_Isend(send + j * run, (int)l.count, type, (int)j, RIDER_TAG, gr->comm, &req[nreq++]);
   }
   gslrt_mpi_check(ctx, rc, "MPI_Isend/MPI_Irecv (all-to-all rider)");
-  gslrt_all_to_all(ctx, group, dtype, in, out, rank, in_shape, dim, dim2, total2);
-  rc = MPI_Waitall(nreq, req, st);
-  free(req), free(st);
-  gslrt_mpi_check(ctx, rc, "MPI_Waitall (all-to-all rider)");
+  all_to_all_body(ctx, group, dtype, in, out, rank, in_shape, dim, dim2, total2);
+  gslrt_watch_wait(ctx, nreq, req, "MPI_Isend/MPI_Irecv (all-to-all rider)");
+  free(req);
   unpack_real(r_out, recv, l.r.outer, g, l.r.d, r_total2, l.r.inner, es);
+  gslrt_watch_leave(ctx);
 }
 
 void gslrt_collective_permute(gslrt_ctx *ctx, int32_t from, int32_t to, int32_t dtype, const void *in,
@@ -689,14 +759,22 @@ void gslrt_collective_permute(gslrt_ctx *ctx, int32_t from, int32_t to, int32_t 
   for (int32_t j = 0; j < gf->n; j++)
     dst = dst * ctx->axis_size[gf->axes[j]] + coord[gf->axes[j]];
   int rc;
-  if (count <= GSLRT_MPI_COUNT_MAX)
-    rc = MPI_Sendrecv(in, (int)count, type, (int)dst, 0, out, (int)count, type, src, 0, gf->comm,
-                      MPI_STATUS_IGNORE);
-  else
+  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  gslrt_watch_enter(ctx, gf, "collective_permute");
+  if (count <= GSLRT_MPI_COUNT_MAX) {
+    rc = MPI_Irecv(out, (int)count, type, src, 0, gf->comm, &req[0]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend(in, (int)count, type, (int)dst, 0, gf->comm, &req[1]);
+  } else {
 #if MPI_VERSION >= 4
-    rc = MPI_Sendrecv_c(in, count, type, (int)dst, 0, out, count, type, src, 0, gf->comm, MPI_STATUS_IGNORE);
+    rc = MPI_Irecv_c(out, count, type, src, 0, gf->comm, &req[0]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend_c(in, count, type, (int)dst, 0, gf->comm, &req[1]);
 #else
     too_large(ctx, call, count);
 #endif
-  gslrt_mpi_check(ctx, rc, "MPI_Sendrecv");
+  }
+  gslrt_mpi_check(ctx, rc, "MPI_Irecv/MPI_Isend (permute)");
+  gslrt_watch_wait(ctx, 2, req, "MPI_Irecv/MPI_Isend (permute)");
+  gslrt_watch_leave(ctx);
 }

@@ -91,8 +91,9 @@ void gslrt_say(const char *prefix, const char *fmt, ...) {
   va_end(ap);
 }
 
-void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
-  va_list ap;
+/* gslrt_fatal's body: the message, then every rank ends with code. */
+static void vfatal(gslrt_ctx *ctx, int code, const char *fmt, va_list ap) __attribute__((noreturn));
+static void vfatal(gslrt_ctx *ctx, int code, const char *fmt, va_list ap) {
   int rank = 0, nranks = 1, up = 0;
   if (!ctx)
     ctx = current;
@@ -105,9 +106,7 @@ void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
   fflush(stdout);
   char prefix[256];
   snprintf(prefix, sizeof prefix, "%s: rank %d: error: ", ctx ? ctx->prog : "gslrt", rank);
-  va_start(ap, fmt);
   say(prefix, NULL, fmt, ap);
-  va_end(ap);
   /* MPI_COMM_WORLD, not our duplicate: MPICH's ch4 aborts the world through
    * the process manager (PMI_Abort), but any other communicator by sending
    * abort messages that a peer already in MPI_Finalize never answers. */
@@ -118,9 +117,21 @@ void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
      * a short pause lets the proxy forward the line first */
     struct timespec pause = {0, 200 * 1000 * 1000};
     nanosleep(&pause, NULL);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Abort(MPI_COMM_WORLD, code);
   }
-  gslrt_exit(ctx, 1);
+  gslrt_exit(ctx, code);
+}
+
+void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfatal(ctx, 1, fmt, ap);
+}
+
+void gslrt_fatal_code(gslrt_ctx *ctx, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfatal(ctx, code, fmt, ap);
 }
 
 void gslrt_fail_all(gslrt_ctx *ctx, const char *fmt, ...) {

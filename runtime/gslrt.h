@@ -344,6 +344,11 @@ void gslrt_all_to_all_rider(gslrt_ctx *ctx, int32_t group, int32_t dtype, const 
  * and none at all for a group of one device (its collectives are copies).
  * (the direct all_to_all's chunk rule counts bytes: a bf16 run needs twice
  * the elements of an f32 one). */
+/* Where the next collective is written, as gslc says it ("the all_reduce
+ * at t.gsl:9:12 (backward pass)"), for the watchdog's message should it
+ * not complete (--collective-timeout): compiled code calls it before each
+ * collective. where must live as long as the program (a constant string). */
+void gslrt_collective_at(gslrt_ctx *ctx, const char *where);
 /* collective_permute: from and to are groups of the same axes in two
  * orders; in (count elements) is this device's block as numbered in from's
  * order; out receives the block whose number in from's order is this

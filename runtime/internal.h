@@ -31,6 +31,11 @@
 
 #define GSLRT_ERRLEN 512 /* room for one error message */
 #define GSLRT_EXIT_STOPPED 3 /* exit status of a run stopped by SIGTERM or SIGINT */
+#define GSLRT_EXIT_HUNG 4    /* exit status of a run ended by the watchdog (health.c) */
+#define GSLRT_COLLECTIVE_TIMEOUT 300 /* --collective-timeout's default, in seconds */
+#define GSLRT_PACE_THRESHOLD 0.7 /* a score under this ... */
+#define GSLRT_PACE_WINDOWS 3     /* ... for this many log windows in a row is warned of (health.c), */
+#define GSLRT_PACE_MIN_LOSS 1e-3 /* if it computes at least this many seconds a step longer */
 
 /* A group of mesh axes that collectives act over (gslrt_declare_group). */
 typedef struct gslrt_group {
@@ -39,6 +44,16 @@ typedef struct gslrt_group {
   int64_t size;                 /* devices in the group: the product of the axes' sizes */
   int64_t index;                /* this device's block index along the axes */
   MPI_Comm comm;                /* members ranked by index; MPI_COMM_NULL if size is 1 */
+  int borrowed;                 /* comm is ctx->comm's (the group of every rank): not freed */
+  /* the watchdog's (health.c), when --collective-timeout is not 0 and size > 1: */
+  MPI_Comm watch;               /* ctx->watch, for the arrivals; MPI_COMM_NULL: not watched */
+  int tag;                      /* its messages' tags there are 2 tag and 2 tag + 1 */
+  int *world;                   /* member j's rank in ctx->comm (NULL: not watched) */
+  int64_t seq;                  /* collectives begun on the group */
+  int64_t sent;                 /* the number this rank last announced (a send buffer) */
+  int64_t beat;                 /* the number of its last "still waiting" (a send buffer) */
+  int64_t *heard;               /* per member: the number it announced (a receive buffer) */
+  MPI_Request *ann;             /* [j]: the receive of member j's next arrival; [size + j]: mine to it */
 } gslrt_group;
 
 /* One --input, --output or --eval-input NAME=FILE. */
@@ -74,6 +89,7 @@ typedef struct gslrt_options {
   double temperature;       /* --temperature T, >= 0, default 1; 0: the argmax */
   int64_t top_k;            /* --top-k K; 0 if not given (every token) */
   double max_time;          /* --max-time S: seconds of wall time the run may take; 0: not given */
+  double collective_timeout; /* --collective-timeout S (default GSLRT_COLLECTIVE_TIMEOUT); 0: no watchdog */
 } gslrt_options;
 
 /* A declared param, input or optimizer state. */
@@ -195,6 +211,24 @@ struct gslrt_ctx {
   FILE *metrics;                          /* the open --metrics file (rank 0), or NULL */
   uint64_t metrics_dev, metrics_ino;      /* its device and inode (rank 0) */
   int generating;                         /* --generate runs: step is the byte being generated */
+  gslrt_group everyone;                   /* every rank (comm borrowed): the runtime's own collectives */
+  MPI_Comm watch;                         /* a duplicate of comm for the watchdog's messages, or MPI_COMM_NULL */
+  char (*hosts)[64];                      /* each rank's host (MPI_Get_processor_name), or NULL */
+  const char *site;                       /* where the next collective is written (gslrt_collective_at) */
+  const char *coll_kind;                  /* the collective running: "all_reduce", ... */
+  gslrt_group *coll_group;                /* its group */
+  double coll_begun;                      /* when it began (MPI_Wtime) */
+  double coll_seconds;                    /* seconds inside collective calls, since the start */
+  double pace_compute, pace_wait;         /* this log window: seconds of steps' compute and wait */
+  int *pace_low;                          /* rank 0: per rank, log windows in a row under the threshold,
+                                             then in a row not, then whether it was warned of */
+  int pace_have;                          /* the last window's results below are set (several ranks) */
+  int pace_slowest;                       /* the rank with the most compute time in the window */
+  double pace_score;                      /* the fastest rank's compute time over the slowest's */
+  double pace_compute_ms, pace_wait_ms;   /* the slowest's compute and wait per step, in ms */
+  long *peak_rss;                         /* rank 0, after the last step: each rank's ru_maxrss (KiB) */
+  MPI_Status *statuses;                   /* room for the statuses of a collective's requests */
+  int nstatuses;                          /* its size */
 };
 
 /* ---- fail.c: the bottom: ending a run and saying why -------------------- */
@@ -240,6 +274,46 @@ void gslrt_set_current(gslrt_ctx *ctx);
  * gslrt_erase_progress erases it, if there is one, before anything is printed. */
 void gslrt_progress_shown(void);
 void gslrt_erase_progress(void);
+
+/* The same with the exit status code (GSLRT_EXIT_HUNG: the watchdog). */
+void gslrt_fatal_code(gslrt_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+
+/* ---- health.c: the watchdog over collectives, each rank's pace ----------- */
+
+/* Each rank's host into ctx->hosts (every rank together, after the groups
+ * are built); nothing with one rank. */
+void gslrt_health_init(gslrt_ctx *ctx);
+void gslrt_health_free(gslrt_ctx *ctx);
+/* The watch over group gr (built; ctx->comm's group of every rank too):
+ * its members' ranks in ctx->comm and its tag (a number of its own) on
+ * ctx->watch, the one duplicate of ctx->comm for every group's arrivals,
+ * made on first need, when --collective-timeout is not 0 and the group
+ * has several members; and its end. Every member together. */
+void gslrt_watch_group(gslrt_ctx *ctx, gslrt_group *gr, int tag);
+void gslrt_unwatch_group(gslrt_ctx *ctx, gslrt_group *gr);
+/* A collective of kind ("all_reduce") begins on gr (size > 1): its time
+ * starts, and this rank announces its arrival to the other members. */
+void gslrt_watch_enter(gslrt_ctx *ctx, gslrt_group *gr, const char *kind);
+/* Waits for the collective's n requests (MPI_Testall polled), at most
+ * --collective-timeout seconds since it began; past that, ends the run
+ * (GSLRT_EXIT_HUNG) naming the collective, where it is written, which
+ * members had arrived and which had not. call names the MPI call for an
+ * error it returns. */
+void gslrt_watch_wait(gslrt_ctx *ctx, int n, MPI_Request *req, const char *call);
+/* The collective has ended: every member's arrival received, the time it
+ * took added to ctx->coll_seconds. */
+void gslrt_watch_leave(gslrt_ctx *ctx);
+/* The maximum over every rank of mine (an MPI_Allreduce, watched), what
+ * naming it for the watchdog ("the check for a stop signal"). */
+int gslrt_agree_max(gslrt_ctx *ctx, int mine, const char *what);
+/* A step took seconds, of which wait inside collectives: into the window. */
+void gslrt_pace_step(gslrt_ctx *ctx, double seconds, double wait);
+/* Ends a log window of steps steps (every rank together, one small
+ * collective): rank 0 finds the slowest rank and its score (ctx->pace_*),
+ * and warns of a rank under GSLRT_PACE_THRESHOLD for GSLRT_PACE_WINDOWS
+ * windows in a row; with last, each rank's peak RSS too (ctx->peak_rss). */
+void gslrt_pace_window(gslrt_ctx *ctx, int64_t steps, int last);
 
 /* ---- options.c ----------------------------------------------------------- */
 

@@ -260,7 +260,26 @@ static void write_metrics(gslrt_ctx *ctx, int64_t step, double per, double elaps
           1000.0 * per);
   if (ctx->have_eval)
     fprintf(f, ", \"eval_s\": %.6f", ctx->eval_seconds);
+  if (ctx->pace_have)
+    fprintf(f, ", \"slowest_rank\": %d, \"slowest_score\": %.3f, \"compute_ms\": %.6g, \"wait_ms\": %.6g",
+            ctx->pace_slowest, ctx->pace_score, ctx->pace_compute_ms, ctx->pace_wait_ms);
+  if (ctx->peak_rss) {
+    fputs(", \"peak_rss_kib\": [", f);
+    for (int r = 0; r < ctx->nranks; r++)
+      fprintf(f, "%s%ld", r ? ", " : "", ctx->peak_rss[r]);
+    fputc(']', f);
+  }
   end_metrics(ctx, f);
+}
+
+/* The largest peak RSS of any rank, in MiB, and its rank. */
+static double peak_rss_mib(const gslrt_ctx *ctx, int *rank) {
+  int top = 0;
+  for (int r = 1; r < ctx->nranks; r++)
+    if (ctx->peak_rss[r] > ctx->peak_rss[top])
+      top = r;
+  *rank = top;
+  return (double)ctx->peak_rss[top] / 1024.0;
 }
 
 /* Logs step (0-based), the last of nsteps steps that took seconds, elapsed
@@ -284,6 +303,16 @@ static void log_step(gslrt_ctx *ctx, int64_t step, int64_t nsteps, double second
            secs_digits(elapsed), elapsed);
     if (ctx->have_eval)
       printf("; eval %.*f s", eval_digits(ctx->eval_seconds), ctx->eval_seconds);
+    if (ctx->pace_have)
+      printf("; slowest rank %d, score %.2f", ctx->pace_slowest, ctx->pace_score);
+    if (ctx->peak_rss) {
+      int top;
+      double mib = peak_rss_mib(ctx, &top);
+      if (ctx->nranks > 1)
+        printf("; peak RSS %.1f MiB on rank %d", mib, top);
+      else
+        printf("; peak RSS %.1f MiB", mib);
+    }
     printf(")\n");
     fflush(stdout);
   }
@@ -548,6 +577,7 @@ static void free_ctx(gslrt_ctx *ctx) {
   free(ctx->argv);
   ctx->argv = NULL, ctx->argc = 0;
   gslrt_free_groups(ctx);
+  gslrt_health_free(ctx);
   gslrt_free_options(&ctx->opts);
   ctx->allocs = NULL, ctx->tensors = NULL, ctx->outputs = NULL, ctx->eval_names = NULL, ctx->signals = NULL;
   ctx->checks = NULL, ctx->check_first = NULL;
@@ -558,9 +588,7 @@ static void free_ctx(gslrt_ctx *ctx) {
  * number (the greatest, if several), or 0; every rank together, after each
  * step but the last. */
 static int stop_requested(gslrt_ctx *ctx) {
-  int mine = stop_signal, any = 0;
-  gslrt_mpi_check(ctx, MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, ctx->comm), "MPI_Allreduce");
-  return any;
+  return gslrt_agree_max(ctx, stop_signal, "the check for a stop signal after the step");
 }
 
 /* With --max-time: whether the run must end after step done (of this
@@ -573,9 +601,8 @@ static int stop_requested(gslrt_ctx *ctx) {
 static int out_of_time(gslrt_ctx *ctx, int64_t done, int64_t first, double trained, double ckpt) {
   double step = trained / (double)(done - first);
   double eval = ctx->eval_batches ? (ctx->eval_seconds > 0 ? ctx->eval_seconds : step * ctx->eval_batches) : 0;
-  int mine = MPI_Wtime() - ctx->started + step + eval + ckpt > ctx->opts.max_time, any = 0;
-  gslrt_mpi_check(ctx, MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, ctx->comm), "MPI_Allreduce");
-  return any;
+  int mine = MPI_Wtime() - ctx->started + step + eval + ckpt > ctx->opts.max_time;
+  return gslrt_agree_max(ctx, mine, "the --max-time check after the step");
 }
 
 /* Ends a run stopped by signal sig after done steps, on every rank: rank 0
@@ -616,14 +643,16 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
   double aside = 0, ckpt = 0; /* seconds of evaluations and checkpoints; the last checkpoint's */
   int64_t last_logged = first - 1;
   for (int64_t s = first; s < ctx->end; s++) {
+    double begun = MPI_Wtime(), waited = ctx->coll_seconds; /* the step's time and its collectives' */
     ctx->step = s;
     gslrt_bind_inputs(ctx, s);
     ctx->have_loss = 0;
     for (int i = 0; i < ctx->nsignals; i++)
       ctx->signals[i].have = 0;
     ctx->info->step(ctx, s);
-    check_loss(ctx, s);
     double now = MPI_Wtime();
+    gslrt_pace_step(ctx, now - begun, ctx->coll_seconds - waited);
+    check_loss(ctx, s);
     if (ctx->opts.max_time > 0 && s + 1 < ctx->end && out_of_time(ctx, s + 1, first, now - start - aside, ckpt))
       ctx->end = s + 1;
     int last = s + 1 == ctx->end, evaluated = gslrt_eval_due(ctx, s + 1);
@@ -634,6 +663,7 @@ static void run_steps(gslrt_ctx *ctx, int64_t first) {
       gslrt_evaluate(ctx, s + 1, last && ctx->opts.noutputs > 0);
     }
     if ((s + 1) % every == 0 || last || evaluated) {
+      gslrt_pace_window(ctx, s - last_logged, last);
       if (ctx->rank == 0)
         log_step(ctx, s, s - last_logged, now - since, now - start, tokens);
       last_logged = s;
@@ -704,6 +734,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   info->setup(&ctx);
   gslrt_check_mesh(&ctx);
   gslrt_build_groups(&ctx);
+  gslrt_health_init(&ctx);
   if (ctx.opts.generate) {
     gslrt_generate(&ctx); /* in place of training: generate.c */
     goto fn_exit;

@@ -64,6 +64,7 @@ static const opt opts_table[] = {
     {"--temperature", OPT_REAL, 0, 0, "1e-6", "1e6", 1, OFF(temperature)},
     {"--top-k", COUNT(1, INT64_MAX), OFF(top_k)},
     {"--max-time", OPT_REAL, 0, 0, "0.001", "1e9", 0, OFF(max_time)}, /* seconds: a millisecond to 31 years */
+    {"--collective-timeout", OPT_REAL, 0, 0, "0.001", "1e9", 1, OFF(collective_timeout)}, /* 0: no watchdog */
 };
 #define NOPTS (sizeof opts_table / sizeof opts_table[0])
 
@@ -182,6 +183,7 @@ int gslrt_parse_options(int argc, char **argv, gslrt_options *o, char *err, int 
   memset(o, 0, sizeof *o);
   o->steps = 1;
   o->temperature = 1.0;
+  o->collective_timeout = GSLRT_COLLECTIVE_TIMEOUT;
   o->inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->inputs);
   o->outputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->outputs);
   o->eval_inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->eval_inputs);
@@ -352,6 +354,10 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "                         more step (and the final evaluation) would take it\n"
           "                         past S seconds (0.001 to 1e9) of wall time since it\n"
           "                         started\n"
+          "  --collective-timeout S end the run (exit status 4) when a collective has\n"
+          "                         not completed S seconds (0.001 to 1e9) after it\n"
+          "                         began, naming it, where it is written and which\n"
+          "                         ranks had arrived (default 300; 0: wait forever)\n"
           "  --generate N           write N bytes of text to stdout, sampled from the\n"
           "                         program's `output logits` (f32[B, T, V], the scores\n"
           "                         of the token after each position of its i32[B, W]\n"
@@ -386,6 +392,11 @@ void gslrt_print_usage(FILE *f, const char *prog) {
           "the checkpoint without training.\n"
           "Text: %s --checkpoint DIR --generate 200 --prompt 'The ' --top-k 40\n"
           "writes 200 bytes to stdout, notes to stderr.\n"
-          "Exit status: 0 on success, 2 on a usage error, 1 on a run-time error.\n",
+          "With several ranks the log line and the metrics also name the slowest rank\n"
+          "and its score (the fastest rank's compute time per step over its own); after\n"
+          "the last step they give the largest peak RSS (the metrics: every rank's):\n"
+          "  step 100/100  tokens/s 12345  (3.2 ms/step, 0.3 s elapsed; slowest rank 1, score 0.93; peak RSS 36.1 MiB on rank 1)\n"
+          "Exit status: 0 on success, 2 on a usage error, 1 on a run-time error, 3 when\n"
+          "stopped by SIGTERM or SIGINT, 4 when a collective did not complete in time.\n",
           prog, prog, prog);
 }

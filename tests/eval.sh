@@ -83,16 +83,20 @@ for n in 1 2; do
     'step 4/5  loss 2.5  eval_loss 22.5  eval_xsum 60  eval_wmean 3' \
     'step 5/5  loss 6  eval_loss 26.25  eval_xsum 60  eval_wmean 3.5' >want
   if [ $rc -eq 0 ] && [ ! -s err ] && logged | cmp -s - want &&
-     [ "$(grep -c '  tokens/s [0-9]*  ([0-9.]* ms/step, [0-9.]* s elapsed; eval [0-9.]* s)$' out)" = 3 ]; then
+     [ "$(grep -c "  tokens/s [0-9]*  ([0-9.]* ms/step, [0-9.]* s elapsed; eval [0-9.]* s$(pace_log "$n"))\$" out)" = 2 ] &&
+     [ "$(grep -c "  tokens/s [0-9]*  ([0-9.]* ms/step, [0-9.]* s elapsed; eval [0-9.]* s$(pace_log "$n")$(rss_log "$n"))\$" out)" = 1 ]; then
     pass "$n rank(s): log lines at steps 2, 4 and 5"
   else
     fail "$n rank(s): log lines, exit status $rc, want:"; cat want; echo "got:"; cat out err
   fi
   printf '2 3 15 60 2\n4 2.5 22.5 60 3\n5 6 26.25 60 3.5\n' >want
   num='[0-9][0-9.e+-]*'
+  line="^{\"step\": [0-9]*, \"loss\": $num, \"eval_loss\": $num, \"eval_xsum\": $num, \"eval_wmean\": $num, \"tokens_per_s\": $num, \"elapsed_s\": $num, \"ms_per_step\": $num, \"eval_s\": $num$(pace_json "$n")"
   # the first record ends with the run's provenance (tests/provenance_run.sh), no other
+  sed '1s/, "provenance": {.*}}$/}/' m.jsonl >m.noprov
   if fields m.jsonl loss eval_loss eval_xsum eval_wmean | cmp -s - want &&
-     head -1 m.jsonl | grep -q ', "provenance": {.*}}$' && ! sed '1s/, "provenance": {.*}}$/}/' m.jsonl | grep -v "^{\"step\": [0-9]*, \"loss\": $num, \"eval_loss\": $num, \"eval_xsum\": $num, \"eval_wmean\": $num, \"tokens_per_s\": $num, \"elapsed_s\": $num, \"ms_per_step\": $num, \"eval_s\": $num}\$" >/dev/null; then
+     head -1 m.jsonl | grep -q ', "provenance": {.*}}$' && ! sed 1d m.jsonl | grep -q '"provenance"' &&
+     ! sed '$d' m.noprov | grep -v "$line}\$" >/dev/null && tail -n 1 m.noprov | grep -q "$line$(rss_json "$n")}\$"; then
     pass "$n rank(s): metrics at steps 2, 4 and 5"
   else
     fail "$n rank(s): metrics, want (step loss eval_loss eval_xsum eval_wmean):"; cat want; echo "got:"; cat m.jsonl

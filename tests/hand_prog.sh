@@ -7,6 +7,12 @@
 #   fail MSG, pass MSG    a FAIL (status 1) or PASS line
 #   run NP ARGS...        the program under $MPIEXEC on NP ranks: stdout in
 #                         out, stderr in err, the exit status in rc
+#   pace_json NP, rss_json NP, pace_log NP, rss_log NP
+#                         the patterns (grep's basic regular expressions) of
+#                         what the log line and a --metrics record add on NP
+#                         ranks (runtime/health.c): with several ranks the
+#                         slowest rank and its score, in every line; each
+#                         rank's peak RSS, in the last step's only
 status=0
 
 hand_prog() {
@@ -25,4 +31,24 @@ run() {
   np=$1; shift
   timeout 120 $MPIEXEC -n "$np" "$bin" "$@" >out 2>err
   rc=$?
+}
+
+num='[0-9][0-9.e+-]*'
+pace_json() {
+  [ "$1" -gt 1 ] || return 0
+  printf '%s' ", \"slowest_rank\": [0-9]*, \"slowest_score\": [01]\.[0-9]\{3\}, \"compute_ms\": $num, \"wait_ms\": $num"
+}
+rss_json() {
+  printf '%s' ", \"peak_rss_kib\": \[[1-9][0-9]*\(, [1-9][0-9]*\)\{$(($1 - 1))\}\]"
+}
+pace_log() {
+  [ "$1" -gt 1 ] || return 0
+  printf '%s' "; slowest rank [0-9]*, score [01]\.[0-9][0-9]"
+}
+rss_log() {
+  if [ "$1" -gt 1 ]; then
+    printf '%s' "; peak RSS [0-9]*\.[0-9] MiB on rank [0-9]*"
+  else
+    printf '%s' "; peak RSS [0-9]*\.[0-9] MiB"
+  fi
 }

@@ -47,8 +47,8 @@ for b in kept remat; do
   "$GSLC" $sizes "$work/$b.gsl" -o "$work/$b" || { fail "gslc $b.gsl"; continue; }
   (cd "$work" && timeout 300 $MPIEXEC -n 2 "./$b" --steps 4 --quiet --metrics "$b.jsonl" --input tokens=train.npy \
     --checkpoint "ck_$b" --checkpoint-every 2) || fail "the $b lm on 2 devices"
-  # every record without its timings, the first without the run's provenance (its binary, sources, argv, start)
-  sed 's/, "provenance": {.*}}$/}/; s/"tokens_per_s":[^,}]*,* *//; s/"ms_per_step":[^,}]*//; s/"elapsed_s":[^,}]*,* *//; s/kept\.gsl\|remat\.gsl/lm/g' \
+  # every record without its timings and pace, the first without the run's provenance (its binary, sources, argv, start)
+  sed 's/, "provenance": {.*}}$/}/; s/"tokens_per_s":[^,}]*,* *//; s/"ms_per_step":[^,}]*//; s/"elapsed_s":[^,}]*,* *//; s/, "slowest_rank": [0-9]*, "slowest_score": [0-9.]*, "compute_ms": [^,}]*, "wait_ms": [^,}]*//; s/, "peak_rss_kib": \[[0-9, ]*\]//; s/kept\.gsl\|remat\.gsl/lm/g' \
     "$work/$b.jsonl" >"$work/$b.records"
 done
 if [ -s "$work/kept.records" ] && cmp -s "$work/kept.records" "$work/remat.records"; then

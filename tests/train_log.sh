@@ -22,15 +22,18 @@ steps_losses() {
       -e 's/^{"step": \([0-9]*\), "tokens_per_s".*/\1 -/' "$1"
 }
 
-# well_formed FILE: every line holds the five (or, without a loss, four)
-# fields in order, the numbers plain decimals; the first line then ends
-# with the run's "provenance" object, no other line has it
-# (tests/provenance_run.sh checks what it holds)
+# well_formed FILE NP: every line holds the five (or, without a loss, four)
+# fields in order, the numbers plain decimals, then on NP > 1 ranks the
+# slowest rank's four (pace_json); the last line ends with the NP ranks'
+# peak RSS (rss_json); the first line then ends with the run's
+# "provenance" object, no other line has it (tests/provenance_run.sh
+# checks what it holds)
 well_formed() {
   num='[0-9][0-9.e+-]*'
-  head -1 "$1" | grep -q ', "provenance": {.*}}$' &&
-    ! sed '1s/, "provenance": {.*}}$/}/' "$1" |
-      grep -v "^{\"step\": [0-9]*\(, \"loss\": $num\)\{0,1\}, \"tokens_per_s\": $num, \"elapsed_s\": $num, \"ms_per_step\": $num}\$" >/dev/null
+  head="^{\"step\": [0-9]*\(, \"loss\": $num\)\{0,1\}, \"tokens_per_s\": $num, \"elapsed_s\": $num, \"ms_per_step\": $num$(pace_json "$2")"
+  head -1 "$1" | grep -q ', "provenance": {.*}}$' && ! sed 1d "$1" | grep -q '"provenance"' || return 1
+  sed '1s/, "provenance": {.*}}$/}/' "$1" >"$1.noprov"
+  ! sed '$d' "$1.noprov" | grep -v "$head}\$" >/dev/null && tail -n 1 "$1.noprov" | grep -q "$head$(rss_json "$2")}\$"
 }
 
 for n in 1 2; do
@@ -40,7 +43,7 @@ for n in 1 2; do
   printf '2 0.5\n4 0.25\n5 0.200000003\n' >want
   if [ $rc -ne 0 ]; then
     fail "$n rank(s): exit status $rc"; cat err
-  elif ! steps_losses m.jsonl | cmp -s - want || ! well_formed m.jsonl; then
+  elif ! steps_losses m.jsonl | cmp -s - want || ! well_formed m.jsonl "$n"; then
     fail "$n rank(s): metrics file, expected steps and losses:"; cat want; echo "got:"; cat m.jsonl
   else
     pass "$n rank(s): metrics steps and losses"
@@ -54,7 +57,8 @@ for n in 1 2; do
   else
     fail "$n rank(s): metrics timings:"; cat m.jsonl
   fi
-  if [ "$(grep -c '^step [245]/5  loss [0-9.]*  tokens/s [0-9]*  ([0-9.]* ms/step, [0-9.]* s elapsed)$' out)" = 3 ] &&
+  if [ "$(grep -c "^step [24]/5  loss [0-9.]*  tokens/s [0-9]*  ([0-9.]* ms/step, [0-9.]* s elapsed$(pace_log "$n"))\$" out)" = 2 ] &&
+     [ "$(grep -c "^step 5/5  loss [0-9.]*  tokens/s [0-9]*  ([0-9.]* ms/step, [0-9.]* s elapsed$(pace_log "$n")$(rss_log "$n"))\$" out)" = 1 ] &&
      [ "$(wc -l <out)" -eq 3 ] &&
      grep -q '^step 2/5  loss 0\.5 ' out && grep -q '^step 4/5  loss 0\.25 ' out &&
      grep -q '^step 5/5  loss 0\.2 ' out; then
@@ -72,7 +76,7 @@ for n in 1 2; do
   run "$n" --steps 3 --log-every 1 --quiet --metrics=m.jsonl
   printf '1 1\n2 0.5\n3 0.333333343\n' >want
   if [ $rc -eq 0 ] && [ ! -s out ] && [ ! -s err ] && steps_losses m.jsonl | cmp -s - want &&
-     well_formed m.jsonl; then
+     well_formed m.jsonl "$n"; then
     pass "$n rank(s): --quiet still writes the metrics"
   else
     fail "$n rank(s): --quiet: exit status $rc, stdout/stderr/metrics:"; cat out err m.jsonl
@@ -81,8 +85,9 @@ for n in 1 2; do
   # no loss reported: no "loss" in the log or the metrics
   TRAIN_LOG_NO_LOSS=1 run "$n" --steps 2 --metrics m.jsonl
   printf '1 -\n2 -\n' >want
-  if [ $rc -eq 0 ] && ! grep -q loss out m.jsonl && [ "$(grep -c 'elapsed)$' out)" = 2 ] &&
-     steps_losses m.jsonl | cmp -s - want && well_formed m.jsonl; then
+  if [ $rc -eq 0 ] && ! grep -q loss out m.jsonl && [ "$(grep -c "elapsed$(pace_log "$n"))\$" out)" = 1 ] &&
+     [ "$(grep -c "elapsed$(pace_log "$n")$(rss_log "$n"))\$" out)" = 1 ] &&
+     steps_losses m.jsonl | cmp -s - want && well_formed m.jsonl "$n"; then
     pass "$n rank(s): no loss, no loss field"
   else
     fail "$n rank(s): no loss: exit status $rc, output and metrics:"; cat out err m.jsonl

@@ -1,0 +1,182 @@
+#!/bin/sh
+# tests/health.sh — the watchdog over collectives and each rank's pace
+# (runtime/health.c), through a compiled program whose step is one matrix
+# product contracted over the split dimension, summed over its rows, and
+# then the all_reduce of the partial sums (t.gsl line 8): compute, then one
+# small collective a step.
+#
+#   (a) a rank SIGSTOPped while the run is in its steps, under
+#       --collective-timeout 3, on 3 ranks (and on 2): the job ends within
+#       3 + 5 s with the watchdog's status 4 (stopped as step 75 is logged,
+#       away from the checkpoints of steps 50 and 100, whose writing is
+#       not watched); every message names the
+#       all_reduce, t.gsl:8, its group (d), which ranks had arrived and
+#       which had not (or that every member had), and rank 1, only it, as
+#       silent since; rank 1 prints nothing. (A stop
+#       between the all_reduce and the runtime's check for a stop signal
+#       after the step names that check: tried again, up to 5 times.) The time
+#       from the stop to the end of the job, and the steps lost since the
+#       newest checkpoint (--checkpoint-every 50), are printed.
+#   (b) rank 1 slowed by the test (SIGSTOP and SIGCONT, 50 ms stopped of
+#       every 100 ms) on 2 ranks: after the first windows most log windows
+#       name rank 1 the slowest with a score under 0.7 (log line and
+#       --metrics alike), and rank 0 warns, naming it, only it:
+#       "t2: warning: rank 1 on host H computes X times slower than rank 0"
+#       (again only after it kept pace for 3 windows in a row).
+#   (c) the same run unslowed: no warning, and the median window's score
+#       is near 1 (at least 0.8: the test machine is shared).
+#   --collective-timeout's range: 0 is accepted (no watchdog), a negative
+#   or non-number value is a usage error.
+set -u
+status=0
+work=$(mktemp -d "${TMPDIR:-/tmp}/gslhealth.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+fail() { echo "FAIL: $*"; status=1; }
+pass() { echo "PASS: $*"; }
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+cat >t.gsl <<'EOF'
+# one matrix product a step, contracted over the split dimension, summed
+# over its rows, then the all_reduce of the partial sums (2 KiB): the step
+# is mostly compute
+const D = 2
+mesh [d = D]
+param w: f32[768, 512] split(0) = normal(0.05)
+input x: f32[1024, 768] split(1) = normal(1.0)
+let y = sum(x @ w, 0)
+output y
+EOF
+"$GSLC" -D D=2 t.gsl -o t2 && "$GSLC" -D D=3 t.gsl -o t3 || { echo "FAIL: t.gsl does not compile"; exit 1; }
+
+# start NP PROG ARGS...: PROG on NP ranks in the background under timeout;
+# timeout's pid in tpid, stdout in out, stderr in err
+start() {
+  np=$1 prog=$2; shift 2
+  rm -f out err
+  timeout -k 5 60 $MPIEXEC -n "$np" "./$prog" "$@" >out 2>err &
+  tpid=$!
+}
+# rank_pid R: the pid of rank R (timeout > mpiexec > hydra proxy > ranks),
+# once it has started (at most 30 s)
+rank_pid() {
+  i=0
+  while [ $i -lt 300 ]; do
+    for m in $(pgrep -P "$tpid"); do
+      for p in $(pgrep -P "$m"); do
+        for x in $(pgrep -P "$p"); do
+          tr '\0' '\n' <"/proc/$x/environ" 2>/dev/null | grep -qx "PMI_RANK=$1" && { echo "$x"; return; }
+        done
+      done
+    done
+    sleep 0.1; i=$((i + 1))
+  done
+}
+# logged K: until stdout shows step K (at most 60 s)
+logged() {
+  i=0
+  while ! grep -q "^step $1/" out 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.02; i=$((i + 1)); done
+}
+
+# ---- (a) the watchdog ----------------------------------------------------------
+# A stop that lands between the step's all_reduce and the runtime's check
+# for a stop signal after it is named as that check (no source line);
+# each try must give one of the two messages, and the all_reduce's must
+# come within five tries.
+for np in 3 2; do
+  prog=t$np
+  seen=0 try=0
+  while [ $seen -eq 0 ] && [ $try -lt 5 ]; do
+    try=$((try + 1))
+    rm -rf ck
+    start "$np" "$prog" --steps 1000000 --log-every 25 --collective-timeout 3 --checkpoint ck \
+      --checkpoint-every 50
+    # stopped as step 75 is logged: mid-run, 25 steps after the checkpoint
+    # of step 50 and 25 before the next (writing one is not watched)
+    victim=$(rank_pid 1)
+    logged 75
+    [ -n "$victim" ] && kill -STOP "$victim"
+    t0=$(now)
+    wait "$tpid"
+    rc=$?
+    took=$(secs "$t0" "$(now)")
+    [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
+    grep -v '^Abort(4)' err >msgs
+    # each line: the all_reduce at t.gsl:8, over (d), within 3 s (or the
+    # check after the step), who had arrived and who had not, and rank 1,
+    # only it, named as silent since
+    silent="; rank 1 (host [^)]*) has been silent since (stopped or cut off)\$"
+    head="^$prog: rank [02]: error: "
+    tail=" did not complete within 3 s (training step [0-9]*): "
+    ours="the all_reduce at t\.gsl:8:[0-9]* over (d)"
+    check="the check for a stop signal after the step (the runtime's all_reduce over every rank)"
+    whom="\(ranks* [0-9, -]* had arrived, ranks* [0-9, ]* had not\|every member had arrived (ranks [0-9, -]*)\)"
+    step=$(sed -n 's/.*(training step \([0-9]*\)).*/\1/p' msgs | head -n 1)
+    newest=$(ls ck | sed -n 's/^step-0*\([0-9][0-9]*\)$/\1/p' | sort -n | tail -n 1)
+    if [ $rc -eq 4 ] && awk -v t="$took" 'BEGIN { exit !(t <= 8) }' && [ -s msgs ] &&
+       ! grep -v -e "$head$ours$tail$whom$silent" -e "$head$check$tail$whom$silent" msgs >/dev/null &&
+       ! grep -q '^t.: rank 1:' msgs; then
+      pass "$np ranks, try $try: rank 1 stopped: status 4 after $took s, at step $step, $((step - 1 - newest)) steps after checkpoint $newest; $(wc -l <msgs) message(s):"
+      cat msgs
+      grep -q "$ours" msgs && seen=1
+    else
+      fail "$np ranks: rank 1 stopped: status $rc (want 4) after $took s (want at most 8), stderr:"; cat err
+      break
+    fi
+  done
+  [ $seen -eq 1 ] || fail "$np ranks: no try named the all_reduce at t.gsl:8"
+done
+
+# ---- (b), (c) each rank's pace -----------------------------------------------------
+# windows FILE: per metrics record "SLOWEST SCORE"
+windows() { sed -n 's/.*"slowest_rank": \([0-9]*\), "slowest_score": \([0-9.]*\),.*/\1 \2/p' "$1"; }
+
+rm -f m.jsonl
+start 2 t2 --steps 400 --log-every 10 --metrics m.jsonl
+victim=$(rank_pid 1)
+logged 10
+(while kill -STOP "$victim" 2>/dev/null; do sleep 0.05; kill -CONT "$victim"; sleep 0.05; done) &
+duty=$!
+wait "$tpid"
+rc=$?
+kill "$duty" 2>/dev/null; wait "$duty" 2>/dev/null
+kill -CONT "$victim" 2>/dev/null
+windows m.jsonl >w
+# from the third window on (the duty cycle began after the first)
+total=$(sed '1,2d' w | wc -l)
+slow=$(sed '1,2d' w | awk '$1 == 1 && $2 < 0.7' | wc -l)
+log_slow=$(sed '1,2d' out | grep -c '; slowest rank 1, score 0\.[0-6][0-9]')
+if [ $rc -eq 0 ] && [ "$total" -ge 20 ] && [ $((2 * slow)) -ge "$total" ] && [ $((2 * log_slow)) -ge "$total" ] &&
+   [ -s err ] && ! grep -v '^t2: warning: rank 1 on host [^ ]* computes [0-9]*\.[0-9] times slower than rank 0$' err >/dev/null; then
+  pass "2 ranks: rank 1 slowed: named the slowest, score under 0.7, in $slow of $total windows; $(cat err)"
+else
+  fail "2 ranks: rank 1 slowed: status $rc, rank 1 slow in $slow of $total windows ($log_slow in the log), stderr:"
+  cat err; cat w
+fi
+
+rm -f m.jsonl
+start 2 t2 --steps 400 --log-every 10 --metrics m.jsonl
+wait "$tpid"
+rc=$?
+windows m.jsonl >w
+median=$(awk '{ print $2 }' w | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+if [ $rc -eq 0 ] && [ "$(wc -l <w)" -eq 40 ] && ! grep -q warning err &&
+   awk -v m="$median" 'BEGIN { exit !(m >= 0.8) }'; then
+  pass "2 ranks, none slowed: median score $median, no warning"
+else
+  fail "2 ranks, none slowed: status $rc, median score $median, stderr:"; cat err; cat w
+fi
+
+# ---- the option ---------------------------------------------------------------------
+timeout 60 $MPIEXEC -n 2 ./t2 --steps 3 --collective-timeout 0 --quiet >out 2>err
+rc0=$?
+timeout 60 $MPIEXEC -n 2 ./t2 --steps 3 --collective-timeout -1 >out 2>err
+rc1=$?
+if [ $rc0 -eq 0 ] && [ $rc1 -eq 2 ] &&
+   grep -qF "invalid value '-1' for --collective-timeout (expected 0 or a number from 0.001 to 1e9)" err; then
+  pass "--collective-timeout 0 runs without a watchdog, -1 is refused"
+else
+  fail "--collective-timeout 0 (status $rc0) or -1: stderr:"; cat err
+fi
+exit $status
