@@ -211,12 +211,21 @@ static void r_scatter_add(const Value *v, ShardRule *r) {
   r->order[0] = 1, r->order[1] = 0;
 }
 
-/* moe routing: the groups G and the model dim M pass; the tokens S, the
+/* moe routing, between the tokens [G, S, M] and the experts' slots
+ * [E, G, C, M]: the groups G and the model dim M pass; the tokens S, the
  * choices K, the experts E and the slots C stay whole (routing is local
  * to a group). The routes [G, S, K] (expert, slot, weight) are indices:
- * a padded token routes nowhere (expert 0, slot -1, weight 0). */
-static void routes(const Value *v, ShardRule *r, int first, int g, int s, int k) {
-  for (int j = first; j < v->nargs; j++) {
+ * a padded token routes nowhere (expert 0, slot -1, weight 0). tokens and
+ * slots are the two sides' shapes, tmap and smap their maps in r. */
+static void routing(const Value *v, ShardRule *r, Shape tokens, Shape slots, int8_t *tmap, int8_t *smap) {
+  const Value *ex = v->args[1];
+  int g = factor(r, tokens.d[0], FK_PASS), m = factor(r, tokens.d[2], FK_PASS);
+  int s = factor(r, tokens.d[1], FK_WHOLE), k = factor(r, ex->shape.d[2], FK_WHOLE);
+  int e = factor(r, slots.d[0], FK_WHOLE), c = factor(r, slots.d[2], FK_WHOLE);
+  int8_t t[3] = {(int8_t)g, (int8_t)s, (int8_t)m}, b[4] = {(int8_t)e, (int8_t)g, (int8_t)c, (int8_t)m};
+  memcpy(tmap, t, sizeof t);
+  memcpy(smap, b, sizeof b);
+  for (int j = 1; j < v->nargs; j++) {
     r->arg[j][0] = (int8_t)g, r->arg[j][1] = (int8_t)s, r->arg[j][2] = (int8_t)k;
     r->role[j] = AR_INDEX;
     r->fill[j] = j == 2 ? -1 : 0;
@@ -224,31 +233,17 @@ static void routes(const Value *v, ShardRule *r, int first, int g, int s, int k)
   r->route = true;
 }
 
-/* x[G, S, M] (, routes) -> [E, G, C, M] */
+/* dispatch: x[G, S, M] (, routes) -> [E, G, C, M], x leading */
 static void r_dispatch(const Value *v, ShardRule *r) {
-  const Value *x = v->args[0], *ex = v->args[1];
   init(r, v->nargs);
-  int g = factor(r, x->shape.d[0], FK_PASS), m = factor(r, x->shape.d[2], FK_PASS);
-  int s = factor(r, x->shape.d[1], FK_WHOLE), k = factor(r, ex->shape.d[2], FK_WHOLE);
-  int e = factor(r, v->shape.d[0], FK_WHOLE), c = factor(r, v->shape.d[2], FK_WHOLE);
-  int8_t res[4] = {(int8_t)e, (int8_t)g, (int8_t)c, (int8_t)m}, xs[3] = {(int8_t)g, (int8_t)s, (int8_t)m};
-  memcpy(r->res, res, sizeof res);
-  memcpy(r->arg[0], xs, sizeof xs);
-  routes(v, r, 1, g, s, k);
+  routing(v, r, v->args[0]->shape, v->shape, r->arg[0], r->res);
 }
 
-/* y[E, G, C, M], routes -> [G, S, M]: the groups follow the routes first */
+/* combine: y[E, G, C, M], routes -> [G, S, M]: the groups follow the routes first */
 static void r_combine(const Value *v, ShardRule *r) {
-  const Value *y = v->args[0], *ex = v->args[1];
-  init(r, v->nargs);
-  int g = factor(r, v->shape.d[0], FK_PASS), m = factor(r, v->shape.d[2], FK_PASS);
-  int s = factor(r, v->shape.d[1], FK_WHOLE), k = factor(r, ex->shape.d[2], FK_WHOLE);
-  int e = factor(r, y->shape.d[0], FK_WHOLE), c = factor(r, y->shape.d[2], FK_WHOLE);
-  int8_t res[3] = {(int8_t)g, (int8_t)s, (int8_t)m}, ys[4] = {(int8_t)e, (int8_t)g, (int8_t)c, (int8_t)m};
-  memcpy(r->res, res, sizeof res);
-  memcpy(r->arg[0], ys, sizeof ys);
-  routes(v, r, 1, g, s, k);
   static const uint8_t order[4] = {1, 3, 2, 0};
+  init(r, v->nargs);
+  routing(v, r, v->shape, v->args[0]->shape, r->res, r->arg[0]);
   memcpy(r->order, order, sizeof order);
 }
 
