@@ -43,8 +43,10 @@
  *   rule_layout    the cuts an op runs on, from its result's sharding and
  *                  its operands' (the partitioner), and rule_apply, a
  *                  dimension map's sharding under cuts (the partitioner's
- *                  operands and local result; --auto-shard's strategies). */
-#include <math.h>
+ *                  operands and local result). --auto-shard reads the
+ *                  rule's factors as a root's letters, its maps for what
+ *                  the root needs of each operand, and rule_forward and
+ *                  rule_operand for its followers. */
 #include <stdlib.h>
 #include <string.h>
 
