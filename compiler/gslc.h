@@ -380,7 +380,6 @@ struct Value {
   int region;        /* the innermost Region it was built in (a number: Program.regions[region - 1]),
                         0: none */
   const Value *remat_of; /* PASS_RECOMPUTE: the forward value it computes again */
-  int nuses;         /* operand slots and outputs that read it (ir_count_uses) */
   union {
     Attr attr;                   /* the op's attributes, copied whole */
     struct { GSL_ATTR_FIELDS };  /* the same, by field */
@@ -684,9 +683,8 @@ IrUses ir_uses(const Program *p); /* arrays xmalloc'd: ir_uses_free */
 void ir_uses_free(IrUses *u);
 /* the operand slots that read value id */
 static inline int ir_uses_reads(const IrUses *u, int id) { return u->first[id + 1] - u->first[id]; }
-/* the operand slots and outputs that read value id (Value.nuses) */
+/* the operand slots and outputs that read value id */
 static inline int ir_uses_count(const IrUses *u, int id) { return ir_uses_reads(u, id) + u->outputs[id]; }
-void ir_count_uses(Program *p);           /* sets every Value.nuses (ir_uses_count) */
 void ir_dce(Program *p);                  /* drops values no output, tensor or the loss needs; renumbers */
 void ir_print(FILE *f, const Program *p); /* --emit-ir, --emit-spmd */
 

@@ -1096,7 +1096,6 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
   if (src->train.loss)
     dst->train.loss = map[src->train.loss->id];
   free(map);
-  ir_count_uses(dst);
   return dst;
 }
 
@@ -1133,7 +1132,6 @@ void ir_dce(Program *p) {
     }
   p->nvalues = n;
   free(live);
-  ir_count_uses(p);
 }
 
 /* ---- the uses of each value --------------------------------------------------- */
@@ -1167,12 +1165,6 @@ void ir_uses_free(IrUses *u) {
   *u = (IrUses){0};
 }
 
-void ir_count_uses(Program *p) {
-  IrUses u = ir_uses(p);
-  for (int i = 0; i < p->nvalues; i++)
-    p->values[i]->nuses = ir_uses_count(&u, i);
-  ir_uses_free(&u);
-}
 
 /* ---- where indices come from ------------------------------------------------- */
 

@@ -419,7 +419,6 @@ Program *spmd_partition(const Program *g) {
     /* a param's or state's padding stays zero: never updated, never decayed */
     o->value = masked(&P, o->value, ~0u, 0.0, o->value->span);
   }
-  ir_count_uses(s);
   free(P.linear);
   return s;
 }

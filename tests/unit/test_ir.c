@@ -100,8 +100,10 @@ static void test_dce(void) {
   CU_ASSERT_EQUAL(p->nvalues, 2);
   CU_ASSERT_PTR_EQUAL(p->values[1], live);
   CU_ASSERT_EQUAL(live->id, 1);
-  CU_ASSERT_EQUAL(x->nuses, 1);
-  CU_ASSERT_EQUAL(live->nuses, 1); /* the output */
+  IrUses u = ir_uses(p);
+  CU_ASSERT_EQUAL(ir_uses_count(&u, x->id), 1);
+  CU_ASSERT_EQUAL(ir_uses_count(&u, live->id), 1); /* the output */
+  ir_uses_free(&u);
   CU_ASSERT_TRUE(ir_verify(p, NULL));
   ir_free(p);
 }
@@ -136,10 +138,9 @@ static void test_uses(void) {
   CU_ASSERT_TRUE(ir_uses_reads(&u, b->id) == 1 && u.list[2 * j] == c->id && u.list[2 * j + 1] == 1);
   CU_ASSERT_EQUAL(ir_uses_reads(&u, c->id), 0);
   CU_ASSERT_EQUAL(ir_uses_count(&u, c->id), 1);
+  CU_ASSERT_EQUAL(ir_uses_count(&u, a->id), 4); /* two operand slots and two outputs */
+  CU_ASSERT_EQUAL(ir_uses_count(&u, x->id), 2);
   ir_uses_free(&u);
-  ir_count_uses(p);
-  CU_ASSERT_EQUAL(a->nuses, 4);
-  CU_ASSERT_EQUAL(x->nuses, 2);
   ir_free(p);
 }
 
