@@ -180,10 +180,10 @@ static int agree(gslrt_ctx *ctx, int key, char *err) {
   struct {
     int key, rank;
   } in = {key, ctx->rank}, out;
-  gslrt_mpi_check(ctx, MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, ctx->comm), "MPI_Allreduce");
+  gslrt_world_allreduce(ctx, &in, &out, 1, MPI_2INT, MPI_MINLOC, "the checkpoint's agreement of every rank");
   if (out.key == INT_MAX)
     return 0;
-  gslrt_mpi_check(ctx, MPI_Bcast(err, GSLRT_ERRLEN, MPI_CHAR, out.rank, ctx->comm), "MPI_Bcast");
+  gslrt_world_bcast(ctx, err, GSLRT_ERRLEN, MPI_CHAR, out.rank, "the sharing of the checkpoint's failure");
   return 1;
 }
 
@@ -563,7 +563,7 @@ void gslrt_checkpoint_open(gslrt_ctx *ctx) {
       status = 1;
   }
   gslrt_rank0_verdict(ctx, status ? 1 : 0, err);
-  gslrt_mpi_check(ctx, MPI_Bcast(ctx->run_id, sizeof ctx->run_id, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
+  gslrt_world_bcast(ctx, ctx->run_id, sizeof ctx->run_id, MPI_CHAR, 0, "the sharing of the run's id");
 }
 
 /* The crc32 and size of a whole file, read in chunks; fsync'd if sync.
@@ -697,13 +697,16 @@ static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, cons
   }
   if (agree(ctx, fail ? ctx->rank : INT_MAX, err))
     goto fn_fail;
+  gslrt_deadline(ctx, "the MPI_File_open of %s", path);
   rc = MPI_File_open(ctx->comm, path, save ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY,
                      MPI_INFO_NULL, &fh);
+  gslrt_deadline_off(ctx);
   if (rc != MPI_SUCCESS)
     mpi_err(rc, "MPI_File_open", path, err), fail = 1;
   if (agree(ctx, fail ? ctx->rank : INT_MAX, err))
     goto fn_fail;
   /* every collective call is made by every rank; the first error is kept */
+  gslrt_deadline(ctx, "the MPI-IO %s of %s %s (%s)", save ? "write" : "read", kind_name(t->kind), t->name, path);
   if (save && ctx->rank == 0) {
     int got = 0;
     if ((rc = MPI_File_write_at(fh, 0, head, (int)disp, MPI_BYTE, &st)) != MPI_SUCCESS)
@@ -734,6 +737,7 @@ static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, cons
       gslrt_seterr(err, GSLRT_ERRLEN, "%s: short read", path), fail = 1;
   }
   rc = MPI_File_close(&fh);
+  gslrt_deadline_off(ctx);
   if (rc != MPI_SUCCESS && !fail)
     mpi_err(rc, "MPI_File_close", path, err), fail = 1;
   MPI_Type_free(&type);
@@ -745,8 +749,11 @@ static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, cons
   free(wide);
   return agree(ctx, fail ? ctx->rank : INT_MAX, err) ? -1 : 0;
 fn_fail:
-  if (fh != MPI_FILE_NULL)
+  if (fh != MPI_FILE_NULL) {
+    gslrt_deadline(ctx, "the MPI_File_close of %s", path);
     MPI_File_close(&fh);
+    gslrt_deadline_off(ctx);
+  }
   if (type != MPI_DATATYPE_NULL)
     MPI_Type_free(&type);
   free(packed);
@@ -1017,7 +1024,8 @@ void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done) {
   int64_t *bytes = calloc((size_t)n + 1, sizeof *bytes), *bytes_all = calloc((size_t)n + 1, sizeof *bytes);
   if (!crc || !crc_all || !bytes || !bytes_all)
     gslrt_fatal(ctx, "checkpoint: out of memory");
-  gslrt_mpi_check(ctx, MPI_Bcast(&pid, 1, MPI_LONG, 0, ctx->comm), "MPI_Bcast");
+  gslrt_doing(ctx, "writing the checkpoint of step %lld", (long long)done);
+  gslrt_world_bcast(ctx, &pid, 1, MPI_LONG, 0, "the sharing of the checkpoint's temporary name");
   snprintf(name, sizeof name, "step-%08lld.tmp.%ld", (long long)done, pid);
   snprintf(fname, sizeof fname, "step-%08lld", (long long)done);
   snprintf(tmp, sizeof tmp, "%s/%s", dir, name);
@@ -1052,8 +1060,8 @@ void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done) {
   }
   if (agree(ctx, fail ? ctx->rank : INT_MAX, err))
     goto fn_fail;
-  gslrt_mpi_check(ctx, MPI_Reduce(crc, crc_all, n, MPI_UINT32_T, MPI_BOR, 0, ctx->comm), "MPI_Reduce");
-  gslrt_mpi_check(ctx, MPI_Reduce(bytes, bytes_all, n, MPI_INT64_T, MPI_SUM, 0, ctx->comm), "MPI_Reduce");
+  gslrt_world_reduce(ctx, crc, crc_all, n, MPI_UINT32_T, MPI_BOR, 0, "the gathering of the checkpoint's checksums");
+  gslrt_world_reduce(ctx, bytes, bytes_all, n, MPI_INT64_T, MPI_SUM, 0, "the gathering of the checkpoint's sizes");
   if (ctx->rank == 0)
     fail = commit(ctx, name, fname, done, crc_all, bytes_all, err) != 0;
   if (agree(ctx, fail ? 0 : INT_MAX, err))
@@ -1069,6 +1077,7 @@ void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done) {
     }
   }
   free(crc), free(crc_all), free(bytes), free(bytes_all);
+  gslrt_doing(ctx, NULL);
   return;
 fn_fail:
   if (ctx->rank == 0 && made)
@@ -1802,7 +1811,7 @@ static int vanished(gslrt_ctx *ctx, int gen, int *lock, const char *where, const
       gone = !still_there(ctx->ckpt_dir, name, *lock);
     }
   }
-  gslrt_mpi_check(ctx, MPI_Bcast(&gone, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+  gslrt_world_bcast(ctx, &gone, 1, MPI_INT, 0, "the sharing of whether the checkpoint is gone");
   if (!gone)
     return 0;
   if (ctx->rank == 0) {
@@ -1833,6 +1842,7 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   int gen = ctx->opts.generate > 0; /* generation: the newest checkpoint's params, nothing else */
   if (!dir || (!ctx->opts.resume && !gen))
     return 0;
+  gslrt_doing(ctx, "reading the newest checkpoint of %s", dir);
   /* a reader beside a run reads again where the checkpoint vanished (vanished) */
   for (int attempt = 1;; attempt++) {
     if (list) /* a reading that vanished (vanished): m is that attempt's */
@@ -1843,7 +1853,7 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
       status = find_newest(ctx, found, &text, &tlen, gen ? &lock : NULL, err);
       len = (int)tlen;
     }
-    gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+    gslrt_world_bcast(ctx, &status, 1, MPI_INT, 0, "the sharing of the newest checkpoint's name");
     if (status < 0)
       gslrt_fail_all(ctx, "--resume: %s", err);
     if (status == 1 && gen)
@@ -1853,13 +1863,14 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
         printf("no checkpoint in %s: starting at step 0\n", dir);
         fflush(stdout);
       }
+      gslrt_doing(ctx, NULL);
       return 0;
     }
-    gslrt_mpi_check(ctx, MPI_Bcast(found, sizeof found, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
-    gslrt_mpi_check(ctx, MPI_Bcast(&len, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+    gslrt_world_bcast(ctx, found, sizeof found, MPI_CHAR, 0, "the sharing of the newest checkpoint's name");
+    gslrt_world_bcast(ctx, &len, 1, MPI_INT, 0, "the sharing of the checkpoint's manifest");
     if (ctx->rank != 0 && !(text = calloc(1, (size_t)len + 1)))
       gslrt_fatal(ctx, "--resume: out of memory");
-    gslrt_mpi_check(ctx, MPI_Bcast(text, len, MPI_CHAR, 0, ctx->comm), "MPI_Bcast");
+    gslrt_world_bcast(ctx, text, len, MPI_CHAR, 0, "the sharing of the checkpoint's manifest");
     if (snprintf(where, sizeof where, "%s/%s", dir, found) >= (int)sizeof where)
       gslrt_fail_all(ctx, "--resume: the path of %s is too long", found);
     /* every rank parses and checks the same text, and decides alike */
@@ -1923,7 +1934,7 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
       free(list), free(disp), free(disp_all);
       gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
     }
-    gslrt_mpi_check(ctx, MPI_Allreduce(disp, disp_all, n, MPI_INT64_T, MPI_MAX, ctx->comm), "MPI_Allreduce");
+    gslrt_world_allreduce(ctx, disp, disp_all, n, MPI_INT64_T, MPI_MAX, "the agreement on the checkpoint's file offsets");
     /* every rank reads its own tiles */
     for (int i = 0; i < ctx->ntensors && !fail; i++) {
       const gslrt_tensor *t = &ctx->tensors[i];
@@ -1960,5 +1971,6 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
     printf("resumed from %s at step %lld\n", where, (long long)m.step);
     fflush(stdout);
   }
+  gslrt_doing(ctx, NULL);
   return m.step;
 }

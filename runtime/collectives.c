@@ -138,8 +138,10 @@ void gslrt_build_groups(gslrt_ctx *ctx) {
       continue;
     int64_t color = gslrt_block_index(ctx, ctx->coord, nrest, rest, NULL);
     int got = -1, members = 0;
+    gslrt_deadline(ctx, "the MPI_Comm_split making group %d's communicator", g);
     gslrt_mpi_check(ctx, MPI_Comm_split(ctx->comm, (int)color, (int)gr->index, &gr->comm),
                     "MPI_Comm_split");
+    gslrt_deadline_off(ctx);
     gslrt_mpi_check(ctx, MPI_Comm_set_errhandler(gr->comm, MPI_ERRORS_RETURN),
                     "MPI_Comm_set_errhandler");
     gslrt_mpi_check(ctx, MPI_Comm_rank(gr->comm, &got), "MPI_Comm_rank");

@@ -4,7 +4,7 @@
  * Errors. A usage error is found by every rank alike: rank 0 prints
  * "PROG: error: CAUSE" and "Try 'PROG --help'.", every rank exits 2. A run-
  * time error every rank reaches together (a bad mesh, a bad input file,
- * decided on rank 0 and broadcast: gslrt_rank0_verdict) prints "PROG: rank
+ * decided on rank 0 and broadcast: health.c's gslrt_rank0_verdict) prints "PROG: rank
  * 0: error: CAUSE" once and every rank exits 1. A run-time error of one
  * rank (gslrt_fail, a failed read or allocation, an MPI error) prints
  * "PROG: rank R: error: CAUSE" and calls MPI_Abort(MPI_COMM_WORLD), which
@@ -16,13 +16,27 @@
  * main.c may have left on the terminal. What the run was doing (training
  * step or evaluation) and where an element lies are said alike by every
  * message that names them (gslrt_phase, gslrt_position); an index out of
- * range that compiled code finds (gslrt_fail_index) is one rank's error. */
+ * range that compiled code finds (gslrt_fail_index) is one rank's error.
+ *
+ * Deadlines. A blocking MPI call that has no non-blocking form (making or
+ * freeing a communicator, MPI-IO's open, view, writes, reads, sync and
+ * close, MPI_Finalize) cannot be polled by the watchdog (health.c); such a
+ * call runs under a deadline instead (gslrt_deadline, gslrt_deadline_off):
+ * --collective-timeout seconds of SIGALRM (setitimer), whose handler
+ * writes a line composed when the deadline was set,
+ *   prog: rank 0: error: the MPI_File_write_all of param w to c/step-4.tmp.9/w.npy did not complete
+ *   within 3 s (writing the checkpoint of step 4): a blocking MPI call, which ranks had reached it is not known
+ * and ends this rank with GSLRT_EXIT_HUNG (_exit: nothing else is safe in
+ * a signal handler), after the pause vfatal makes too; the process
+ * manager then ends every other rank, a stopped one included. */
 #include "internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +63,8 @@ void gslrt_exit(gslrt_ctx *ctx, int code) {
   MPI_Initialized(&up);
   MPI_Finalized(&down);
   if (up && !down) {
+    if (ctx)
+      gslrt_deadline(ctx, "the end of the run (MPI_Finalize)");
     if (ctx && ctx->comm != MPI_COMM_NULL)
       MPI_Comm_free(&ctx->comm);
     MPI_Finalize();
@@ -161,14 +177,6 @@ void gslrt_usage_error(gslrt_ctx *ctx, const char *fmt, ...) {
   gslrt_exit(ctx, 2);
 }
 
-void gslrt_rank0_verdict(gslrt_ctx *ctx, int status, const char *err) {
-  gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
-  if (status == 2)
-    gslrt_usage_error(ctx, "%s", err);
-  if (status != 0)
-    gslrt_fail_all(ctx, "%s", err);
-}
-
 void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call) {
   if (rc != MPI_SUCCESS) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -181,8 +189,20 @@ void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call) {
 
 void gslrt_fail(gslrt_ctx *ctx, const char *msg) { gslrt_fatal(ctx, "%s", msg); }
 
+void gslrt_doing(gslrt_ctx *ctx, const char *fmt, ...) {
+  va_list ap;
+  ctx->doing[0] = '\0';
+  if (!fmt)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(ctx->doing, sizeof ctx->doing, fmt, ap);
+  va_end(ap);
+}
+
 void gslrt_phase(const gslrt_ctx *ctx, int with_batch, char *buf, size_t len) {
-  if (ctx->generating)
+  if (ctx->doing[0])
+    snprintf(buf, len, "%s", ctx->doing);
+  else if (ctx->generating)
     snprintf(buf, len, "generating byte %lld", (long long)ctx->step + 1);
   else if (ctx->held_out < 0)
     snprintf(buf, len, "training step %lld", (long long)ctx->step + 1);
@@ -237,4 +257,61 @@ void gslrt_fail_index(gslrt_ctx *ctx, const char *what, int64_t rows, const int3
   gslrt_position(rank, local_shape, e, offset, at, sizeof at);
   gslrt_fatal(ctx, "%s: index %d%s%s is out of range for its table of %lld rows (%s)", what, (int)idx[e],
               *at ? " at " : "", at, (long long)rows, phase);
+}
+
+/* ---- deadlines over blocking calls ------------------------------------------ */
+
+/* The line the handler writes, composed when the deadline was set. */
+static char deadline_line[2 * GSLRT_ERRLEN];
+static size_t deadline_len;
+
+static void on_deadline(int sig) {
+  (void)sig;
+  for (size_t done = 0; done < deadline_len;) {
+    ssize_t k = write(STDERR_FILENO, deadline_line + done, deadline_len - done);
+    if (k <= 0)
+      break;
+    done += (size_t)k;
+  }
+  struct timespec pause = {0, 200 * 1000 * 1000}; /* as vfatal's: the proxy forwards the line first */
+  nanosleep(&pause, NULL);
+  _exit(GSLRT_EXIT_HUNG);
+}
+
+void gslrt_deadline(gslrt_ctx *ctx, const char *fmt, ...) {
+  static int installed;
+  char what[GSLRT_ERRLEN], phase[160];
+  double limit = ctx->opts.collective_timeout;
+  va_list ap;
+  if (limit <= 0 || ctx->nranks < 2)
+    return;
+  if (!installed) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_deadline;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGALRM, &sa, NULL) != 0)
+      gslrt_fatal(ctx, "cannot install the deadline's SIGALRM handler: %s", strerror(errno));
+    installed = 1;
+  }
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  gslrt_phase(ctx, 1, phase, sizeof phase);
+  int n = snprintf(deadline_line, sizeof deadline_line,
+                   "%s%s: rank %d: error: %s did not complete within %g s (%s): a blocking MPI call, which ranks had "
+                   "reached it is not known\n",
+                   progress_shown ? "\r\033[K" : "", ctx->prog, ctx->rank, what, limit, phase);
+  deadline_len = n < 0 ? 0 : (size_t)n < sizeof deadline_line ? (size_t)n : sizeof deadline_line - 1;
+  struct itimerval it = {{0, 0}, {(time_t)limit, (suseconds_t)((limit - (double)(time_t)limit) * 1e6)}};
+  if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
+    it.it_value.tv_usec = 1;
+  if (setitimer(ITIMER_REAL, &it, NULL) != 0)
+    gslrt_fatal(ctx, "cannot set the deadline's timer: %s", strerror(errno));
+}
+
+void gslrt_deadline_off(gslrt_ctx *ctx) {
+  struct itimerval off = {{0, 0}, {0, 0}};
+  if (ctx->opts.collective_timeout > 0 && ctx->nranks > 1)
+    setitimer(ITIMER_REAL, &off, NULL);
 }

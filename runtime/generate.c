@@ -357,8 +357,8 @@ void gslrt_generate(gslrt_ctx *ctx) {
   if (ctx->rank == 0)
     status = read_prompt(op, p.t, p.v, context, &n, err);
   gslrt_rank0_verdict(ctx, status, err);
-  gslrt_mpi_check(ctx, MPI_Bcast(&n, 1, MPI_INT64_T, 0, ctx->comm), "MPI_Bcast");
-  gslrt_mpi_check(ctx, MPI_Bcast(context, (int)n, MPI_UNSIGNED_CHAR, 0, ctx->comm), "MPI_Bcast");
+  gslrt_world_bcast(ctx, &n, 1, MPI_INT64_T, 0, "the sharing of the generation's context");
+  gslrt_world_bcast(ctx, context, (int)n, MPI_UNSIGNED_CHAR, 0, "the sharing of the generation's context");
   gslrt_checkpoint_open(ctx);
   gslrt_init_params(ctx);
   gslrt_checkpoint_resume(ctx);
@@ -370,6 +370,7 @@ void gslrt_generate(gslrt_ctx *ctx) {
     fflush(stderr);
   }
   ctx->generating = 1;
+  gslrt_doing(ctx, NULL);
   for (int64_t j = 0; j < op->generate; j++) {
     int byte = 0;
     ctx->step = j;
@@ -383,7 +384,7 @@ void gslrt_generate(gslrt_ctx *ctx) {
       status = next_byte(ctx, &p, all, n - 1, j, &byte, err);
     free(all);
     gslrt_rank0_verdict(ctx, status, err);
-    gslrt_mpi_check(ctx, MPI_Bcast(&byte, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+    gslrt_world_bcast(ctx, &byte, 1, MPI_INT, 0, "the sharing of the byte drawn");
     if (n == p.t) /* the window is full: slide it */
       memmove(context, context + 1, (size_t)p.t - 1), n--;
     context[n++] = (unsigned char)byte;

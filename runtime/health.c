@@ -29,9 +29,16 @@
  * which kills the stopped rank as well. Each rank whose deadline passes
  * prints its own line (fail.c's pause before the abort lets ranks whose
  * deadlines fall close print theirs). The runtime's own collectives over
- * every rank (the check for a stop signal after each step, --max-time's,
- * the pace's gather below) are watched alike, named by what they do; the
- * compiled program names its own (gslrt_collective_at) before each.
+ * every rank are watched alike (gslrt_world_*, and gslrt_agree_max,
+ * gslrt_rank0_verdict), named by what they do: the hosts' gathering at
+ * start-up, rank 0's verdicts on options and files, the inputs' headers
+ * and index checks, the checkpoints' agreements, names and checksums, the
+ * check for a stop signal after each step, --max-time's, the pace's
+ * gather below, the outputs' gathering; gslrt_doing says in which part of
+ * the run. The compiled program names its own (gslrt_collective_at)
+ * before each. What MPI offers no non-blocking form of (communicators,
+ * MPI-IO, MPI_Finalize) runs under fail.c's deadline instead, which
+ * cannot say who had arrived.
  *
  * Pace. main.c times each step (gsl_step) and the time spent inside the
  * collective calls it made (ctx->coll_seconds); the rest is the step's
@@ -70,9 +77,7 @@ void gslrt_health_init(gslrt_ctx *ctx) {
   ctx->hosts = calloc((size_t)ctx->nranks, sizeof *ctx->hosts);
   if (!ctx->hosts)
     gslrt_fatal(ctx, "gslrt_health_init: out of memory");
-  gslrt_mpi_check(ctx, MPI_Allgather(mine, (int)sizeof mine, MPI_CHAR, ctx->hosts, (int)sizeof mine, MPI_CHAR,
-                                     ctx->comm),
-                  "MPI_Allgather");
+  gslrt_world_allgather(ctx, mine, (int)sizeof mine, MPI_CHAR, ctx->hosts, "the gathering of each rank's host");
 }
 
 void gslrt_health_free(gslrt_ctx *ctx) {
@@ -102,7 +107,9 @@ void gslrt_watch_group(gslrt_ctx *ctx, gslrt_group *gr, int tag) {
   if (ctx->opts.collective_timeout <= 0 || g < 2 || gr->comm == MPI_COMM_NULL)
     return;
   if (ctx->watch == MPI_COMM_NULL) { /* one for every group: a communicator costs memory */
+    gslrt_deadline(ctx, "the MPI_Comm_dup making the watchdog's communicator");
     gslrt_mpi_check(ctx, MPI_Comm_dup(ctx->comm, &ctx->watch), "MPI_Comm_dup");
+    gslrt_deadline_off(ctx);
     gslrt_mpi_check(ctx, MPI_Comm_set_errhandler(ctx->watch, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   }
   int *idx = malloc(sizeof *idx * (size_t)g);
@@ -142,7 +149,7 @@ void gslrt_watch_enter(gslrt_ctx *ctx, gslrt_group *gr, const char *kind) {
   ctx->coll_kind = kind;
   ctx->coll_group = gr;
   ctx->coll_begun = MPI_Wtime();
-  if (gr->watch == MPI_COMM_NULL)
+  if (!gr || gr->watch == MPI_COMM_NULL)
     return;
   gr->sent = ++gr->seq;
   post_receives(ctx, gr);
@@ -350,18 +357,80 @@ void gslrt_watch_leave(gslrt_ctx *ctx) {
 
 void gslrt_collective_at(gslrt_ctx *ctx, const char *where) { ctx->site = where; }
 
-int gslrt_agree_max(gslrt_ctx *ctx, int mine, const char *what) {
-  int any = mine;
-  MPI_Request req;
-  if (ctx->nranks < 2)
-    return mine;
+/* ---- the runtime's own collectives over every rank --------------------------- */
+
+/* Every rank's group once built (before: none, and no watch). */
+static gslrt_group *world(gslrt_ctx *ctx) { return ctx->everyone.size ? &ctx->everyone : NULL; }
+
+/* Begins one, named what, of kind. */
+static void world_enter(gslrt_ctx *ctx, const char *what, const char *kind) {
   ctx->site = what;
-  gslrt_watch_enter(ctx, &ctx->everyone, "all_reduce");
-  gslrt_mpi_check(ctx, MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, ctx->comm, &req), "MPI_Iallreduce");
-  gslrt_watch_wait(ctx, 1, &req, "MPI_Iallreduce");
+  gslrt_watch_enter(ctx, world(ctx), kind);
+}
+
+/* Waits for its request (call names the MPI call) and ends it. */
+static void world_leave(gslrt_ctx *ctx, int rc, MPI_Request *req, const char *call) {
+  gslrt_mpi_check(ctx, rc, call);
+  gslrt_watch_wait(ctx, 1, req, call);
   gslrt_watch_leave(ctx);
   ctx->site = NULL;
+}
+
+void gslrt_world_bcast(gslrt_ctx *ctx, void *buf, int n, MPI_Datatype type, int root, const char *what) {
+  MPI_Request req;
+  world_enter(ctx, what, "broadcast");
+  world_leave(ctx, MPI_Ibcast(buf, n, type, root, ctx->comm, &req), &req, "MPI_Ibcast");
+}
+
+void gslrt_world_allreduce(gslrt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype type, MPI_Op op,
+                           const char *what) {
+  MPI_Request req;
+  world_enter(ctx, what, "all_reduce");
+  world_leave(ctx, MPI_Iallreduce(in, out, n, type, op, ctx->comm, &req), &req, "MPI_Iallreduce");
+}
+
+void gslrt_world_reduce(gslrt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype type, MPI_Op op, int root,
+                        const char *what) {
+  MPI_Request req;
+  world_enter(ctx, what, "reduce");
+  world_leave(ctx, MPI_Ireduce(in, out, n, type, op, root, ctx->comm, &req), &req, "MPI_Ireduce");
+}
+
+void gslrt_world_gather(gslrt_ctx *ctx, const void *in, int n, MPI_Datatype type, void *out, int root,
+                        const char *what) {
+  MPI_Request req;
+  world_enter(ctx, what, "gather");
+  world_leave(ctx, MPI_Igather(in, n, type, out, n, type, root, ctx->comm, &req), &req, "MPI_Igather");
+}
+
+void gslrt_world_allgather(gslrt_ctx *ctx, const void *in, int n, MPI_Datatype type, void *out, const char *what) {
+  MPI_Request req;
+  world_enter(ctx, what, "all_gather");
+  world_leave(ctx, MPI_Iallgather(in, n, type, out, n, type, ctx->comm, &req), &req, "MPI_Iallgather");
+}
+
+void gslrt_world_gatherv(gslrt_ctx *ctx, const void *in, int n, MPI_Datatype type, void *out, const int *counts,
+                         const int *displs, int root, const char *what) {
+  MPI_Request req;
+  world_enter(ctx, what, "gather");
+  world_leave(ctx, MPI_Igatherv(in, n, type, out, counts, displs, type, root, ctx->comm, &req), &req,
+              "MPI_Igatherv");
+}
+
+int gslrt_agree_max(gslrt_ctx *ctx, int mine, const char *what) {
+  int any = mine;
+  if (ctx->nranks < 2)
+    return mine;
+  gslrt_world_allreduce(ctx, &mine, &any, 1, MPI_INT, MPI_MAX, what);
   return any;
+}
+
+void gslrt_rank0_verdict(gslrt_ctx *ctx, int status, const char *err) {
+  gslrt_world_bcast(ctx, &status, 1, MPI_INT, 0, "the sharing of rank 0's verdict");
+  if (status == 2)
+    gslrt_usage_error(ctx, "%s", err);
+  if (status != 0)
+    gslrt_fail_all(ctx, "%s", err);
 }
 
 /* Takes in the "still waiting" messages of collectives that completed

@@ -211,6 +211,7 @@ struct gslrt_ctx {
   FILE *metrics;                          /* the open --metrics file (rank 0), or NULL */
   uint64_t metrics_dev, metrics_ino;      /* its device and inode (rank 0) */
   int generating;                         /* --generate runs: step is the byte being generated */
+  char doing[128];                        /* what the run does outside a step, or "" (gslrt_doing) */
   gslrt_group everyone;                   /* every rank (comm borrowed): the runtime's own collectives */
   MPI_Comm watch;                         /* a duplicate of comm for the watchdog's messages, or MPI_COMM_NULL */
   char (*hosts)[64];                      /* each rank's host (MPI_Get_processor_name), or NULL */
@@ -246,10 +247,6 @@ void gslrt_fail_all(gslrt_ctx *ctx, const char *fmt, ...)
  * error: cause" and "Try 'PROG --help'."; all exit 2. */
 void gslrt_usage_error(gslrt_ctx *ctx, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 2, 3)));
-/* A decision rank 0 made alone (status 0: fine; 2: a usage error; any
- * other: a run-time error, with its cause in rank 0's err), shared with
- * every rank, which then go on together or end together as it says. */
-void gslrt_rank0_verdict(gslrt_ctx *ctx, int status, const char *err);
 /* Dies through gslrt_fatal naming call if rc is not MPI_SUCCESS. */
 void gslrt_mpi_check(gslrt_ctx *ctx, int rc, const char *call);
 /* Finalizes MPI (freeing ctx's communicator) if it is up, and exits with code. */
@@ -261,6 +258,15 @@ void gslrt_say(const char *prefix, const char *fmt, ...) __attribute__((format(p
  * with_batch ", held-out batch J of B" after that; "generating byte J"
  * (from 1) under --generate. */
 void gslrt_phase(const gslrt_ctx *ctx, int with_batch, char *buf, size_t len);
+/* What the run is doing outside its steps ("writing the checkpoint of
+ * step 4"), which gslrt_phase then says instead; fmt NULL: that is over. */
+void gslrt_doing(gslrt_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A blocking MPI call with no non-blocking form begins (fmt names it):
+ * should it not end within --collective-timeout seconds, this rank says
+ * so and ends with GSLRT_EXIT_HUNG; gslrt_deadline_off after the call.
+ * Nothing with one rank or --collective-timeout 0. */
+void gslrt_deadline(gslrt_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gslrt_deadline_off(gslrt_ctx *ctx);
 /* "[i, j, ...]" into buf: the position of element e (C order) of a tile
  * of shape (rank entries) at offset in its tensor (NULL: all zeros), in
  * the tensor; "" for a scalar. */
@@ -307,6 +313,24 @@ void gslrt_watch_leave(gslrt_ctx *ctx);
 /* The maximum over every rank of mine (an MPI_Allreduce, watched), what
  * naming it for the watchdog ("the check for a stop signal"). */
 int gslrt_agree_max(gslrt_ctx *ctx, int mine, const char *what);
+/* The runtime's own collectives over every rank (ctx->comm), watched as
+ * the program's are: what names each for the watchdog's message ("the
+ * checkpoint's checksums"); before the groups are built, waited for
+ * without a deadline. */
+void gslrt_world_bcast(gslrt_ctx *ctx, void *buf, int n, MPI_Datatype type, int root, const char *what);
+void gslrt_world_allreduce(gslrt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype type, MPI_Op op,
+                           const char *what);
+void gslrt_world_reduce(gslrt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype type, MPI_Op op, int root,
+                        const char *what);
+void gslrt_world_gather(gslrt_ctx *ctx, const void *in, int n, MPI_Datatype type, void *out, int root,
+                        const char *what);
+void gslrt_world_allgather(gslrt_ctx *ctx, const void *in, int n, MPI_Datatype type, void *out, const char *what);
+void gslrt_world_gatherv(gslrt_ctx *ctx, const void *in, int n, MPI_Datatype type, void *out, const int *counts,
+                         const int *displs, int root, const char *what);
+/* A decision rank 0 made alone (status 0: fine; 2: a usage error; any
+ * other: a run-time error, with its cause in rank 0's err), shared with
+ * every rank, which then go on together or end together as it says. */
+void gslrt_rank0_verdict(gslrt_ctx *ctx, int status, const char *err);
 /* A step took seconds, of which wait inside collectives: into the window. */
 void gslrt_pace_step(gslrt_ctx *ctx, double seconds, double wait);
 /* Ends a log window of steps steps (every rank together, one small

@@ -1,7 +1,7 @@
 /* main.c — gslrt_main, the life of a compiled GSL program:
  *
- *   MPI_Init; duplicate MPI_COMM_WORLD, errors returned on the duplicate;
- *   parse the options (usage errors: exit 2); --help / --version;
+ *   MPI_Init; parse the options (usage errors: exit 2); duplicate
+ *   MPI_COMM_WORLD, errors returned on the duplicate; --help / --version;
  *   parse the program's build record (checkpoint.c); gsl_setup
  *   (declarations; the mesh is checked against the ranks);
  *   build the communicators of the declared groups of mesh axes;
@@ -709,15 +709,19 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
     exit(1);
   }
   ctx.started = MPI_Wtime();
-  gslrt_mpi_check(&ctx, MPI_Comm_dup(MPI_COMM_WORLD, &ctx.comm), "MPI_Comm_dup");
-  gslrt_mpi_check(&ctx, MPI_Comm_set_errhandler(ctx.comm, MPI_ERRORS_RETURN),
-                  "MPI_Comm_set_errhandler");
-  gslrt_mpi_check(&ctx, MPI_Comm_rank(ctx.comm, &ctx.rank), "MPI_Comm_rank");
-  gslrt_mpi_check(&ctx, MPI_Comm_size(ctx.comm, &ctx.nranks), "MPI_Comm_size");
+  gslrt_mpi_check(&ctx, MPI_Comm_rank(MPI_COMM_WORLD, &ctx.rank), "MPI_Comm_rank");
+  gslrt_mpi_check(&ctx, MPI_Comm_size(MPI_COMM_WORLD, &ctx.nranks), "MPI_Comm_size");
   if (!ctx.argv)
     gslrt_fatal(&ctx, "out of memory for the command line");
   if (gslrt_parse_options(argc, argv, &ctx.opts, err, sizeof err) != 0)
     gslrt_usage_error(&ctx, "%s", err);
+  /* after the options: the duplicate is made under --collective-timeout's deadline */
+  gslrt_doing(&ctx, "starting up");
+  gslrt_deadline(&ctx, "the MPI_Comm_dup making the run's communicator");
+  gslrt_mpi_check(&ctx, MPI_Comm_dup(MPI_COMM_WORLD, &ctx.comm), "MPI_Comm_dup");
+  gslrt_deadline_off(&ctx);
+  gslrt_mpi_check(&ctx, MPI_Comm_set_errhandler(ctx.comm, MPI_ERRORS_RETURN),
+                  "MPI_Comm_set_errhandler");
   if (ctx.opts.help || ctx.opts.version) {
     if (ctx.rank == 0 && ctx.opts.help)
       gslrt_print_usage(stdout, ctx.prog);
@@ -736,6 +740,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   gslrt_build_groups(&ctx);
   gslrt_health_init(&ctx);
   if (ctx.opts.generate) {
+    gslrt_doing(&ctx, "starting the generation");
     gslrt_generate(&ctx); /* in place of training: generate.c */
     goto fn_exit;
   }
@@ -750,6 +755,7 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   gslrt_open_inputs(&ctx);
   gslrt_init_params(&ctx);
   int64_t first = gslrt_checkpoint_resume(&ctx);
+  gslrt_doing(&ctx, NULL); /* started: messages name the step or the evaluation */
   if (first == ctx.opts.steps && ctx.eval_batches) {
     /* nothing left to train: evaluate the checkpoint */
     gslrt_evaluate(&ctx, first, 0);
@@ -772,9 +778,12 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
     gslrt_write_outputs(&ctx);
   }
 fn_exit:
+  gslrt_doing(&ctx, "ending the run");
   free_ctx(&ctx);
   gslrt_mpi_check(&ctx, MPI_Comm_free(&ctx.comm), "MPI_Comm_free");
+  gslrt_deadline(&ctx, "the end of the run (MPI_Finalize)");
   MPI_Finalize();
+  gslrt_deadline_off(&ctx);
   gslrt_set_current(NULL);
   return 0;
 }

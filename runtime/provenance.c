@@ -237,8 +237,7 @@ void gslrt_provenance_gather(gslrt_ctx *ctx) {
   name[sizeof name - 1] = 0;
   if (ctx->rank == 0 && !(names = calloc((size_t)ctx->nranks, MPI_MAX_PROCESSOR_NAME)))
     gslrt_fatal(ctx, "provenance: out of memory");
-  gslrt_mpi_check(ctx, MPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
-                                  0, ctx->comm), "MPI_Gather");
+  gslrt_world_gather(ctx, name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, 0, "the gathering of the provenance's hosts");
   if (ctx->rank == 0 && !(ctx->provenance = record(ctx, names)))
     gslrt_fatal(ctx, "provenance: out of memory");
   free(names);

@@ -450,8 +450,8 @@ static void open_input(gslrt_ctx *ctx, const gslrt_tensor *t, const char *what, 
   if (ctx->rank == 0)
     status = check_input_file(t, what, file, h, batches, err, sizeof err);
   gslrt_rank0_verdict(ctx, status ? 1 : 0, err);
-  gslrt_mpi_check(ctx, MPI_Bcast(h, (int)sizeof *h, MPI_BYTE, 0, ctx->comm), "MPI_Bcast");
-  gslrt_mpi_check(ctx, MPI_Bcast(batches, 1, MPI_INT64_T, 0, ctx->comm), "MPI_Bcast");
+  gslrt_world_bcast(ctx, h, (int)sizeof *h, MPI_BYTE, 0, "the sharing of an input file's header");
+  gslrt_world_bcast(ctx, batches, 1, MPI_INT64_T, 0, "the sharing of an input file's batch count");
 }
 
 void gslrt_open_inputs(gslrt_ctx *ctx) {
@@ -648,8 +648,8 @@ static void index_error(gslrt_ctx *ctx, int k, int eval, int64_t batch) {
   }
   int32_t value = held ? ((const int32_t *)*t->slot)[local] : INT32_MAX;
   if (ctx->nranks > 1)
-    gslrt_mpi_check(ctx, MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT32_T, MPI_MIN, ctx->comm),
-                    "MPI_Allreduce");
+    gslrt_world_allreduce(ctx, MPI_IN_PLACE, &value, 1, MPI_INT32_T, MPI_MIN,
+                          "the sharing of an index out of range");
   const gslrt_index_check *c = &ctx->checks[k];
   for (int i = 0; i < ctx->nchecks; i++) {
     const gslrt_index_check *ci = &ctx->checks[i];
@@ -688,8 +688,8 @@ static void check_indices(gslrt_ctx *ctx, int eval, int64_t n) {
   if (!any)
     return;
   if (ctx->nranks > 1)
-    gslrt_mpi_check(ctx, MPI_Allreduce(MPI_IN_PLACE, ctx->check_first, ctx->nchecks, MPI_INT64_T, MPI_MIN,
-                                       ctx->comm), "MPI_Allreduce");
+    gslrt_world_allreduce(ctx, MPI_IN_PLACE, ctx->check_first, ctx->nchecks, MPI_INT64_T, MPI_MIN,
+                          "the agreement of the inputs' index checks");
   for (int i = 0; i < ctx->nchecks; i++) {
     const gslrt_index_check *c = &ctx->checks[i];
     if (ctx->check_first[i] != INT64_MAX &&
@@ -873,8 +873,8 @@ void *gslrt_gather_output(gslrt_ctx *ctx, const gslrt_output *o) {
     if (!(all = malloc((size_t)(total * esize) + 4)))
       gslrt_fatal(ctx, "output %s: cannot allocate %lld bytes to gather it", o->name, (long long)total * esize);
   }
-  gslrt_mpi_check(ctx, MPI_Gatherv(mine, (int)o->real_count, move_type(o->dtype), all, counts, displs,
-                                   move_type(o->dtype), 0, ctx->comm), "MPI_Gatherv");
+  gslrt_world_gatherv(ctx, mine, (int)o->real_count, move_type(o->dtype), all, counts, displs, 0,
+                      "the gathering of an output");
   if (ctx->rank == 0)
     for (int r = 0; r < ctx->nranks; r++) {
       int64_t shape[GSLRT_MAX_RANK], off[GSLRT_MAX_RANK], real[GSLRT_MAX_RANK];
@@ -918,12 +918,13 @@ void gslrt_write_outputs(gslrt_ctx *ctx) {
   const char *failed = NULL;
   if (!tmp)
     gslrt_fatal(ctx, "writing the outputs: out of memory");
+  gslrt_doing(ctx, "writing the outputs");
   for (int k = 0; k < ctx->noutputs && !failed; k++) {
     gslrt_output *o = &ctx->outputs[k];
     if (!o->file)
       continue;
     int status = write_output(ctx, o, &tmp[k], err, sizeof err);
-    gslrt_mpi_check(ctx, MPI_Bcast(&status, 1, MPI_INT, 0, ctx->comm), "MPI_Bcast");
+    gslrt_world_bcast(ctx, &status, 1, MPI_INT, 0, "the sharing of an output's verdict");
     if (status != 0)
       failed = o->name;
   }

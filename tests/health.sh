@@ -8,8 +8,7 @@
 #   (a) a rank SIGSTOPped while the run is in its steps, under
 #       --collective-timeout 3, on 3 ranks (and on 2): the job ends within
 #       3 + 5 s with the watchdog's status 4 (stopped as step 75 is logged,
-#       away from the checkpoints of steps 50 and 100, whose writing is
-#       not watched); every message names the
+#       away from the checkpoints of steps 50 and 100); every message names the
 #       all_reduce, t.gsl:8, its group (d), which ranks had arrived and
 #       which had not (or that every member had), and rank 1, only it, as
 #       silent since; rank 1 prints nothing. (A stop
@@ -25,6 +24,19 @@
 #       (again only after it kept pace for 3 windows in a row).
 #   (c) the same run unslowed: no warning, and the median window's score
 #       is near 1 (at least 0.8: the test machine is shared).
+#   (d) rank 1 SIGSTOPped while the checkpoint of step 8 is written (its
+#       temporary directory seen, then 0, 0.05 or 0.15 s later), on 2
+#       ranks, a 64 MiB param: status 4 within 3 + 5 s each time, rank 0's
+#       one message names what it waited in (the MPI-IO write, under its
+#       deadline, or one of the checkpoint's watched collectives) and
+#       "writing the checkpoint of step 8", or a collective of a later
+#       step where the write had ended; at least one try names the
+#       checkpoint; the checkpoint of step 4 is intact and resumes, step 8
+#       is complete only if the message came after it.
+#   (e) rank 1 SIGSTOPped as the last step is logged, with --output of
+#       the 64 MiB param: status 4 within 3 + 5 s, one message naming the
+#       outputs' gathering or verdict ("writing the outputs") or the end of
+#       the run, and no output file.
 #   --collective-timeout's range: 0 is accepted (no watchdog), a negative
 #   or non-number value is a usage error.
 set -u
@@ -127,6 +139,78 @@ for np in 3 2; do
   done
   [ $seen -eq 1 ] || fail "$np ranks: no try named the all_reduce at t.gsl:8"
 done
+
+# ---- (d), (e) outside the steps: a checkpoint's writing, the outputs ------------
+cat >big.gsl <<'EOF'
+# a 64 MiB param, split over 2 ranks: a checkpoint takes about half a second
+const D = 2
+mesh [d = D]
+param w: f32[4096, 4096] split(0) = normal(0.01)
+input x: f32[8, 4096] = normal(1.0)
+let loss = mean((x @ w) * (x @ w))
+train loss with sgd(lr = 0.001)
+output w
+EOF
+"$GSLC" big.gsl -o big || { echo "FAIL: big.gsl does not compile"; exit 1; }
+named=0
+for delay in 0 0.05 0.15; do
+  rm -rf ck; mkdir ck
+  start 2 big --steps 40 --log-every 1 --collective-timeout 3 --checkpoint ck --checkpoint-every 4
+  victim=$(rank_pid 1)
+  i=0
+  while ! ls -d ck/step-00000008.tmp.* >/dev/null 2>&1 && [ $i -lt 20000 ]; do sleep 0.002; i=$((i + 1)); done
+  sleep $delay
+  [ -n "$victim" ] && kill -STOP "$victim"
+  t0=$(now)
+  wait "$tpid"
+  rc=$?
+  took=$(secs "$t0" "$(now)")
+  [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
+  grep -v -e '^Abort(4)' -e '^big: warning: ' err >msgs # a rank stopped may be called slow first
+  during="^big: rank 0: error: the \(MPI-IO write of param w (ck/step-00000008\.tmp\.[0-9]*/w\.npy)\|[a-z' ]*checkpoint's [a-z' ]* (the runtime's [a-z_]* over every rank)\) did not complete within 3 s (writing the checkpoint of step 8): "
+  after="^big: rank 0: error: .* did not complete within 3 s (training step \(9\|[1-9][0-9]\)): "
+  if grep -q "$during" msgs; then
+    where=during
+    [ -d ck/step-00000008 ] && where=bad
+  else
+    where=after
+  fi
+  if [ $rc -eq 4 ] && awk -v t="$took" 'BEGIN { exit !(t <= 8) }' && [ "$(wc -l <msgs)" -eq 1 ] &&
+     grep -q -e "$during" -e "$after" msgs && [ "$where" != bad ] && [ -f ck/step-00000004/manifest.json ]; then
+    pass "checkpoint of step 8, stopped ${delay} s after it began: status 4 after $took s ($where the write): $(cat msgs)"
+    [ $where = during ] && named=$((named + 1))
+  else
+    fail "checkpoint of step 8, stopped ${delay} s after it began: status $rc after $took s ($where), ck: $(ls ck | tr '\n' ' '), stderr:"
+    cat err
+  fi
+done
+[ $named -ge 1 ] || fail "no try stopped rank 1 inside the checkpoint's writing"
+rm -rf ck/step-00000008*
+timeout 60 $MPIEXEC -n 2 ./big --steps 5 --checkpoint ck --resume --quiet >out 2>err
+rc=$?
+if [ $rc -eq 0 ] && [ -d ck/step-00000005 ]; then
+  pass "the checkpoint of step 4 left by the stopped runs resumes"
+else
+  fail "resuming the checkpoint of step 4: status $rc, stderr:"; cat err
+fi
+
+start 2 big --steps 3 --log-every 1 --collective-timeout 3 --output w=w.npy
+victim=$(rank_pid 1)
+logged 3
+[ -n "$victim" ] && kill -STOP "$victim"
+t0=$(now)
+wait "$tpid"
+rc=$?
+took=$(secs "$t0" "$(now)")
+[ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
+grep -v -e '^Abort(4)' -e '^big: warning: ' err >msgs
+if [ $rc -eq 4 ] && awk -v t="$took" 'BEGIN { exit !(t <= 8) }' && [ "$(wc -l <msgs)" -eq 1 ] && [ ! -e w.npy ] &&
+   grep -q "^big: rank 0: error: .* did not complete within 3 s (\(writing the outputs\|ending the run\)): " msgs; then
+  pass "rank 1 stopped after the last step: status 4 after $took s, no w.npy: $(cat msgs)"
+else
+  fail "rank 1 stopped after the last step: status $rc after $took s, w.npy $( [ -e w.npy ] && echo exists || echo absent), stderr:"
+  cat err
+fi
 
 # ---- (b), (c) each rank's pace -----------------------------------------------------
 # windows FILE: per metrics record "SLOWEST SCORE"
