@@ -64,8 +64,8 @@
 # STEPS, PROFILE_LONG: the later window's steps, default 200), then sorts
 # perf record's samples of the lm's bf16 step into products, compiled
 # loops by kind, routing, collectives, page faults, yields, oneDNN's
-# primitive creation, kernel and runtime time (PROFILE_STEPS, default
-# 100; PROFILE_PERIOD, ns between samples, default 1000000; LM_DIMS,
+# primitive creation, kernel and runtime time, and moe_train's at -np
+# 2 and its page faults alike (PROFILE_STEPS, default 100; PROFILE_PERIOD, ns between samples, default 1000000; LM_DIMS,
 # MOE_SPEC, MPIEXEC); it needs perf and GNU time, and is skipped without.
 set -u
 
@@ -1233,7 +1233,7 @@ remat() {
 # WARMUP-th --metrics line and its last (perf's syscalls:sys_enter_write
 # on that file) sorted into kinds (prof_kinds, below) and tabled; then
 # the same of moe_train's bf16 step at -n 2, both ranks' samples
-# together. Needs perf (linux-perf) allowed to read tracepoints and
+# together, and that step's page faults (every one) sorted alike. Needs perf (linux-perf) allowed to read tracepoints and
 # kernel symbols (root, or kernel.perf_event_paranoid <= 1) and GNU time;
 # without them the part says so and is skipped.
 profile() {
@@ -1301,8 +1301,9 @@ np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($g, $2, $3)).asty
        "and the end cancel; vol/invol: voluntary and involuntary context switches)"
 
   # the kinds of the samples of one program's steady state: NAME NP PROG INPUT
-  pbreak() {
-    DNNL_JIT_PROFILE=2 perf record -q -m 1024 -o "$tmp/p.data" -e cpu-clock/period=$PROFILE_PERIOD/ \
+  pbreak() {  # NAME NP PROG INPUT EVENT (cpu-clock or page-faults)
+    case $5 in cpu-clock) ev=cpu-clock/period=$PROFILE_PERIOD/ scale=$PROFILE_PERIOD ;; *) ev=$5/period=1/ scale=0 ;; esac
+    DNNL_JIT_PROFILE=2 perf record -q -m 1024 -o "$tmp/p.data" -e $ev \
       --call-graph dwarf,8192 -e syscalls:sys_enter_write -- \
       $MPIEXEC -n $2 "$3" --quiet --steps $nr --log-every 1 --input "$4" --metrics "$tmp/p.jsonl" \
       >"$tmp/p.log" 2>&1 || { cat "$tmp/p.log" >&2; die "perf record failed ($1)"; }
@@ -1312,7 +1313,7 @@ np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($g, $2, $3)).asty
     for pid in $(awk -v c="$(basename "$3")" '$1 == c && !s[$2]++ { print $2 }' "$tmp/p.script"); do
       rm -f "/tmp/perf-$pid.map"
     done
-    awk -v prog="$(basename "$3")" -v warm=$n0 -v steps=$nr -v period=$PROFILE_PERIOD -f "$tmp/p.awk" \
+    awk -v prog="$(basename "$3")" -v warm=$n0 -v steps=$nr -v ev=$5 -v period=$scale -f "$tmp/p.awk" \
       "$tmp/p.script" || die "the profile's samples could not be sorted ($1)"
   }
   prof_kinds >"$tmp/p.awk"
@@ -1321,12 +1322,15 @@ np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($g, $2, $3)).asty
   echo
   echo "where the steady state of the lm's bf16 step goes: examples/lm.gsl at B=$1 T=$2 M=$3 NH=$4 H=$5 E=$6," \
        "--precision bf16, $MPIEXEC -n 1, steps $((n0 + 1))-$nr (perf record, cpu-clock every $PROFILE_PERIOD ns)"
-  pbreak lm 1 "$tmp/p_lm16" tokens="$tmp/lmdata/train.npy"
+  pbreak lm 1 "$tmp/p_lm16" tokens="$tmp/lmdata/train.npy" cpu-clock
   set -- $MOE_SPEC
   echo
   echo "the same of bench/moe_train.gsl's bf16 step at G=$(($1 * 2)) S=$2 M=$3 H=$4 E=$5, $MPIEXEC -n 2, both" \
        "ranks' samples (ms a step: their sum)"
-  pbreak moe_train 2 "$tmp/p_mt2_bf16" x="$tmp/p_x2.npy"
+  pbreak moe_train 2 "$tmp/p_mt2_bf16" x="$tmp/p_x2.npy" cpu-clock
+  echo
+  echo "and where its page faults come from (perf record -e page-faults, every one), steps $((n0 + 1))-$nr"
+  pbreak moe_train 2 "$tmp/p_mt2_bf16" x="$tmp/p_x2.npy" page-faults
 }
 
 # The awk program that sorts the samples of `perf script -F
@@ -1347,10 +1351,12 @@ np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($g, $2, $3)).asty
 # moe routing, a collective (MPI, UCX, the runtime's calls), gsl_step's
 # own code, the rest of the runtime; frames of libc and such are passed
 # over to their caller (a chain that ends in libc is tabled as such: perf
-# could not unwind it). `period` is the sampling period in ns.
+# could not unwind it). `ev` is the sampled event, cpu-clock (`period`
+# ns a sample) or page-faults (`period` 0: every fault, sorted by the
+# user frames of its chain alone).
 prof_kinds() {
   cat <<'AWK'
-BEGIN { RS = "" }
+BEGIN { RS = ""; prim = "\\|dnnl_primitive_create|\\|dnnl_[a-z_]*primitive_desc_create" }
 {
   n = split($0, line, "\n")
   split(line[1], h, " ")
@@ -1363,26 +1369,34 @@ BEGIN { RS = "" }
     wt[key, w[key]] = h[3] + 0
     next
   }
-  if (line[1] !~ /cpu-clock/)
+  if (line[1] !~ ev)
     next
   ns++
   st[ns] = h[3] + 0
   sk[ns] = kind(line, n)
 }
-function kind(line, n,   i, s, d, all) {
+function kind(line, n,   i, s, d, all, j) {
   all = ""
+  j = 2
   for (i = 2; i <= n; i++) {
     s = line[i]; sub(/^[ \t]*[0-9a-f]+ /, "", s)
     d = s; sub(/.* \(/, "", d); sub(/\)$/, "", d)
     sub(/ \([^()]*\)$/, "", s)
     sy[i] = s; so[i] = d
     all = all "|" s
+    if (ev == "page-faults" && d ~ /kallsyms/)
+      j = i + 1
+  }
+  if (ev == "page-faults") {
+    for (i = j; i <= n; i++)
+      all = all "|" sy[i]
+    return user(j, n, all)
   }
   if (all ~ /\|(asm_)?exc_page_fault|\|handle_mm_fault/)
     return "page faults"
   if (all ~ /sched_yield/)
     return "sched_yield"
-  if (all ~ /\|dnnl_primitive_create|\|dnnl_[a-z_]*primitive_desc_create/)
+  if (all ~ prim)
     return "oneDNN: making primitives"
   if (so[2] ~ /kallsyms/) {
     if (all ~ /\|do_syscall_64|\|entry_SYSCALL/) {
@@ -1393,7 +1407,12 @@ function kind(line, n,   i, s, d, all) {
     }
     return "kernel: interrupts, preemption"
   }
-  for (i = 2; i <= n; i++) {
+  return user(2, n, all)
+}
+function user(j, n, all,   i, s, d) {
+  if (all ~ prim)
+    return "oneDNN: making primitives"
+  for (i = j; i <= n; i++) {
     s = sy[i]; d = so[i]
     if (s ~ /^k[0-9]+\./) {
       sub(/^k[0-9]+\./, "", s); sub(/[^a-z_].*/, "", s)
@@ -1427,14 +1446,14 @@ END {
       c[sk[i]]++
       tot++
     }
-  ms = period / 1e6 / (steps - warm)
-  printf "  %-44s %8s %10s %7s\n", "kind", "samples", "ms a step", "share"
+  ms = (period ? period / 1e6 : 1) / (steps - warm)
+  printf "  %-52s %8s %10s %7s\n", "kind", "samples", period ? "ms a step" : "a step", "share"
   for (k in c)
-    printf "  %-44s %8d %10.2f %6.1f%%\n", k, c[k], c[k] * ms, 100 * c[k] / tot | "sort -t'|' -k1,1 -s"
+    printf "  %-52s %8d %10.2f %6.1f%%\n", k, c[k], c[k] * ms, 100 * c[k] / tot | "sort -t'|' -k1,1 -s"
   close("sort -t'|' -k1,1 -s")
-  printf "  %-44s %8d %10.2f %6.1f%%\n", "all", tot, tot * ms, 100
-  printf "  (the CPU time of steps %d-%d, %.1f s between the --metrics lines; wall ms a step %.2f)\n",
-    warm + 1, steps, t1 - t0, 1000 * (t1 - t0) / (steps - warm)
+  printf "  %-52s %8d %10.2f %6.1f%%\n", "all", tot, tot * ms, tot ? 100 : 0
+  printf "  (%s of steps %d-%d, %.1f s between the --metrics lines; wall ms a step %.2f)\n",
+    period ? "the CPU time" : "the page faults", warm + 1, steps, t1 - t0, 1000 * (t1 - t0) / (steps - warm)
 }
 AWK
 }
