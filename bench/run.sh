@@ -1233,9 +1233,10 @@ remat() {
 # WARMUP-th --metrics line and its last (perf's syscalls:sys_enter_write
 # on that file) sorted into kinds (prof_kinds, below) and tabled; then
 # the same of moe_train's bf16 step at -n 2, both ranks' samples
-# together, and that step's page faults (every one) sorted alike. Needs perf (linux-perf) allowed to read tracepoints and
-# kernel symbols (root, or kernel.perf_event_paranoid <= 1) and GNU time;
-# without them the part says so and is skipped.
+# together, and that step's page faults (every one) sorted alike. Needs
+# perf (linux-perf) allowed to read tracepoints and kernel symbols (root,
+# or kernel.perf_event_paranoid <= 1) and GNU time; without them the part
+# says so and is skipped.
 profile() {
   MPIEXEC=${MPIEXEC:-mpiexec} PROFILE_LONG=${PROFILE_LONG:-200} PROFILE_PERIOD=${PROFILE_PERIOD:-1000000}
   PROFILE_STEPS=${PROFILE_STEPS:-100}
@@ -1275,8 +1276,8 @@ np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($g, $2, $3)).asty
   # time, so that mpiexec's own events stay out
   pcount() {  # NP PROG STEPS INPUT
     rm -f "$tmp"/p_stat.* "$tmp"/p_time.*
-    $MPIEXEC -n $1 sh -c 'exec /usr/bin/time -f "%w %c" -o "$0/p_time.$PMI_RANK" perf stat -x, \
-        -o "$0/p_stat.$PMI_RANK" -e page-faults,context-switches,syscalls:sys_enter_sched_yield "$@"' "$tmp" \
+    $MPIEXEC -n $1 sh -c 'exec /usr/bin/time -f "%w %c" -o "$0/p_time.${PMI_RANK:-$$}" perf stat -x, \
+        -o "$0/p_stat.${PMI_RANK:-$$}" -e page-faults,context-switches,syscalls:sys_enter_sched_yield "$@"' "$tmp" \
       "$2" --quiet --steps $3 --log-every 1 --input "$4" --metrics "$tmp/p.jsonl" >"$tmp/p.log" 2>&1 ||
       { cat "$tmp/p.log" >&2; return 1; }
     awk -F, '$3 == "page-faults" { f += $1 } $3 == "context-switches" { c += $1 } $3 ~ /sched_yield/ { y += $1 }
@@ -1300,7 +1301,7 @@ np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($g, $2, $3)).asty
   echo "(a step's count: the difference of two runs' counts over the difference of their steps, so start-up" \
        "and the end cancel; vol/invol: voluntary and involuntary context switches)"
 
-  # the kinds of the samples of one program's steady state: NAME NP PROG INPUT
+  # the samples of one program's steady state, sorted into kinds
   pbreak() {  # NAME NP PROG INPUT EVENT (cpu-clock or page-faults)
     case $5 in cpu-clock) ev=cpu-clock/period=$PROFILE_PERIOD/ scale=$PROFILE_PERIOD ;; *) ev=$5/period=1/ scale=0 ;; esac
     DNNL_JIT_PROFILE=2 perf record -q -m 1024 -o "$tmp/p.data" -e $ev \
@@ -1340,11 +1341,11 @@ np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($g, $2, $3)).asty
 # process `prog` wrote `steps` times, or one or two more (rank 0 tries
 # the file with a byte before step 1), its last `steps` writes one line a
 # step; the samples of `prog` after the `warm`-th of those and up to the
-# last are the steady state. Each sample's kind comes from its call chain: a page
-# fault, a sched_yield or oneDNN making a primitive anywhere in it first;
-# then other kernel time (system calls, MPI's counted with the
-# collectives, or interrupts and preemption);
-# then, from the leaf up, the first frame that tells: a compiled kernel
+# last are the steady state. Each sample's kind comes from its call
+# chain: a page fault, a sched_yield or oneDNN making a primitive
+# anywhere in it first; then other kernel time (system calls, MPI's
+# counted with the collectives, or interrupts and preemption); then,
+# from the leaf up, the first frame that tells: a compiled kernel
 # (gslc names each kN.KIND, KIND its op's kind: binary, cast, reduce,
 # ...), a matrix product (oneDNN's JIT code, named in perf's map through
 # DNNL_JIT_PROFILE=2, oneDNN, OpenBLAS, the runtime's product calls), the
@@ -1388,6 +1389,7 @@ function kind(line, n,   i, s, d, all, j) {
       j = i + 1
   }
   if (ev == "page-faults") {
+    all = ""
     for (i = j; i <= n; i++)
       all = all "|" sy[i]
     return user(j, n, all)
@@ -1449,8 +1451,8 @@ END {
   ms = (period ? period / 1e6 : 1) / (steps - warm)
   printf "  %-52s %8s %10s %7s\n", "kind", "samples", period ? "ms a step" : "a step", "share"
   for (k in c)
-    printf "  %-52s %8d %10.2f %6.1f%%\n", k, c[k], c[k] * ms, 100 * c[k] / tot | "sort -t'|' -k1,1 -s"
-  close("sort -t'|' -k1,1 -s")
+    printf "  %-52s %8d %10.2f %6.1f%%\n", k, c[k], c[k] * ms, 100 * c[k] / tot | "sort"
+  close("sort")
   printf "  %-52s %8d %10.2f %6.1f%%\n", "all", tot, tot * ms, tot ? 100 : 0
   printf "  (%s of steps %d-%d, %.1f s between the --metrics lines; wall ms a step %.2f)\n",
     period ? "the CPU time" : "the page faults", warm + 1, steps, t1 - t0, 1000 * (t1 - t0) / (steps - warm)
