@@ -57,7 +57,16 @@
 # gslc to time beside, with the L = 4 step of each: DEPTH_STEPS);
 # ONLY=remat runs examples/lm.gsl deep (REMAT_DIMS "L B T", default "48 32
 # 128") kept, recomputed (`remat for`) and under --mem-budget at half the
-# kept total: planned memory, peak RSS and the step (REMAT_STEPS).
+# kept total: planned memory, peak RSS and the step (REMAT_STEPS);
+# ONLY=profile counts the page faults, context switches and sched_yield
+# calls a step in the steady state of the lm's bf16 step at -np 1 and of
+# bench/moe_train.gsl's at -np 1 and 2 (perf stat, /usr/bin/time; WARMUP
+# STEPS, PROFILE_LONG: the later window's steps, default 200), then sorts
+# perf record's samples of the lm's bf16 step into products, compiled
+# loops by kind, routing, collectives, page faults, yields, oneDNN's
+# primitive creation, kernel and runtime time, and moe_train's at -np
+# 2 and its page faults alike (PROFILE_STEPS, default 100; PROFILE_PERIOD, ns between samples, default 1000000; LM_DIMS,
+# MOE_SPEC, MPIEXEC); it needs perf and GNU time, and is skipped without.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -1207,10 +1216,255 @@ remat() {
   done
 }
 
+# ---- profile: the steady state of a step, and where the LM's step goes --------
+# First the events of the steady state, per step, at the bench's sizes:
+# examples/lm.gsl (LM_DIMS) with --precision bf16 at $MPIEXEC -n 1, and
+# bench/moe_train.gsl (MOE_SPEC) in f32 and bf16 at -n 1 and, G doubled,
+# at -n 2. Each program runs three times, for WARMUP, WARMUP + STEPS and
+# WARMUP + STEPS + PROFILE_LONG (default 200) steps, each rank under perf
+# stat (page faults, context switches, sched_yield calls) and
+# /usr/bin/time (voluntary and involuntary switches), summed over the
+# ranks; a window's count a step is the difference of two runs over the
+# difference of their steps: the bench's timed steps (WARMUP, WARMUP +
+# STEPS], then the later ones. Then the LM's bf16 step at -n 1 under perf
+# record (cpu-clock every PROFILE_PERIOD ns, default 1000000; DWARF call
+# graphs; DNNL_JIT_PROFILE=2 names oneDNN's JIT code) for WARMUP +
+# PROFILE_STEPS (default 100) steps, the samples between the program's
+# WARMUP-th --metrics line and its last (perf's syscalls:sys_enter_write
+# on that file) sorted into kinds (prof_kinds, below) and tabled; then
+# the same of moe_train's bf16 step at -n 2, both ranks' samples
+# together, and that step's page faults (every one) sorted alike. Needs
+# perf (linux-perf) allowed to read tracepoints and kernel symbols (root,
+# or kernel.perf_event_paranoid <= 1) and GNU time; without them the part
+# says so and is skipped.
+profile() {
+  MPIEXEC=${MPIEXEC:-mpiexec} PROFILE_LONG=${PROFILE_LONG:-200} PROFILE_PERIOD=${PROFILE_PERIOD:-1000000}
+  PROFILE_STEPS=${PROFILE_STEPS:-100}
+  LM_DIMS=${LM_DIMS:-8 64 128 4 512 8} MOE_SPEC=${MOE_SPEC:-4 256 64 256 8}
+  [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
+  if ! command -v perf >/dev/null 2>&1 || ! [ -x /usr/bin/time ]; then
+    echo "profile: skipped (needs perf and GNU time: apt-get install linux-perf time)"
+    return 0
+  fi
+  if ! perf stat -e page-faults,syscalls:sys_enter_sched_yield,syscalls:sys_enter_write true >/dev/null 2>&1; then
+    echo "profile: skipped (perf cannot count page faults and syscall tracepoints here: run as root, or lower" \
+         "kernel.perf_event_paranoid)"
+    return 0
+  fi
+  set -- $LM_DIMS
+  [ $# = 6 ] || die "LM_DIMS: expected six numbers B T M NH H E, got '$LM_DIMS'"
+  $PYTHON "$top/scripts/lm_data.py" --out "$tmp/lmdata" --batch $1 --seq $2 >"$tmp/lmdata.log" ||
+    die "scripts/lm_data.py failed (the corpus is Debian's fortunes: apt-get install fortunes)"
+  $GSLC --precision bf16 -O2 -D DATA=1 -D EXPERT=1 -D B=$1 -D T=$2 -D M=$3 -D NH=$4 -D H=$5 -D E=$6 \
+    "$top/examples/lm.gsl" -o "$tmp/p_lm16" || die "gslc --precision bf16 failed (examples/lm.gsl)"
+  set -- $MOE_SPEC
+  [ $# = 5 ] || die "MOE_SPEC: expected five numbers G S M H E, got '$MOE_SPEC'"
+  md="-D S=$2 -D M=$3 -D H=$4 -D E=$5"
+  for p in "|1|$1" "--precision bf16|1|$1" "|2|$(($1 * 2))" "--precision bf16|2|$(($1 * 2))"; do
+    prec=${p%%|*} rest=${p#*|}; np=${rest%|*} g=${rest#*|}
+    # shellcheck disable=SC2086
+    $GSLC $prec -D D=$np -D G=$g $md "$top/bench/moe_train.gsl" -o "$tmp/p_mt${np}${prec:+_bf16}" ||
+      die "gslc failed (bench/moe_train.gsl, D=$np $prec)"
+    $PYTHON -c "import numpy as np, sys
+np.save(sys.argv[1], np.random.default_rng(1).standard_normal(($g, $2, $3)).astype(np.float32))" \
+      "$tmp/p_x$np.npy" || die "numpy is needed for the moe batch (apt-get install python3-numpy)"
+  done
+  blas_core "$tmp/p_lm16" "GSL"
+
+  # the counts of one run, summed over its ranks: "faults switches yields
+  # voluntary involuntary"; each rank runs under its own perf stat and
+  # time, so that mpiexec's own events stay out
+  pcount() {  # NP PROG STEPS INPUT
+    rm -f "$tmp"/p_stat.* "$tmp"/p_time.*
+    $MPIEXEC -n $1 sh -c 'exec /usr/bin/time -f "%w %c" -o "$0/p_time.${PMI_RANK:-$$}" perf stat -x, \
+        -o "$0/p_stat.${PMI_RANK:-$$}" -e page-faults,context-switches,syscalls:sys_enter_sched_yield "$@"' "$tmp" \
+      "$2" --quiet --steps $3 --log-every 1 --input "$4" --metrics "$tmp/p.jsonl" >"$tmp/p.log" 2>&1 ||
+      { cat "$tmp/p.log" >&2; return 1; }
+    awk -F, '$3 == "page-faults" { f += $1 } $3 == "context-switches" { c += $1 } $3 ~ /sched_yield/ { y += $1 }
+      END { printf "%d %d %d", f, c, y }' "$tmp"/p_stat.*
+    awk '{ v += $1; i += $2 } END { printf " %d %d\n", v, i }' "$tmp"/p_time.*
+  }
+  n0=$WARMUP n1=$((WARMUP + STEPS)) n2=$((WARMUP + STEPS + PROFILE_LONG))
+  echo "GSL profile: the steady state, events a step summed over the ranks (perf stat and /usr/bin/time on each rank)"
+  printf '  %-34s %-12s %8s %8s %8s %8s %8s\n' program steps faults switches yields vol invol
+  for c in "lm bf16 -n 1|1|$tmp/p_lm16|tokens=$tmp/lmdata/train.npy" \
+           "moe_train f32 -n 1|1|$tmp/p_mt1|x=$tmp/p_x1.npy" "moe_train bf16 -n 1|1|$tmp/p_mt1_bf16|x=$tmp/p_x1.npy" \
+           "moe_train f32 -n 2|2|$tmp/p_mt2|x=$tmp/p_x2.npy" "moe_train bf16 -n 2|2|$tmp/p_mt2_bf16|x=$tmp/p_x2.npy"; do
+    name=${c%%|*} rest=${c#*|}; np=${rest%%|*} rest=${rest#*|}; prog=${rest%|*} in=${rest#*|}
+    a=$(pcount $np "$prog" $n0 "$in") && b=$(pcount $np "$prog" $n1 "$in") && z=$(pcount $np "$prog" $n2 "$in") ||
+      die "the $name run failed"
+    echo "$a|$b|$z" | awk -F'|' -v name="$name" -v n0=$n0 -v n1=$n1 -v n2=$n2 '
+      function row(w, x, y, d,   i) { printf "  %-34s %-12s", name, w; split(x, p, " "); split(y, q, " ")
+        for (i = 1; i <= 5; i++) printf " %8.2f", (q[i] - p[i]) / d; print "" }
+      { row(sprintf("%d-%d", n0 + 1, n1), $1, $2, n1 - n0); row(sprintf("%d-%d", n1 + 1, n2), $2, $3, n2 - n1) }'
+  done
+  echo "(a step's count: the difference of two runs' counts over the difference of their steps, so start-up" \
+       "and the end cancel; vol/invol: voluntary and involuntary context switches)"
+
+  # the samples of one program's steady state, sorted into kinds
+  pbreak() {  # NAME NP PROG INPUT EVENT (cpu-clock or page-faults)
+    case $5 in cpu-clock) ev=cpu-clock/period=$PROFILE_PERIOD/ scale=$PROFILE_PERIOD ;; *) ev=$5/period=1/ scale=0 ;; esac
+    DNNL_JIT_PROFILE=2 perf record -q -m 1024 -o "$tmp/p.data" -e $ev \
+      --call-graph dwarf,8192 -e syscalls:sys_enter_write -- \
+      $MPIEXEC -n $2 "$3" --quiet --steps $nr --log-every 1 --input "$4" --metrics "$tmp/p.jsonl" \
+      >"$tmp/p.log" 2>&1 || { cat "$tmp/p.log" >&2; die "perf record failed ($1)"; }
+    perf script -i "$tmp/p.data" -F comm,tid,time,event,trace,ip,sym,dso >"$tmp/p.script" 2>/dev/null ||
+      die "perf script failed ($1)"
+    # the perf maps oneDNN wrote for the ranks (DNNL_JIT_PROFILE=2)
+    for pid in $(awk -v c="$(basename "$3")" '$1 == c && !s[$2]++ { print $2 }' "$tmp/p.script"); do
+      rm -f "/tmp/perf-$pid.map"
+    done
+    awk -v prog="$(basename "$3")" -v warm=$n0 -v steps=$nr -v ev=$5 -v period=$scale -f "$tmp/p.awk" \
+      "$tmp/p.script" || die "the profile's samples could not be sorted ($1)"
+  }
+  prof_kinds >"$tmp/p.awk"
+  nr=$((n0 + PROFILE_STEPS))
+  set -- $LM_DIMS
+  echo
+  echo "where the steady state of the lm's bf16 step goes: examples/lm.gsl at B=$1 T=$2 M=$3 NH=$4 H=$5 E=$6," \
+       "--precision bf16, $MPIEXEC -n 1, steps $((n0 + 1))-$nr (perf record, cpu-clock every $PROFILE_PERIOD ns)"
+  pbreak lm 1 "$tmp/p_lm16" tokens="$tmp/lmdata/train.npy" cpu-clock
+  set -- $MOE_SPEC
+  echo
+  echo "the same of bench/moe_train.gsl's bf16 step at G=$(($1 * 2)) S=$2 M=$3 H=$4 E=$5, $MPIEXEC -n 2, both" \
+       "ranks' samples (ms a step: their sum)"
+  pbreak moe_train 2 "$tmp/p_mt2_bf16" x="$tmp/p_x2.npy" cpu-clock
+  echo
+  echo "and where its page faults come from (perf record -e page-faults, every one), steps $((n0 + 1))-$nr"
+  pbreak moe_train 2 "$tmp/p_mt2_bf16" x="$tmp/p_x2.npy" page-faults
+}
+
+# The awk program that sorts the samples of `perf script -F
+# comm,tid,time,event,trace,ip,sym,dso` (cpu-clock with call graphs, and
+# syscalls:sys_enter_write) into the kinds of work of a GSL step. The
+# window: the program's --metrics file is the file descriptor that a
+# process `prog` wrote `steps` times, or one or two more (rank 0 tries
+# the file with a byte before step 1), its last `steps` writes one line a
+# step; the samples of `prog` after the `warm`-th of those and up to the
+# last are the steady state. Each sample's kind comes from its call
+# chain: a page fault, a sched_yield or oneDNN making a primitive
+# anywhere in it first; then other kernel time (system calls, MPI's
+# counted with the collectives, or interrupts and preemption); then,
+# from the leaf up, the first frame that tells: a compiled kernel
+# (gslc names each kN.KIND, KIND its op's kind: binary, cast, reduce,
+# ...), a matrix product (oneDNN's JIT code, named in perf's map through
+# DNNL_JIT_PROFILE=2, oneDNN, OpenBLAS, the runtime's product calls), the
+# moe routing, a collective (MPI, UCX, the runtime's calls), gsl_step's
+# own code, the rest of the runtime; frames of libc and such are passed
+# over to their caller (a chain that ends in libc is tabled as such: perf
+# could not unwind it). `ev` is the sampled event, cpu-clock (`period`
+# ns a sample) or page-faults (`period` 0: every fault, sorted by the
+# user frames of its chain alone).
+prof_kinds() {
+  cat <<'AWK'
+BEGIN { RS = ""; prim = "\\|dnnl_primitive_create|\\|dnnl_[a-z_]*primitive_desc_create" }
+{
+  n = split($0, line, "\n")
+  split(line[1], h, " ")
+  if (h[1] != prog)
+    next
+  if (line[1] ~ /sys_enter_write/) {
+    fd = line[1]; sub(/.*fd: /, "", fd); sub(/,.*/, "", fd)
+    key = h[2] " " fd
+    w[key]++
+    wt[key, w[key]] = h[3] + 0
+    next
+  }
+  if (line[1] !~ ev)
+    next
+  ns++
+  st[ns] = h[3] + 0
+  sk[ns] = kind(line, n)
+}
+function kind(line, n,   i, s, d, all, j) {
+  all = ""
+  j = 2
+  for (i = 2; i <= n; i++) {
+    s = line[i]; sub(/^[ \t]*[0-9a-f]+ /, "", s)
+    d = s; sub(/.* \(/, "", d); sub(/\)$/, "", d)
+    sub(/ \([^()]*\)$/, "", s)
+    sy[i] = s; so[i] = d
+    all = all "|" s
+    if (ev == "page-faults" && d ~ /kallsyms/)
+      j = i + 1
+  }
+  if (ev == "page-faults") {
+    all = ""
+    for (i = j; i <= n; i++)
+      all = all "|" sy[i]
+    return user(j, n, all)
+  }
+  if (all ~ /\|(asm_)?exc_page_fault|\|handle_mm_fault/)
+    return "page faults"
+  if (all ~ /sched_yield/)
+    return "sched_yield"
+  if (all ~ prim)
+    return "oneDNN: making primitives"
+  if (so[2] ~ /kallsyms/) {
+    if (all ~ /\|do_syscall_64|\|entry_SYSCALL/) {
+      for (i = 2; i <= n; i++)
+        if (so[i] ~ /libmpi|libuc[pstm]/)
+          return "collectives (MPI)"
+      return "kernel: system calls (inputs, --metrics)"
+    }
+    return "kernel: interrupts, preemption"
+  }
+  return user(2, n, all)
+}
+function user(j, n, all,   i, s, d) {
+  if (all ~ prim)
+    return "oneDNN: making primitives"
+  for (i = j; i <= n; i++) {
+    s = sy[i]; d = so[i]
+    if (s ~ /^k[0-9]+\./) {
+      sub(/^k[0-9]+\./, "", s); sub(/[^a-z_].*/, "", s)
+      return "compiled loops: " s
+    }
+    if (d ~ /perf-[0-9]+\.map|libdnnl|libopenblas/ ||
+        s ~ /^(gslrt_sgemm|gslrt_gemm_bf16|onednn_gemm|fill_product|bf16_run|sgemm_run|blas_sgemm|primitive_for|cache_slot)/)
+      return "products (oneDNN, OpenBLAS)"
+    if (s ~ /^(gslrt_dispatch|gslrt_combine|route)$/)
+      return "moe routing"
+    if (d ~ /libmpi|libuc[pstm]/ || s ~ /^gslrt_(all_|reduce_scatter|collective_permute|watch_|agree)/)
+      return "collectives (MPI)"
+    if (s == "gsl_step")
+      return "gsl_step's own code"
+    if (s ~ /^gslrt_|^read_run$|^first_out_of_range$|^run_steps$/)
+      return "runtime: inputs, checks, log"
+  }
+  return "libc, its caller not unwound (memcpy, memset, malloc)"
+}
+END {
+  for (key in w)
+    if (w[key] >= steps && w[key] <= steps + 2 && (found == "" || w[key] < w[found]))
+      found = key
+  if (found == "") {
+    print "bench: profile: no file written " steps " times by " prog " (its --metrics)" >"/dev/stderr"
+    exit 1
+  }
+  t0 = wt[found, w[found] - steps + warm]; t1 = wt[found, w[found]]
+  for (i = 1; i <= ns; i++)
+    if (st[i] > t0 && st[i] <= t1) {
+      c[sk[i]]++
+      tot++
+    }
+  ms = (period ? period / 1e6 : 1) / (steps - warm)
+  printf "  %-52s %8s %10s %7s\n", "kind", "samples", period ? "ms a step" : "a step", "share"
+  for (k in c)
+    printf "  %-52s %8d %10.2f %6.1f%%\n", k, c[k], c[k] * ms, 100 * c[k] / tot | "sort"
+  close("sort")
+  printf "  %-52s %8d %10.2f %6.1f%%\n", "all", tot, tot * ms, tot ? 100 : 0
+  printf "  (%s of steps %d-%d, %.1f s between the --metrics lines; wall ms a step %.2f)\n",
+    period ? "the CPU time" : "the page faults", warm + 1, steps, t1 - t0, 1000 * (t1 - t0) / (steps - warm)
+}
+AWK
+}
+
 case $ONLY in
-  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine; echo; auto; echo; depth; echo; remat ;;
+  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine; echo; auto; echo; depth; echo; remat; echo; profile ;;
   depth) depth ;;
   remat) remat ;;
+  profile) profile ;;
   gemm) gemm ;;
   machine) machine ;;
   mlp) mlp ;;
@@ -1221,5 +1475,5 @@ case $ONLY in
   moe_train) moe_train ;;
   lm) lm ;;
   auto) auto ;;
-  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm, machine, auto, depth or remat" ;;
+  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm, machine, auto, depth, remat or profile" ;;
 esac
