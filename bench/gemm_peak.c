@@ -7,7 +7,10 @@
  * and with AVX512-BF16 the bf16 dot product vdpbf16ps (two multiply-adds
  * per f32 lane). Then every library kernel on the shapes GSL's examples
  * and benches multiply: OpenBLAS sgemm, oneDNN's f32 matmul, oneDNN's bf16
- * matmul (f32 out), OpenBLAS's sbgemm where the library exports it, and
+ * matmul (f32 out), the same two with M a runtime dimension (one primitive
+ * for every row count: what oneDNN runs then, against the fixed primitive
+ * the runtime makes for each bucket of a moe block's filled rows,
+ * runtime/slots.c), OpenBLAS's sbgemm where the library exports it, and
  * the runtime's own gslrt_sgemm and gslrt_gemm_bf16 (which pick among
  * them). Each kernel is set up once (a oneDNN primitive created once), run
  * GEMM_WARMUP times, then timed over GEMM_REPS repetitions of enough calls
@@ -173,10 +176,18 @@ typedef struct operands {
   uint16_t *ha, *hb;
 } operands;
 
-enum kernel { K_SGEMM, K_DNNL_F32, K_DNNL_BF16, K_SBGEMM, K_GSLRT_F32, K_GSLRT_BF16, NKERNELS };
-static const char *kernel_name[NKERNELS] = {"openblas sgemm", "onednn f32", "onednn bf16", "openblas sbgemm",
-                                            "gslrt_sgemm", "gslrt_gemm_bf16"};
-static const int kernel_bf16[NKERNELS] = {0, 0, 1, 1, 0, 1};
+enum kernel { K_SGEMM, K_DNNL_F32, K_DNNL_BF16, K_DNNL_F32_RTM, K_DNNL_BF16_RTM, K_SBGEMM, K_GSLRT_F32,
+              K_GSLRT_BF16, NKERNELS };
+static const char *kernel_name[NKERNELS] = {"openblas sgemm", "onednn f32", "onednn bf16", "onednn f32 rt-M",
+                                            "onednn bf16 rt-M", "openblas sbgemm", "gslrt_sgemm",
+                                            "gslrt_gemm_bf16"};
+static const int kernel_bf16[NKERNELS] = {0, 0, 1, 0, 1, 1, 0, 1};
+/* The oneDNN kernels: bf16 operands, and M (with the strides it sets) a
+ * runtime dimension (DNNL_RUNTIME_DIM_VAL), one primitive for every row
+ * count, as a product over a moe block's filled slots could use. */
+static const int kernel_dnn_bf16[NKERNELS] = {[K_DNNL_BF16] = 1, [K_DNNL_BF16_RTM] = 1};
+static const int kernel_dnn_rtm[NKERNELS] = {[K_DNNL_F32_RTM] = 1, [K_DNNL_BF16_RTM] = 1};
+#define IS_DNN(k) ((k) == K_DNNL_F32 || (k) == K_DNNL_BF16 || (k) == K_DNNL_F32_RTM || (k) == K_DNNL_BF16_RTM)
 
 /* cblas_sbgemm, if the OpenBLAS loaded exports it (Debian's 0.3.21 does not). */
 typedef void (*sbgemm_fn)(int, int, int, int, int, int, float, const uint16_t *, int,
@@ -193,24 +204,33 @@ typedef struct dnn_gemm {
   char impl[64];
 } dnn_gemm;
 
+/* A dense operand stored rows x cols per batch entry, read transposed
+ * when trans; m_rows / m_cols: the stored rows / columns are M, made a
+ * runtime dimension when rtm (with every stride that depends on it). */
 static void md3(dnnl_memory_desc_t *md, dnnl_data_type_t t, int64_t batch, int trans, int64_t rows,
-                int64_t cols) {
-  dnnl_dims_t dims = {batch, trans ? cols : rows, trans ? rows : cols};
-  dnnl_dims_t strides = {rows * cols, trans ? 1 : cols, trans ? cols : 1};
+                int64_t cols, int rtm, int m_rows, int m_cols) {
+  int64_t r = rtm && m_rows ? DNNL_RUNTIME_DIM_VAL : rows, c = rtm && m_cols ? DNNL_RUNTIME_DIM_VAL : cols;
+  int64_t size = rtm && (m_rows || m_cols) ? DNNL_RUNTIME_DIM_VAL : rows * cols;
+  dnnl_dims_t dims = {batch, trans ? c : r, trans ? r : c};
+  dnnl_dims_t strides = {size, trans ? 1 : c, trans ? c : 1};
   dnnl_memory_desc_init_by_strides(md, 3, dims, t, strides);
 }
 
-static int dnn_setup(dnn_gemm *g, const operands *o, int bf16) {
+static int dnn_setup(dnn_gemm *g, const operands *o, int bf16, int rtm) {
   const shape *s = &o->s;
   dnnl_data_type_t t = bf16 ? dnnl_bf16 : dnnl_f32;
-  dnnl_memory_desc_t md[3];
+  dnnl_memory_desc_t md[3], pmd[3];
   dnnl_matmul_desc_t op;
   dnnl_primitive_desc_t pd;
   const char *impl = "?";
-  md3(&md[0], t, s->batch, s->ta, s->ta ? s->k : s->m, s->ta ? s->m : s->k);
-  md3(&md[1], t, s->batch, s->tb, s->tb ? s->n : s->k, s->tb ? s->k : s->n);
-  md3(&md[2], dnnl_f32, s->batch, 0, s->m, s->n);
-  if (dnnl_matmul_desc_init(&op, &md[0], &md[1], NULL, &md[2]) != dnnl_success ||
+  for (int v = 0; v < 2; v++) { /* the primitive's descriptors (M runtime if rtm), then the memories' */
+    dnnl_memory_desc_t *d = v ? md : pmd;
+    int r = v ? 0 : rtm;
+    md3(&d[0], t, s->batch, s->ta, s->ta ? s->k : s->m, s->ta ? s->m : s->k, r, !s->ta, s->ta);
+    md3(&d[1], t, s->batch, s->tb, s->tb ? s->n : s->k, s->tb ? s->k : s->n, 0, 0, 0);
+    md3(&d[2], dnnl_f32, s->batch, 0, s->m, s->n, r, 1, 0);
+  }
+  if (dnnl_matmul_desc_init(&op, &pmd[0], &pmd[1], NULL, &pmd[2]) != dnnl_success ||
       dnnl_primitive_desc_create(&pd, &op, NULL, eng, NULL) != dnnl_success)
     return 0;
   dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
@@ -249,6 +269,8 @@ static void run(int k, const operands *o, const dnn_gemm *dnn) {
     break;
   case K_DNNL_F32:
   case K_DNNL_BF16:
+  case K_DNNL_F32_RTM:
+  case K_DNNL_BF16_RTM:
     dnn_run(dnn);
     break;
   case K_GSLRT_F32:
@@ -269,11 +291,11 @@ static double time_kernel(int k, const operands *o, char *note, size_t len) {
   note[0] = 0;
   if (k == K_SBGEMM && !sbgemm)
     return -1;
-  if ((k == K_DNNL_F32 || k == K_DNNL_BF16) && !dnn_setup(&dnn, o, k == K_DNNL_BF16)) {
+  if (IS_DNN(k) && !dnn_setup(&dnn, o, kernel_dnn_bf16[k], kernel_dnn_rtm[k])) {
     snprintf(note, len, "no primitive");
     return -1;
   }
-  if (k == K_DNNL_F32 || k == K_DNNL_BF16)
+  if (IS_DNN(k))
     snprintf(note, len, "%s", dnn.impl);
   double flops = 2.0 * (double)s->batch * (double)s->m * (double)s->n * (double)s->k;
   memset(o->c, 0, (size_t)(s->batch * s->m * s->n) * sizeof *o->c);
@@ -314,7 +336,8 @@ static const char *default_shapes =
     "1,512,512,128,0,0 1,520,256,128,0,0 1,2048,256,64,0,0 1,2048,64,256,0,0 "
     "1,1024,1024,1024,0,0 1,8192,1024,256,0,0 "
     "1,64,256,2048,1,0 1,2048,64,256,0,1 1,256,1024,8192,1,0 1,8192,256,1024,0,1 "
-    "8,256,1024,256,0,0 32,64,64,32,0,1 32,64,32,64,0,0";
+    "8,256,1024,256,0,0 32,64,64,32,0,1 32,64,32,64,0,0 "
+    "1,96,512,128,0,0 1,272,256,64,0,0 1,272,64,256,0,1";
 
 /* The peaks of this run: the better of the measurements before and after
  * the kernels (f32: on the widest vectors; bf16: vdpbf16ps, else f32's). */
