@@ -7,9 +7,15 @@
  * and with AVX512-BF16 the bf16 dot product vdpbf16ps (two multiply-adds
  * per f32 lane). Then every library kernel on the shapes GSL's examples
  * and benches multiply: OpenBLAS sgemm, oneDNN's f32 matmul, oneDNN's bf16
- * matmul (f32 out), OpenBLAS's sbgemm where the library exports it, and
+ * matmul (f32 out), the same two with M a runtime dimension (one primitive
+ * for every row count: what oneDNN runs then, against the fixed primitive
+ * the runtime makes for each bucket of a moe block's filled rows,
+ * runtime/slots.c), OpenBLAS's sbgemm where the library exports it, and
  * the runtime's own gslrt_sgemm and gslrt_gemm_bf16 (which pick among
- * them). Each kernel is set up once (a oneDNN primitive created once), run
+ * them). Then the runtime's products over a moe block's filled slots
+ * alone (gslrt_sgemm_fill, gslrt_gemm_bf16_fill) on the examples' expert
+ * shapes and fill counts, GFLOP/s counting the filled rows only. Each
+ * kernel is set up once (a oneDNN primitive created once), run
  * GEMM_WARMUP times, then timed over GEMM_REPS repetitions of enough calls
  * to fill about GEMM_MS ms; the best repetition counts (on a loaded
  * machine, many short repetitions find the moments it had a core to
@@ -173,10 +179,18 @@ typedef struct operands {
   uint16_t *ha, *hb;
 } operands;
 
-enum kernel { K_SGEMM, K_DNNL_F32, K_DNNL_BF16, K_SBGEMM, K_GSLRT_F32, K_GSLRT_BF16, NKERNELS };
-static const char *kernel_name[NKERNELS] = {"openblas sgemm", "onednn f32", "onednn bf16", "openblas sbgemm",
-                                            "gslrt_sgemm", "gslrt_gemm_bf16"};
-static const int kernel_bf16[NKERNELS] = {0, 0, 1, 1, 0, 1};
+enum kernel { K_SGEMM, K_DNNL_F32, K_DNNL_BF16, K_DNNL_F32_RTM, K_DNNL_BF16_RTM, K_SBGEMM, K_GSLRT_F32,
+              K_GSLRT_BF16, NKERNELS };
+static const char *kernel_name[NKERNELS] = {"openblas sgemm", "onednn f32", "onednn bf16", "onednn f32 rt-M",
+                                            "onednn bf16 rt-M", "openblas sbgemm", "gslrt_sgemm",
+                                            "gslrt_gemm_bf16"};
+static const int kernel_bf16[NKERNELS] = {0, 0, 1, 0, 1, 1, 0, 1};
+/* The oneDNN kernels: bf16 operands, and M (with the strides it sets) a
+ * runtime dimension (DNNL_RUNTIME_DIM_VAL), one primitive for every row
+ * count, as a product over a moe block's filled slots could use. */
+static const int kernel_dnn_bf16[NKERNELS] = {[K_DNNL_BF16] = 1, [K_DNNL_BF16_RTM] = 1};
+static const int kernel_dnn_rtm[NKERNELS] = {[K_DNNL_F32_RTM] = 1, [K_DNNL_BF16_RTM] = 1};
+#define IS_DNN(k) ((k) == K_DNNL_F32 || (k) == K_DNNL_BF16 || (k) == K_DNNL_F32_RTM || (k) == K_DNNL_BF16_RTM)
 
 /* cblas_sbgemm, if the OpenBLAS loaded exports it (Debian's 0.3.21 does not). */
 typedef void (*sbgemm_fn)(int, int, int, int, int, int, float, const uint16_t *, int,
@@ -193,24 +207,33 @@ typedef struct dnn_gemm {
   char impl[64];
 } dnn_gemm;
 
+/* A dense operand stored rows x cols per batch entry, read transposed
+ * when trans; m_rows / m_cols: the stored rows / columns are M, made a
+ * runtime dimension when rtm (with every stride that depends on it). */
 static void md3(dnnl_memory_desc_t *md, dnnl_data_type_t t, int64_t batch, int trans, int64_t rows,
-                int64_t cols) {
-  dnnl_dims_t dims = {batch, trans ? cols : rows, trans ? rows : cols};
-  dnnl_dims_t strides = {rows * cols, trans ? 1 : cols, trans ? cols : 1};
+                int64_t cols, int rtm, int m_rows, int m_cols) {
+  int64_t r = rtm && m_rows ? DNNL_RUNTIME_DIM_VAL : rows, c = rtm && m_cols ? DNNL_RUNTIME_DIM_VAL : cols;
+  int64_t size = rtm && (m_rows || m_cols) ? DNNL_RUNTIME_DIM_VAL : rows * cols;
+  dnnl_dims_t dims = {batch, trans ? c : r, trans ? r : c};
+  dnnl_dims_t strides = {size, trans ? 1 : c, trans ? c : 1};
   dnnl_memory_desc_init_by_strides(md, 3, dims, t, strides);
 }
 
-static int dnn_setup(dnn_gemm *g, const operands *o, int bf16) {
+static int dnn_setup(dnn_gemm *g, const operands *o, int bf16, int rtm) {
   const shape *s = &o->s;
   dnnl_data_type_t t = bf16 ? dnnl_bf16 : dnnl_f32;
-  dnnl_memory_desc_t md[3];
+  dnnl_memory_desc_t md[3], pmd[3];
   dnnl_matmul_desc_t op;
   dnnl_primitive_desc_t pd;
   const char *impl = "?";
-  md3(&md[0], t, s->batch, s->ta, s->ta ? s->k : s->m, s->ta ? s->m : s->k);
-  md3(&md[1], t, s->batch, s->tb, s->tb ? s->n : s->k, s->tb ? s->k : s->n);
-  md3(&md[2], dnnl_f32, s->batch, 0, s->m, s->n);
-  if (dnnl_matmul_desc_init(&op, &md[0], &md[1], NULL, &md[2]) != dnnl_success ||
+  for (int v = 0; v < 2; v++) { /* the primitive's descriptors (M runtime if rtm), then the memories' */
+    dnnl_memory_desc_t *d = v ? md : pmd;
+    int r = v ? 0 : rtm;
+    md3(&d[0], t, s->batch, s->ta, s->ta ? s->k : s->m, s->ta ? s->m : s->k, r, !s->ta, s->ta);
+    md3(&d[1], t, s->batch, s->tb, s->tb ? s->n : s->k, s->tb ? s->k : s->n, 0, 0, 0);
+    md3(&d[2], dnnl_f32, s->batch, 0, s->m, s->n, r, 1, 0);
+  }
+  if (dnnl_matmul_desc_init(&op, &pmd[0], &pmd[1], NULL, &pmd[2]) != dnnl_success ||
       dnnl_primitive_desc_create(&pd, &op, NULL, eng, NULL) != dnnl_success)
     return 0;
   dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
@@ -249,6 +272,8 @@ static void run(int k, const operands *o, const dnn_gemm *dnn) {
     break;
   case K_DNNL_F32:
   case K_DNNL_BF16:
+  case K_DNNL_F32_RTM:
+  case K_DNNL_BF16_RTM:
     dnn_run(dnn);
     break;
   case K_GSLRT_F32:
@@ -269,11 +294,11 @@ static double time_kernel(int k, const operands *o, char *note, size_t len) {
   note[0] = 0;
   if (k == K_SBGEMM && !sbgemm)
     return -1;
-  if ((k == K_DNNL_F32 || k == K_DNNL_BF16) && !dnn_setup(&dnn, o, k == K_DNNL_BF16)) {
+  if (IS_DNN(k) && !dnn_setup(&dnn, o, kernel_dnn_bf16[k], kernel_dnn_rtm[k])) {
     snprintf(note, len, "no primitive");
     return -1;
   }
-  if (k == K_DNNL_F32 || k == K_DNNL_BF16)
+  if (IS_DNN(k))
     snprintf(note, len, "%s", dnn.impl);
   double flops = 2.0 * (double)s->batch * (double)s->m * (double)s->n * (double)s->k;
   memset(o->c, 0, (size_t)(s->batch * s->m * s->n) * sizeof *o->c);
@@ -310,11 +335,115 @@ static double time_kernel(int k, const operands *o, char *note, size_t len) {
   return best;
 }
 
+/* ---- products over a moe block's filled slots ---------------------------------- */
+
+/* gslrt_sgemm_fill and gslrt_gemm_bf16_fill as the examples call them: a
+ * batch of experts whose rows (by depth: whose summed index) are `blocks`
+ * blocks of slots, each block's count of filled slots drawn from [lo, hi]
+ * (a fixed LCG: 16 patterns, cycled from call to call). The counts are
+ * what the examples meet: examples/lm.gsl's experts 1 to 127 of 128 rows,
+ * about 85 on average; bench/moe_train.gsl's 227 to 293 of 512. */
+typedef struct fill_shape {
+  int64_t batch, m, n, k; /* the product as written, every slot counted */
+  int ta, depth;          /* A transposed; the slots are the summed index (else the rows) */
+  int64_t blocks;         /* (expert, group) blocks of slots per entry */
+  int lo, hi;             /* the range of a block's filled slots */
+} fill_shape;
+
+static const fill_shape fill_shapes[] = {
+    {8, 128, 512, 128, 0, 0, 8, 5, 16}, /* lm: t @ wi[e] */
+    {8, 512, 128, 128, 1, 1, 8, 5, 16}, /* lm: wo[e]'s gradient, summed over the slots */
+    {8, 512, 256, 64, 0, 0, 4, 50, 80}, /* moe_train: t @ wi[e] */
+    {8, 256, 64, 512, 1, 1, 4, 50, 80}, /* moe_train: wo[e]'s gradient */
+};
+
+/* Best GFLOP/s of one filled-slots product, counting the filled rows
+ * (terms) alone: 2 n k a filled row, 2 m n a filled term; the first
+ * pattern's result checked against OpenBLAS's sgemm on A with its empty
+ * slots zeroed. */
+static double time_fill(const fill_shape *f, int bf16, char *note, size_t len) {
+  int64_t b = f->batch, m = f->m, n = f->n, k = f->k, all = f->depth ? k : m, slots = all / f->blocks;
+  int64_t lda = f->ta ? m : k, na = b * m * k, nb = b * k * n, nc = b * m * n;
+  float *a = malloc((size_t)na * 4), *bm = malloc((size_t)nb * 4), *c = malloc((size_t)nc * 4),
+        *ref = malloc((size_t)nc * 4), *za = malloc((size_t)na * 4);
+  uint16_t *ha = malloc((size_t)na * 2), *hb = malloc((size_t)nb * 2);
+  int32_t *fill = malloc(sizeof *fill * (size_t)(16 * b * f->blocks));
+  if (!a || !bm || !c || !ref || !za || !ha || !hb || !fill) {
+    fprintf(stderr, "gemm_peak: out of memory for a filled-slots product\n");
+    exit(1);
+  }
+  uint32_t x = 12345;
+  for (int64_t i = 0; i < na + nb; i++) {
+    x = x * 1664525u + 1013904223u;
+    float v = (float)((int)(x >> 24) - 128) / 128.0f;
+    if (i < na)
+      a[i] = v, ha[i] = gslrt_bf16_round(v);
+    else
+      bm[i - na] = v, hb[i - na] = gslrt_bf16_round(v);
+  }
+  double filled = 0;
+  for (int64_t i = 0; i < 16 * b * f->blocks; i++) {
+    x = x * 1664525u + 1013904223u;
+    fill[i] = f->lo + (int32_t)((x >> 16) % (uint32_t)(f->hi - f->lo + 1));
+    filled += fill[i];
+  }
+  double flop = 2.0 * filled / 16 * (double)(f->depth ? m * n : n * k); /* a call, on average */
+  /* the reference: the whole product with the first pattern's empty slots of A zeroed */
+  memcpy(za, a, (size_t)na * 4);
+  for (int64_t e = 0; e < b; e++)
+    for (int64_t s = 0; s < all; s++)
+      if (s % slots >= fill[e * f->blocks + s / slots]) /* slot s of entry e is empty: its row (term) of op(A) */
+        for (int64_t t = 0; t < (f->depth ? m : k); t++)
+          za[e * m * k + (f->depth == f->ta ? s * lda + t : t * lda + s)] = 0;
+  for (int64_t e = 0; e < b; e++)
+    cblas_sgemm(CblasRowMajor, f->ta ? CblasTrans : CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
+                za + e * m * k, (int)lda, bm + e * k * n, (int)n, 0.0f, ref + e * m * n, (int)n);
+  int calls = 0;
+  double best = 0;
+  for (int r = -1; r < reps; r++) { /* r = -1: the warm-up, which also sizes a repetition */
+    int todo = r < 0 ? 16 * warmup + 16 : calls;
+    double t0 = now();
+    for (int i = 0; i < todo; i++) {
+      const int32_t *fi = fill + (i % 16) * b * f->blocks;
+      if (bf16)
+        gslrt_gemm_bf16_fill(b, f->ta, 0, m, n, k, ha, lda, m * k, hb, n, k * n, c, n, m * n, fi, f->blocks,
+                             slots, f->depth);
+      else
+        gslrt_sgemm_fill(b, f->ta, 0, m, n, k, a, lda, m * k, bm, n, k * n, c, n, m * n, fi, f->blocks, slots,
+                         f->depth);
+    }
+    double t = now() - t0;
+    if (r < 0)
+      calls = (int)(window / (t / todo)) < 16 ? 16 : (int)(window / (t / todo));
+    else
+      best = fmax(best, flop * todo / t / 1e9);
+  }
+  if (bf16)
+    gslrt_gemm_bf16_fill(b, f->ta, 0, m, n, k, ha, lda, m * k, hb, n, k * n, c, n, m * n, fill, f->blocks, slots,
+                         f->depth);
+  else
+    gslrt_sgemm_fill(b, f->ta, 0, m, n, k, a, lda, m * k, bm, n, k * n, c, n, m * n, fill, f->blocks, slots,
+                     f->depth);
+  double err = 0, scale = 0;
+  for (int64_t i = 0; i < nc; i++) {
+    err = fmax(err, fabs((double)c[i] - (double)ref[i]));
+    scale = fmax(scale, fabs((double)ref[i]));
+  }
+  note[0] = 0;
+  if (!(err <= 1e-5 * scale)) {
+    snprintf(note, len, "WRONG: max error %.3g of %.3g", err, scale);
+    failed = 1;
+  }
+  free(a), free(bm), free(c), free(ref), free(za), free(ha), free(hb), free(fill);
+  return best;
+}
+
 static const char *default_shapes =
     "1,512,512,128,0,0 1,520,256,128,0,0 1,2048,256,64,0,0 1,2048,64,256,0,0 "
     "1,1024,1024,1024,0,0 1,8192,1024,256,0,0 "
     "1,64,256,2048,1,0 1,2048,64,256,0,1 1,256,1024,8192,1,0 1,8192,256,1024,0,1 "
-    "8,256,1024,256,0,0 32,64,64,32,0,1 32,64,32,64,0,0";
+    "8,256,1024,256,0,0 32,64,64,32,0,1 32,64,32,64,0,0 "
+    "1,96,512,128,0,0 1,272,256,64,0,0 1,272,64,256,0,1";
 
 /* The peaks of this run: the better of the measurements before and after
  * the kernels (f32: on the widest vectors; bf16: vdpbf16ps, else f32's). */
@@ -436,6 +565,10 @@ int main(void) {
     free(o.a), free(o.b), free(o.c), free(o.ref), free(o.ha), free(o.hb);
   }
   free(copy);
+  double fill_gflops[2 * sizeof fill_shapes / sizeof fill_shapes[0]];
+  char fill_note[2 * sizeof fill_shapes / sizeof fill_shapes[0]][96];
+  for (size_t i = 0; i < 2 * sizeof fill_shapes / sizeof fill_shapes[0]; i++)
+    fill_gflops[i] = time_fill(&fill_shapes[i / 2], (int)(i % 2), fill_note[i], sizeof fill_note[i]);
   peaks(zmm, ymm, bf16, "after them");
   printf("peaks used: f32 %.1f, bf16 %.1f GFLOP/s (the better of the two measurements)\n", peak_f32,
          peak_bf16);
@@ -450,6 +583,19 @@ int main(void) {
     else
       printf("%-28s %-16s %9.1f %7.0f%%   %s\n", r->shape, kernel_name[r->kernel], r->gflops,
              100 * r->gflops / p, r->note);
+  }
+  printf("\nover a moe block's filled slots (runtime/slots.c), GFLOP/s of the filled rows (terms) alone:\n");
+  printf("%-28s %-10s %-22s %9s %8s   %s\n", "product", "slots", "kernel", "GFLOP/s", "of peak", "note");
+  for (size_t i = 0; i < 2 * sizeof fill_shapes / sizeof fill_shapes[0]; i++) {
+    const fill_shape *f = &fill_shapes[i / 2];
+    shape s = {f->batch, f->m, f->n, f->k, f->ta, 0};
+    char name[64], slots[32];
+    describe(&s, name, sizeof name);
+    snprintf(slots, sizeof slots, "%s %d-%d/%lld", f->depth ? "sum" : "rows", f->lo, f->hi,
+             (long long)((f->depth ? f->k : f->m) / f->blocks));
+    double p = i % 2 ? peak_bf16 : peak_f32;
+    printf("%-28s %-10s %-22s %9.1f %7.0f%%   %s\n", name, slots, i % 2 ? "gslrt_gemm_bf16_fill" : "gslrt_sgemm_fill",
+           fill_gflops[i], p > 0 ? 100 * fill_gflops[i] / p : 0.0, fill_note[i]);
   }
   gslrt_gemm_counts n;
   gslrt_gemm_get_counts(&n);

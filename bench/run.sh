@@ -934,7 +934,7 @@ lm() {
 # runtime's own gslrt_sgemm and gslrt_gemm_bf16) and the runtime's libraries
 # (GEMM_LIBS, by default RT_LIBS, which make bench passes), run as a plain process.
 gemm() {
-  MPICC=${MPICC:-mpicc} LIBGSLRT=${LIBGSLRT:-runtime/libgslrt.a}
+  MPICC=${MPICC:-mpicc} MPIEXEC=${MPIEXEC:-mpiexec} LIBGSLRT=${LIBGSLRT:-runtime/libgslrt.a}
   GEMM_LIBS=${GEMM_LIBS:-$RT_LIBS}
   [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
   $MPICC -std=c11 -O2 -I"$top/runtime" "$here/gemm_peak.c" "$LIBGSLRT" $GEMM_LIBS -ldl \

@@ -451,15 +451,14 @@ static void test_gemm_bf16_rounding(void) {
   gslrt_gemm_use_onednn(1);
 }
 
-/* A product is set up once per distinct descriptor: the same call again
- * finds its primitive (or the fact that oneDNN declined it) in the cache. */
 /* gslrt_sgemm_fill and gslrt_gemm_bf16_fill against a plain loop over the
  * filled slots: by rows (rows past a block's count zero) and by depth (the
  * sum over each block's first terms only), both transposes of A, with
  * values that are multiples of 1/8 (exact in bf16, every sum exact in f32:
  * the comparison is exact). 3 blocks of 4 slots: counts 4, 0, 2 (and a
- * batch entry all full); and 3 blocks of 40: counts 7, 0, 25, whose 32
- * packed rows (terms) are padded with zeros to 64 of the 120. */
+ * batch entry all full), and every block of both entries full (one
+ * batched product); and 3 blocks of 40: counts 7, 0, 26, whose 33 packed
+ * rows (terms) are padded with zeros to 48 of the 120 (buckets of 16). */
 static void check_fill(int bf, int depth, int ta, int64_t SL, const int32_t *fill) {
   enum { BL = 3, N = 5, O = 6 };
   int64_t m = depth ? O : BL * SL, k = depth ? BL * SL : O, na = BL * SL * O, nb = BL * SL * N;
@@ -511,15 +510,41 @@ static void check_fill(int bf, int depth, int ta, int64_t SL, const int32_t *fil
 }
 
 static void test_gemm_fill(void) {
-  static const int32_t small[6] = {4, 0, 2, 4, 4, 4}, large[6] = {7, 0, 25, 40, 3, 40};
+  static const int32_t small[6] = {4, 0, 2, 4, 4, 4}, full[6] = {4, 4, 4, 4, 4, 4}, large[6] = {7, 0, 26, 40, 3, 40};
   for (int bf = 0; bf < 2; bf++)
     for (int depth = 0; depth < 2; depth++)
       for (int ta = 0; ta < 2; ta++) {
         check_fill(bf, depth, ta, 4, small);
+        check_fill(bf, depth, ta, 4, full);
         check_fill(bf, depth, ta, 40, large);
       }
 }
 
+/* A product over filled slots is set up once per bucket of rows, not once
+ * per count: every count of 1 to 128 filled rows (8 blocks of 16 slots)
+ * makes at most the descriptors of the 8 buckets of 16 rows. */
+static void test_gemm_fill_buckets(void) {
+  enum { BL = 8, SL = 16, M = BL * SL, N = 32, K = 32 };
+  static uint16_t a[M * K], b[K * N];
+  static float c[M * N];
+  for (int i = 0; i < M * K; i++)
+    a[i] = gslrt_bf16_round(gemm_value(i, 1));
+  for (int i = 0; i < K * N; i++)
+    b[i] = gslrt_bf16_round(gemm_value(i, 2));
+  gslrt_gemm_counts c0, c1;
+  gslrt_gemm_get_counts(&c0);
+  for (int kept = 1; kept <= M; kept++) {
+    int32_t fill[BL];
+    for (int j = 0; j < BL; j++)
+      fill[j] = kept / BL + (j < kept % BL);
+    gslrt_gemm_bf16_fill(1, 0, 0, M, N, K, a, K, 0, b, N, 0, c, N, 0, fill, BL, SL, 0);
+  }
+  gslrt_gemm_get_counts(&c1);
+  CU_ASSERT((c1.created + c1.declined) - (c0.created + c0.declined) <= 8);
+}
+
+/* A product is set up once per distinct descriptor: the same call again
+ * finds its primitive (or the fact that oneDNN declined it) in the cache. */
 static void test_gemm_cache(void) {
   enum { M = 19, N = 23, K = 29 };
   uint16_t a[M * K], b[K * N];
@@ -966,6 +991,7 @@ void add_runtime_tests(void) {
   tests_add(s, "gemm bf16 rounding", test_gemm_bf16_rounding);
   tests_add(s, "gemm primitive cache", test_gemm_cache);
   tests_add(s, "gemm over filled slots", test_gemm_fill);
+  tests_add(s, "gemm over filled slots: a primitive per bucket", test_gemm_fill_buckets);
   tests_add(s, "mesh tiles", test_tiles);
   tests_add(s, "block indices", test_block_index);
   tests_add(s, "pack blocks", test_pack_blocks);
