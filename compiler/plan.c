@@ -145,8 +145,24 @@ static void decide_buffers(Plan *pl, const Program *p) {
      * and an output other than a param is the value as the step computed it */
     if (alias && output[i] && p->values[pl->root[i]]->op == OP_PARAM)
       pl->root[i] = i;
+    if (v->op == OP_CAST && pl->mat[i]) /* a twin: the buffer of the same cast before it */
+      for (int u = uses.first[v->args[0]->id]; u < uses.first[v->args[0]->id + 1]; u++) {
+        const Value *c = p->values[uses.list[2 * u]];
+        if (c->id >= i)
+          break;
+        if (c->op == OP_CAST && c->dtype == v->dtype && pl->mat[c->id] && pl->root[c->id] == c->id) {
+          pl->root[i] = c->id;
+          break;
+        }
+      }
   }
   ir_uses_free(&uses);
+}
+
+/* Whether v is a twin: a cast whose buffer is that of the same cast of the
+ * same operand before it (decide_buffers), which has no code of its own. */
+static bool twin(const Plan *pl, const Value *v) {
+  return v->op == OP_CAST && pl->mat[v->id] && pl->root[v->id] != v->id;
 }
 
 /* ---- an einsum's temporaries ------------------------------------------------ */
@@ -249,7 +265,7 @@ static void plan_loops(Plan *pl, const Program *p) {
   int *anext = xmalloc(m * sizeof *anext); /* per value: the next alias of its root, -1: none */
   int *ahead = xmalloc(m * sizeof *ahead); /* per root: its first alias, -1: none */
   for (int i = 0; i < n; i++) {
-    at[i] = pl->mat[i] ? i : -1;
+    at[i] = pl->mat[i] && !twin(pl, p->values[i]) ? i : -1;
     ahead[i] = anext[i] = -1;
   }
   for (int i = n - 1; i >= 0; i--)
@@ -319,7 +335,7 @@ static void plan_lifetimes(Plan *pl, const Program *p) {
   int n = p->nvalues;
   int *at = pl->at;
   for (int i = 0; i < n; i++) {
-    at[i] = pl->mat[i] ? pl->loop[i] : -1;
+    at[i] = pl->mat[i] && !twin(pl, p->values[i]) ? pl->loop[i] : -1;
     pl->first[i] = pl->last[i] = pl->mat[i] ? pl->loop[i] : i;
     if (p->values[i]->carrier) /* a rider is written by its carrier's call */
       pl->first[i] = p->values[i]->carrier->id;
