@@ -246,15 +246,19 @@ static void add_leaves(const Plan *pl, const Value *v, int *cand, int *ncand, in
  * of the last (pl->loop), each element of each computed once, stored to its
  * buffer and handed on in a register to the later ones: an optimizer's
  * update reads the param, its gradient and its states once for the new
- * param and every new state, a value and its cast to bf16 come from one
- * pass. A value a (step a) joins the loop of leader L (step b) when every
- * read of its buffer is either by a member, element for element, or after
- * b; and when it is of L's pass (gsl_eval and gsl_forward call whole loops
- * of the forward pass). A value no one reads past its loop is held in
- * registers only (pl->held): it gets no buffer. Its operands are then read at b: their lifetimes
- * follow (pl->at), and an update in place of a param a member reads before
- * b is refused by plan_inplace as any later read refuses it. Values are
- * taken from the last to the first, so that every reader of a candidate
+ * param and every new state; a value and its cast to bf16 come from one
+ * pass. A value a joins the loop of the value L (a < L) when every read of
+ * its buffer is by a value of the loop, element for element, or comes
+ * after L; when it is of L's pass (gsl_eval and gsl_forward call whole
+ * loops of the forward pass); and when no buffer of more than one element
+ * but the loop's own is written between a and L. Its operands are then
+ * read at step L: their lifetimes stretch to L (pl->at) but meet no tensor
+ * they did not, only computed scalars (an optimizer's bias corrections, 64
+ * bytes each), so the most bytes live at once grow by those at most; and
+ * an update in place of a param read by the loop is refused by
+ * plan_inplace as any later read refuses it. A value no one reads past its
+ * loop is held in registers only (pl->held), without a buffer. Values are
+ * weighed from the last to the first, so that every reader of a candidate
  * has been placed when it is weighed; a loop computes at most
  * PLAN_MAX_LOOP values. */
 static void plan_loops(Plan *pl, const Program *p) {
@@ -264,9 +268,13 @@ static void plan_loops(Plan *pl, const Program *p) {
   int *at = xmalloc(m * sizeof *at);   /* per value: its step before any loop is shared */
   int *anext = xmalloc(m * sizeof *anext); /* per value: the next alias of its root, -1: none */
   int *ahead = xmalloc(m * sizeof *ahead); /* per root: its first alias, -1: none */
+  int *big = xmalloc((m + 1) * sizeof *big); /* big[i]: arena buffers of more than one element before step i */
+  big[0] = 0;
   for (int i = 0; i < n; i++) {
-    at[i] = pl->mat[i] && !twin(pl, p->values[i]) ? i : -1;
+    const Value *v = p->values[i];
+    at[i] = pl->mat[i] && !twin(pl, v) ? i : -1;
     ahead[i] = anext[i] = -1;
+    big[i + 1] = big[i] + (pl->mat[i] && pl->root[i] == i && in_arena(v) && shape_elems(&v->shape) > 1);
   }
   for (int i = n - 1; i >= 0; i--)
     for (int k = 0; at[i] >= 0 && k < p->values[i]->nargs; k++) {
@@ -294,7 +302,7 @@ static void plan_loops(Plan *pl, const Program *p) {
       const Value *a = p->values[cand[best]];
       cand[best] = cand[--nc];
       if (!loop_candidate(pl, a) || pl->loop[a->id] != a->id || a->pass != lead->pass ||
-          !shape_eq(&a->shape, &lead->shape))
+          !shape_eq(&a->shape, &lead->shape) || big[L] - big[a->id + 1] != nm - 1)
         continue;
       bool ok = true, outside = uses.outputs[a->id] > 0 || ahead[a->id] >= 0; /* read past the loop */
       for (int w = a->id; ok && w >= 0; w = w == a->id ? ahead[a->id] : anext[w])
@@ -326,6 +334,7 @@ static void plan_loops(Plan *pl, const Program *p) {
   free(at);
   free(anext);
   free(ahead);
+  free(big);
   ir_uses_free(&uses);
 }
 
