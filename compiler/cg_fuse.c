@@ -10,9 +10,11 @@
  * transposes, slices, local slices, one_hots and iotas becomes one loop
  * nest whose leaves are loads from buffers at sum_k i_k * stride_k +
  * offset. Index maps compose symbolically (struct Aff), so a broadcast
- * gives stride 0, a transpose permutes strides, a slice adds an offset,
- * and a local slice adds the device's index in its group times the local
- * extent (a run-time term, so it fuses like any other index map).
+ * gives stride 0, a transpose permutes strides, a slice adds an offset, a
+ * reshape that only adds or drops dims of size 1 (cg_unit_reshape) drops
+ * or adds a zero index, and a local slice adds the device's index in its
+ * group times the local extent (a run-time term, so it fuses like any
+ * other index map).
  *
  * One loop nest may fill several buffers of one shape (the plan's loops,
  * Plan.loop): each value's element is computed once, stored, and handed
@@ -124,11 +126,41 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
     LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, k, cg_aff_value(g, &idx[r]), "");
     return cg_bool_to(g, eq, v->dtype);
   }
-  case OP_RESHAPE:
-    die("reshape %%%d without a buffer", v->id);
+  case OP_RESHAPE: { /* one that adds or drops dims of size 1: the others in order */
+    if (!cg_unit_reshape(v))
+      die("reshape %%%d without a buffer", v->id);
+    int q = 0;
+    for (int i = 0; i < v->shape.rank; i++)
+      if (v->shape.d[i] != 1) {
+        while (a->shape.d[q] == 1)
+          ai[q++] = cg_aff_const(0);
+        ai[q++] = idx[i];
+      }
+    while (q < a->shape.rank)
+      ai[q++] = cg_aff_const(0);
+    return cg_elem_at(g, a, ai);
+  }
   default:
     die("%s %%%d is not elementwise", op_name(v->op), v->id);
   }
+}
+
+/* ---- index maps of the plan's ------------------------------------------------ */
+
+bool cg_unit_reshape(const Value *v) {
+  const Shape *a = &v->args[0]->shape;
+  int q = 0;
+  for (int i = 0; i < v->shape.rank; i++) {
+    if (v->shape.d[i] == 1)
+      continue;
+    while (q < a->rank && a->d[q] == 1)
+      q++;
+    if (q == a->rank || a->d[q++] != v->shape.d[i])
+      return false;
+  }
+  while (q < a->rank && a->d[q] == 1)
+    q++;
+  return q == a->rank;
 }
 
 /* Loads, ahead of a loop nest, the one-element buffers (computed scalars:

@@ -1220,5 +1220,8 @@ typedef struct GemmPlan {
  * which values have buffers (mat: Plan.mat, per value): what cg_emit
  * builds, and the temporaries plan_buffers places for it. */
 void cg_gemm_plan(const Value *v, const bool *mat, GemmPlan *g);
+/* Whether reshape v only adds or drops dims of size 1: an index map, which
+ * codegen fuses (cg_fuse.c) and the plan need not give a buffer. */
+bool cg_unit_reshape(const Value *v);
 
 #endif

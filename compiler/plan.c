@@ -12,7 +12,10 @@
  * other than all_reduce are materialized too. Reshape and a materialized
  * annotate are aliases (OF_ALIAS): their operand's buffer under a new shape
  * (an output's own copy where that buffer is a param's, which the update
- * overwrites).
+ * overwrites); a reshape that only adds or drops dims of size 1 (a layer's
+ * gradient as its slice of a stacked one) is an index map instead, fused
+ * into its user when it has no buffer. A cast of a buffer is inlined into
+ * each of its users, as an index map of one is.
  * An all_reduce runs in place on its operand's buffer when nothing else
  * reads that buffer. Every other value is inlined into its one user's loop;
  * constants, iotas, and index maps (OF_INDEX_MAP) of buffers, are cheap
@@ -73,8 +76,13 @@ static void decide_buffers(Plan *pl, const Program *p) {
     const Value *v = p->values[i];
     const Value *a = v->nargs ? v->args[0] : NULL;
     unsigned fl = ir_op(v->op)->flags;
+    if (v->op == OP_RESHAPE && cg_unit_reshape(v)) /* an index map: the elements stay where they are */
+      fl = (fl & ~(unsigned)OF_BUFFER) | OF_INDEX_MAP;
+    /* a cast of a buffer (bf16 widened, or rounded, and widened back) is a
+     * few operations on each load: read in each user's loop, not a pass */
     pl->inline_each_use[i] = !output[i] && (v->op == OP_CONST || v->op == OP_IOTA ||
-                                            ((fl & OF_INDEX_MAP) && (pl->mat[a->id] || pl->inline_each_use[a->id])));
+                                            ((fl & OF_INDEX_MAP || v->op == OP_CAST) &&
+                                             (pl->mat[a->id] || pl->inline_each_use[a->id])));
     /* a computed scalar gets its 4 bytes: fused into the loop of a tensor it
      * is broadcast over, it would be computed again for every element (an
      * optimizer's pow(b1, t), say) */
@@ -116,8 +124,11 @@ static void decide_buffers(Plan *pl, const Program *p) {
       for (int j = 0; j < v->nargs; j++)
         pl->mat[v->args[j]->id] = true;
       break;
-    case OP_CUMSUM:
     case OP_RESHAPE:
+      if (pl->mat[i] || !cg_unit_reshape(v))
+        pl->mat[v->args[0]->id] = true;
+      break;
+    case OP_CUMSUM:
     case OP_ALL_GATHER:
     case OP_REDUCE_SCATTER:
     case OP_ALL_TO_ALL:
