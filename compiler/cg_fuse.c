@@ -10,9 +10,16 @@
  * transposes, slices, local slices, one_hots and iotas becomes one loop
  * nest whose leaves are loads from buffers at sum_k i_k * stride_k +
  * offset. Index maps compose symbolically (struct Aff), so a broadcast
- * gives stride 0, a transpose permutes strides, a slice adds an offset,
- * and a local slice adds the device's index in its group times the local
- * extent (a run-time term, so it fuses like any other index map). */
+ * gives stride 0, a transpose permutes strides, a slice adds an offset, a
+ * reshape that only adds or drops dims of size 1 (cg_unit_reshape) drops
+ * or adds a zero index, and a local slice adds the device's index in its
+ * group times the local extent (a run-time term, so it fuses like any
+ * other index map).
+ *
+ * One loop nest may fill several buffers of one shape (the plan's loops,
+ * Plan.loop): each value's element is computed once, stored, and handed
+ * to the later values of the nest in a register (CG.pre), so that an
+ * optimizer's update reads the param, its gradient and its states once. */
 #include <llvm-c/Core.h>
 
 #include "codegen.h"
@@ -119,11 +126,41 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
     LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, k, cg_aff_value(g, &idx[r]), "");
     return cg_bool_to(g, eq, v->dtype);
   }
-  case OP_RESHAPE:
-    die("reshape %%%d without a buffer", v->id);
+  case OP_RESHAPE: { /* one that adds or drops dims of size 1: the others in order */
+    if (!cg_unit_reshape(v))
+      die("reshape %%%d without a buffer", v->id);
+    int q = 0;
+    for (int i = 0; i < v->shape.rank; i++)
+      if (v->shape.d[i] != 1) {
+        while (a->shape.d[q] == 1)
+          ai[q++] = cg_aff_const(0);
+        ai[q++] = idx[i];
+      }
+    while (q < a->shape.rank)
+      ai[q++] = cg_aff_const(0);
+    return cg_elem_at(g, a, ai);
+  }
   default:
     die("%s %%%d is not elementwise", op_name(v->op), v->id);
   }
+}
+
+/* ---- index maps of the plan's ------------------------------------------------ */
+
+bool cg_unit_reshape(const Value *v) {
+  const Shape *a = &v->args[0]->shape;
+  int q = 0;
+  for (int i = 0; i < v->shape.rank; i++) {
+    if (v->shape.d[i] == 1)
+      continue;
+    while (q < a->rank && a->d[q] == 1)
+      q++;
+    if (q == a->rank || a->d[q++] != v->shape.d[i])
+      return false;
+  }
+  while (q < a->rank && a->d[q] == 1)
+    q++;
+  return q == a->rank;
 }
 
 /* Loads, ahead of a loop nest, the one-element buffers (computed scalars:
@@ -142,20 +179,31 @@ static void preload_scalars(CG *g, const Value *v) {
   }
 }
 
-/* v's buffer = v's elements, one loop nest over its shape. */
-void cg_emit_map(CG *g, const Value *v) {
+/* The buffers of vs[0..n), values of one shape, = their elements, in one
+ * loop nest over that shape: each element of each computed in program
+ * order, stored (unless the plan holds it in registers only, Plan.held),
+ * and kept for the later ones, which read it element for element only (the
+ * plan's promise, plan_loops), from the register. */
+void cg_emit_map(CG *g, const Value *const *vs, int n) {
   Loop l[GSL_MAX_RANK];
   Aff idx[GSL_MAX_RANK];
-  if (shape_elems(&v->shape) > 1)
-    preload_scalars(g, v);
-  cg_nest_open(g, l, v->shape.rank, v->shape.d, idx);
-  LLVMValueRef x = def_elem(g, v, idx);
-  Aff lin = cg_linear_of(&v->shape, idx);
+  const Shape *s = &vs[n - 1]->shape;
+  for (int j = 0; j < n && shape_elems(s) > 1; j++)
+    preload_scalars(g, vs[j]);
+  cg_nest_open(g, l, s->rank, s->d, idx);
+  Aff lin = cg_linear_of(s, idx);
   int64_t k = lin.k;
   lin.k = 0;
-  cg_store_lin(g, cg_buffer_at(g, v, k), v->dtype, cg_aff_value(g, &lin), x);
-  cg_nest_close(g, l, v->shape.rank);
+  for (int j = 0; j < n; j++) {
+    LLVMValueRef x = def_elem(g, vs[j], idx);
+    if (!g->pl->held[vs[j]->id])
+      cg_store_lin(g, cg_buffer_at(g, vs[j], k), vs[j]->dtype, cg_aff_value(g, &lin), x);
+    if (j < n - 1) {
+      g->pre[vs[j]->id] = x;
+      g->pre_ids[g->npre++] = vs[j]->id;
+    }
+  }
+  cg_nest_close(g, l, s->rank);
   while (g->npre)
     g->pre[g->pre_ids[--g->npre]] = NULL;
 }
-

@@ -113,10 +113,26 @@ static LLVMValueRef dim_axes_array(CG *g, int rank, const Sharding *sh) {
   return cg_const_array(g, g->t_i32, rank * GSL_MAX_AXES, v);
 }
 
+/* The values the loop nest of v computes (the plan's loop v is the last
+ * of), in program order, and v's elements: one loop nest. */
+static void emit_loop(CG *g, const Value *v) {
+  int n = 1;
+  for (int j = g->loop_first[v->id]; j != v->id; j = g->loop_next[j])
+    n++;
+  const Value **vs = xmalloc(sizeof *vs * (size_t)n);
+  n = 0;
+  for (int j = g->loop_first[v->id]; j != v->id; j = g->loop_next[j])
+    vs[n++] = g->p->values[j];
+  vs[n++] = v;
+  cg_emit_map(g, vs, n);
+  free(vs);
+}
+
 static void emit_value(CG *g, const Value *v) {
   if (g->pl->mat[v->id] && v->op == OP_ALL_REDUCE)
     cg_emit_all_reduce(g, v);
-  if (!g->pl->mat[v->id] || (g->pl->root[v->id] != v->id && !g->pl->inplace[v->id]))
+  if (!g->pl->mat[v->id] || (g->pl->root[v->id] != v->id && !g->pl->inplace[v->id]) ||
+      g->pl->loop[v->id] != v->id) /* computed in its loop's */
     return;
   switch (v->op) {
   case OP_PARAM:
@@ -152,7 +168,7 @@ static void emit_value(CG *g, const Value *v) {
   case OP_ONE_HOT:
   case OP_ANNOTATE:
   case OP_LOCAL_SLICE:
-  case OP_PAD_MASK: cg_emit_map(g, v); break;
+  case OP_PAD_MASK: emit_loop(g, v); break;
   default: die("no code for %s %%%d", op_name(v->op), v->id);
   }
 }
@@ -168,7 +184,7 @@ static LLVMValueRef add_function(CG *g, const char *name, LLVMTypeRef ft) {
 
 /* Whether v has code: emit_value writes some for it. */
 static bool has_code(const CG *g, const Value *v) {
-  if (!g->pl->mat[v->id] || v->op == OP_PARAM || v->op == OP_INPUT)
+  if (!g->pl->mat[v->id] || v->op == OP_PARAM || v->op == OP_INPUT || g->pl->loop[v->id] != v->id)
     return false;
   return v->op == OP_ALL_REDUCE || g->pl->root[v->id] == v->id || g->pl->inplace[v->id];
 }
@@ -432,21 +448,31 @@ static bool is_value_output(const Output *o) { return o->kind == OUT_VALUE; }
 static bool is_eval_root(const Output *o) { return o->kind == OUT_LOSS || is_eval_value(o); }
 
 /* Per value: whether a forward pass whose results are the outputs root
- * picks computes it (every value they depend on; no update is among
- * them); what names that pass in a compiler bug's message. */
+ * picks computes it (every value they depend on, and every value of a
+ * loop nest computing one of them with others, Plan.loop, and what those
+ * depend on; no update is among them); what names that pass in a
+ * compiler bug's message. */
 static bool *forward_need(const CG *g, bool (*root)(const Output *), const char *what) {
   const Program *p = g->p;
+  const int *loop = g->pl->loop;
   bool *need = xcalloc((size_t)(p->nvalues > 0 ? p->nvalues : 1), sizeof *need);
   for (int i = 0; i < p->noutputs; i++)
     if (root(&p->outputs[i]))
       need[p->outputs[i].value->id] = true;
-  for (int i = p->nvalues - 1; i >= 0; i--)
-    if (need[i]) {
+  for (bool again = true; again;) { /* again while a loop's last value is found needed late */
+    again = false;
+    for (int i = p->nvalues - 1; i >= 0; i--) {
+      need[i] = need[i] || need[loop[i]];
+      if (!need[i])
+        continue;
       const Value *v = p->values[i];
       for (int k = 0; k < v->nargs; k++)
         need[v->args[k]->id] = true;
       need[g->pl->root[i]] = true;
+      again = again || !need[loop[i]];
+      need[loop[i]] = true;
     }
+  }
   for (int i = 0; i < p->nvalues; i++)
     if (need[i] && p->values[i]->pass == PASS_UPDATE)
       die("%s needs %%%d of the update", what, i);
@@ -828,6 +854,15 @@ bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt) {
   g.vgroup2 = xcalloc(n, sizeof *g.vgroup2);
   g.pre = xcalloc(n, sizeof *g.pre);
   g.pre_ids = xcalloc(n, sizeof *g.pre_ids);
+  g.loop_next = xmalloc(n * sizeof *g.loop_next);
+  g.loop_first = xmalloc(n * sizeof *g.loop_first);
+  for (int i = 0; i < p->nvalues; i++)
+    g.loop_first[i] = i;
+  for (int i = p->nvalues - 1; i >= 0; i--)
+    if (pl->loop[i] != i) {
+      g.loop_next[i] = g.loop_first[pl->loop[i]];
+      g.loop_first[pl->loop[i]] = i;
+    }
   g.kfirst = xcalloc(n + 1, sizeof *g.kfirst);
   g.loaded = xcalloc(n, sizeof *g.loaded);
 
@@ -866,6 +901,8 @@ bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt) {
   free(g.vgroup2);
   free(g.pre);
   free(g.pre_ids);
+  free(g.loop_next);
+  free(g.loop_first);
   free(g.kfirst);
   for (int i = 0; i < g.ncalls; i++)
     free(g.calls[i].slots);

@@ -106,9 +106,13 @@ typedef struct CG {
   int *vgroup2;           /* per value: COLLECTIVE_PERMUTE's target-order group, else -1 */
   LLVMValueRef gidx[CG_MAXG]; /* in a kernel, the device's (i64) index in the group of each slot */
   int nslots;             /* slots in use */
-  LLVMValueRef *pre;      /* per value: a one-element buffer's element, loaded before the loop nest
-                             being emitted (cg_emit_map), or NULL */
+  LLVMValueRef *pre;      /* per value: its element in the loop nest being emitted (cg_emit_map), held
+                             in a register: a one-element buffer's, loaded before the nest, or one the
+                             nest computed for a later value of it; else NULL */
   int *pre_ids, npre;     /* the values with pre set, to clear after the nest */
+  int *loop_next;         /* per value the plan computes in a loop of several (Plan.loop): the next one
+                             in program order, -1: the loop's last */
+  int *loop_first;        /* per loop's last value: the loop's first value */
 } CG;
 
 /* ---- cg_loops.c: the base: types, constants, calls, loops, indices, buffers ---- */
@@ -174,7 +178,9 @@ LLVMValueRef cg_binary(CG *g, int fn, LLVMValueRef x, LLVMValueRef y, DType in, 
 
 /* v's element at idx: a load from its buffer, or computed from its operands */
 LLVMValueRef cg_elem_at(CG *g, const Value *v, const Aff *idx);
-void cg_emit_map(CG *g, const Value *v); /* v's buffer = its elements */
+/* the buffers of vs[0..n), of one shape, in program order, = their
+ * elements, in one loop nest (one value, or a loop of several: Plan.loop) */
+void cg_emit_map(CG *g, const Value *const *vs, int n);
 
 /* ---- cg_ops.c: whole-buffer ops ----------------------------------------- */
 

@@ -1094,6 +1094,9 @@ typedef struct Plan {
   int *root;              /* per value: the value owning its buffer (itself unless an alias or in place) */
   bool *inplace;          /* per value: an update computed straight into its param's or state's
                              storage (root names that tensor's value) */
+  int *loop;              /* per value with a buffer: the value whose loop nest computes it with others of
+                             its shape (the last of them, plan_loops), itself when none */
+  bool *held;             /* per value of such a loop: read by its loop alone, held in registers, no buffer */
   int *at;                /* per value: the step (value id) its code runs at, -1: never */
   int64_t *offset;        /* per root value: its buffer's byte offset in the arena, -1: not in it */
   int64_t *bytes;         /* per root value in the arena: its buffer's size, 64-byte multiple */
@@ -1217,5 +1220,8 @@ typedef struct GemmPlan {
  * which values have buffers (mat: Plan.mat, per value): what cg_emit
  * builds, and the temporaries plan_buffers places for it. */
 void cg_gemm_plan(const Value *v, const bool *mat, GemmPlan *g);
+/* Whether reshape v only adds or drops dims of size 1: an index map, which
+ * codegen fuses (cg_fuse.c) and the plan need not give a buffer. */
+bool cg_unit_reshape(const Value *v);
 
 #endif
