@@ -815,9 +815,11 @@ lm() {
   [ $# = 6 ] || die "LM_DIMS: expected six numbers B T M NH H E, got '$LM_DIMS'"
   lB=$1 lT=$2 lM=$3 lNH=$4 lH=$5 lE=$6
   tok=$((lB * (lT + 1)))  # tokens a step: every element of the i32 batch [B, T + 1], as GSL's log counts
-  # the moe blocks' capacity factor, from their one call (in the model or in
-  # stdlib/transformer.gsl), for the peer
-  lcf=$(sed -n 's/.*moe(.*capacity = \([0-9.]*\).*/\1/p' "$LM_GSL" "$top/stdlib/transformer.gsl" | sort -u)
+  # the moe blocks' capacity factor, for the peer: a number in their one
+  # call (in the model or in stdlib/transformer.gsl), or else the model's
+  # const CAP, which it passes to moe_block (examples/lm.gsl)
+  lcf=$(sed -n 's/.*moe(.*capacity = \([0-9.][0-9.]*\).*/\1/p' "$LM_GSL" "$top/stdlib/transformer.gsl" | sort -u)
+  [ -n "$lcf" ] || lcf=$(sed -n 's/^const CAP = \([0-9.][0-9.]*\).*/\1/p' "$LM_GSL")
   case $lcf in
     ''|*[!0-9.]*) die "cannot tell the capacity factor of the moe blocks of $LM_GSL (found '$lcf')" ;;
   esac
