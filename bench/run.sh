@@ -899,7 +899,7 @@ lm() {
   fi
   d="$tmp/lmcheck"
   mkdir -p "$d"
-  norandom='s/capacity = \([0-9.]*\))/capacity = \1, random_routing = false)/'
+  norandom='s/capacity = \([A-Za-z_0-9.]*\))/capacity = \1, random_routing = false)/'
   sed "$norandom" "$top/stdlib/transformer.gsl" >"$d/transformer.gsl"
   names=$(sed -n 's/^param \([A-Za-z_][A-Za-z_0-9]*\):.*/\1/p' "$LM_GSL")
   { sed "$norandom" "$LM_GSL"; echo "output $(echo $names | sed 's/ /, /g')"; } >"$d/lm.gsl"
