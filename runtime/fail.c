@@ -18,13 +18,13 @@
  * message that names them (gslrt_phase, gslrt_position); an index out of
  * range that compiled code finds (gslrt_fail_index) is one rank's error.
  *
- * Deadlines. A blocking MPI call that has no non-blocking form (making or
- * freeing a communicator, MPI-IO's open, view, writes, reads, sync and
- * close, MPI_Finalize) cannot be polled by the watchdog (health.c); such a
- * call runs under a deadline instead (gslrt_deadline, gslrt_deadline_off):
+ * Deadlines. A blocking MPI call that has no non-blocking form (making a
+ * communicator, MPI-IO's open, view, writes, reads, sync and close,
+ * MPI_Finalize) cannot be polled by the watchdog (health.c); such a call
+ * runs under a deadline instead (gslrt_deadline, gslrt_deadline_off):
  * --collective-timeout seconds of SIGALRM (setitimer), whose handler
  * writes a line composed when the deadline was set,
- *   prog: rank 0: error: the MPI_File_write_all of param w to c/step-4.tmp.9/w.npy did not complete
+ *   prog: rank 0: error: the MPI-IO write of param w (c/step-00000004.tmp.9/w.npy) did not complete
  *   within 3 s (writing the checkpoint of step 4): a blocking MPI call, which ranks had reached it is not known
  * and ends this rank with GSLRT_EXIT_HUNG (_exit: nothing else is safe in
  * a signal handler), after the pause vfatal makes too; the process
@@ -32,10 +32,10 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
