@@ -401,9 +401,9 @@ static double time_fill(const fill_shape *f, int bf16, char *note, size_t len) {
   int calls = 0;
   double best = 0;
   for (int r = -1; r < reps; r++) { /* r = -1: the warm-up, which also sizes a repetition */
-    int todo = r < 0 ? 16 * warmup + 16 : calls;
+    int count = r < 0 ? 16 * warmup + 16 : calls;
     double t0 = now();
-    for (int i = 0; i < todo; i++) {
+    for (int i = 0; i < count; i++) {
       const int32_t *fi = fill + (i % 16) * b * f->blocks;
       if (bf16)
         gslrt_gemm_bf16_fill(b, f->ta, 0, m, n, k, ha, lda, m * k, hb, n, k * n, c, n, m * n, fi, f->blocks,
@@ -414,9 +414,9 @@ static double time_fill(const fill_shape *f, int bf16, char *note, size_t len) {
     }
     double t = now() - t0;
     if (r < 0)
-      calls = (int)(window / (t / todo)) < 16 ? 16 : (int)(window / (t / todo));
+      calls = (int)(window / (t / count)) < 16 ? 16 : (int)(window / (t / count));
     else
-      best = fmax(best, flop * todo / t / 1e9);
+      best = fmax(best, flop * count / t / 1e9);
   }
   if (bf16)
     gslrt_gemm_bf16_fill(b, f->ta, 0, m, n, k, ha, lda, m * k, hb, n, k * n, c, n, m * n, fill, f->blocks, slots,

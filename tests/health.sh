@@ -85,6 +85,18 @@ rank_pid() {
     sleep 0.1; i=$((i + 1))
   done
 }
+# stop_and_wait: SIGSTOPs $victim, waits for the job ($tpid): its status
+# in rc, the seconds from the stop in took, its stderr less mpiexec's
+# "Abort(4)" lines in msgs; then lets the victim go (it is killed by then)
+stop_and_wait() {
+  [ -n "$victim" ] && kill -STOP "$victim"
+  t0=$(now)
+  wait "$tpid"
+  rc=$?
+  took=$(secs "$t0" "$(now)")
+  [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
+  grep -v '^Abort(4)' err >msgs
+}
 # logged K: until stdout shows step K (at most 60 s)
 logged() {
   i=0
@@ -105,16 +117,10 @@ for np in 3 2; do
     start "$np" "$prog" --steps 1000000 --log-every 25 --collective-timeout 3 --checkpoint ck \
       --checkpoint-every 50
     # stopped as step 75 is logged: mid-run, 25 steps after the checkpoint
-    # of step 50 and 25 before the next (writing one is not watched)
+    # of step 50 and 25 before the next
     victim=$(rank_pid 1)
     logged 75
-    [ -n "$victim" ] && kill -STOP "$victim"
-    t0=$(now)
-    wait "$tpid"
-    rc=$?
-    took=$(secs "$t0" "$(now)")
-    [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
-    grep -v '^Abort(4)' err >msgs
+    stop_and_wait
     # each line: the all_reduce at t.gsl:8, over (d), within 3 s (or the
     # check after the step), who had arrived and who had not, and rank 1,
     # only it, named as silent since
@@ -160,13 +166,8 @@ for delay in 0 0.05 0.15; do
   i=0
   while ! ls -d ck/step-00000008.tmp.* >/dev/null 2>&1 && [ $i -lt 20000 ]; do sleep 0.002; i=$((i + 1)); done
   sleep $delay
-  [ -n "$victim" ] && kill -STOP "$victim"
-  t0=$(now)
-  wait "$tpid"
-  rc=$?
-  took=$(secs "$t0" "$(now)")
-  [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
-  grep -v -e '^Abort(4)' -e '^big: warning: ' err >msgs # a rank stopped may be called slow first
+  stop_and_wait
+  grep -v '^big: warning: ' msgs >m && mv m msgs # a rank stopped may be called slow first
   during="^big: rank 0: error: the \(MPI-IO write of param w (ck/step-00000008\.tmp\.[0-9]*/w\.npy)\|[a-z' ]*checkpoint's [a-z' ]* (the runtime's [a-z_]* over every rank)\) did not complete within 3 s (writing the checkpoint of step 8): "
   after="^big: rank 0: error: .* did not complete within 3 s (training step \(9\|[1-9][0-9]\)): "
   if grep -q "$during" msgs; then
@@ -197,13 +198,8 @@ fi
 start 2 big --steps 3 --log-every 1 --collective-timeout 3 --output w=w.npy
 victim=$(rank_pid 1)
 logged 3
-[ -n "$victim" ] && kill -STOP "$victim"
-t0=$(now)
-wait "$tpid"
-rc=$?
-took=$(secs "$t0" "$(now)")
-[ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
-grep -v -e '^Abort(4)' -e '^big: warning: ' err >msgs
+stop_and_wait
+grep -v '^big: warning: ' msgs >m && mv m msgs
 if [ $rc -eq 4 ] && awk -v t="$took" 'BEGIN { exit !(t <= 8) }' && [ "$(wc -l <msgs)" -eq 1 ] && [ ! -e w.npy ] &&
    grep -q "^big: rank 0: error: .* did not complete within 3 s (\(writing the outputs\|ending the run\)): " msgs; then
   pass "rank 1 stopped after the last step: status 4 after $took s, no w.npy: $(cat msgs)"
