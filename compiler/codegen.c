@@ -676,11 +676,11 @@ static void emit_main(CG *g, LLVMValueRef setup, LLVMValueRef step, LLVMValueRef
 #else
   const char *version = "0.1.0";
 #endif
-  LLVMValueRef fields[8] = {cg_cstr(g, g->p->path), cg_cstr(g, version), setup, step,
+  LLVMValueRef fields[9] = {cg_cstr(g, g->p->path), cg_cstr(g, version), setup, step,
                             eval ? eval : LLVMConstNull(g->t_ptr),
                             cg_ci32(g, g->p->precision == DT_BF16 ? GSLRT_BF16 : GSLRT_F32), forward,
-                            g->build ? cg_cstr(g, g->build) : LLVMConstNull(g->t_ptr)};
-  LLVMValueRef init = LLVMConstStructInContext(g->ctx, fields, 8, 0);
+                            g->build ? cg_cstr(g, g->build) : LLVMConstNull(g->t_ptr), cg_ci32(g, g->p->same_bits)};
+  LLVMValueRef init = LLVMConstStructInContext(g->ctx, fields, 9, 0);
   LLVMValueRef info = LLVMAddGlobal(g->mod, LLVMTypeOf(init), "gsl_program_info");
   LLVMSetInitializer(info, init);
   LLVMSetGlobalConstant(info, 1);

@@ -501,6 +501,7 @@ typedef struct Program {
   bool spmd;         /* values carry local shapes (partition.c's output) */
   DType precision;   /* gslc --precision: DT_F32, or DT_BF16 (products and moe bodies in bf16; build_at
                         reads it) */
+  int same_bits;     /* gslc --same-bits: its bound on a sum's blocks (samebits.c), 0: not given */
   MoeNote *moe;      /* slots_skip_empty's notes, one per moe block (in the arena), not carried by rewrites */
   int nmoe;          /* entries of moe */
   struct Program *home; /* an IR function (ir_new_fn): the program it is inlined into, whose arena
@@ -1056,6 +1057,13 @@ Program *spmd_partition(const Program *p);
  * all_to_all of the same group right after it, as its rider (Value.rider,
  * Value.carrier): one exchange moves both. */
 void spmd_combine(Program *p);
+/* samebits.c (gslc --same-bits): g with every sum over a dimension a mesh
+ * axis splits done in fixed blocks (the largest divisor of its extent not
+ * above bound), the blocks' partials added in block order, so that every
+ * mesh computes the same bits; the number of sums blocked in *blocked.
+ * NULL after reporting a dimension the mesh splits into a count that does
+ * not divide its blocks. */
+Program *samebits_block(const Program *g, int bound, int *blocked);
 
 /* ---- explain.c: --explain ------------------------------------------------ */
 

@@ -1053,6 +1053,7 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
   dst->nstreams = src->nstreams;
   dst->spmd = spmd;
   dst->precision = src->precision;
+  dst->same_bits = src->same_bits;
   dst->ntensors = dst->captensors = src->ntensors;
   dst->tensors = xcalloc((size_t)src->ntensors + 1, sizeof(Tensor));
   if (src->ntensors)

@@ -56,6 +56,7 @@ typedef struct Options {
   bool auto_shard;        /* --auto-shard: the cost search chooses the unannotated shardings */
   const char *machine;    /* --machine FILE: the rates the search prices with, or NULL */
   int64_t mem_budget;     /* --mem-budget: the most bytes a device may need (--stats' total), 0: none */
+  int same_bits;          /* --same-bits[=N]: the most blocks a summed dimension is cut into, 0: off */
 } Options;
 
 #define MEM_ROUNDS 4 /* searches under --mem-budget, each with the bound the last plan's excess shrank */
@@ -98,6 +99,8 @@ static const char usage[] =
     "  -fno-moe-skip-empty  run moe bodies' matrix products over every capacity slot,\n"
     "                 empty ones too (default: over the filled slots where the body is row by row)\n"
     "  --auto-shard   choose every sharding the program does not annotate by a cost search\n"
+    "  --same-bits[=N]  the same bits on every mesh: sums over split dimensions in fixed blocks\n"
+    "                 (the extent's largest divisor not above N, default 12), added in block order\n"
     "                 (an integer linear program, solved by CBC); --explain says what it chose\n"
     "  --machine FILE the rates --auto-shard, --mem-budget and --explain's estimate use\n"
     "                 (man gslc, MACHINE FILES)\n"
@@ -171,6 +174,14 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->no_skip_empty = a[2] == 'n';
     } else if (strcmp(a, "--auto-shard") == 0) {
       o->auto_shard = true;
+    } else if (strcmp(a, "--same-bits") == 0) {
+      o->same_bits = 12;
+    } else if (strncmp(a, "--same-bits=", 12) == 0) {
+      char *end;
+      long n = strtol(a + 12, &end, 10);
+      if (end == a + 12 || *end || n < 1 || n > 4096)
+        return usage_error("--same-bits=N takes a block count from 1 to 4096, got '%s'", a + 12);
+      o->same_bits = (int)n;
     } else if (strncmp(a, "--mem-budget", 12) == 0 && (a[12] == '\0' || a[12] == '=')) {
       const char *v = option_value(argc, argv, &i, "--mem-budget");
       if (!v || (o->mem_budget = parse_bytes(v)) < 0)
@@ -208,6 +219,9 @@ static int parse_options(int argc, char **argv, Options *o) {
   }
   if (!o->input)
     return usage_error("no input file%s", "");
+  if (o->same_bits && o->auto_shard)
+    return usage_error("--same-bits blocks the sums over the dimensions the annotations split, the same ones on "
+                       "every mesh; --auto-shard chooses them by the mesh's sizes%s", "");
   if (o->machine && !o->auto_shard && !o->mem_budget && o->mode != MODE_EXPLAIN)
     return usage_error("--machine gives the rates of --auto-shard's search, --mem-budget's choice of what to "
                        "recompute and --explain's estimate: it needs one of them%s", "");
@@ -663,6 +677,15 @@ static int compile(const Options *o) {
       }
       shard_propagate(p);
       verified(p, "the shardings propagation found");
+      if (o->same_bits) {
+        Program *b = samebits_block(p, o->same_bits, NULL);
+        if (!b)
+          goto done;
+        if (p != sema_p)
+          ir_free(p);
+        p = b;
+        verified(p, "the IR with --same-bits' blocked sums");
+      }
       spmd = spmd_partition(p);
       verified(spmd, "the SPMD program the partitioner built");
       spmd_combine(spmd);

@@ -53,6 +53,11 @@ static int onednn_on = -1;
 
 void gslrt_gemm_use_onednn(int on) { onednn_on = on; }
 
+/* 1: every product goes to pinned.c's chains (gslc --same-bits) */
+static int pinned_on;
+
+void gslrt_gemm_pin(int on) { pinned_on = on; }
+
 /* ---- OpenBLAS ---------------------------------------------------------------- */
 
 static void blas_sgemm(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
@@ -412,6 +417,10 @@ static void sgemm_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m
                 (long long)batch, (long long)m, (long long)n, (long long)k);
   if (batch == 0 || m == 0 || n == 0)
     return;
+  if (pinned_on) {
+    gslrt_sgemm_pinned(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
+    return;
+  }
   if (k > 0 && f32_by_onednn(batch, m, n, k)) {
     int64_t key[GEMM_KEY_LEN];
     make_key(key, GEMM_F32, batch, trans_a, trans_b, m, n, k, lda, stride_a, ldb, stride_b, ldc,
@@ -448,6 +457,11 @@ static void bf16_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m,
     gslrt_fatal(NULL, "gslrt_gemm_bf16: C's dtype %d is neither f32 nor bf16", (int)c_dtype);
   if (batch == 0 || m == 0 || n == 0)
     return;
+  if (pinned_on) {
+    gslrt_gemm_bf16_pinned(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, c_dtype, ldc,
+                           stride_c);
+    return;
+  }
   if (k == 0) { /* an empty sum: zeros, in either dtype */
     for (int64_t e = 0; e < batch; e++)
       for (int64_t i = 0; i < m; i++)

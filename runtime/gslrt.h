@@ -112,6 +112,10 @@ typedef struct gslrt_program_info {
    *    "source_sha256": "..."}                SHA-256 of those files' bytes
    *                                           concatenated in that order */
   const char *build;
+  /* gslc --same-bits: its bound on the blocks of a sum (0: not given). Set,
+   * every matrix product runs pinned.c's chains of FMAs, whose bits for
+   * an element do not depend on the product's shape. */
+  int32_t same_bits;
 } gslrt_program_info;
 
 /* gsl_eval's key for held-out batch 0: far past any training step. */

@@ -508,6 +508,21 @@ void gslrt_gemm_get_counts(gslrt_gemm_counts *out);
 /* on 0: every product from now on goes to OpenBLAS (bf16 widened), as if
  * oneDNN had declined it; 1 (the default): the usual choice. For tests. */
 void gslrt_gemm_use_onednn(int on);
+/* on 1: every product from now on is pinned.c's (gslc --same-bits: each
+ * element one chain of FMAs over k in order, whatever the shape) */
+void gslrt_gemm_pin(int on);
+
+/* ---- pinned.c ------------------------------------------------------------ */
+
+/* gslrt_sgemm's and gslrt_gemm_bf16's products with each element of C the
+ * chain c = fma(a[i][k], b[k][j], c) over k = 0 .. K-1 from c = 0, the
+ * same bits for an element whatever M, N, the batch or its place in C. */
+void gslrt_sgemm_pinned(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                        const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b,
+                        float *c, int64_t ldc, int64_t stride_c);
+void gslrt_gemm_bf16_pinned(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                            const uint16_t *a, int64_t lda, int64_t stride_a, const uint16_t *b, int64_t ldb,
+                            int64_t stride_b, void *c, int32_t c_dtype, int64_t ldc, int64_t stride_c);
 
 /* ---- rng.c --------------------------------------------------------------- */
 

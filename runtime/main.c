@@ -697,6 +697,8 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   memset(&ctx, 0, sizeof ctx);
   ctx.prog = basename_of(argc > 0 ? argv[0] : NULL);
   ctx.info = info;
+  if (info->same_bits)
+    gslrt_gemm_pin(1); /* gslc --same-bits: products whose bits do not depend on their shape */
   ctx.comm = MPI_COMM_NULL;
   ctx.held_out = -1;
   gslrt_set_current(&ctx);

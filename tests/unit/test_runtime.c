@@ -574,6 +574,91 @@ static void test_gemm_cache(void) {
   CU_ASSERT_EQUAL(c3.hits - c2.hits, 1);
 }
 
+/* gslc --same-bits' products (pinned.c, through gslrt_sgemm and
+ * gslrt_gemm_bf16 once gslrt_gemm_pin(1)): every element of C is the
+ * chain c = fmaf(a, b, c) over k in order from 0, computed here by a plain
+ * loop, bit for bit, on values whose sums round (unlike gemm_value's), for
+ * shapes past every tile and block edge (MR 6, NR 64, KC 256, NC 512), each
+ * transpose, batches and padded leading dimensions; and the rows i0..i1 of
+ * a product alone give the bits of those rows of the whole one. */
+static float pin_value(int64_t i, int salt) { return sinf((float)(i * 7 + salt * 13) * 0.37f) * 1.3f; }
+
+static int check_pinned(int bf16, int32_t c_dtype, int64_t batch, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                        int64_t pad) {
+  int64_t ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+  int64_t lda = ca + pad, ldb = cb + pad, ldc = n + pad;
+  int64_t sa = ra * lda, sb = rb * ldb, sc = m * ldc;
+  float *a = malloc((size_t)(batch * sa) * 4 + 4), *b = malloc((size_t)(batch * sb) * 4 + 4);
+  float *c = malloc((size_t)(batch * sc) * 4 + 4);
+  uint16_t *ha = malloc((size_t)(batch * sa) * 2 + 2), *hb = malloc((size_t)(batch * sb) * 2 + 2);
+  uint16_t *hc = malloc((size_t)(batch * sc) * 2 + 2);
+  CU_ASSERT_FATAL(a && b && c && ha && hb && hc);
+  for (int64_t i = 0; i < batch * sa; i++) {
+    ha[i] = gslrt_bf16_round(pin_value(i, 1));
+    a[i] = bf16 ? gslrt_bf16_widen(ha[i]) : pin_value(i, 1);
+  }
+  for (int64_t i = 0; i < batch * sb; i++) {
+    hb[i] = gslrt_bf16_round(pin_value(i, 2));
+    b[i] = bf16 ? gslrt_bf16_widen(hb[i]) : pin_value(i, 2);
+  }
+  for (int64_t i = 0; i < batch * sc; i++)
+    c[i] = -999, hc[i] = 0xdead;
+  if (!bf16)
+    gslrt_sgemm(batch, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc);
+  else
+    gslrt_gemm_bf16(batch, ta, tb, m, n, k, ha, lda, sa, hb, ldb, sb, c_dtype == GSLRT_BF16 ? (void *)hc : (void *)c,
+                    c_dtype, ldc, sc);
+  int ok = 1;
+  for (int64_t e = 0; e < batch; e++)
+    for (int64_t i = 0; i < m; i++) {
+      for (int64_t j = 0; j < n; j++) {
+        float want = 0;
+        for (int64_t p = 0; p < k; p++)
+          want = fmaf(a[e * sa + (ta ? p * lda + i : i * lda + p)], b[e * sb + (tb ? j * ldb + p : p * ldb + j)], want);
+        int64_t at = e * sc + i * ldc + j;
+        uint32_t got_bits, want_bits;
+        memcpy(&got_bits, &c[at], 4);
+        memcpy(&want_bits, &want, 4);
+        ok &= c_dtype == GSLRT_BF16 ? hc[at] == gslrt_bf16_round(want) : got_bits == want_bits;
+      }
+      for (int64_t j = n; j < ldc; j++)
+        ok &= c_dtype == GSLRT_BF16 ? hc[e * sc + i * ldc + j] == 0xdead : c[e * sc + i * ldc + j] == -999;
+    }
+  free(a), free(b), free(c), free(ha), free(hb), free(hc);
+  return ok;
+}
+
+static void test_gemm_pinned(void) {
+  static const int64_t sizes[][3] = {{1, 1, 1}, {5, 63, 3}, {7, 65, 257}, {13, 130, 300}, {2, 600, 40}, {64, 48, 32}};
+  gslrt_gemm_pin(1);
+  for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int64_t m = sizes[z][0], n = sizes[z][1], k = sizes[z][2];
+        CU_ASSERT(check_pinned(0, GSLRT_F32, 1, ta, tb, m, n, k, 0));
+        CU_ASSERT(check_pinned(0, GSLRT_F32, 2, ta, tb, m, n, k, 3));
+        CU_ASSERT(check_pinned(1, GSLRT_F32, 2, ta, tb, m, n, k, 1));
+        CU_ASSERT(check_pinned(1, GSLRT_BF16, 1, ta, tb, m, n, k, 2));
+      }
+  /* rows 5..21 of a 40-row product alone: the same bits as in the whole */
+  enum { M = 40, N = 70, K = 90 };
+  float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+  float *whole = malloc(sizeof(float) * M * N), *part = malloc(sizeof(float) * M * N);
+  CU_ASSERT_FATAL(a && b && whole && part);
+  for (int i = 0; i < M * K; i++)
+    a[i] = pin_value(i, 3);
+  for (int i = 0; i < K * N; i++)
+    b[i] = pin_value(i, 4);
+  gslrt_sgemm(1, 0, 0, M, N, K, a, K, 0, b, N, 0, whole, N, 0);
+  gslrt_sgemm(1, 0, 0, 17, N - 9, K, a + 5 * K, K, 0, b + 9, N, 0, part, N, 0);
+  int same = 1;
+  for (int i = 0; i < 17; i++)
+    same &= memcmp(part + i * N, whole + (5 + i) * N + 9, sizeof(float) * (N - 9)) == 0;
+  CU_ASSERT(same);
+  free(a), free(b), free(whole), free(part);
+  gslrt_gemm_pin(0);
+}
+
 /* ---- mesh tiles ------------------------------------------------------------ */
 
 static void test_tiles(void) {
@@ -990,6 +1075,7 @@ void add_runtime_tests(void) {
   tests_add(s, "gemm bf16, bf16 out", test_gemm_bf16_bf16);
   tests_add(s, "gemm bf16 rounding", test_gemm_bf16_rounding);
   tests_add(s, "gemm primitive cache", test_gemm_cache);
+  tests_add(s, "gemm pinned (--same-bits): chains of fmaf, any shape", test_gemm_pinned);
   tests_add(s, "gemm over filled slots", test_gemm_fill);
   tests_add(s, "gemm over filled slots: a primitive per bucket", test_gemm_fill_buckets);
   tests_add(s, "mesh tiles", test_tiles);

@@ -1,0 +1,462 @@
+/* samebits.c — gslc --same-bits: every sum whose terms may lie on several
+ * devices is added in an order fixed by the program, never by the mesh,
+ * so that a program computes the same bits on every mesh it allows.
+ *
+ * Which sums: a product (einsum) over a letter, or a sum (reduce) over a
+ * dimension, that a mesh axis splits in an operand (propagation's
+ * shardings name the axes whatever their size, so the one-device program
+ * names them too). Such a dimension of extent n is cut into V fixed
+ * blocks of n / V, V the largest divisor of n not above the option's
+ * bound (12 unless --same-bits=N): the product or sum runs once per block,
+ * on the same shapes on every mesh (each block is a batch of a batched
+ * product, or a kept dimension of a reduction), which leaves one partial
+ * result a block; the partials are then brought together whole (the
+ * partitioner's resharding: an all-to-all or all-gather over the axes)
+ * and added in block order, by a sum over the block dimension. A device
+ * count that divides V holds whole blocks; one that does not is refused,
+ * naming the dimension and the counts that would do.
+ *
+ * What makes it exact: the blocks' shapes are the mesh's business nowhere
+ * (a block is the same rows on one device as on twelve), the products of
+ * a block run the same kernel on every mesh (the runtime's GEMM for its
+ * shape), and the final sum reads the V partials in the same order. No
+ * partial sum is left pending (those would be added in MPI's order).
+ *
+ * The pass runs after propagation (it reads the axes of each operand's
+ * dimensions) and before partitioning; it writes the new values'
+ * shardings itself: a block dimension is split as the dimension it was
+ * cut from, and the partials are annotated whole along it. */
+#include <string.h>
+
+#include "gslc.h"
+
+typedef struct SameBits {
+  int bound;        /* the most blocks a dimension is cut into */
+  const Program *g; /* the program being rewritten (for its mesh) */
+  int nblocked;     /* sums blocked, for --explain */
+  bool failed;      /* an error was reported */
+} SameBits;
+
+/* The largest divisor of n not above bound. */
+static int64_t blocks_of(int64_t n, int bound) {
+  for (int64_t v = bound < n ? bound : n; v > 1; v--)
+    if (n % v == 0)
+      return v;
+  return 1;
+}
+
+/* The devices along dim d of sh (the product of its axes' sizes). */
+static int64_t dim_devices(const Program *g, const Sharding *sh, int d) {
+  int64_t n = 1;
+  for (int i = 0; i < sh->naxes[d]; i++)
+    n *= g->mesh.size[sh->axes[d][i]];
+  return n;
+}
+
+/* sh with dim d split in two: the first part keeps d's axes (split=true)
+ * or none, the second has none. */
+static Sharding split_dim(const Sharding *sh, int rank, int d) {
+  Sharding r = {0};
+  r.partial = sh->partial;
+  for (int i = 0, o = 0; i < rank; i++, o++) {
+    if (i == d) {
+      r.naxes[o] = sh->naxes[i];
+      memcpy(r.axes[o], sh->axes[i], sizeof r.axes[o]);
+      o++; /* the block's rows: whole */
+      continue;
+    }
+    r.naxes[o] = sh->naxes[i];
+    memcpy(r.axes[o], sh->axes[i], sizeof r.axes[o]);
+  }
+  return r;
+}
+
+static Shape split_shape(const Shape *s, int d, int64_t v) {
+  Shape r = {0};
+  r.rank = s->rank + 1;
+  for (int i = 0, o = 0; i < s->rank; i++, o++) {
+    if (i == d) {
+      r.d[o++] = v;
+      r.d[o] = s->d[i] / v;
+      continue;
+    }
+    r.d[o] = s->d[i];
+  }
+  return r;
+}
+
+/* Whether a dimension of n in v blocks, split dev ways, gives each device
+ * whole blocks: its tiles of blocks (ceil(v / dev) of n / v each, the last
+ * tile padded) are its tiles of rows (ceil(n / dev), gsl.7 SHARDING). */
+static bool whole_blocks(int64_t n, int64_t v, int64_t dev) {
+  return (v + dev - 1) / dev * (n / v) == (n + dev - 1) / dev;
+}
+
+/* Checks that the mesh's devices along dim d of sh hold whole blocks of
+ * its v; reports the error at `at` otherwise. */
+static bool blocks_fit(SameBits *S, const Value *at, const Sharding *sh, int d, int64_t n, int64_t v) {
+  int64_t dev = dim_devices(S->g, sh, d);
+  if (whole_blocks(n, v, dev))
+    return true;
+  char counts[160] = "";
+  size_t len = 0;
+  for (int64_t k = 1; k <= v && len + 24 < sizeof counts; k++)
+    if (whole_blocks(n, v, k))
+      len += (size_t)snprintf(counts + len, sizeof counts - len, "%s%lld", len ? ", " : "", (long long)k);
+  diag_error(at->span,
+             "--same-bits: this %s runs over a dimension of %lld split %lld ways, and %lld devices cannot each "
+             "hold whole blocks of its %lld blocks of %lld (the most blocks up to %d that divide %lld)",
+             at->op == OP_EINSUM ? "product" : at->op == OP_SCATTER_ADD ? "scatter-add" : "sum", (long long)n,
+             (long long)dev, (long long)dev, (long long)v, (long long)(n / v), S->bound, (long long)n);
+  diag_note(at->span, "it is split %s ways whole; --same-bits=N with more blocks may fit %lld", counts,
+            (long long)dev);
+  S->failed = true;
+  return false;
+}
+
+/* The value that stands for v: the partials of its blocks (batched), made
+ * whole along the block dims and added in block order. */
+static Value *finish(SameBits *S, Program *dst, const Value *v, Value *part, int nblock) {
+  Build at = build_at(dst, v->pass, v->site, v->region);
+  /* whole along the block dims (leading), each other dim as v */
+  Sharding whole = {0};
+  for (int i = 0; i < v->shape.rank; i++) {
+    whole.naxes[nblock + i] = v->sh.naxes[i];
+    memcpy(whole.axes[nblock + i], v->sh.axes[i], sizeof whole.axes[0]);
+  }
+  Value *w = ir_annotate(&at, part, &whole, v->span);
+  w->site = v->site;
+  w->why = "the blocks' partials, added in block order (--same-bits)";
+  Value *r = ir_reduce(&at, RF_SUM, w, (1u << nblock) - 1, v->span);
+  r->site = v->site;
+  r->name = v->name;
+  r->sh = v->sh;
+  r->sh_origin = v->sh_origin;
+  r->sh_from = v->sh_from;
+  S->nblocked++;
+  return r;
+}
+
+/* The partials' sharding: the block dims (leading) split as the dims they
+ * were cut from, each other dim as v's less those axes. */
+static Sharding partial_sharding(const Value *v, const Sharding *blocks, int nblock) {
+  Sharding r = {0};
+  uint32_t used = 0;
+  for (int b = 0; b < nblock; b++) {
+    r.naxes[b] = blocks->naxes[b];
+    memcpy(r.axes[b], blocks->axes[b], sizeof r.axes[b]);
+    for (int i = 0; i < blocks->naxes[b]; i++)
+      used |= 1u << blocks->axes[b][i];
+  }
+  for (int i = 0; i < v->shape.rank; i++)
+    for (int k = 0; k < v->sh.naxes[i]; k++)
+      if (!(used & (1u << v->sh.axes[i][k])))
+        r.axes[nblock + i][r.naxes[nblock + i]++] = v->sh.axes[i][k];
+  return r;
+}
+
+/* A reshape of x splitting dim d into (v, n / v), sharded accordingly. */
+static Value *cut(Program *dst, const Value *at_v, Value *x, int d, int64_t v) {
+  Build at = build_at(dst, at_v->pass, at_v->site, at_v->region);
+  Value *r = ir_reshape(&at, x, split_shape(&x->shape, d, v), at_v->span);
+  r->site = at_v->site;
+  r->sh = split_dim(&x->sh, x->shape.rank, d);
+  r->sh_origin = SO_PROPAGATED;
+  r->sh_from = x;
+  return r;
+}
+
+static char unused_letter(const EinsumSpec *e) {
+  for (const char *c = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"; *c; c++) {
+    bool used = strchr(e->out, *c) != NULL;
+    for (int j = 0; j < e->nin && !used; j++)
+      used = strchr(e->in[j], *c) != NULL;
+    if (!used)
+      return *c;
+  }
+  return 0;
+}
+
+static Value *block_einsum(SameBits *S, Program *dst, const Value *v, Value **map) {
+  const EinsumSpec *e = &v->ein;
+  if (e->nin < 1 || e->nin > 2)
+    return NULL;
+  EinsumSpec ne = *e;
+  Value *ops[3] = {map[v->args[0]->id], e->nin > 1 ? map[v->args[1]->id] : NULL,
+                   e->fill[0] ? map[v->args[e->nin]->id] : NULL};
+  Value *counts = ops[e->nin]; /* a moe product's fill counts (slots.c), or NULL */
+  Sharding blocks = {0};
+  int nblock = 0;
+  char out[GSL_MAX_RANK + 1] = "";
+  for (int j = 0; j < e->nin; j++)
+    for (int d = 0; e->in[j][d]; d++) {
+      char l = e->in[j][d];
+      if (strchr(e->out, l) || !v->args[j]->sh.naxes[d] || strchr(out, l))
+        continue; /* kept, not split here, or seen */
+      int64_t n = v->args[j]->shape.d[d], nb = blocks_of(n, S->bound);
+      if (!blocks_fit(S, v, &v->args[j]->sh, d, n, nb))
+        return NULL;
+      if (nb == 1 || v->shape.rank + nblock + 1 > GSL_MAX_RANK)
+        continue;
+      char u = unused_letter(&ne);
+      if (!u)
+        continue;
+      size_t no = strlen(out);
+      out[no] = l;
+      out[no + 1] = '\0';
+      /* every operand with letter l: its dim cut into (u, l) */
+      for (int k = 0; k < e->nin; k++) {
+        char *at = strchr(ne.in[k], l);
+        if (!at)
+          continue;
+        int dk = (int)(at - ne.in[k]);
+        memmove(at + 1, at, strlen(at) + 1);
+        *at = u;
+        ops[k] = cut(dst, v, ops[k], dk, nb);
+      }
+      char *fat = counts ? strchr(ne.fill, l) : NULL;
+      if (fat) { /* the counts, indexed by l too, cut alike */
+        int dk = (int)(fat - ne.fill);
+        memmove(fat + 1, fat, strlen(fat) + 1);
+        *fat = u;
+        counts = cut(dst, v, counts, dk, nb);
+      }
+      blocks.naxes[nblock] = v->args[j]->sh.naxes[d];
+      memcpy(blocks.axes[nblock], v->args[j]->sh.axes[d], sizeof blocks.axes[0]);
+      memmove(ne.out + nblock + 1, ne.out + nblock, strlen(ne.out + nblock) + 1);
+      ne.out[nblock] = u;
+      nblock++;
+    }
+  if (!nblock)
+    return NULL;
+  if (counts) {
+    /* the counts' letters as the GEMM over filled slots reads them
+     * (cg_einsum.c): the result's letters among them first, in the
+     * result's order (the blocks lead), then the rest in their order */
+    char order[GSL_MAX_RANK + 1] = "";
+    int perm[GSL_MAX_RANK], n = 0;
+    for (int i = 0; ne.out[i]; i++) {
+      char *at = strchr(ne.fill, ne.out[i]);
+      if (at) {
+        perm[n] = (int)(at - ne.fill);
+        order[n++] = ne.out[i];
+      }
+    }
+    for (int i = 0; ne.fill[i]; i++)
+      if (!strchr(ne.out, ne.fill[i])) {
+        perm[n] = i;
+        order[n++] = ne.fill[i];
+      }
+    order[n] = '\0';
+    bool ident = true;
+    for (int i = 0; i < n; i++)
+      ident &= perm[i] == i;
+    if (!ident) {
+      Build tb = build_at(dst, v->pass, v->site, v->region);
+      Sharding tsh = {0};
+      for (int i = 0; i < n; i++) {
+        tsh.naxes[i] = counts->sh.naxes[perm[i]];
+        memcpy(tsh.axes[i], counts->sh.axes[perm[i]], sizeof tsh.axes[0]);
+      }
+      counts = ir_transpose(&tb, counts, perm, v->span);
+      counts->site = v->site;
+      counts->sh = tsh;
+      counts->sh_origin = SO_PROPAGATED;
+      strcpy(ne.fill, order);
+    }
+    ops[e->nin] = counts;
+  }
+  Shape ps = {0};
+  ps.rank = v->shape.rank + nblock;
+  for (int b = 0, k = 0; b < nblock; b++) {
+    /* the extent of block letter b: from whichever operand has it */
+    for (int j = 0; j < e->nin; j++) {
+      char *at = strchr(ne.in[j], ne.out[b]);
+      if (at) {
+        ps.d[b] = ops[j]->shape.d[at - ne.in[j]];
+        break;
+      }
+    }
+    (void)k;
+  }
+  for (int i = 0; i < v->shape.rank; i++)
+    ps.d[nblock + i] = v->shape.d[i];
+  Build at = build_at(dst, v->pass, v->site, v->region);
+  Value *p = ir_add(&at, OP_EINSUM, v->dtype, ps, v->span, e->nin + (counts != NULL), ops);
+  p->site = v->site;
+  p->attr = v->attr;
+  p->ein = ne;
+  p->sh = partial_sharding(v, &blocks, nblock);
+  p->sh_origin = SO_PROPAGATED;
+  p->sh_from = ops[0];
+  return finish(S, dst, v, p, nblock);
+}
+
+static Value *block_reduce(SameBits *S, Program *dst, const Value *v, Value **map) {
+  if (v->fn != RF_SUM)
+    return NULL;
+  const Value *a = v->args[0];
+  Value *x = map[a->id];
+  uint32_t mask = 0;
+  int nblock = 0, shift = 0;
+  Sharding blocks = {0};
+  int bdim[GSL_MAX_RANK]; /* x's (cut) dims that are blocks */
+  for (int d = 0; d < a->shape.rank; d++) {
+    int xd = d + shift;
+    if (!(v->rmask & (1u << d))) {
+      continue;
+    }
+    mask |= 1u << xd;
+    if (!a->sh.naxes[d])
+      continue;
+    int64_t n = a->shape.d[d], nb = blocks_of(n, S->bound);
+    if (!blocks_fit(S, v, &a->sh, d, n, nb))
+      return NULL;
+    if (nb == 1 || x->shape.rank + 1 > GSL_MAX_RANK)
+      continue;
+    x = cut(dst, v, x, xd, nb);
+    mask &= ~(1u << xd);
+    bdim[nblock] = xd;
+    blocks.naxes[nblock] = a->sh.naxes[d];
+    memcpy(blocks.axes[nblock], a->sh.axes[d], sizeof blocks.axes[0]);
+    nblock++;
+    shift++;
+    mask |= 1u << (xd + 1); /* the block's rows are summed */
+  }
+  if (!nblock)
+    return NULL;
+  /* the per-block sums keep the block dims where they lie among v's dims;
+   * a transpose brings them to the front */
+  Build at = build_at(dst, v->pass, v->site, v->region);
+  Value *p = ir_reduce(&at, RF_SUM, x, mask, v->span);
+  p->site = v->site;
+  /* p's dims: x's unreduced dims in order (block dims among them) */
+  int perm[GSL_MAX_RANK], np = 0, kept[GSL_MAX_RANK], nk = 0;
+  for (int d = 0; d < x->shape.rank; d++)
+    if (!(mask & (1u << d))) {
+      bool isb = false;
+      for (int b = 0; b < nblock; b++)
+        isb |= bdim[b] == d;
+      if (isb)
+        perm[np++] = nk;
+      kept[nk++] = isb;
+    }
+  for (int i = 0; i < nk; i++)
+    if (!kept[i])
+      perm[np++] = i;
+  Sharding psh = partial_sharding(v, &blocks, nblock);
+  bool ident = true;
+  for (int i = 0; i < np; i++)
+    ident &= perm[i] == i;
+  if (ident) {
+    p->sh = psh;
+  } else {
+    /* the reduce's own layout: p's dims in its order */
+    Sharding raw = {0};
+    for (int i = 0; i < np; i++) {
+      raw.naxes[perm[i]] = psh.naxes[i];
+      memcpy(raw.axes[perm[i]], psh.axes[i], sizeof raw.axes[0]);
+    }
+    p->sh = raw;
+    p = ir_transpose(&at, p, perm, v->span);
+    p->site = v->site;
+    p->sh = psh;
+  }
+  p->sh_origin = SO_PROPAGATED;
+  return finish(S, dst, v, p, nblock);
+}
+
+/* A scatter-add whose indices a mesh axis splits: each block of indices
+ * scatters into rows of its own (its index plus the block's number times
+ * the table's rows), the tables of the blocks are brought together whole
+ * (where a device holds a block, the others hold zeros: an exact sum) and
+ * added in block order. */
+static Value *block_scatter(SameBits *S, Program *dst, const Value *v, Value **map) {
+  const Value *src = v->args[0], *idx = v->args[1];
+  Value *x = map[src->id], *ix = map[idx->id];
+  int64_t rows = v->shape.d[0], nblocks = 1;
+  Build at = build_at(dst, v->pass, v->site, v->region);
+  Value *offset = NULL; /* each index's block number, in the cut indices' shape */
+  int shift = 0, bd[GSL_MAX_RANK], nb = 0;
+  int64_t ub[GSL_MAX_RANK];
+  for (int d = 0; d < idx->shape.rank; d++) {
+    if (!idx->sh.naxes[d])
+      continue;
+    int64_t n = idx->shape.d[d], u = blocks_of(n, S->bound);
+    if (!blocks_fit(S, v, &idx->sh, d, n, u))
+      return NULL;
+    if (u == 1 || x->shape.rank + 1 > GSL_MAX_RANK)
+      continue;
+    x = cut(dst, v, x, d + shift, u);
+    ix = cut(dst, v, ix, d + shift, u);
+    bd[nb] = d + shift;
+    ub[nb++] = u;
+    nblocks *= u;
+    shift++;
+  }
+  if (!nb)
+    return NULL;
+  int64_t stride = 1;
+  for (int b = nb - 1; b >= 0; b--) { /* block number: the blocks' indices in C order */
+    Value *io = ir_iota(&at, ix->shape, bd[b], v->span);
+    io->sh = ix->sh;
+    io->sh_origin = SO_PROPAGATED;
+    Value *k = ir_const(&at, DT_I32, (double)(stride * rows), v->span);
+    Value *t = ir_binary(&at, BF_MUL, io, k, v->span);
+    t->sh = ix->sh;
+    t->sh_origin = SO_PROPAGATED;
+    if (offset) {
+      offset = ir_binary(&at, BF_ADD, offset, t, v->span);
+      offset->sh = ix->sh;
+      offset->sh_origin = SO_PROPAGATED;
+    } else {
+      offset = t;
+    }
+    stride *= ub[b];
+  }
+  Value *ni = ir_binary(&at, BF_ADD, ix, offset, v->span);
+  ni->sh = ix->sh;
+  ni->sh_origin = SO_PROPAGATED;
+  Value *sc = ir_scatter_add(&at, x, ni, nblocks * rows, v->span);
+  sc->site = v->site;
+  sc->sh = v->sh; /* rows whole, the rest as v */
+  sc->sh_origin = SO_PROPAGATED;
+  Shape ps = {0};
+  ps.rank = nb + v->shape.rank;
+  for (int b = 0; b < nb; b++)
+    ps.d[b] = ub[b];
+  for (int i = 0; i < v->shape.rank; i++)
+    ps.d[nb + i] = v->shape.d[i];
+  Value *p = ir_reshape(&at, sc, ps, v->span);
+  p->site = v->site;
+  Sharding none = {0};
+  p->sh = partial_sharding(v, &none, nb);
+  p->sh_origin = SO_PROPAGATED;
+  return finish(S, dst, v, p, nb);
+}
+
+static Value *samebits_rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
+  SameBits *S = ctx;
+  if (S->failed || !dtype_is_float(v->dtype))
+    return NULL; /* an integer sum is exact in any order */
+  if (v->op == OP_EINSUM)
+    return block_einsum(S, dst, v, map);
+  if (v->op == OP_REDUCE)
+    return block_reduce(S, dst, v, map);
+  if (v->op == OP_SCATTER_ADD)
+    return block_scatter(S, dst, v, map);
+  return NULL;
+}
+
+Program *samebits_block(const Program *g, int bound, int *blocked) {
+  SameBits S = {bound, g, 0, false};
+  Program *r = ir_rewrite(g, false, samebits_rewrite, &S);
+  r->same_bits = bound;
+  if (blocked)
+    *blocked = S.nblocked;
+  if (S.failed) {
+    ir_free(r);
+    return NULL;
+  }
+  return r;
+}

@@ -1,0 +1,195 @@
+/* pinned.c — the matrix products of a program compiled with gslc
+ * --same-bits: each element of C is one chain of fused multiply-adds over
+ * k in order, starting from zero,
+ *
+ *     c = 0;  for k = 0 .. K-1:  c = fma(a[i][k], b[k][j], c)
+ *
+ * whatever M, N and the batch are, wherever the element lies in C, and
+ * whichever code path (vector width, edge tile) computes it: an FMA is
+ * rounded once, so the chain's value is fixed by its terms and their
+ * order. That is what a product on a device holding some rows or columns
+ * must give for the same element on a device holding all of them; oneDNN's
+ * and OpenBLAS's kernels do not (their blocking of K, their edge kernels
+ * and their choice of kernel depend on the shape), so --same-bits products
+ * come here, while every other program keeps them (blas.c).
+ *
+ * The method is GotoBLAS's, kept to what cannot change the chain: K is cut
+ * into blocks of KC (a block continues the chain in C, an f32 store and
+ * load being exact), B's block is packed into panels of NR columns and A's
+ * rows into tiles of MR, both widened to f32 (bf16 is f32's upper half, so
+ * exactly), and a micro-kernel keeps an MR x NR tile of C in registers
+ * (AVX-512: 6 x 64, 24 accumulators). A CPU without AVX-512 runs the same
+ * chains with scalar fmaf. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define PINNED_X86 1
+#endif
+
+#define MR 6   /* rows of a micro-tile */
+#define NR 64  /* columns of a panel: four 16-float vectors */
+#define KC 256 /* terms of a K block */
+#define NC 512 /* columns of a B block */
+
+static struct {
+  float *a, *b, *c; /* packed A tile, packed B block, f32 C for a bf16 result */
+  size_t na, nb, nc;
+} pk;
+
+static float *grow(float **p, size_t *have, size_t want) {
+  if (*have < want) {
+    free(*p);
+    *p = aligned_alloc(64, (want * sizeof(float) + 63) / 64 * 64);
+    if (!*p)
+      gslrt_fatal(NULL, "the --same-bits products cannot allocate %zu bytes to pack their operands",
+                  want * sizeof(float));
+    *have = want;
+  }
+  return *p;
+}
+
+/* element (r, t) of op(X), X of esize-byte elements (4: f32, 2: bf16) */
+static inline float elem(const void *x, int esize, int32_t trans, int64_t ld, int64_t r, int64_t t) {
+  int64_t off = trans ? t * ld + r : r * ld + t;
+  return esize == 4 ? ((const float *)x)[off] : gslrt_bf16_widen(((const uint16_t *)x)[off]);
+}
+
+/* A's rows i0 .. i0+rows-1, terms k0 .. k0+kc-1, packed term by term:
+ * pa[t * MR + r] (rows past `rows` zero) */
+static void pack_a(float *pa, const void *a, int esize, int32_t ta, int64_t lda, int64_t i0, int rows, int64_t k0,
+                   int64_t kc) {
+  for (int64_t t = 0; t < kc; t++)
+    for (int r = 0; r < MR; r++)
+      pa[t * MR + r] = r < rows ? elem(a, esize, ta, lda, i0 + r, k0 + t) : 0.0f;
+}
+
+/* B's terms k0 .. k0+kc-1, columns j0 .. j0+nc-1, as panels of NR columns:
+ * panel p at pb + p * kc * NR, pb[t * NR + c] (columns past n zero) */
+static void pack_b(float *pb, const void *b, int esize, int32_t tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                   int64_t nc) {
+  for (int64_t p = 0; p * NR < nc; p++) {
+    float *q = pb + p * kc * NR;
+    int64_t cols = nc - p * NR < NR ? nc - p * NR : NR;
+    for (int64_t t = 0; t < kc; t++) {
+      for (int64_t c = 0; c < cols; c++)
+        q[t * NR + c] = elem(b, esize, tb, ldb, k0 + t, j0 + p * NR + c);
+      for (int64_t c = cols; c < NR; c++)
+        q[t * NR + c] = 0.0f;
+    }
+  }
+}
+
+/* The chains of an MR x NR tile over kc terms, continued from C (first
+ * false) or from zero: C's rows x cols corner written. Scalar: any CPU. */
+static void tile_scalar(const float *pa, const float *pb, int64_t kc, float *c, int64_t ldc, int rows, int cols,
+                        bool first) {
+  for (int r = 0; r < rows; r++)
+    for (int j = 0; j < cols; j++) {
+      float acc = first ? 0.0f : c[r * ldc + j];
+      for (int64_t t = 0; t < kc; t++)
+        acc = fmaf(pa[t * MR + r], pb[t * NR + j], acc);
+      c[r * ldc + j] = acc;
+    }
+}
+
+#ifdef PINNED_X86
+__attribute__((target("avx512f"))) static void tile_avx512(const float *pa, const float *pb, int64_t kc, float *c,
+                                                           int64_t ldc, int rows, int cols, bool first) {
+  __m512 acc[MR][4];
+  __mmask16 m[4];
+  for (int v = 0; v < 4; v++) {
+    int left = cols - 16 * v;
+    m[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+  }
+  for (int r = 0; r < MR; r++)
+    for (int v = 0; v < 4; v++)
+      acc[r][v] = first || r >= rows ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m[v], c + r * ldc + 16 * v);
+  for (int64_t t = 0; t < kc; t++) {
+    __m512 b0 = _mm512_load_ps(pb + t * NR), b1 = _mm512_load_ps(pb + t * NR + 16);
+    __m512 b2 = _mm512_load_ps(pb + t * NR + 32), b3 = _mm512_load_ps(pb + t * NR + 48);
+    for (int r = 0; r < MR; r++) {
+      __m512 a = _mm512_set1_ps(pa[t * MR + r]);
+      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_ps(a, b2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);
+    }
+  }
+  for (int r = 0; r < rows; r++)
+    for (int v = 0; v < 4; v++)
+      _mm512_mask_storeu_ps(c + r * ldc + 16 * v, m[v], acc[r][v]);
+}
+#endif
+
+typedef void Tile(const float *, const float *, int64_t, float *, int64_t, int, int, bool);
+
+static Tile *tile_kernel(void) {
+  static Tile *k;
+  if (!k) {
+    k = tile_scalar;
+#ifdef PINNED_X86
+    if (__builtin_cpu_supports("avx512f"))
+      k = tile_avx512;
+#endif
+  }
+  return k;
+}
+
+/* One product: C (f32, m x n, ldc) = op(A) op(B). */
+static void product(const void *a, const void *b, int esize, int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k,
+                    int64_t lda, int64_t ldb, float *c, int64_t ldc) {
+  Tile *tile = tile_kernel();
+  if (k == 0) {
+    for (int64_t i = 0; i < m; i++)
+      memset(c + i * ldc, 0, sizeof *c * (size_t)n);
+    return;
+  }
+  float *pa = grow(&pk.a, &pk.na, (size_t)MR * KC);
+  float *pb = grow(&pk.b, &pk.nb, (size_t)KC * ((NC + NR - 1) / NR * NR));
+  for (int64_t j0 = 0; j0 < n; j0 += NC) {
+    int64_t nc = n - j0 < NC ? n - j0 : NC;
+    for (int64_t k0 = 0; k0 < k; k0 += KC) {
+      int64_t kc = k - k0 < KC ? k - k0 : KC;
+      pack_b(pb, b, esize, tb, ldb, k0, kc, j0, nc);
+      for (int64_t i0 = 0; i0 < m; i0 += MR) {
+        int rows = m - i0 < MR ? (int)(m - i0) : MR;
+        pack_a(pa, a, esize, ta, lda, i0, rows, k0, kc);
+        for (int64_t p = 0; p * NR < nc; p++) {
+          int cols = nc - p * NR < NR ? (int)(nc - p * NR) : NR;
+          tile(pa, pb + p * kc * NR, kc, c + i0 * ldc + j0 + p * NR, ldc, rows, cols, k0 == 0);
+        }
+      }
+    }
+  }
+}
+
+void gslrt_sgemm_pinned(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                        const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b,
+                        float *c, int64_t ldc, int64_t stride_c) {
+  for (int64_t i = 0; i < batch; i++)
+    product(a + i * stride_a, b + i * stride_b, 4, trans_a, trans_b, m, n, k, lda, ldb, c + i * stride_c, ldc);
+}
+
+void gslrt_gemm_bf16_pinned(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                            const uint16_t *a, int64_t lda, int64_t stride_a, const uint16_t *b, int64_t ldb,
+                            int64_t stride_b, void *c, int32_t c_dtype, int64_t ldc, int64_t stride_c) {
+  for (int64_t i = 0; i < batch; i++) {
+    if (c_dtype == GSLRT_F32) {
+      product(a + i * stride_a, b + i * stride_b, 2, trans_a, trans_b, m, n, k, lda, ldb,
+              (float *)c + i * stride_c, ldc);
+      continue;
+    }
+    /* a bf16 result: each element rounded once from its f32 chain */
+    float *t = grow(&pk.c, &pk.nc, (size_t)(m * n) + 1);
+    product(a + i * stride_a, b + i * stride_b, 2, trans_a, trans_b, m, n, k, lda, ldb, t, n);
+    uint16_t *ci = (uint16_t *)c + i * stride_c;
+    for (int64_t r = 0; r < m; r++)
+      gslrt_bf16_round_n(ci + r * ldc, t + r * n, n);
+  }
+}
