@@ -12,7 +12,8 @@
  * the runtime makes for each bucket of a moe block's filled rows,
  * runtime/slots.c), OpenBLAS's sbgemm where the library exports it, and
  * the runtime's own gslrt_sgemm and gslrt_gemm_bf16 (which pick among
- * them). Then the runtime's products over a moe block's filled slots
+ * them), and gslc --same-bits' pinned products (runtime/pinned.c: each
+ * element one chain of FMAs over k, whatever the shape). Then the runtime's products over a moe block's filled slots
  * alone (gslrt_sgemm_fill, gslrt_gemm_bf16_fill) on the examples' expert
  * shapes and fill counts, GFLOP/s counting the filled rows only. Each
  * kernel is set up once (a oneDNN primitive created once), run
@@ -180,11 +181,11 @@ typedef struct operands {
 } operands;
 
 enum kernel { K_SGEMM, K_DNNL_F32, K_DNNL_BF16, K_DNNL_F32_RTM, K_DNNL_BF16_RTM, K_SBGEMM, K_GSLRT_F32,
-              K_GSLRT_BF16, NKERNELS };
+              K_GSLRT_BF16, K_PINNED_F32, K_PINNED_BF16, NKERNELS };
 static const char *kernel_name[NKERNELS] = {"openblas sgemm", "onednn f32", "onednn bf16", "onednn f32 rt-M",
                                             "onednn bf16 rt-M", "openblas sbgemm", "gslrt_sgemm",
-                                            "gslrt_gemm_bf16"};
-static const int kernel_bf16[NKERNELS] = {0, 0, 1, 0, 1, 1, 0, 1};
+                                            "gslrt_gemm_bf16", "pinned f32", "pinned bf16"};
+static const int kernel_bf16[NKERNELS] = {0, 0, 1, 0, 1, 1, 0, 1, 0, 1};
 /* The oneDNN kernels: bf16 operands, and M (with the strides it sets) a
  * runtime dimension (DNNL_RUNTIME_DIM_VAL), one primitive for every row
  * count, as a product over a moe block's filled slots could use. */
@@ -283,6 +284,14 @@ static void run(int k, const operands *o, const dnn_gemm *dnn) {
   case K_GSLRT_BF16:
     gslrt_gemm_bf16(s->batch, s->ta, s->tb, s->m, s->n, s->k, o->ha, o->lda, o->sa, o->hb, o->ldb,
                     o->sb, o->c, GSLRT_F32, s->n, sc);
+    break;
+  case K_PINNED_F32: /* gslc --same-bits' products (runtime/pinned.c) */
+    gslrt_sgemm_pinned(s->batch, s->ta, s->tb, s->m, s->n, s->k, o->a, o->lda, o->sa, o->b, o->ldb, o->sb,
+                       o->c, s->n, sc);
+    break;
+  case K_PINNED_BF16:
+    gslrt_gemm_bf16_pinned(s->batch, s->ta, s->tb, s->m, s->n, s->k, o->ha, o->lda, o->sa, o->hb, o->ldb,
+                           o->sb, o->c, GSLRT_F32, s->n, sc);
     break;
   }
 }

@@ -118,7 +118,28 @@ static const char *uneven_note(Arena *a, const Program *g, const Value *v) {
   return s;
 }
 
-void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard *searched, const Machine *m) {
+/* gslc --same-bits: the sums cut into fixed blocks, a line each. */
+static void same_bits(FILE *f, Arena *a, const Program *g) {
+  fprintf(f, "\n## same bits (gslc --same-bits=%d): sums over split dimensions in fixed blocks, added in block order\n"
+             "%d dimension%s cut into blocks (each: the largest divisor of its extent up to %d); every matrix "
+             "product runs the pinned chains of FMAs (man gslc, --same-bits); the collectives that bring the "
+             "blocks' partials together are marked below\n",
+          g->same_bits, g->nsame, g->nsame == 1 ? "" : "s", g->same_bits);
+  for (int i = 0; i < g->nsame; i++) {
+    const SameNote *n = &g->same[i];
+    Value at = {0};
+    at.span = n->span;
+    at.site = n->site;
+    at.pass = n->pass;
+    fprintf(f, "%-11s over %" PRId64 " in %" PRId64 " blocks of %" PRId64 ", split %" PRId64
+               " way%s here; whole blocks on %s devices along it   ; %s\n",
+            samebits_kind(n->op), n->n, n->blocks, n->n / n->blocks, n->devices, n->devices == 1 ? "" : "s", n->fits,
+            where_site(a, &at));
+  }
+}
+
+void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard *searched, const Machine *m,
+                   const double *plain) {
   Arena *a = arena_new();
   int64_t devices = 1;
   for (int i = 0; i < g->mesh.naxes; i++)
@@ -148,6 +169,8 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
                "and updates, the loss, norms, softmaxes and moe gating stay f32\n",
             vals, prod[PASS_FORWARD], prod[PASS_BACKWARD], routed);
   }
+  if (g->same_bits)
+    same_bits(f, a, g);
   if (searched && g->mesh.naxes) {
     fprintf(f, "\n## --auto-shard: the cost search (an integer linear program, solved by CBC)\n"
                "%d values in %d classes, %d edges between them; %s: %d columns (%d integer), %d rows, %d nonzeros; "
@@ -303,6 +326,12 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
   fprintf(f, "estimated step per device: %.3f ms, %.3f computing and %.3f communicating (the cost model of "
              "--auto-shard, with no overlap; man gslc, MACHINE FILES)\n",
           (compute + comm) * 1e3, compute * 1e3, comm * 1e3);
+  if (plain) {
+    double was = plain[0] + plain[1];
+    fprintf(f, "without --same-bits: %.3f ms, %.3f computing and %.3f communicating; --same-bits costs %+.1f %% "
+               "by this model (products at gemm_pinned_gflops; the blocks' sums and collectives)\n",
+            was * 1e3, plain[0] * 1e3, plain[1] * 1e3, was > 0 ? 100 * ((compute + comm) / was - 1) : 0.0);
+  }
   arena_free(a);
 }
 

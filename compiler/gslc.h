@@ -469,6 +469,16 @@ bool ir_train_scheduled(const Train *t);
 const char *ir_optim_desc(Arena *a, const Train *t);
 
 /* What slots_skip_empty made of one moe block, for --explain. */
+/* A sum samebits.c cut into fixed blocks, for --explain. */
+typedef struct SameNote {
+  Span span, site;     /* the op, and the call it was inlined from */
+  Op op;               /* EINSUM, REDUCE or SCATTER_ADD */
+  Pass pass;           /* the part of the step */
+  int64_t n, blocks;   /* the dimension's extent and its blocks */
+  int64_t devices;     /* devices along it on this mesh */
+  const char *fits;    /* the device counts that hold whole blocks, "1, 2, 4, 8" (in the arena) */
+} SameNote;
+
 typedef struct MoeNote {
   Span span;       /* the block (its dispatch) */
   int64_t e, g, c; /* experts, groups, capacity slots */
@@ -502,6 +512,8 @@ typedef struct Program {
   DType precision;   /* gslc --precision: DT_F32, or DT_BF16 (products and moe bodies in bf16; build_at
                         reads it) */
   int same_bits;     /* gslc --same-bits: its bound on a sum's blocks (samebits.c), 0: not given */
+  SameNote *same;    /* samebits_block's notes, one per dimension blocked (in the arena), not carried by rewrites */
+  int nsame;         /* entries of same */
   MoeNote *moe;      /* slots_skip_empty's notes, one per moe block (in the arena), not carried by rewrites */
   int nmoe;          /* entries of moe */
   struct Program *home; /* an IR function (ir_new_fn): the program it is inlined into, whose arena
@@ -806,6 +818,7 @@ typedef struct Machine {
   double link_bytes_per_s;         /* bytes a device receives in a collective, a second */
   double axis_link[GSL_MAX_AXES];  /* the same over one mesh axis; 0: link_bytes_per_s */
   double latency_s;                /* the fixed cost of a collective */
+  double pinned_flops;             /* matrix products under gslc --same-bits (pinned.c), FLOP/s */
 } Machine;
 
 void machine_default(Machine *m); /* the reference machine's rates (machine.c says how measured) */
@@ -1064,12 +1077,17 @@ void spmd_combine(Program *p);
  * NULL after reporting a dimension the mesh splits into a count that does
  * not divide its blocks. */
 Program *samebits_block(const Program *g, int bound, int *blocked);
+/* The name of what a SameNote blocked: "product", "sum" or "scatter-add". */
+const char *samebits_kind(Op op);
 
 /* ---- explain.c: --explain ------------------------------------------------ */
 
 /* searched: what gslc --auto-shard's search did, or NULL without it; m:
- * the rates the summary's estimate of the step uses (shard_estimate) */
-void explain_print(FILE *f, const Program *global, const Program *spmd, const AutoShard *searched, const Machine *m);
+ * the rates the summary's estimate of the step uses (shard_estimate);
+ * plain: under --same-bits, that estimate of the program built without it
+ * (compute and communication seconds), else NULL */
+void explain_print(FILE *f, const Program *global, const Program *spmd, const AutoShard *searched, const Machine *m,
+                   const double *plain);
 /* gslc --emit-annotations: the params' and inputs' declarations with their shardings written in */
 void annotations_print(FILE *f, const Program *global);
 

@@ -14,6 +14,8 @@
  *   link_gbs.AXIS = 2.2       the same over mesh axis AXIS (a group of
  *                             several axes: the slowest of them)
  *   latency_us = 0.4          the fixed cost of each collective, microseconds
+ *   gemm_pinned_gflops = 100  matrix products of gslc --same-bits (runtime/
+ *                             pinned.c: chains of FMAs), either dtype
  * Numbers are positive decimals, each within its setting's range (the
  * table `settings` below: 1e-3 to 1e7 GFLOP/s, 1e-6 to 1e6 GB/s and
  * microseconds), so that every price the search makes stays a number the
@@ -25,7 +27,10 @@
  * 224.8 GFLOP/s through libgslrt's kernels at 512^3, 5.97 GB/s written,
  * 2.24 GB/s received in a 4 MiB all-reduce, 0.4 us for one of a float;
  * and 0.099 GB/s of normal draws (40 ns a float: ten Philox rounds and
- * Box-Muller in double) the same day later. */
+ * Box-Muller in double) the same day later. The pinned products' rate is
+ * the f32 one times what bench/gemm_peak.c measured of them against
+ * libgslrt's at 512^3 on 2026-11-26 (178 against 199 GFLOP/s f32, 175
+ * against 398 bf16, both widened to f32 FMAs): about 100. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -43,12 +48,13 @@ void machine_default(Machine *m) {
   m->rng_bytes_per_s = 0.1e9;
   m->link_bytes_per_s = 2.2e9;
   m->latency_s = 0.4e-6;
+  m->pinned_flops = 100e9;
 }
 
 double machine_op_seconds(const Machine *m, const Program *p, const Value *v, const Shape *local,
                           const Shape *const *args) {
   if (v->op == OP_EINSUM) /* 2 FLOP for each point of its letters' (local) space */
-    return ein_flops(&v->ein, args) / m->gemm_flops[v->args[0]->dtype];
+    return ein_flops(&v->ein, args) / (p->same_bits ? m->pinned_flops : m->gemm_flops[v->args[0]->dtype]);
   const OpInfo *oi = ir_op(v->op);
   double bytes = (double)dtype_size(v->dtype) * (double)shape_elems(local);
   if (v->op == OP_RNG)
@@ -109,6 +115,7 @@ static const struct {
     {"gemm_f32_gflops", 1e-3, 1e7, "GFLOP/s"}, {"gemm_bf16_gflops", 1e-3, 1e7, "GFLOP/s"},
     {"memory_gbs", 1e-6, 1e6, "GB/s"},        {"link_gbs", 1e-6, 1e6, "GB/s"},
     {"latency_us", 1e-6, 1e6, "microseconds"}, {"rng_gbs", 1e-6, 1e6, "GB/s"},
+    {"gemm_pinned_gflops", 1e-3, 1e7, "GFLOP/s"},
 };
 enum { NSETTINGS = sizeof settings / sizeof *settings };
 
@@ -191,8 +198,8 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
         if (!strcmp(key + 9, axes[a]))
           k = NSETTINGS + a;
     if (k < 0) {
-      diag_fatal("--machine %s:%d: unknown key '%s' (gemm_f32_gflops, gemm_bf16_gflops, memory_gbs, rng_gbs, "
-                 "link_gbs, link_gbs.AXIS for an axis of the mesh, latency_us)", path, lineno,
+      diag_fatal("--machine %s:%d: unknown key '%s' (gemm_f32_gflops, gemm_bf16_gflops, gemm_pinned_gflops, "
+                 "memory_gbs, rng_gbs, link_gbs, link_gbs.AXIS for an axis of the mesh, latency_us)", path, lineno,
                  quoted(key, q, sizeof q));
       ok = false;
       break;
@@ -225,6 +232,7 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
     case 3: m->link_bytes_per_s = x * 1e9; break;
     case 4: m->latency_s = x * 1e-6; break;
     case 5: m->rng_bytes_per_s = x * 1e9; break;
+    case 6: m->pinned_flops = x * 1e9; break;
     default: m->axis_link[k - NSETTINGS] = x * 1e9; break;
     }
   }

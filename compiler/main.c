@@ -628,6 +628,7 @@ static int compile(const Options *o) {
   front = p; /* the forward program as sema built it: each attempt below trains a copy */
   p = NULL;
   AutoShard searched = {0};
+  double same_plain[2] = {0, 0}; /* --explain --same-bits: the estimated step without it (compute, communication) */
   Machine mach;
   machine_default(&mach);
   if (o->machine && !machine_load(&mach, o->machine, front->mesh.name, front->mesh.naxes))
@@ -678,6 +679,12 @@ static int compile(const Options *o) {
       shard_propagate(p);
       verified(p, "the shardings propagation found");
       if (o->same_bits) {
+        if (o->mode == MODE_EXPLAIN) { /* the estimate without it, for --explain's comparison */
+          Program *plain = spmd_partition(p);
+          spmd_combine(plain);
+          shard_estimate(plain, &mach, &same_plain[0], &same_plain[1]);
+          ir_free(plain);
+        }
         Program *b = samebits_block(p, o->same_bits, NULL);
         if (!b)
           goto done;
@@ -758,7 +765,7 @@ static int compile(const Options *o) {
     else if (o->mode == MODE_SPMD)
       ir_print(f, spmd);
     else if (o->mode == MODE_EXPLAIN)
-      explain_print(f, p, spmd, o->auto_shard ? &searched : NULL, &mach);
+      explain_print(f, p, spmd, o->auto_shard ? &searched : NULL, &mach, o->same_bits ? same_plain : NULL);
     else if (o->mode == MODE_ANNOTATIONS)
       annotations_print(f, p);
     else

@@ -157,7 +157,9 @@ static Value *operand(Part *P, const Value *v, int k, const Sharding *want) {
   for (Reuse *r = P->reuse; r; r = r->next)
     if (r->from == x && shard_eq(&r->to->sh, want, x->gshape.rank))
       return r->to;
-  Value *y = reshard(P, x, want, v->span, reason(P, v, k, x, want));
+  /* an annotation that says why it is there (samebits.c's) gives its reason */
+  const char *why = v->op == OP_ANNOTATE && v->why ? v->why : reason(P, v, k, x, want);
+  Value *y = reshard(P, x, want, v->span, why);
   Reuse *r = arena_alloc(P->s->arena, sizeof *r);
   r->from = x;
   r->to = y;

@@ -26,6 +26,8 @@
  * dimensions) and before partitioning; it writes the new values'
  * shardings itself: a block dimension is split as the dimension it was
  * cut from, and the partials are annotated whole along it. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gslc.h"
@@ -33,8 +35,12 @@
 typedef struct SameBits {
   int bound;        /* the most blocks a dimension is cut into */
   const Program *g; /* the program being rewritten (for its mesh) */
-  int nblocked;     /* sums blocked, for --explain */
+  Program *dst;     /* the program being built */
+  int nblocked;     /* sums blocked */
   bool failed;      /* an error was reported */
+  Value **remap;    /* g's value id -> its value in dst, to point sh_from at dst's values */
+  SameNote *notes;  /* one per dimension blocked, for --explain (malloc'd) */
+  int nnotes, cap;
 } SameBits;
 
 /* The largest divisor of n not above bound. */
@@ -85,6 +91,8 @@ static Shape split_shape(const Shape *s, int d, int64_t v) {
   return r;
 }
 
+const char *samebits_kind(Op op) { return op == OP_EINSUM ? "product" : op == OP_SCATTER_ADD ? "scatter-add" : "sum"; }
+
 /* Whether a dimension of n in v blocks, split dev ways, gives each device
  * whole blocks: its tiles of blocks (ceil(v / dev) of n / v each, the last
  * tile padded) are its tiles of rows (ceil(n / dev), gsl.7 SHARDING). */
@@ -96,17 +104,33 @@ static bool whole_blocks(int64_t n, int64_t v, int64_t dev) {
  * its v; reports the error at `at` otherwise. */
 static bool blocks_fit(SameBits *S, const Value *at, const Sharding *sh, int d, int64_t n, int64_t v) {
   int64_t dev = dim_devices(S->g, sh, d);
-  if (whole_blocks(n, v, dev))
-    return true;
   char counts[160] = "";
   size_t len = 0;
   for (int64_t k = 1; k <= v && len + 24 < sizeof counts; k++)
     if (whole_blocks(n, v, k))
       len += (size_t)snprintf(counts + len, sizeof counts - len, "%s%lld", len ? ", " : "", (long long)k);
+  if (whole_blocks(n, v, dev)) {
+    if (v > 1) { /* a note for --explain */
+      if (S->nnotes == S->cap) {
+        S->cap = S->cap ? 2 * S->cap : 16;
+        S->notes = xrealloc(S->notes, sizeof *S->notes * (size_t)S->cap);
+      }
+      SameNote *m = &S->notes[S->nnotes++];
+      m->span = at->span;
+      m->site = at->site;
+      m->op = at->op;
+      m->pass = at->pass;
+      m->n = n;
+      m->blocks = v;
+      m->devices = dev;
+      m->fits = arena_printf(S->dst->arena, "%s", counts);
+    }
+    return true;
+  }
   diag_error(at->span,
              "--same-bits: this %s runs over a dimension of %lld split %lld ways, and %lld devices cannot each "
              "hold whole blocks of its %lld blocks of %lld (the most blocks up to %d that divide %lld)",
-             at->op == OP_EINSUM ? "product" : at->op == OP_SCATTER_ADD ? "scatter-add" : "sum", (long long)n,
+             samebits_kind(at->op), (long long)n,
              (long long)dev, (long long)dev, (long long)v, (long long)(n / v), S->bound, (long long)n);
   diag_note(at->span, "it is split %s ways whole; --same-bits=N with more blocks may fit %lld", counts,
             (long long)dev);
@@ -437,21 +461,56 @@ static Value *block_scatter(SameBits *S, Program *dst, const Value *v, Value **m
 
 static Value *samebits_rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
   SameBits *S = ctx;
-  if (S->failed || !dtype_is_float(v->dtype))
-    return NULL; /* an integer sum is exact in any order */
-  if (v->op == OP_EINSUM)
-    return block_einsum(S, dst, v, map);
-  if (v->op == OP_REDUCE)
-    return block_reduce(S, dst, v, map);
-  if (v->op == OP_SCATTER_ADD)
-    return block_scatter(S, dst, v, map);
-  return NULL;
+  S->dst = dst;
+  Value *r = NULL;
+  if (!S->failed && dtype_is_float(v->dtype)) { /* an integer sum is exact in any order */
+    if (v->op == OP_EINSUM)
+      r = block_einsum(S, dst, v, map);
+    else if (v->op == OP_REDUCE)
+      r = block_reduce(S, dst, v, map);
+    else if (v->op == OP_SCATTER_ADD)
+      r = block_scatter(S, dst, v, map);
+  }
+  if (!r) {
+    Value *stack[16], **args = v->nargs <= 16 ? stack : xmalloc(sizeof *args * (size_t)v->nargs);
+    for (int j = 0; j < v->nargs; j++)
+      args[j] = map[v->args[j]->id];
+    r = ir_copy(dst, v, args);
+    if (args != stack)
+      free(args);
+  }
+  S->remap[v->id] = r;
+  return r;
 }
 
 Program *samebits_block(const Program *g, int bound, int *blocked) {
-  SameBits S = {bound, g, 0, false};
+  SameBits S = {bound, g, NULL, 0, false, xcalloc((size_t)g->nvalues + 1, sizeof(Value *)), NULL, 0, 0};
   Program *r = ir_rewrite(g, false, samebits_rewrite, &S);
+  /* the shardings' sources, and the moe blocks' notes, in r (g may be freed) */
+  for (int i = 0; i < r->nvalues; i++) {
+    Value *v = r->values[i];
+    const Value *f = v->sh_from;
+    if (f && f->id < g->nvalues && g->values[f->id] == f)
+      v->sh_from = S.remap[f->id];
+    if (v->sh_origin == SO_PROPAGATED && !v->sh_from) /* a value made here: its sharding follows its operand's */
+      v->sh_from = v->nargs ? v->args[0] : NULL;
+    if (v->sh_origin == SO_PROPAGATED && !v->sh_from)
+      v->sh_origin = SO_NONE;
+  }
+  free(S.remap);
+  r->nmoe = g->nmoe;
+  r->moe = g->nmoe ? arena_alloc(r->arena, sizeof *r->moe * (size_t)g->nmoe) : NULL;
+  for (int i = 0; i < g->nmoe; i++) {
+    r->moe[i] = g->moe[i];
+    if (g->moe[i].why)
+      r->moe[i].why = arena_printf(r->arena, "%s", g->moe[i].why);
+  }
   r->same_bits = bound;
+  r->nsame = S.nnotes;
+  r->same = S.nnotes ? arena_alloc(r->arena, sizeof *r->same * (size_t)S.nnotes) : NULL;
+  for (int i = 0; i < S.nnotes; i++)
+    r->same[i] = S.notes[i];
+  free(S.notes);
   if (blocked)
     *blocked = S.nblocked;
   if (S.failed) {

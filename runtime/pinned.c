@@ -34,7 +34,7 @@
 
 #define MR 6   /* rows of a micro-tile */
 #define NR 64  /* columns of a panel: four 16-float vectors */
-#define KC 256 /* terms of a K block */
+#define KC 128 /* terms of a K block: a packed panel of B (KC x NR floats, 32 KiB) stays in L1 */
 #define NC 512 /* columns of a B block */
 
 static struct {
@@ -54,33 +54,63 @@ static float *grow(float **p, size_t *have, size_t want) {
   return *p;
 }
 
-/* element (r, t) of op(X), X of esize-byte elements (4: f32, 2: bf16) */
-static inline float elem(const void *x, int esize, int32_t trans, int64_t ld, int64_t r, int64_t t) {
-  int64_t off = trans ? t * ld + r : r * ld + t;
-  return esize == 4 ? ((const float *)x)[off] : gslrt_bf16_widen(((const uint16_t *)x)[off]);
+/* x[i] widened to f32 (esize 4: f32, 2: bf16) */
+static inline float at(const void *x, int esize, int64_t i) {
+  return esize == 4 ? ((const float *)x)[i] : gslrt_bf16_widen(((const uint16_t *)x)[i]);
 }
 
 /* A's rows i0 .. i0+rows-1, terms k0 .. k0+kc-1, packed term by term:
- * pa[t * MR + r] (rows past `rows` zero) */
+ * pa[t * MR + r] (rows past `rows` zero). op(A)[r][t] is a[r * lda + t],
+ * or a[t * lda + r] transposed; each loop reads along memory. */
 static void pack_a(float *pa, const void *a, int esize, int32_t ta, int64_t lda, int64_t i0, int rows, int64_t k0,
                    int64_t kc) {
-  for (int64_t t = 0; t < kc; t++)
-    for (int r = 0; r < MR; r++)
-      pa[t * MR + r] = r < rows ? elem(a, esize, ta, lda, i0 + r, k0 + t) : 0.0f;
+  if (rows < MR)
+    memset(pa, 0, sizeof *pa * (size_t)(kc * MR));
+  if (ta) {
+    for (int64_t t = 0; t < kc; t++)
+      for (int r = 0; r < rows; r++)
+        pa[t * MR + r] = at(a, esize, (k0 + t) * lda + i0 + r);
+    return;
+  }
+  for (int r = 0; r < rows; r++) {
+    int64_t base = (i0 + r) * lda + k0;
+    if (esize == 4) {
+      const float *src = (const float *)a + base;
+      for (int64_t t = 0; t < kc; t++)
+        pa[t * MR + r] = src[t];
+    } else {
+      const uint16_t *src = (const uint16_t *)a + base;
+      for (int64_t t = 0; t < kc; t++)
+        pa[t * MR + r] = gslrt_bf16_widen(src[t]);
+    }
+  }
 }
 
 /* B's terms k0 .. k0+kc-1, columns j0 .. j0+nc-1, as panels of NR columns:
- * panel p at pb + p * kc * NR, pb[t * NR + c] (columns past n zero) */
+ * panel p at pb + p * kc * NR, pb[t * NR + c] (columns past n zero).
+ * op(B)[t][j] is b[t * ldb + j], or b[j * ldb + t] transposed. */
 static void pack_b(float *pb, const void *b, int esize, int32_t tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
                    int64_t nc) {
   for (int64_t p = 0; p * NR < nc; p++) {
     float *q = pb + p * kc * NR;
-    int64_t cols = nc - p * NR < NR ? nc - p * NR : NR;
-    for (int64_t t = 0; t < kc; t++) {
+    int64_t cols = nc - p * NR < NR ? nc - p * NR : NR, jp = j0 + p * NR;
+    if (cols < NR)
+      memset(q, 0, sizeof *q * (size_t)(kc * NR));
+    if (tb) {
       for (int64_t c = 0; c < cols; c++)
-        q[t * NR + c] = elem(b, esize, tb, ldb, k0 + t, j0 + p * NR + c);
-      for (int64_t c = cols; c < NR; c++)
-        q[t * NR + c] = 0.0f;
+        for (int64_t t = 0; t < kc; t++)
+          q[t * NR + c] = at(b, esize, (jp + c) * ldb + k0 + t);
+      continue;
+    }
+    for (int64_t t = 0; t < kc; t++) {
+      int64_t base = (k0 + t) * ldb + jp;
+      if (esize == 4) {
+        memcpy(q + t * NR, (const float *)b + base, sizeof *q * (size_t)cols);
+      } else {
+        const uint16_t *src = (const uint16_t *)b + base;
+        for (int64_t c = 0; c < cols; c++)
+          q[t * NR + c] = gslrt_bf16_widen(src[c]);
+      }
     }
   }
 }
@@ -99,31 +129,72 @@ static void tile_scalar(const float *pa, const float *pb, int64_t kc, float *c, 
 }
 
 #ifdef PINNED_X86
+/* Row r of the tile: four accumulators of 16 columns, named so that they
+ * stay in registers (24 of the 32 zmm). */
+#define ROW_DECL(r) __m512 c##r##0, c##r##1, c##r##2, c##r##3
+#define ROW_LOAD(r)                                                                         \
+  do {                                                                                      \
+    bool z = first || (r) >= rows;                                                          \
+    c##r##0 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, c + (r) * ldc);           \
+    c##r##1 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, c + (r) * ldc + 16);      \
+    c##r##2 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m2, c + (r) * ldc + 32);      \
+    c##r##3 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m3, c + (r) * ldc + 48);      \
+  } while (0)
+#define ROW_FMA(r)                                                                          \
+  do {                                                                                      \
+    __m512 a = _mm512_set1_ps(q[r]);                                                        \
+    c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0);                                              \
+    c##r##1 = _mm512_fmadd_ps(a, b1, c##r##1);                                              \
+    c##r##2 = _mm512_fmadd_ps(a, b2, c##r##2);                                              \
+    c##r##3 = _mm512_fmadd_ps(a, b3, c##r##3);                                              \
+  } while (0)
+#define ROW_STORE(r)                                                                        \
+  do {                                                                                      \
+    if ((r) < rows) {                                                                       \
+      _mm512_mask_storeu_ps(c + (r) * ldc, m0, c##r##0);                                    \
+      _mm512_mask_storeu_ps(c + (r) * ldc + 16, m1, c##r##1);                               \
+      _mm512_mask_storeu_ps(c + (r) * ldc + 32, m2, c##r##2);                               \
+      _mm512_mask_storeu_ps(c + (r) * ldc + 48, m3, c##r##3);                               \
+    }                                                                                       \
+  } while (0)
+
 __attribute__((target("avx512f"))) static void tile_avx512(const float *pa, const float *pb, int64_t kc, float *c,
                                                            int64_t ldc, int rows, int cols, bool first) {
-  __m512 acc[MR][4];
   __mmask16 m[4];
   for (int v = 0; v < 4; v++) {
     int left = cols - 16 * v;
     m[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
   }
-  for (int r = 0; r < MR; r++)
-    for (int v = 0; v < 4; v++)
-      acc[r][v] = first || r >= rows ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m[v], c + r * ldc + 16 * v);
+  __mmask16 m0 = m[0], m1 = m[1], m2 = m[2], m3 = m[3];
+  ROW_DECL(0);
+  ROW_DECL(1);
+  ROW_DECL(2);
+  ROW_DECL(3);
+  ROW_DECL(4);
+  ROW_DECL(5);
+  ROW_LOAD(0);
+  ROW_LOAD(1);
+  ROW_LOAD(2);
+  ROW_LOAD(3);
+  ROW_LOAD(4);
+  ROW_LOAD(5);
   for (int64_t t = 0; t < kc; t++) {
-    __m512 b0 = _mm512_load_ps(pb + t * NR), b1 = _mm512_load_ps(pb + t * NR + 16);
-    __m512 b2 = _mm512_load_ps(pb + t * NR + 32), b3 = _mm512_load_ps(pb + t * NR + 48);
-    for (int r = 0; r < MR; r++) {
-      __m512 a = _mm512_set1_ps(pa[t * MR + r]);
-      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_ps(a, b2, acc[r][2]);
-      acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);
-    }
+    const float *q = pa + t * MR, *p = pb + t * NR;
+    __m512 b0 = _mm512_load_ps(p), b1 = _mm512_load_ps(p + 16), b2 = _mm512_load_ps(p + 32),
+           b3 = _mm512_load_ps(p + 48);
+    ROW_FMA(0);
+    ROW_FMA(1);
+    ROW_FMA(2);
+    ROW_FMA(3);
+    ROW_FMA(4);
+    ROW_FMA(5);
   }
-  for (int r = 0; r < rows; r++)
-    for (int v = 0; v < 4; v++)
-      _mm512_mask_storeu_ps(c + r * ldc + 16 * v, m[v], acc[r][v]);
+  ROW_STORE(0);
+  ROW_STORE(1);
+  ROW_STORE(2);
+  ROW_STORE(3);
+  ROW_STORE(4);
+  ROW_STORE(5);
 }
 #endif
 

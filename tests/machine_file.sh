@@ -91,7 +91,7 @@ search /dev/zero --emit-annotations
   fail "/dev/zero: exit $rc, $(head -c 300 "$work/err")"
 printf '\033[2J\033]0;owned\007gemm\001 = 1\n' >"$work/bin"
 search "$work/bin" --emit-annotations
-want="gslc: error: --machine $work/bin:1: unknown key '\\x1b[2J\\x1b]0;owned\\x07gemm\\x01' (gemm_f32_gflops, gemm_bf16_gflops, memory_gbs, rng_gbs, link_gbs, link_gbs.AXIS for an axis of the mesh, latency_us)"
+want="gslc: error: --machine $work/bin:1: unknown key '\\x1b[2J\\x1b]0;owned\\x07gemm\\x01' (gemm_f32_gflops, gemm_bf16_gflops, gemm_pinned_gflops, memory_gbs, rng_gbs, link_gbs, link_gbs.AXIS for an axis of the mesh, latency_us)"
 [ $rc -eq 1 ] && [ "$(cat "$work/err")" = "$want" ] || fail "a binary key: exit $rc, $(od -c "$work/err" | head -5)"
 printf 'memory_gbs = 1\0\n' >"$work/nul"
 search "$work/nul" --emit-annotations

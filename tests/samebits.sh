@@ -106,6 +106,17 @@ done
   fail "the resume: $(cat "$work/resume.err")"
 same lm1f32 resume 30 "lm, 15 steps on [data = 2] then 15 on one device from its checkpoint"
 
+# ---- --explain ----
+# mlp on 2 x 2: the batch (64) and the hidden width (1024), each in 8
+# blocks; the partials' collectives say why; the estimate with and without
+"$GSLC" --same-bits -D DP=2 -D MP=2 --explain "$mlp" >"$work/explain" 2>&1 || fail "--explain --same-bits: $(cat "$work/explain")"
+grep -q "^## same bits (gslc --same-bits=12)" "$work/explain" &&
+  grep -q "^product     over 1024 in 8 blocks of 128, split 2 ways here; whole blocks on 1, 2, 4, 8 devices along it   ; nn.gsl:27 (inlined at mlp.gsl:41)$" "$work/explain" &&
+  grep -q "^sum         over 64 in 8 blocks of 8, split 2 ways here; whole blocks on 1, 2, 4, 8 devices along it   ; nn.gsl:7 (inlined at mlp.gsl:44)$" "$work/explain" &&
+  grep -q "^all_gather      over (data) dim 0: f32\[4\] -> \[8\], 16 bytes   ; nn.gsl:7 (inlined at mlp.gsl:44): the blocks' partials, added in block order (--same-bits)$" "$work/explain" &&
+  grep -q "^without --same-bits: [0-9.]* ms, .*; --same-bits costs +[0-9.]* % by this model" "$work/explain" ||
+  { fail "--explain --same-bits:"; sed -n '/## same bits/,/^$/p; /## summary/,$p' "$work/explain"; }
+
 # ---- errors ----
 if "$GSLC" --same-bits -D DP=3 "$mlp" -o "$work/bad" 2>"$work/err3"; then
   fail "mlp's batch of 64 on [data = 3] in 8 blocks compiled"
