@@ -58,6 +58,12 @@
 # ONLY=remat runs examples/lm.gsl deep (REMAT_DIMS "L B T", default "48 32
 # 128") kept, recomputed (`remat for`) and under --mem-budget at half the
 # kept total: planned memory, peak RSS and the step (REMAT_STEPS);
+# ONLY=samebits times gslc --same-bits against the same program without it,
+# interleaved, median of REPS runs each: examples/mlp.gsl at -np 1 and on
+# [data = 2], examples/moe.gsl on 1 and 2 devices, examples/lm.gsl under
+# --precision bf16 at scripts/lm.sh's recipe (LM_RECIPE) on 1 device and
+# on [expert = 2] (SAME_STEPS: timed steps of mlp, moe and lm, default
+# "300 150 40"; WARMUP MPIEXEC), with --explain's estimate of each;
 # ONLY=profile counts the page faults, context switches and sched_yield
 # calls a step in the steady state of the lm's bf16 step at -np 1 and of
 # bench/moe_train.gsl's at -np 1 and 2 (perf stat, /usr/bin/time; WARMUP
@@ -1462,8 +1468,87 @@ END {
 AWK
 }
 
+# gslc --same-bits against the plain build, interleaved (see the header)
+samebits() {
+  MPIEXEC=${MPIEXEC:-mpiexec}
+  [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
+  set -- ${SAME_STEPS:-300 150 40}
+  [ $# = 3 ] || die "SAME_STEPS: expected three numbers (mlp moe lm), got '${SAME_STEPS:-}'"
+  ssteps_mlp=$1 ssteps_moe=$2 ssteps_lm=$3
+  recipe=${LM_RECIPE:--D T=128 -D B=8 -D M=128 -D NH=4 -D H=512 -D L=4 -D E=16 -D HE=256 -D CLIP=1.0}
+  echo "gslc --same-bits against the same program without it: timed steps after $WARMUP warm-up steps," \
+       "median of $REPS runs, the two interleaved"
+  for d in 1 2; do
+    sed "s/^mesh \[d = 4\]/mesh [d = $d]/" "$top/examples/moe.gsl" >"$tmp/moe_d$d.gsl"
+    grep -q "^mesh \[d = $d\]" "$tmp/moe_d$d.gsl" || die "examples/moe.gsl: no 'mesh [d = 4]' line"
+  done
+  lmdata=
+  if $PYTHON "$top/scripts/lm_data.py" --out "$tmp/lmsame" --batch 8 --seq 128 >"$tmp/lmsame.log" 2>&1; then
+    lmdata="--input tokens=$tmp/lmsame/train.npy"
+  else
+    echo "  lm: skipped (scripts/lm_data.py failed: it needs Debian's fortunes)"
+  fi
+  # name|source|-D and other flags|ranks|steps
+  set -- "mlp|$top/examples/mlp.gsl||1|$ssteps_mlp" "mlp|$top/examples/mlp.gsl|-D DP=2|2|$ssteps_mlp" \
+    "moe|$tmp/moe_d1.gsl||1|$ssteps_moe" "moe|$tmp/moe_d2.gsl||2|$ssteps_moe"
+  [ -z "$lmdata" ] || set -- "$@" "lm|$top/examples/lm.gsl|--precision bf16 $recipe -D DATA=1 -D EXPERT=1|1|$ssteps_lm" \
+    "lm|$top/examples/lm.gsl|--precision bf16 $recipe -D DATA=1 -D EXPERT=2|2|$ssteps_lm"
+  : >"$tmp/same.rows"
+  k=0
+  for c in "$@"; do
+    k=$((k + 1))
+    IFS='|' read -r name src flags np n <<EOF2
+$c
+EOF2
+    # shellcheck disable=SC2086
+    $GSLC $flags -O2 "$src" -o "$tmp/p$k" && $GSLC $flags -O2 --same-bits "$src" -o "$tmp/s$k" &&
+      $GSLC $flags --same-bits --explain "$src" >"$tmp/s$k.explain" || die "gslc failed ($name $flags)"
+    echo "$k|$name|$flags|$np|$n" >>"$tmp/same.rows"
+  done
+  blas_core "$tmp/p1" "both"
+  same_once() {  # PROG RANKS STEPS [OPTIONS]
+    prog=$1 np=$2 n=$3; shift 3
+    $MPIEXEC -n $np "$prog" --quiet --steps $((WARMUP + n)) --log-every 1 --metrics "$tmp/same.jsonl" "$@" </dev/null \
+      >"$tmp/same.log" 2>&1 || { cat "$tmp/same.log" >&2; return 1; }
+    awk -v w=$WARMUP '/"ms_per_step": / { k = $0; sub(/.*"step": /, "", k); k += 0
+        m = $0; sub(/.*"ms_per_step": /, "", m); m += 0; if (k > w) { t += m; c++ } }
+      END { if (c) printf "%.4f\n", t / c; else exit 1 }' "$tmp/same.jsonl"
+  }
+  : >"$tmp/same.times"
+  r=1
+  while [ $r -le $REPS ]; do
+    while IFS='|' read -r k name flags np n; do
+      opt=; [ $name = lm ] && opt=$lmdata
+      # shellcheck disable=SC2086
+      t=$(same_once "$tmp/p$k" $np $n $opt) || die "the plain $name program failed"
+      echo "$k plain $t" >>"$tmp/same.times"
+      # shellcheck disable=SC2086
+      t=$(same_once "$tmp/s$k" $np $n $opt) || die "the --same-bits $name program failed"
+      echo "$k same $t" >>"$tmp/same.times"
+    done <"$tmp/same.rows"
+    r=$((r + 1))
+  done
+  printf "  %-5s %-5s %-40s %6s  %-24s %-24s %9s\n" example ranks flags steps "plain: model, measured ms" \
+    "same-bits: model, measured" "cost"
+  while IFS='|' read -r k name flags np n; do
+    ep=$(sed -n 's/^without --same-bits: \([0-9.]*\) ms.*/\1/p' "$tmp/s$k.explain")
+    es=$(sed -n 's/^estimated step per device: \([0-9.]*\) ms.*/\1/p' "$tmp/s$k.explain")
+    awk -v k=$k -v name=$name -v flags="$(echo "$flags" | sed 's/-D T=128 .* -D CLIP=1.0/(lm.sh recipe)/')" -v np=$np -v n=$n \
+      -v ep="$ep" -v es="$es" '
+      function median(w,   c, i, j, x, t) { c = 0; for (i = 1; i <= nt; i++) if (tw[i] == w) x[++c] = tv[i]
+        for (i = 2; i <= c; i++) { t = x[i]; for (j = i - 1; j >= 1 && x[j] > t; j--) x[j + 1] = x[j]; x[j + 1] = t }
+        return c % 2 ? x[(c + 1) / 2] : (x[c / 2] + x[c / 2 + 1]) / 2 }
+      $1 == k { tw[++nt] = $2; tv[nt] = $3 }
+      END { p = median("plain"); s = median("same")
+        printf "  %-5s %-5d %-40s %6d  %9.3f %9.3f %5s %9.3f %9.3f %5s %+8.1f%%\n", name, np, flags, n, ep, p, "", es, s, "",
+          100 * (s / p - 1) }' "$tmp/same.times"
+  done <"$tmp/same.rows"
+  echo "(model: --explain's estimates with and without --same-bits; measured: the mean ms/step of the timed steps" \
+       "from rank 0's --metrics, the median over the runs; cost: measured, same-bits against plain)"
+}
+
 case $ONLY in
-  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine; echo; auto; echo; depth; echo; remat; echo; profile ;;
+  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine; echo; auto; echo; samebits; echo; depth; echo; remat; echo; profile ;;
   depth) depth ;;
   remat) remat ;;
   profile) profile ;;
@@ -1477,5 +1562,6 @@ case $ONLY in
   moe_train) moe_train ;;
   lm) lm ;;
   auto) auto ;;
-  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm, machine, auto, depth, remat or profile" ;;
+  samebits) samebits ;;
+  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm, machine, auto, samebits, depth, remat or profile" ;;
 esac
