@@ -176,8 +176,10 @@ static Value *finish(Part *P, const Value *v, Value *r) {
   Sharding t = with_partial(v->sh, keep);
   if (shard_eq(&r->sh, &t, v->shape.rank))
     return r;
-  const char *why = arena_printf(P->s->arena, "%s (%%%d) gives %s, its sharding is %s", op_name(v->op), v->id,
-                                 sharding_str(P->s->arena, P->s, r), sharding_str(P->s->arena, P->s, v));
+  /* a value that says why its result moves (samebits.c's) gives its reason */
+  const char *why = v->why ? v->why
+                           : arena_printf(P->s->arena, "%s (%%%d) gives %s, its sharding is %s", op_name(v->op), v->id,
+                                          sharding_str(P->s->arena, P->s, r), sharding_str(P->s->arena, P->s, v));
   return reshard(P, r, &t, v->span, why);
 }
 

@@ -190,6 +190,21 @@ static Value *cut(Program *dst, const Value *at_v, Value *x, int d, int64_t v) {
   return r;
 }
 
+/* Whether operands ops (n of them, each cut once more) and a result of
+ * rank `rank` stay within GSL_MAX_RANK dimensions; reports the error at
+ * v otherwise (a sum left whole would not give the same bits). */
+static bool room(SameBits *S, const Value *v, Value *const *ops, int n, int rank) {
+  bool ok = rank <= GSL_MAX_RANK;
+  for (int k = 0; k < n; k++)
+    ok &= !ops[k] || ops[k]->shape.rank + 1 <= GSL_MAX_RANK;
+  if (!ok) {
+    diag_error(v->span, "--same-bits: cutting this %s's split dimension into blocks needs more than %d dimensions",
+               samebits_kind(v->op), GSL_MAX_RANK);
+    S->failed = true;
+  }
+  return ok;
+}
+
 static char unused_letter(const EinsumSpec *e) {
   for (const char *c = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"; *c; c++) {
     bool used = strchr(e->out, *c) != NULL;
@@ -220,11 +235,16 @@ static Value *block_einsum(SameBits *S, Program *dst, const Value *v, Value **ma
       int64_t n = v->args[j]->shape.d[d], nb = blocks_of(n, S->bound);
       if (!blocks_fit(S, v, &v->args[j]->sh, d, n, nb))
         return NULL;
-      if (nb == 1 || v->shape.rank + nblock + 1 > GSL_MAX_RANK)
+      if (nb == 1)
         continue;
       char u = unused_letter(&ne);
-      if (!u)
-        continue;
+      if (!u) {
+        diag_error(v->span, "--same-bits: this product has no letter left to name its blocks");
+        S->failed = true;
+        return NULL;
+      }
+      if (!room(S, v, ops, e->nin, v->shape.rank + nblock + 1))
+        return NULL;
       size_t no = strlen(out);
       out[no] = l;
       out[no + 1] = '\0';
@@ -292,8 +312,7 @@ static Value *block_einsum(SameBits *S, Program *dst, const Value *v, Value **ma
   }
   Shape ps = {0};
   ps.rank = v->shape.rank + nblock;
-  for (int b = 0, k = 0; b < nblock; b++) {
-    /* the extent of block letter b: from whichever operand has it */
+  for (int b = 0; b < nblock; b++) /* the extent of block letter b: from whichever operand has it */
     for (int j = 0; j < e->nin; j++) {
       char *at = strchr(ne.in[j], ne.out[b]);
       if (at) {
@@ -301,8 +320,6 @@ static Value *block_einsum(SameBits *S, Program *dst, const Value *v, Value **ma
         break;
       }
     }
-    (void)k;
-  }
   for (int i = 0; i < v->shape.rank; i++)
     ps.d[nblock + i] = v->shape.d[i];
   Build at = build_at(dst, v->pass, v->site, v->region);
@@ -336,8 +353,10 @@ static Value *block_reduce(SameBits *S, Program *dst, const Value *v, Value **ma
     int64_t n = a->shape.d[d], nb = blocks_of(n, S->bound);
     if (!blocks_fit(S, v, &a->sh, d, n, nb))
       return NULL;
-    if (nb == 1 || x->shape.rank + 1 > GSL_MAX_RANK)
+    if (nb == 1)
       continue;
+    if (!room(S, v, &x, 1, a->shape.rank + nblock + 1))
+      return NULL;
     x = cut(dst, v, x, xd, nb);
     mask &= ~(1u << xd);
     bdim[nblock] = xd;
@@ -409,8 +428,10 @@ static Value *block_scatter(SameBits *S, Program *dst, const Value *v, Value **m
     int64_t n = idx->shape.d[d], u = blocks_of(n, S->bound);
     if (!blocks_fit(S, v, &idx->sh, d, n, u))
       return NULL;
-    if (u == 1 || x->shape.rank + 1 > GSL_MAX_RANK)
+    if (u == 1)
       continue;
+    if (!room(S, v, &x, 1, src->shape.rank + nb + 1))
+      return NULL;
     x = cut(dst, v, x, d + shift, u);
     ix = cut(dst, v, ix, d + shift, u);
     bd[nb] = d + shift;
@@ -445,6 +466,9 @@ static Value *block_scatter(SameBits *S, Program *dst, const Value *v, Value **m
   sc->site = v->site;
   sc->sh = v->sh; /* rows whole, the rest as v */
   sc->sh_origin = SO_PROPAGATED;
+  /* each row of the blocks' tables is filled on one device alone, zeros
+   * elsewhere: the collective that completes it adds one term to zeros */
+  sc->why = "the blocks' tables, each row filled on one device: exact (--same-bits)";
   Shape ps = {0};
   ps.rank = nb + v->shape.rank;
   for (int b = 0; b < nb; b++)
@@ -453,6 +477,7 @@ static Value *block_scatter(SameBits *S, Program *dst, const Value *v, Value **m
     ps.d[nb + i] = v->shape.d[i];
   Value *p = ir_reshape(&at, sc, ps, v->span);
   p->site = v->site;
+  p->why = sc->why; /* where the partial sum is completed, after the reshape */
   Sharding none = {0};
   p->sh = partial_sharding(v, &none, nb);
   p->sh_origin = SO_PROPAGATED;

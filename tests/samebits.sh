@@ -117,6 +117,20 @@ grep -q "^## same bits (gslc --same-bits=12)" "$work/explain" &&
   grep -q "^without --same-bits: [0-9.]* ms, .*; --same-bits costs +[0-9.]* % by this model" "$work/explain" ||
   { fail "--explain --same-bits:"; sed -n '/## same bits/,/^$/p; /## summary/,$p' "$work/explain"; }
 
+# No sum is left to MPI's order: the SPMD programs of the cases above have
+# no all-reduce of a sum, and a reduce-scatter only of a scatter-add's
+# blocks (rows that one device alone fills: each element one term and zeros)
+for c in "mlp|-D DP=2 -D MP=2|$mlp" "lm|$sizes -D DATA=2 -D EXPERT=2|$lm" "moe|-D S=32 -D M=16 -D H=32|$work/moe4.gsl"; do
+  IFS='|' read -r name flags src <<EOF
+$c
+EOF
+  # shellcheck disable=SC2086
+  "$GSLC" --same-bits $flags --explain "$src" >"$work/$name.explain" 2>&1 || fail "--explain $name: $(cat "$work/$name.explain")"
+  bad=$(sed -n '/^## collectives/,/^## summary/p' "$work/$name.explain" |
+    grep -E '^all_reduce      over|^reduce_scatter' | grep -v "each row filled on one device: exact" || true)
+  [ -z "$bad" ] || fail "$name under --same-bits sums in MPI's order: $bad"
+done
+
 # ---- errors ----
 if "$GSLC" --same-bits -D DP=3 "$mlp" -o "$work/bad" 2>"$work/err3"; then
   fail "mlp's batch of 64 on [data = 3] in 8 blocks compiled"
