@@ -65,7 +65,9 @@ static inline float at(const void *x, int esize, int64_t i) {
 static void pack_a(float *pa, const void *a, int esize, int32_t ta, int64_t lda, int64_t i0, int rows, int64_t k0,
                    int64_t kc) {
   if (rows < MR)
-    memset(pa, 0, sizeof *pa * (size_t)(kc * MR));
+    for (int64_t t = 0; t < kc; t++)
+      for (int r = rows; r < MR; r++)
+        pa[t * MR + r] = 0.0f;
   if (ta) {
     for (int64_t t = 0; t < kc; t++)
       for (int r = 0; r < rows; r++)
@@ -86,136 +88,162 @@ static void pack_a(float *pa, const void *a, int esize, int32_t ta, int64_t lda,
   }
 }
 
+/* The width of the panel of B that holds `cols` columns (at most NR):
+ * whole vectors of 16, so that a narrow product computes no more than
+ * the vectors its columns fill. */
+static int64_t panel_width(int64_t cols) { return cols >= NR ? NR : (cols + 15) / 16 * 16; }
+
 /* B's terms k0 .. k0+kc-1, columns j0 .. j0+nc-1, as panels of NR columns:
- * panel p at pb + p * kc * NR, pb[t * NR + c] (columns past n zero).
- * op(B)[t][j] is b[t * ldb + j], or b[j * ldb + t] transposed. */
+ * panel p at pb + p * kc * NR, w = panel_width(its columns) floats a term,
+ * pb[t * w + c] (columns past n zero). op(B)[t][j] is b[t * ldb + j], or
+ * b[j * ldb + t] transposed. */
 static void pack_b(float *pb, const void *b, int esize, int32_t tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
                    int64_t nc) {
   for (int64_t p = 0; p * NR < nc; p++) {
     float *q = pb + p * kc * NR;
-    int64_t cols = nc - p * NR < NR ? nc - p * NR : NR, jp = j0 + p * NR;
-    if (cols < NR)
-      memset(q, 0, sizeof *q * (size_t)(kc * NR));
+    int64_t cols = nc - p * NR < NR ? nc - p * NR : NR, jp = j0 + p * NR, w = panel_width(cols);
+    if (cols < w)
+      for (int64_t t = 0; t < kc; t++)
+        for (int64_t c = cols; c < w; c++)
+          q[t * w + c] = 0.0f;
     if (tb) {
       for (int64_t c = 0; c < cols; c++)
         for (int64_t t = 0; t < kc; t++)
-          q[t * NR + c] = at(b, esize, (jp + c) * ldb + k0 + t);
+          q[t * w + c] = at(b, esize, (jp + c) * ldb + k0 + t);
       continue;
     }
     for (int64_t t = 0; t < kc; t++) {
       int64_t base = (k0 + t) * ldb + jp;
       if (esize == 4) {
-        memcpy(q + t * NR, (const float *)b + base, sizeof *q * (size_t)cols);
+        memcpy(q + t * w, (const float *)b + base, sizeof *q * (size_t)cols);
       } else {
         const uint16_t *src = (const uint16_t *)b + base;
         for (int64_t c = 0; c < cols; c++)
-          q[t * NR + c] = gslrt_bf16_widen(src[c]);
+          q[t * w + c] = gslrt_bf16_widen(src[c]);
       }
     }
   }
 }
 
-/* The chains of an MR x NR tile over kc terms, continued from C (first
- * false) or from zero: C's rows x cols corner written. Scalar: any CPU. */
-static void tile_scalar(const float *pa, const float *pb, int64_t kc, float *c, int64_t ldc, int rows, int cols,
-                        bool first) {
+/* The chains of an MR x w tile over kc terms (w: the panel's width),
+ * continued from C (first false) or from zero: C's rows x cols corner
+ * written. Scalar: any CPU. */
+static void tile_scalar(const float *pa, const float *pb, int64_t w, int64_t kc, float *c, int64_t ldc, int rows,
+                        int cols, bool first) {
   for (int r = 0; r < rows; r++)
     for (int j = 0; j < cols; j++) {
       float acc = first ? 0.0f : c[r * ldc + j];
       for (int64_t t = 0; t < kc; t++)
-        acc = fmaf(pa[t * MR + r], pb[t * NR + j], acc);
+        acc = fmaf(pa[t * MR + r], pb[t * w + j], acc);
       c[r * ldc + j] = acc;
     }
 }
 
 #ifdef PINNED_X86
-/* Row r of the tile: four accumulators of 16 columns, named so that they
- * stay in registers (24 of the 32 zmm). */
+/* Row r of the tile: NV accumulators of 16 columns, named so that they
+ * stay in registers (at most 24 of the 32 zmm); NV is a constant in each
+ * kernel below, so the unused ones fold away. */
 #define ROW_DECL(r) __m512 c##r##0, c##r##1, c##r##2, c##r##3
-#define ROW_LOAD(r)                                                                         \
-  do {                                                                                      \
-    bool z = first || (r) >= rows;                                                          \
-    c##r##0 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, c + (r) * ldc);           \
-    c##r##1 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, c + (r) * ldc + 16);      \
-    c##r##2 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m2, c + (r) * ldc + 32);      \
-    c##r##3 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m3, c + (r) * ldc + 48);      \
+#define ROW_LOAD(r)                                                                        \
+  do {                                                                                     \
+    bool z = first || (r) >= rows;                                                         \
+    c##r##0 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, c + (r) * ldc);          \
+    if (NV > 1)                                                                            \
+      c##r##1 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, c + (r) * ldc + 16);   \
+    if (NV > 2)                                                                            \
+      c##r##2 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m2, c + (r) * ldc + 32);   \
+    if (NV > 3)                                                                            \
+      c##r##3 = z ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m3, c + (r) * ldc + 48);   \
   } while (0)
-#define ROW_FMA(r)                                                                          \
-  do {                                                                                      \
-    __m512 a = _mm512_set1_ps(q[r]);                                                        \
-    c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0);                                              \
-    c##r##1 = _mm512_fmadd_ps(a, b1, c##r##1);                                              \
-    c##r##2 = _mm512_fmadd_ps(a, b2, c##r##2);                                              \
-    c##r##3 = _mm512_fmadd_ps(a, b3, c##r##3);                                              \
+#define ROW_FMA(r)                                                                         \
+  do {                                                                                     \
+    __m512 a = _mm512_set1_ps(q[r]);                                                       \
+    c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0);                                             \
+    if (NV > 1)                                                                            \
+      c##r##1 = _mm512_fmadd_ps(a, b1, c##r##1);                                           \
+    if (NV > 2)                                                                            \
+      c##r##2 = _mm512_fmadd_ps(a, b2, c##r##2);                                           \
+    if (NV > 3)                                                                            \
+      c##r##3 = _mm512_fmadd_ps(a, b3, c##r##3);                                           \
   } while (0)
-#define ROW_STORE(r)                                                                        \
-  do {                                                                                      \
-    if ((r) < rows) {                                                                       \
-      _mm512_mask_storeu_ps(c + (r) * ldc, m0, c##r##0);                                    \
-      _mm512_mask_storeu_ps(c + (r) * ldc + 16, m1, c##r##1);                               \
-      _mm512_mask_storeu_ps(c + (r) * ldc + 32, m2, c##r##2);                               \
-      _mm512_mask_storeu_ps(c + (r) * ldc + 48, m3, c##r##3);                               \
-    }                                                                                       \
+#define ROW_STORE(r)                                                                       \
+  do {                                                                                     \
+    if ((r) < rows) {                                                                      \
+      _mm512_mask_storeu_ps(c + (r) * ldc, m0, c##r##0);                                   \
+      if (NV > 1)                                                                          \
+        _mm512_mask_storeu_ps(c + (r) * ldc + 16, m1, c##r##1);                            \
+      if (NV > 2)                                                                          \
+        _mm512_mask_storeu_ps(c + (r) * ldc + 32, m2, c##r##2);                            \
+      if (NV > 3)                                                                          \
+        _mm512_mask_storeu_ps(c + (r) * ldc + 48, m3, c##r##3);                            \
+    }                                                                                      \
   } while (0)
+#define ROWS(X) X(0); X(1); X(2); X(3); X(4); X(5)
 
-__attribute__((target("avx512f"))) static void tile_avx512(const float *pa, const float *pb, int64_t kc, float *c,
-                                                           int64_t ldc, int rows, int cols, bool first) {
-  __mmask16 m[4];
-  for (int v = 0; v < 4; v++) {
-    int left = cols - 16 * v;
-    m[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+/* The AVX-512 tile of NV vectors of 16 columns (w = 16 NV). */
+#define TILE_AVX512(NAME, NVEC)                                                                                 \
+  __attribute__((target("avx512f"))) static void NAME(const float *pa, const float *pb, int64_t w, int64_t kc,  \
+                                                      float *c, int64_t ldc, int rows, int cols, bool first) {  \
+    (void)w;                                                                                                    \
+    enum { NV = NVEC };                                                                                         \
+    __mmask16 m[4];                                                                                             \
+    for (int v = 0; v < 4; v++) {                                                                               \
+      int left = cols - 16 * v;                                                                                 \
+      m[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);        \
+    }                                                                                                           \
+    __mmask16 m0 = m[0], m1 = m[1], m2 = m[2], m3 = m[3];                                                       \
+    (void)m1, (void)m2, (void)m3;                                                                               \
+    ROWS(ROW_DECL);                                                                                             \
+    ROWS(ROW_LOAD);                                                                                             \
+    for (int64_t t = 0; t < kc; t++) {                                                                          \
+      const float *q = pa + t * MR, *p = pb + t * 16 * (NV);                                                    \
+      __m512 b0 = _mm512_load_ps(p), b1, b2, b3;                                                                \
+      if (NV > 1)                                                                                               \
+        b1 = _mm512_load_ps(p + 16);                                                                            \
+      if (NV > 2)                                                                                               \
+        b2 = _mm512_load_ps(p + 32);                                                                            \
+      if (NV > 3)                                                                                               \
+        b3 = _mm512_load_ps(p + 48);                                                                            \
+      ROWS(ROW_FMA);                                                                                            \
+    }                                                                                                           \
+    ROWS(ROW_STORE);                                                                                            \
   }
-  __mmask16 m0 = m[0], m1 = m[1], m2 = m[2], m3 = m[3];
-  ROW_DECL(0);
-  ROW_DECL(1);
-  ROW_DECL(2);
-  ROW_DECL(3);
-  ROW_DECL(4);
-  ROW_DECL(5);
-  ROW_LOAD(0);
-  ROW_LOAD(1);
-  ROW_LOAD(2);
-  ROW_LOAD(3);
-  ROW_LOAD(4);
-  ROW_LOAD(5);
-  for (int64_t t = 0; t < kc; t++) {
-    const float *q = pa + t * MR, *p = pb + t * NR;
-    __m512 b0 = _mm512_load_ps(p), b1 = _mm512_load_ps(p + 16), b2 = _mm512_load_ps(p + 32),
-           b3 = _mm512_load_ps(p + 48);
-    ROW_FMA(0);
-    ROW_FMA(1);
-    ROW_FMA(2);
-    ROW_FMA(3);
-    ROW_FMA(4);
-    ROW_FMA(5);
-  }
-  ROW_STORE(0);
-  ROW_STORE(1);
-  ROW_STORE(2);
-  ROW_STORE(3);
-  ROW_STORE(4);
-  ROW_STORE(5);
-}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+TILE_AVX512(tile_avx512_1, 1)
+TILE_AVX512(tile_avx512_2, 2)
+TILE_AVX512(tile_avx512_3, 3)
+TILE_AVX512(tile_avx512_4, 4)
+#pragma GCC diagnostic pop
 #endif
 
-typedef void Tile(const float *, const float *, int64_t, float *, int64_t, int, int, bool);
+typedef void Tile(const float *, const float *, int64_t, int64_t, float *, int64_t, int, int, bool);
 
-static Tile *tile_kernel(void) {
-  static Tile *k;
-  if (!k) {
-    k = tile_scalar;
+/* The kernel for a panel w floats wide (16 to NR). */
+static Tile *tile_kernel(int64_t w) {
+  static int avx512 = -1;
+  if (avx512 < 0) {
+    avx512 = 0;
 #ifdef PINNED_X86
-    if (__builtin_cpu_supports("avx512f"))
-      k = tile_avx512;
+    avx512 = __builtin_cpu_supports("avx512f") != 0;
 #endif
   }
-  return k;
+#ifdef PINNED_X86
+  if (avx512) {
+    static Tile *const by_vectors[4] = {tile_avx512_1, tile_avx512_2, tile_avx512_3, tile_avx512_4};
+    return by_vectors[w / 16 - 1];
+  }
+#endif
+  (void)w;
+  return tile_scalar;
 }
 
 /* One product: C (f32, m x n, ldc) = op(A) op(B). */
 static void product(const void *a, const void *b, int esize, int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k,
                     int64_t lda, int64_t ldb, float *c, int64_t ldc) {
-  Tile *tile = tile_kernel();
   if (k == 0) {
     for (int64_t i = 0; i < m; i++)
       memset(c + i * ldc, 0, sizeof *c * (size_t)n);
@@ -233,7 +261,8 @@ static void product(const void *a, const void *b, int esize, int32_t ta, int32_t
         pack_a(pa, a, esize, ta, lda, i0, rows, k0, kc);
         for (int64_t p = 0; p * NR < nc; p++) {
           int cols = nc - p * NR < NR ? (int)(nc - p * NR) : NR;
-          tile(pa, pb + p * kc * NR, kc, c + i0 * ldc + j0 + p * NR, ldc, rows, cols, k0 == 0);
+          int64_t w = panel_width(cols);
+          tile_kernel(w)(pa, pb + p * kc * NR, w, kc, c + i0 * ldc + j0 + p * NR, ldc, rows, cols, k0 == 0);
         }
       }
     }
