@@ -51,10 +51,14 @@ moe) src=examples/lm.gsl name=lm ;;
 dense) src=examples/lm_dense.gsl name=lm_dense ;;
 *) echo "scripts/lm.sh: error: MODEL is moe or dense, not '$MODEL'" >&2; exit 2 ;;
 esac
-# the recipe (see doc/lm.md, "Ten minutes on two cores")
+# the recipe (see doc/lm.md, "Ten minutes on two cores"; its "What was
+# tried" has issue 34's retune of 2026-11-26: of context, batch, width,
+# depth, heads, experts and lr, only a lower lr did better at equal time:
+# 1e-3 in place of 2e-3, by 0.008 nats/byte in one fixed-step run each,
+# about the noise; the 1.40 the issue asks was not reached)
 T=${T:-128}
 B=${B:-8}
-SIZES=${SIZES:--D T=$T -D B=$B -D M=128 -D NH=4 -D H=512 -D L=4 -D LR=0.002 -D MIN_LR=0.0002 -D WARMUP=200 -D CLIP=1.0}
+SIZES=${SIZES:--D T=$T -D B=$B -D M=128 -D NH=4 -D H=512 -D L=4 -D LR=0.001 -D MIN_LR=0.0001 -D WARMUP=200 -D CLIP=1.0}
 # the MoE's experts: 16 of width 256, top-2 (as many FLOPs a token as the
 # dense model's feed-forward layers of width 512; doc/lm.md says what else
 # was tried)
