@@ -1074,8 +1074,8 @@ void spmd_combine(Program *p);
  * axis splits done in fixed blocks (the largest divisor of its extent not
  * above bound), the blocks' partials added in block order, so that every
  * mesh computes the same bits; the number of sums blocked in *blocked.
- * NULL after reporting a dimension the mesh splits into a count that does
- * not divide its blocks. */
+ * NULL after reporting a dimension whose tiles on this mesh are not whole
+ * blocks (or one too deep to cut). */
 Program *samebits_block(const Program *g, int bound, int *blocked);
 /* The name of what a SameNote blocked: "product", "sum" or "scatter-add". */
 const char *samebits_kind(Op op);

@@ -2,25 +2,29 @@
  * devices is added in an order fixed by the program, never by the mesh,
  * so that a program computes the same bits on every mesh it allows.
  *
- * Which sums: a product (einsum) over a letter, or a sum (reduce) over a
- * dimension, that a mesh axis splits in an operand (propagation's
- * shardings name the axes whatever their size, so the one-device program
- * names them too). Such a dimension of extent n is cut into V fixed
- * blocks of n / V, V the largest divisor of n not above the option's
- * bound (12 unless --same-bits=N): the product or sum runs once per block,
- * on the same shapes on every mesh (each block is a batch of a batched
- * product, or a kept dimension of a reduction), which leaves one partial
- * result a block; the partials are then brought together whole (the
- * partitioner's resharding: an all-to-all or all-gather over the axes)
- * and added in block order, by a sum over the block dimension. A device
- * count that divides V holds whole blocks; one that does not is refused,
- * naming the dimension and the counts that would do.
+ * Which sums: a product (einsum, a moe product's fill counts included)
+ * over a letter, a sum (reduce) over a dimension, or a scatter-add over
+ * indices, that a mesh axis splits in an operand (propagation's shardings
+ * name the axes whatever their size, so the one-device program names
+ * them too). Such a dimension of extent n is cut into V fixed blocks of
+ * n / V, V the largest divisor of n not above the option's bound (12
+ * unless --same-bits=N): the product or sum runs once per block, on the
+ * same shapes on every mesh (each block is a batch of a batched product,
+ * or a kept dimension of a reduction), which leaves one partial result a
+ * block; the partials are then brought together whole (the partitioner's
+ * resharding: an all-gather or all-to-all over the axes) and added in
+ * block order, by a sum over the block dimension. A scatter-add's block
+ * scatters into rows of its own, so the collective that completes the
+ * blocks' tables adds one device's term to zeros. A mesh whose tiles of
+ * the dimension are not whole blocks is refused at the sum, naming the
+ * device counts that would do.
  *
- * What makes it exact: the blocks' shapes are the mesh's business nowhere
- * (a block is the same rows on one device as on twelve), the products of
- * a block run the same kernel on every mesh (the runtime's GEMM for its
- * shape), and the final sum reads the V partials in the same order. No
- * partial sum is left pending (those would be added in MPI's order).
+ * What makes it exact: a block is the same terms on one device as on
+ * twelve, every product runs the runtime's pinned kernel (one chain of
+ * FMAs an element, whatever the shape: runtime/pinned.c), and the final
+ * sum reads the V partials in the same order. No sum is left to MPI's
+ * order but the scatter-add's exact one (tests/samebits.sh checks the
+ * examples' SPMD programs for it).
  *
  * The pass runs after propagation (it reads the axes of each operand's
  * dimensions) and before partitioning; it writes the new values'
