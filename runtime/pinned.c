@@ -18,8 +18,9 @@
  * load being exact), B's block is packed into panels of NR columns and A's
  * rows into tiles of MR, both widened to f32 (bf16 is f32's upper half, so
  * exactly), and a micro-kernel keeps an MR x NR tile of C in registers
- * (AVX-512: 6 x 64, 24 accumulators). A CPU without AVX-512 runs the same
- * chains with scalar fmaf. */
+ * (AVX-512: 6 x 64, 24 accumulators; a panel of fewer columns is packed
+ * 16, 32 or 48 wide and has a kernel of its width). A CPU without AVX-512
+ * runs the same chains with scalar fmaf. */
 #include "internal.h"
 
 #include <math.h>
