@@ -1019,6 +1019,17 @@ machine() {
 # steps after WARMUP, median of REPS runs, hand and auto interleaved).
 # Then the search alone, on 4 and on 64 devices for every example: its
 # time, the whole compile's, and its problem's size.
+# The mean ms/step of PROG's timed steps at $MPIEXEC -n RANKS: STEPS after
+# WARMUP, from rank 0's --metrics (used by auto and samebits).
+mean_ms() {  # RANKS PROG STEPS [OPTIONS]
+  np=$1 prog=$2 n=$3; shift 3
+  $MPIEXEC -n "$np" "$prog" --quiet --steps $((WARMUP + n)) --log-every 1 --metrics "$tmp/mean_ms.jsonl" "$@" \
+    </dev/null >"$tmp/mean_ms.log" 2>&1 || { cat "$tmp/mean_ms.log" >&2; return 1; }
+  awk -v w=$WARMUP '/"ms_per_step": / { k = $0; sub(/.*"step": /, "", k); k += 0
+      m = $0; sub(/.*"ms_per_step": /, "", m); m += 0; if (k > w) { t += m; c++ } }
+    END { if (c) printf "%.4f\n", t / c; else exit 1 }' "$tmp/mean_ms.jsonl"
+}
+
 auto() {
   MPIEXEC=${MPIEXEC:-mpiexec}
   [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
@@ -1055,24 +1066,16 @@ auto() {
     echo "$k|$name|$flags|$n" >>"$tmp/auto.rows"
   done
   blas_core "$tmp/h1" "both"
-  auto_once() {  # PROG STEPS [OPTIONS]
-    prog=$1 n=$2; shift 2
-    $MPIEXEC -n 2 "$prog" --quiet --steps $((WARMUP + n)) --log-every 1 --metrics "$tmp/auto.jsonl" "$@" </dev/null \
-      >"$tmp/auto.log" 2>&1 || { cat "$tmp/auto.log" >&2; return 1; }
-    awk -v w=$WARMUP '/"ms_per_step": / { k = $0; sub(/.*"step": /, "", k); k += 0
-        m = $0; sub(/.*"ms_per_step": /, "", m); m += 0; if (k > w) { t += m; n++ } }
-      END { if (n) printf "%.4f\n", t / n; else exit 1 }' "$tmp/auto.jsonl"
-  }
   : >"$tmp/auto.times"
   r=1
   while [ $r -le $REPS ]; do
     while IFS='|' read -r k name flags n; do
       opt=; [ $name = lm ] && opt=$lmdata
       # shellcheck disable=SC2086
-      t=$(auto_once "$tmp/h$k" $n $opt) || die "the hand-annotated $name program failed"
+      t=$(mean_ms 2 "$tmp/h$k" $n $opt) || die "the hand-annotated $name program failed"
       echo "$k hand $t" >>"$tmp/auto.times"
       # shellcheck disable=SC2086
-      t=$(auto_once "$tmp/a$k" $n $opt) || die "the auto-sharded $name program failed"
+      t=$(mean_ms 2 "$tmp/a$k" $n $opt) || die "the auto-sharded $name program failed"
       echo "$k auto $t" >>"$tmp/auto.times"
     done <"$tmp/auto.rows"
     r=$((r + 1))
@@ -1506,24 +1509,16 @@ EOF2
     echo "$k|$name|$flags|$np|$n" >>"$tmp/same.rows"
   done
   blas_core "$tmp/p1" "both"
-  same_once() {  # PROG RANKS STEPS [OPTIONS]
-    prog=$1 np=$2 n=$3; shift 3
-    $MPIEXEC -n $np "$prog" --quiet --steps $((WARMUP + n)) --log-every 1 --metrics "$tmp/same.jsonl" "$@" </dev/null \
-      >"$tmp/same.log" 2>&1 || { cat "$tmp/same.log" >&2; return 1; }
-    awk -v w=$WARMUP '/"ms_per_step": / { k = $0; sub(/.*"step": /, "", k); k += 0
-        m = $0; sub(/.*"ms_per_step": /, "", m); m += 0; if (k > w) { t += m; c++ } }
-      END { if (c) printf "%.4f\n", t / c; else exit 1 }' "$tmp/same.jsonl"
-  }
   : >"$tmp/same.times"
   r=1
   while [ $r -le $REPS ]; do
     while IFS='|' read -r k name flags np n; do
       opt=; [ $name = lm ] && opt=$lmdata
       # shellcheck disable=SC2086
-      t=$(same_once "$tmp/p$k" $np $n $opt) || die "the plain $name program failed"
+      t=$(mean_ms $np "$tmp/p$k" $n $opt) || die "the plain $name program failed"
       echo "$k plain $t" >>"$tmp/same.times"
       # shellcheck disable=SC2086
-      t=$(same_once "$tmp/s$k" $np $n $opt) || die "the --same-bits $name program failed"
+      t=$(mean_ms $np "$tmp/s$k" $n $opt) || die "the --same-bits $name program failed"
       echo "$k same $t" >>"$tmp/same.times"
     done <"$tmp/same.rows"
     r=$((r + 1))

@@ -1073,10 +1073,10 @@ void spmd_combine(Program *p);
 /* samebits.c (gslc --same-bits): g with every sum over a dimension a mesh
  * axis splits done in fixed blocks (the largest divisor of its extent not
  * above bound), the blocks' partials added in block order, so that every
- * mesh computes the same bits; the number of sums blocked in *blocked.
+ * mesh computes the same bits (its notes in same, for --explain).
  * NULL after reporting a dimension whose tiles on this mesh are not whole
  * blocks (or one too deep to cut). */
-Program *samebits_block(const Program *g, int bound, int *blocked);
+Program *samebits_block(const Program *g, int bound);
 /* The name of what a SameNote blocked: "product", "sum" or "scatter-add". */
 const char *samebits_kind(Op op);
 

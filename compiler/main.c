@@ -685,7 +685,7 @@ static int compile(const Options *o) {
           shard_estimate(plain, &mach, &same_plain[0], &same_plain[1]);
           ir_free(plain);
         }
-        Program *b = samebits_block(p, o->same_bits, NULL);
+        Program *b = samebits_block(p, o->same_bits);
         if (!b)
           goto done;
         if (p != sema_p)

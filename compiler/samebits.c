@@ -40,7 +40,6 @@ typedef struct SameBits {
   int bound;        /* the most blocks a dimension is cut into */
   const Program *g; /* the program being rewritten (for its mesh) */
   Program *dst;     /* the program being built */
-  int nblocked;     /* sums blocked */
   bool failed;      /* an error was reported */
   Value **remap;    /* g's value id -> its value in dst, to point sh_from at dst's values */
   SameNote *notes;  /* one per dimension blocked, for --explain (malloc'd) */
@@ -104,10 +103,11 @@ static bool whole_blocks(int64_t n, int64_t v, int64_t dev) {
   return (v + dev - 1) / dev * (n / v) == (n + dev - 1) / dev;
 }
 
-/* Checks that the mesh's devices along dim d of sh hold whole blocks of
- * its v; reports the error at `at` otherwise. */
-static bool blocks_fit(SameBits *S, const Value *at, const Sharding *sh, int d, int64_t n, int64_t v) {
-  int64_t dev = dim_devices(S->g, sh, d);
+/* The blocks of dim d (extent n) of sh, which the sum `at` runs over,
+ * noted for --explain when more than one; 0 after reporting the error
+ * where the mesh's devices along it do not hold whole blocks. */
+static int64_t dim_blocks(SameBits *S, const Value *at, const Sharding *sh, int d, int64_t n) {
+  int64_t v = blocks_of(n, S->bound), dev = dim_devices(S->g, sh, d);
   char counts[160] = "";
   size_t len = 0;
   for (int64_t k = 1; k <= v && len + 24 < sizeof counts; k++)
@@ -129,7 +129,7 @@ static bool blocks_fit(SameBits *S, const Value *at, const Sharding *sh, int d, 
       m->devices = dev;
       m->fits = arena_printf(S->dst->arena, "%s", counts);
     }
-    return true;
+    return v;
   }
   diag_error(at->span,
              "--same-bits: this %s runs over a dimension of %lld split %lld ways, and %lld devices cannot each "
@@ -139,7 +139,7 @@ static bool blocks_fit(SameBits *S, const Value *at, const Sharding *sh, int d, 
   diag_note(at->span, "it is split %s ways whole; --same-bits=N with more blocks may fit %lld", counts,
             (long long)dev);
   S->failed = true;
-  return false;
+  return 0;
 }
 
 /* The value that stands for v: the partials of its blocks (batched), made
@@ -161,7 +161,6 @@ static Value *finish(SameBits *S, Program *dst, const Value *v, Value *part, int
   r->sh = v->sh;
   r->sh_origin = v->sh_origin;
   r->sh_from = v->sh_from;
-  S->nblocked++;
   return r;
 }
 
@@ -236,8 +235,8 @@ static Value *block_einsum(SameBits *S, Program *dst, const Value *v, Value **ma
       char l = e->in[j][d];
       if (strchr(e->out, l) || !v->args[j]->sh.naxes[d] || strchr(out, l))
         continue; /* kept, not split here, or seen */
-      int64_t n = v->args[j]->shape.d[d], nb = blocks_of(n, S->bound);
-      if (!blocks_fit(S, v, &v->args[j]->sh, d, n, nb))
+      int64_t nb = dim_blocks(S, v, &v->args[j]->sh, d, v->args[j]->shape.d[d]);
+      if (!nb)
         return NULL;
       if (nb == 1)
         continue;
@@ -354,8 +353,8 @@ static Value *block_reduce(SameBits *S, Program *dst, const Value *v, Value **ma
     mask |= 1u << xd;
     if (!a->sh.naxes[d])
       continue;
-    int64_t n = a->shape.d[d], nb = blocks_of(n, S->bound);
-    if (!blocks_fit(S, v, &a->sh, d, n, nb))
+    int64_t nb = dim_blocks(S, v, &a->sh, d, a->shape.d[d]);
+    if (!nb)
       return NULL;
     if (nb == 1)
       continue;
@@ -429,8 +428,8 @@ static Value *block_scatter(SameBits *S, Program *dst, const Value *v, Value **m
   for (int d = 0; d < idx->shape.rank; d++) {
     if (!idx->sh.naxes[d])
       continue;
-    int64_t n = idx->shape.d[d], u = blocks_of(n, S->bound);
-    if (!blocks_fit(S, v, &idx->sh, d, n, u))
+    int64_t u = dim_blocks(S, v, &idx->sh, d, idx->shape.d[d]);
+    if (!u)
       return NULL;
     if (u == 1)
       continue;
@@ -512,8 +511,8 @@ static Value *samebits_rewrite(void *ctx, Program *dst, const Value *v, Value **
   return r;
 }
 
-Program *samebits_block(const Program *g, int bound, int *blocked) {
-  SameBits S = {bound, g, NULL, 0, false, xcalloc((size_t)g->nvalues + 1, sizeof(Value *)), NULL, 0, 0};
+Program *samebits_block(const Program *g, int bound) {
+  SameBits S = {bound, g, NULL, false, xcalloc((size_t)g->nvalues + 1, sizeof(Value *)), NULL, 0, 0};
   Program *r = ir_rewrite(g, false, samebits_rewrite, &S);
   /* the shardings' sources, and the moe blocks' notes, in r (g may be freed) */
   for (int i = 0; i < r->nvalues; i++) {
@@ -540,8 +539,6 @@ Program *samebits_block(const Program *g, int bound, int *blocked) {
   for (int i = 0; i < S.nnotes; i++)
     r->same[i] = S.notes[i];
   free(S.notes);
-  if (blocked)
-    *blocked = S.nblocked;
   if (S.failed) {
     ir_free(r);
     return NULL;
