@@ -48,8 +48,8 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
   const Value *a = v->nargs ? v->args[0] : NULL;
   Aff ai[GSL_MAX_RANK];
   switch (v->op) {
-  case OP_CONST:
-    return v->dtype == DT_I32 ? cg_ci32(g, v->ival) : cg_cf32(g, v->fval);
+  case OP_CONST: /* a bf16 one rounded, as every bf16 element here is (cg_store_exact) */
+    return v->dtype == DT_I32 ? cg_ci32(g, v->ival) : cg_convert(g, cg_cf32(g, v->fval), DT_F32, v->dtype);
   case OP_IOTA: { /* the global index: a tile cut along axis starts at its block's offset */
     LLVMValueRef k = cg_aff_value(g, &idx[v->axis]);
     if (cg_dim_split(g->p, v, v->axis))
@@ -197,7 +197,7 @@ void cg_emit_map(CG *g, const Value *const *vs, int n) {
   for (int j = 0; j < n; j++) {
     LLVMValueRef x = def_elem(g, vs[j], idx);
     if (!g->pl->held[vs[j]->id])
-      cg_store_lin(g, cg_buffer_at(g, vs[j], k), vs[j]->dtype, cg_aff_value(g, &lin), x);
+      cg_store_exact(g, cg_buffer_at(g, vs[j], k), vs[j]->dtype, cg_aff_value(g, &lin), x);
     if (j < n - 1) {
       g->pre[vs[j]->id] = x;
       g->pre_ids[g->npre++] = vs[j]->id;

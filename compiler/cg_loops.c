@@ -281,8 +281,12 @@ LLVMValueRef cg_load_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin) {
 }
 
 void cg_store_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin, LLVMValueRef x) {
+  cg_store_exact(g, base, dt, lin, dt == DT_BF16 ? cg_round_bf16(g, x) : x);
+}
+
+void cg_store_exact(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin, LLVMValueRef x) {
   if (dt == DT_BF16) {
-    LLVMValueRef u = LLVMBuildBitCast(g->b, cg_round_bf16(g, x), g->t_i32, "");
+    LLVMValueRef u = LLVMBuildBitCast(g->b, x, g->t_i32, "");
     x = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, u, cg_ci32(g, 16), ""), LLVMInt16TypeInContext(g->ctx), "");
   }
   LLVMBuildStore(g->b, x, ptr_at(g, base, dt, lin));

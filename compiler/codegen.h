@@ -148,6 +148,10 @@ void cg_strides_of(const Shape *s, int64_t *st);
 Aff cg_linear_of(const Shape *s, const Aff *idx); /* C-order offset of idx in shape s */
 LLVMValueRef cg_load_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin);
 void cg_store_lin(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin, LLVMValueRef x);
+/* cg_store_lin of an x that already holds a value of dt (a bf16 one
+ * rounded, as every element cg_elem_at gives of a bf16 value is): stored
+ * without rounding it again. */
+void cg_store_exact(CG *g, LLVMValueRef base, DType dt, LLVMValueRef lin, LLVMValueRef x);
 LLVMValueRef cg_buffer_of(CG *g, const Value *v); /* v's buffer (its root's), typed */
 /* v's buffer k elements on: in a kernel, a slot of its own, so that code
  * reading or writing at a constant offset (a layer's slice of a stacked
