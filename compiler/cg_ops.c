@@ -63,11 +63,12 @@ static void emit_argmax(CG *g, const Value *v) {
  * operand a (the kept ones' loops open, their indices in ai), when the last
  * has a multiple of MAX_LANES elements: MAX_LANES running maxima, lane j
  * taking a row's elements j, j + MAX_LANES, ..., then the max of the lanes.
- * llvm.maxnum ignores NaN (all NaN gives NaN) and a tie of zeros may give
+ * llvm.maxnum skips NaN (a row of NaN only leaves the -inf every lane
+ * starts from, as the one running maximum did) and a tie of zeros may give
  * either, so the order changes nothing, while the lanes' loop vectorizes:
  * one running maximum is a chain of scalar maxima the vectorizer keeps, not
  * knowing maxnum may be reordered (a softmax's max over 64 scores a row took
- * a tenth of a Transformer's compiled loops so). */
+ * 2 % of the lm example's step so, 0.6 % in lanes). */
 #define MAX_LANES 16
 static bool max_in_lanes(const Value *v, int last_kept) {
   const Value *a = v->args[0];
