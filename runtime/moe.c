@@ -45,53 +45,45 @@ static void check_dtype(gslrt_ctx *ctx, const char *call, const char *what, int3
     gslrt_fatal(ctx, "%s: %s has dtype %d, not f32 or bf16", call, what, (int)dtype);
 }
 
-/* The rows' inner loops run in chunks of ROW_CHUNK elements, a trip count
- * the compiler knows, then the rest: gcc -O2's cautious vectorizer leaves a
- * loop of M elements (M known only at run time) scalar, and so it left
- * combine's and the weighted dispatch's. Each element gets the same
- * operations in the same order either way. */
+/* The rows' inner loops: ROW_LOOP(M, m, stmt) runs stmt for m = 0..M-1,
+ * in chunks of ROW_CHUNK, a trip count the compiler knows, then the rest:
+ * gcc -O2's cautious vectorizer leaves a loop of M elements (M known only
+ * at run time) scalar, and so it left combine's and the weighted
+ * dispatch's. Each element gets the same operations in the same order
+ * either way. */
 #define ROW_CHUNK 16
+#define ROW_LOOP(M, m, stmt)                                                  \
+  do {                                                                        \
+    int64_t row_at_ = 0;                                                      \
+    for (; row_at_ + ROW_CHUNK <= (M); row_at_ += ROW_CHUNK)                  \
+      for (int row_j_ = 0; row_j_ < ROW_CHUNK; row_j_++) {                    \
+        int64_t m = row_at_ + row_j_;                                         \
+        stmt;                                                                 \
+      }                                                                       \
+    for (int64_t m = row_at_; m < (M); m++)                                   \
+      stmt;                                                                   \
+  } while (0)
 
 /* o[m] += w * row[m] over a row of M elements of dtype (f32 or bf16). */
 static void row_axpy(float *restrict o, float w, const void *restrict row, int32_t dtype, int64_t M) {
-  int64_t m = 0;
-  if (dtype == GSLRT_BF16) {
-    const uint16_t *y = row;
-    for (; m + ROW_CHUNK <= M; m += ROW_CHUNK)
-      for (int j = 0; j < ROW_CHUNK; j++)
-        o[m + j] += w * gslrt_bf16_widen(y[m + j]);
-    for (; m < M; m++)
-      o[m] += w * gslrt_bf16_widen(y[m]);
-  } else {
-    const float *y = row;
-    for (; m + ROW_CHUNK <= M; m += ROW_CHUNK)
-      for (int j = 0; j < ROW_CHUNK; j++)
-        o[m + j] += w * y[m + j];
-    for (; m < M; m++)
-      o[m] += w * y[m];
-  }
+  const uint16_t *h = row;
+  const float *f = row;
+  if (dtype == GSLRT_BF16)
+    ROW_LOOP(M, m, o[m] += w * gslrt_bf16_widen(h[m]));
+  else
+    ROW_LOOP(M, m, o[m] += w * f[m]);
 }
 
 /* out[m] = w * row[m], rounded once into a bf16 out, over M elements. */
 static void row_scale(void *restrict out, float w, const void *restrict row, int32_t dtype, int64_t M) {
-  int64_t m = 0;
-  if (dtype == GSLRT_BF16) {
-    uint16_t *o = out;
-    const uint16_t *y = row;
-    for (; m + ROW_CHUNK <= M; m += ROW_CHUNK)
-      for (int j = 0; j < ROW_CHUNK; j++)
-        o[m + j] = gslrt_bf16_round(w * gslrt_bf16_widen(y[m + j]));
-    for (; m < M; m++)
-      o[m] = gslrt_bf16_round(w * gslrt_bf16_widen(y[m]));
-  } else {
-    float *o = out;
-    const float *y = row;
-    for (; m + ROW_CHUNK <= M; m += ROW_CHUNK)
-      for (int j = 0; j < ROW_CHUNK; j++)
-        o[m + j] = w * y[m + j];
-    for (; m < M; m++)
-      o[m] = w * y[m];
-  }
+  uint16_t *ho = out;
+  float *fo = out;
+  const uint16_t *h = row;
+  const float *f = row;
+  if (dtype == GSLRT_BF16)
+    ROW_LOOP(M, m, ho[m] = gslrt_bf16_round(w * gslrt_bf16_widen(h[m])));
+  else
+    ROW_LOOP(M, m, fo[m] = w * f[m]);
 }
 
 void gslrt_dispatch(gslrt_ctx *ctx, void *out, const void *x, int32_t dtype, const int32_t *expert,
