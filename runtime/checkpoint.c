@@ -34,7 +34,9 @@
  * renameat), never following a symbolic link in it: a link is removed
  * itself where gsl removes the entry, and refused where it would be read
  * as a checkpoint. It holds flock(2) on DIR/.lock for the whole run, so a
- * second job on DIR fails at once naming the first's pid and host. Each
+ * second job on DIR fails at once naming the first's pid and host, with
+ * status GSLRT_EXIT_BUSY (5), before it opens any file of its own (the
+ * lock is taken before the --metrics file is created). Each
  * run has an identity (128 random bits, in hex), written into every
  * manifest; --resume continues the identity of the checkpoint it resumes.
  * A run only prunes or replaces checkpoints of its own identity. At the
@@ -426,7 +428,8 @@ static int run_of(int dfd, const char *name, char *run) {
 }
 
 /* Takes DIR/.lock (flock, exclusive, not waiting) and writes our pid and
- * host into it; the descriptor stays open, and the lock held, until exit. */
+ * host into it; the descriptor stays open, and the lock held, until exit.
+ * 0; GSLRT_EXIT_BUSY when another run holds it; -1 on another failure. */
 static int take_lock(gslrt_ctx *ctx, int dfd, char *err) {
   const char *dir = ctx->opts.checkpoint;
   char host[256] = "", line[512];
@@ -451,7 +454,7 @@ static int take_lock(gslrt_ctx *ctx, int dfd, char *err) {
       gslrt_seterr(err, GSLRT_ERRLEN, "--checkpoint %s: cannot lock %s/%s: %s", dir, dir, CKPT_LOCK,
                    strerror(errno));
     close(fd);
-    return -1;
+    return busy ? GSLRT_EXIT_BUSY : -1;
   }
   if (gethostname(host, sizeof host - 1) != 0)
     snprintf(host, sizeof host, "unknown");
@@ -558,11 +561,13 @@ void gslrt_checkpoint_open(gslrt_ctx *ctx) {
     if (!status && (ctx->ckpt_dir = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
       gslrt_seterr(err, sizeof err, "--checkpoint %s: cannot open %s: %s", dir, dir, strerror(errno)),
           status = 1;
-    if (!status && (take_lock(ctx, ctx->ckpt_dir, err) != 0 || check_dir(ctx, ctx->ckpt_dir, err) != 0 ||
-                    new_run_id(ctx->run_id, err) != 0))
+    int locked = status ? 0 : take_lock(ctx, ctx->ckpt_dir, err);
+    if (locked == GSLRT_EXIT_BUSY)
+      status = GSLRT_EXIT_BUSY; /* not a failure of this run: gslrun ends at once, writing nothing */
+    else if (!status && (locked != 0 || check_dir(ctx, ctx->ckpt_dir, err) != 0 || new_run_id(ctx->run_id, err) != 0))
       status = 1;
   }
-  gslrt_rank0_verdict(ctx, status ? 1 : 0, err);
+  gslrt_rank0_verdict(ctx, status, err);
   gslrt_world_bcast(ctx, ctx->run_id, sizeof ctx->run_id, MPI_CHAR, 0, "the sharing of the run's id");
 }
 

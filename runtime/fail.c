@@ -28,7 +28,12 @@
  *   within 3 s (writing the checkpoint of step 4): a blocking MPI call, which ranks had reached it is not known
  * and ends this rank with GSLRT_EXIT_HUNG (_exit: nothing else is safe in
  * a signal handler), after the pause vfatal makes too; the process
- * manager then ends every other rank, a stopped one included. */
+ * manager then ends every other rank, a stopped one included. The
+ * start-up is one such call: MPI_Init waits for every rank of the job (a
+ * rank stopped before it, or inside it, holds the others there for ever),
+ * so main.c sets its deadline before MPI_Init (gslrt_deadline_startup),
+ * from --collective-timeout as found in argv, before the options are
+ * parsed (they need MPI: usage errors are said by rank 0 alone). */
 #include "internal.h"
 
 #include <errno.h>
@@ -150,18 +155,28 @@ void gslrt_fatal_code(gslrt_ctx *ctx, int code, const char *fmt, ...) {
   vfatal(ctx, code, fmt, ap);
 }
 
-void gslrt_fail_all(gslrt_ctx *ctx, const char *fmt, ...) {
-  va_list ap;
+static void vfail_all(gslrt_ctx *ctx, int code, const char *fmt, va_list ap) __attribute__((noreturn));
+static void vfail_all(gslrt_ctx *ctx, int code, const char *fmt, va_list ap) {
   if (ctx->rank == 0) {
     char prefix[256];
     gslrt_erase_progress();
     fflush(stdout);
     snprintf(prefix, sizeof prefix, "%s: rank 0: error: ", ctx->prog);
-    va_start(ap, fmt);
     say(prefix, NULL, fmt, ap);
-    va_end(ap);
   }
-  gslrt_exit(ctx, 1);
+  gslrt_exit(ctx, code);
+}
+
+void gslrt_fail_all(gslrt_ctx *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail_all(ctx, 1, fmt, ap);
+}
+
+void gslrt_fail_all_code(gslrt_ctx *ctx, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail_all(ctx, code, fmt, ap);
 }
 
 void gslrt_usage_error(gslrt_ctx *ctx, const char *fmt, ...) {
@@ -278,22 +293,48 @@ static void on_deadline(int sig) {
   _exit(GSLRT_EXIT_HUNG);
 }
 
-void gslrt_deadline(gslrt_ctx *ctx, const char *fmt, ...) {
+/* Installs on_deadline for SIGALRM (once) and sets the timer to limit
+ * seconds: 0, or -1 with errno set. */
+static int arm(double limit) {
   static int installed;
-  char what[GSLRT_ERRLEN], phase[160];
-  double limit = ctx->opts.collective_timeout;
-  va_list ap;
-  if (limit <= 0 || ctx->nranks < 2)
-    return;
   if (!installed) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_deadline;
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGALRM, &sa, NULL) != 0)
-      gslrt_fatal(ctx, "cannot install the deadline's SIGALRM handler: %s", strerror(errno));
+      return -1;
     installed = 1;
   }
+  struct itimerval it = {{0, 0}, {(time_t)limit, (suseconds_t)((limit - (double)(time_t)limit) * 1e6)}};
+  if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
+    it.it_value.tv_usec = 1;
+  return setitimer(ITIMER_REAL, &it, NULL);
+}
+
+void gslrt_deadline_startup(const char *prog, double limit) {
+  const char *rank = getenv("PMI_RANK"), *size = getenv("PMI_SIZE");
+  if (limit <= 0 || !size || atoi(size) < 2) /* one rank waits on nobody; a singleton has no PMI_SIZE */
+    return;
+  int n = snprintf(deadline_line, sizeof deadline_line,
+                   "%s: rank %s: error: the start-up (MPI_Init and the run's communicator) did not complete within "
+                   "%g s: a blocking MPI call, which ranks had reached it is not known (a rank stopped, or lost "
+                   "with its host, before or while it started)\n",
+                   prog, rank && *rank ? rank : "?", limit);
+  deadline_len = n < 0 ? 0 : (size_t)n < sizeof deadline_line ? (size_t)n : sizeof deadline_line - 1;
+  if (arm(limit) != 0) {
+    fprintf(stderr, "%s: rank %s: error: cannot set the start-up's deadline: %s\n", prog, rank ? rank : "?",
+            strerror(errno));
+    exit(1);
+  }
+}
+
+void gslrt_deadline(gslrt_ctx *ctx, const char *fmt, ...) {
+  char what[GSLRT_ERRLEN], phase[160];
+  double limit = ctx->opts.collective_timeout;
+  va_list ap;
+  if (limit <= 0 || ctx->nranks < 2)
+    return;
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
@@ -303,15 +344,12 @@ void gslrt_deadline(gslrt_ctx *ctx, const char *fmt, ...) {
                    "reached it is not known\n",
                    progress_shown ? "\r\033[K" : "", ctx->prog, ctx->rank, what, limit, phase);
   deadline_len = n < 0 ? 0 : (size_t)n < sizeof deadline_line ? (size_t)n : sizeof deadline_line - 1;
-  struct itimerval it = {{0, 0}, {(time_t)limit, (suseconds_t)((limit - (double)(time_t)limit) * 1e6)}};
-  if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
-    it.it_value.tv_usec = 1;
-  if (setitimer(ITIMER_REAL, &it, NULL) != 0)
+  if (arm(limit) != 0)
     gslrt_fatal(ctx, "cannot set the deadline's timer: %s", strerror(errno));
 }
 
 void gslrt_deadline_off(gslrt_ctx *ctx) {
   struct itimerval off = {{0, 0}, {0, 0}};
-  if (ctx->opts.collective_timeout > 0 && ctx->nranks > 1)
-    setitimer(ITIMER_REAL, &off, NULL);
+  (void)ctx;
+  setitimer(ITIMER_REAL, &off, NULL); /* whoever armed it: the start-up's has no options yet */
 }

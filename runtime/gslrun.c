@@ -48,6 +48,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "paths.h"
 
 #define MAX_AXES 8       /* as GSL_MAX_AXES */
 #define MAX_MESHES 16    /* distinct meshes compiled in one run */
@@ -55,6 +56,17 @@
 #define BACKOFF_CAP 30.0 /* the longest back-off, seconds */
 #define EXIT_STOPPED 3   /* the runtime's GSLRT_EXIT_STOPPED */
 #define EXIT_USAGE 2     /* the runtime's usage errors */
+#define EXIT_BUSY 5      /* the runtime's GSLRT_EXIT_BUSY: another run holds the --checkpoint DIR */
+#define EXIT_NOSTART 1   /* gslrun could not start the job at all */
+
+/* A file as stat(2) saw it: changed when any of these differ. */
+typedef struct FileId {
+  bool exists;           /* stat found it */
+  dev_t dev;             /* its device */
+  ino_t ino;             /* and inode */
+  off_t size;            /* its size */
+  struct timespec mtime; /* its last change */
+} FileId;
 
 typedef struct Axis {
   char name[64];  /* the axis's name */
@@ -101,6 +113,9 @@ typedef struct Run {
   /* metrics */
   char *acc; /* every segment's records so far, with gslrun's */
   size_t acclen;
+  bool wrote;  /* gslrun has written the --metrics file */
+  FileId left; /* the file as gslrun left it, if it wrote it */
+  long prev_rank0; /* the previous segment's rank 0 (the lock's holder), 0 unknown */
 } Run;
 
 /* What one segment of the run did, as its output and status say. */
@@ -111,6 +126,8 @@ typedef struct Segment {
   long first;           /* the step it resumed from (0: fresh) */
   long last;            /* the last step it logged, -1: none */
   int status;           /* mpirun's exit status, or 128 + its signal */
+  int signal;           /* the signal that ended mpirun itself, 0 */
+  char exec_err[512];   /* hydra's `execvp error on file` line: the program cannot be run */
   int err_rank;         /* the rank an error line names, -1 */
   char err_line[512];   /* the first `rank R: error:` line */
   long bad_pid;         /* hydra's BAD TERMINATION: its pid, 0 */
@@ -333,6 +350,47 @@ static char *on_path(const char *name) {
   return NULL;
 }
 
+/* Whether hydra can run the binary prog (it execvp's it: a name without
+ * '/' is looked for on PATH alone): true, or false with why in why. */
+static bool runnable(const char *prog, char *why, size_t cap) {
+  struct stat st;
+  if (!*prog) {
+    snprintf(why, cap, "an empty name");
+    return false;
+  }
+  if (!strchr(prog, '/')) {
+    char *found = on_path(prog);
+    bool here = access(prog, F_OK) == 0;
+    free(found);
+    if (found)
+      return true;
+    if (here)
+      snprintf(why, cap, "no %s on PATH (mpirun runs a name without '/' from PATH only; give ./%s for the file here)",
+               prog, prog);
+    else
+      snprintf(why, cap, "no %s on PATH (mpirun runs a name without '/' from PATH only)", prog);
+    return false;
+  }
+  if (stat(prog, &st) != 0) {
+    snprintf(why, cap, "%s", errno == ENOENT ? "no such file" : strerror(errno));
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    snprintf(why, cap, "it is a directory");
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(why, cap, "it is not a regular file");
+    return false;
+  }
+  if (access(prog, X_OK) != 0) {
+    snprintf(why, cap, "%s", errno == EACCES && !(st.st_mode & 0111) ? "it is not executable (no x bit: chmod +x)"
+                                                                       : strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 /* gslc beside this gslrun (a build tree, an install), else on PATH */
 static char *find_gslc(void) {
   char self[PATH_MAX];
@@ -535,14 +593,17 @@ static const char *build_for(Run *r, const long *size) {
 }
 
 /* The slots of the hostfile (MPICH's `host[:slots]` a line, # comments):
- * -1 if it cannot be read. */
-static long hostfile_slots(const char *path) {
+ * -1 after putting why not into err (it cannot be read, a line's slots
+ * are not a whole number from 1, or it names no host). */
+static long hostfile_slots(const char *path, char *err, size_t cap) {
   FILE *f = fopen(path, "r");
-  if (!f)
+  if (!f) {
+    snprintf(err, cap, "--hostfile %s: cannot read it: %s", path, strerror(errno));
     return -1;
+  }
   char line[1024];
-  long slots = 0;
-  while (fgets(line, sizeof line, f)) {
+  long slots = 0, hosts = 0;
+  for (int at = 1; fgets(line, sizeof line, f); at++) {
     char *c = strchr(line, '#');
     if (c)
       *c = '\0';
@@ -554,9 +615,23 @@ static long hostfile_slots(const char *path) {
     h[strcspn(h, " \t\r\n")] = '\0';
     char *colon = strrchr(h, ':');
     long n = colon ? number(colon + 1, 1, 1L << 20) : 1;
-    slots += n > 0 ? n : 1;
+    if (n < 1 || colon == h) {
+      snprintf(err, cap, "--hostfile %s:%d: '%s': %s", path, at, h,
+               colon == h ? "no host before ':'"
+               : colon && number(colon + 1, 0, 0) == 0
+                   ? "0 slots; a host needs at least 1 (leave the line out to use none of it)"
+                   : "the slots after ':' must be a whole number from 1 to 1048576");
+      fclose(f);
+      return -1;
+    }
+    slots += n;
+    hosts++;
   }
   fclose(f);
+  if (!hosts) {
+    snprintf(err, cap, "no hosts in %s (only comments and blank lines)", path);
+    return -1;
+  }
   return slots;
 }
 
@@ -760,6 +835,8 @@ static void scan_line(Segment *s, const char *line, bool err) {
     s->bad_code = (int)a;
   else if (strstr(line, ": stopped by SIG"))
     s->stopped = true;
+  else if ((p = strstr(line, "execvp error on file ")) && !s->exec_err[0])
+    snprintf(s->exec_err, sizeof s->exec_err, "%s", p);
   else if (sscanf(line, "resumed from %*s at step %ld", &a) == 1)
     s->first = a;
   else if (!strncmp(line, "checkpoint ", 11) && (p = strstr(line, " written (")) && p - line - 11 < 255)
@@ -874,6 +951,7 @@ static int run_job(Run *r, const char *bin, bool resume, Segment *s) {
       pid_t got = waitpid(pid, &w, WNOHANG);
       if (got == pid) {
         status = WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
+        s->signal = WIFSIGNALED(w) ? WTERMSIG(w) : 0;
         ended = now();
       } else if (s->nfound < s->np && now() - scanned > (now() - started < 10 ? 0.1 : 2)) {
         find_ranks(pid, s); /* ranks on other hosts are never found: less often after 10 s */
@@ -932,18 +1010,10 @@ static int run_job(Run *r, const char *bin, bool resume, Segment *s) {
 
 /* ---- metrics --------------------------------------------------------------------- */
 
-typedef struct FileId {
-  bool exists;
-  dev_t dev;
-  ino_t ino;
-  off_t size;
-  struct timespec mtime;
-} FileId;
-
 static FileId file_id(const char *path) {
   struct stat st;
   FileId f = {0};
-  if (stat(path, &st) == 0) {
+  if (lstat(path, &st) == 0) { /* a link itself: gslrun never writes through one */
     f = (FileId){true, st.st_dev, st.st_ino, st.st_size, st.st_mtim};
   }
   return f;
@@ -979,15 +1049,76 @@ static void acc_put(Run *r, const char *text, size_t len) {
   r->acc[r->acclen] = '\0';
 }
 
+/* Why gslrun may not write the --metrics file path (the program's own
+ * rules, which gslrun keeps for its writes): NULL, or the reason (into
+ * buf). Never into the --checkpoint directory, through links and "..";
+ * never through a symbolic link, nor into a directory, FIFO or device. */
+static const char *metrics_refused(const Run *r, const char *path, char *buf, size_t cap) {
+  char dir[PATH_MAX];
+  struct stat st;
+  if (r->ckdir && gslrt_resolve(r->ckdir, dir) == 0 && gslrt_inside(path, dir)) {
+    snprintf(buf, cap, "--metrics %s is inside the --checkpoint directory %s (a run never writes its own files there)",
+             path, r->ckdir);
+    return buf;
+  }
+  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    snprintf(buf, cap, "--metrics %s is %s, not a regular file (refusing to write it)", path,
+             S_ISLNK(st.st_mode)   ? "a symbolic link"
+             : S_ISDIR(st.st_mode) ? "a directory"
+             : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                    : "a device or socket");
+    return buf;
+  }
+  return NULL;
+}
+
+/* Writes len bytes of text as the file path, whole or not at all: a
+ * temporary beside it, flushed, renamed over it. 0, or -1 (errno set). */
+static int write_whole(const char *path, const char *text, size_t len) {
+  char *tmp = xasprintf("%s.gslrun-%ld.tmp", path, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666), rc = -1;
+  if (fd >= 0) {
+    size_t done = 0;
+    while (done < len) {
+      ssize_t k = write(fd, text + done, len - done);
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0)
+        break;
+      done += (size_t)k;
+    }
+    rc = done == len && fsync(fd) == 0 ? 0 : -1;
+    if (close(fd) != 0)
+      rc = -1;
+    if (rc == 0)
+      rc = rename(tmp, path);
+    if (rc != 0) {
+      int e = errno;
+      unlink(tmp);
+      errno = e;
+    }
+  }
+  free(tmp);
+  return rc;
+}
+
 /* After segment s: takes its records from the --metrics file (those the
  * runtime wrote since it truncated the file), the last step among them,
  * then writes the file again as every segment's records with one record
- * of gslrun's after each. */
+ * of gslrun's after each. A segment the program refused (a usage error,
+ * or the checkpoint directory another run's: that run may be writing the
+ * file) gives nothing and writes nothing. The file is written only where
+ * this segment's program wrote it, or where it is as gslrun itself left
+ * it: never one the program did not open (it refused it, or never got so
+ * far), and never under metrics_refused's rules. */
 static void metrics_after(Run *r, Segment *s, FileId before, const char *end, const char *cause) {
+  if (s->status == EXIT_USAGE || s->status == EXIT_BUSY)
+    return;
   size_t len = 0;
-  char *text = NULL;
+  char *text = NULL, why[PATH_MAX + 256];
   FileId now_id = file_id(r->metrics);
-  if (now_id.exists && !same_file(before, now_id))
+  bool changed = now_id.exists && !same_file(before, now_id), ours = r->wrote && same_file(r->left, now_id);
+  if (changed && !metrics_refused(r, r->metrics, why, sizeof why))
     text = read_all(r->metrics, &len);
   size_t skip = 0;
   if (text && len >= r->acclen && r->acclen && !memcmp(text, r->acc, r->acclen))
@@ -1024,9 +1155,18 @@ static void metrics_after(Run *r, Segment *s, FileId before, const char *end, co
     acc_put(r, "\n", 1);
     free(line);
   }
-  FILE *f = fopen(r->metrics, "w");
-  if (!f || fwrite(r->acc, 1, r->acclen, f) != r->acclen || fclose(f) != 0)
+  if (!(changed || ours)) /* not the program's file this segment, nor gslrun's: the records wait in memory */
+    return;
+  if (metrics_refused(r, r->metrics, why, sizeof why)) {
+    say("warning: not writing gslrun's records: %s", why);
+    return;
+  }
+  if (write_whole(r->metrics, r->acc, r->acclen) != 0) {
     say("warning: --metrics %s: cannot write gslrun's records: %s", r->metrics, strerror(errno));
+    return;
+  }
+  r->wrote = true;
+  r->left = file_id(r->metrics);
 }
 
 /* ---- the supervisor -------------------------------------------------------------- */
@@ -1087,7 +1227,9 @@ static char *cause_of(const Segment *s) {
   else if (s->bad_pid)
     snprintf(how, sizeof how, "ended with status %d", s->bad_code);
   char *text;
-  if (s->err_line[0])
+  if (s->exec_err[0])
+    text = xasprintf("the program cannot be run: mpirun's %s; mpirun's status %d", s->exec_err, s->status);
+  else if (s->err_line[0])
     text = xasprintf("%s%s'%s'; mpirun's status %d", who, *who ? " failed: " : "", s->err_line, s->status);
   else if (*who && *how)
     text = xasprintf("%s%s %s; mpirun's status %d", who,
@@ -1098,13 +1240,29 @@ static char *cause_of(const Segment *s) {
   else if (*who)
     text = xasprintf("%s ended first; mpirun's status %d%s%s%s", who, s->status,
                      s->last_err[0] ? "; the job's last line: '" : "", s->last_err, s->last_err[0] ? "'" : "");
-  else if (s->status > 128)
-    text = xasprintf("mpirun was ended by signal %d (%s)%s%s%s", s->status - 128, signame(s->status - 128),
+  else if (s->signal)
+    text = xasprintf("mpirun was ended by signal %d (%s)%s%s%s", s->signal, signame(s->signal),
                      s->last_err[0] ? "; the job's last line: '" : "", s->last_err, s->last_err[0] ? "'" : "");
   else
     text = xasprintf("exit status %d%s%s%s", s->status, s->last_err[0] ? "; the job's last line: '" : "", s->last_err,
                      s->last_err[0] ? "'" : "");
   return text;
+}
+
+/* Whether DIR/.lock names, as its holder, the previous segment's rank 0
+ * on this host (a rank of ours still ending), not another run. */
+static bool lock_was_ours(const Run *r, long rank0) {
+  char *path = xasprintf("%s/.lock", r->ckdir ? r->ckdir : "."), line[512] = "", host[256] = "", me[256] = "";
+  long pid = 0;
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  free(path);
+  if (fd < 0)
+    return false;
+  ssize_t k = read(fd, line, sizeof line - 1);
+  close(fd);
+  line[k > 0 ? k : 0] = '\0';
+  gethostname(me, sizeof me - 1);
+  return rank0 > 0 && sscanf(line, "pid %ld host %255s", &pid, host) == 2 && pid == rank0 && !strcmp(host, me);
 }
 
 static void sleep_for(double secs) {
@@ -1149,9 +1307,13 @@ static int supervise(Run *r) {
     for (int q = 0; q < MAX_RANKS; q++)
       s->pidfd[q] = -1;
     long slots = -1;
-    if (r->hostfile && (slots = hostfile_slots(r->hostfile)) < 0) {
-      say("error: --hostfile %s: cannot read it: %s", r->hostfile, strerror(errno));
-      return last_status ? last_status : 1;
+    char herr[1400];
+    if (r->hostfile && (slots = hostfile_slots(r->hostfile, herr, sizeof herr)) < 0) {
+      say("error: %s%s", herr, k > 1 ? "; not restarting" : "");
+      if (last_cause)
+        say("the last failure: %s", last_cause);
+      free(s);
+      return last_status ? last_status : EXIT_NOSTART;
     }
     const char *bin = r->program;
     char *mesh = NULL;
@@ -1243,9 +1405,23 @@ static int supervise(Run *r) {
       free(s);
       return status ? status : EXIT_STOPPED;
     }
+    long rank0 = r->prev_rank0;
+    r->prev_rank0 = s->pid[0];
     last_status = status;
     free(last_cause);
     last_cause = cause;
+    if (s->exec_err[0]) {
+      say("segment %d: the job could not be started: %s; not restarting", k, cause);
+      free(s);
+      return EXIT_NOSTART;
+    }
+    if (status == EXIT_BUSY && !lock_was_ours(r, rank0)) {
+      say("segment %d was refused: another run holds the --checkpoint directory %s (the program's message is "
+          "above); not restarting, and nothing written",
+          k, r->ckdir ? r->ckdir : "");
+      free(s);
+      return status;
+    }
     if (status == EXIT_USAGE) {
       say("segment %d failed with a usage error (status 2): not restarting", k);
       free(s);
@@ -1306,6 +1482,15 @@ int main(int argc, char **argv) {
   if (!r.mpirun && !(r.mpirun = on_path("mpiexec"))) {
     say("error: cannot find mpirun on PATH");
     return 1;
+  }
+  char why[PATH_MAX + 256];
+  if (!r.source && !runnable(r.program, why, sizeof why)) { /* a restart would fail alike */
+    say("error: cannot run %s: %s; not starting", r.program, why);
+    return EXIT_NOSTART;
+  }
+  if (r.metrics && metrics_refused(&r, r.metrics, why, sizeof why)) { /* gslrun rewrites it after each segment */
+    say("error: %s; not starting", why);
+    return strstr(why, "inside the --checkpoint") ? EXIT_USAGE : EXIT_NOSTART;
   }
   if (r.source) {
     if (!(r.gslc = find_gslc())) {

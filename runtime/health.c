@@ -429,6 +429,8 @@ void gslrt_rank0_verdict(gslrt_ctx *ctx, int status, const char *err) {
   gslrt_world_bcast(ctx, &status, 1, MPI_INT, 0, "the sharing of rank 0's verdict");
   if (status == 2)
     gslrt_usage_error(ctx, "%s", err);
+  if (status == GSLRT_EXIT_BUSY)
+    gslrt_fail_all_code(ctx, GSLRT_EXIT_BUSY, "%s", err);
   if (status != 0)
     gslrt_fail_all(ctx, "%s", err);
 }

@@ -32,6 +32,7 @@
 #define GSLRT_ERRLEN 512 /* room for one error message */
 #define GSLRT_EXIT_STOPPED 3 /* exit status of a run stopped by SIGTERM or SIGINT */
 #define GSLRT_EXIT_HUNG 4    /* exit status of a run ended by the watchdog (health.c) */
+#define GSLRT_EXIT_BUSY 5    /* exit status of a run refused because another run holds its --checkpoint DIR */
 #define GSLRT_COLLECTIVE_TIMEOUT 300 /* --collective-timeout's default, in seconds */
 #define GSLRT_PACE_THRESHOLD 0.7 /* a score under this ... */
 #define GSLRT_PACE_WINDOWS 3     /* ... for this many log windows in a row is warned of (health.c), */
@@ -243,6 +244,9 @@ void gslrt_fatal(gslrt_ctx *ctx, const char *fmt, ...)
  * same data): rank 0 prints "PROG: rank 0: error: cause"; all exit 1. */
 void gslrt_fail_all(gslrt_ctx *ctx, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 2, 3)));
+/* The same, every rank exiting with code (GSLRT_EXIT_BUSY). */
+void gslrt_fail_all_code(gslrt_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
 /* A usage error, reached by every rank together: rank 0 prints "PROG:
  * error: cause" and "Try 'PROG --help'."; all exit 2. */
 void gslrt_usage_error(gslrt_ctx *ctx, const char *fmt, ...)
@@ -267,6 +271,11 @@ void gslrt_doing(gslrt_ctx *ctx, const char *fmt, ...) __attribute__((format(pri
  * Nothing with one rank or --collective-timeout 0. */
 void gslrt_deadline(gslrt_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void gslrt_deadline_off(gslrt_ctx *ctx);
+/* The same over the start-up, set before MPI_Init (no context yet): limit
+ * seconds (--collective-timeout as argv gives it), rank and ranks from the
+ * process manager's PMI_RANK and PMI_SIZE; nothing with one rank or limit
+ * 0. gslrt_deadline for the run's communicator replaces it. */
+void gslrt_deadline_startup(const char *prog, double limit);
 /* "[i, j, ...]" into buf: the position of element e (C order) of a tile
  * of shape (rank entries) at offset in its tensor (NULL: all zeros), in
  * the tensor; "" for a scalar. */
@@ -327,9 +336,10 @@ void gslrt_world_gather(gslrt_ctx *ctx, const void *in, int n, MPI_Datatype type
 void gslrt_world_allgather(gslrt_ctx *ctx, const void *in, int n, MPI_Datatype type, void *out, const char *what);
 void gslrt_world_gatherv(gslrt_ctx *ctx, const void *in, int n, MPI_Datatype type, void *out, const int *counts,
                          const int *displs, int root, const char *what);
-/* A decision rank 0 made alone (status 0: fine; 2: a usage error; any
- * other: a run-time error, with its cause in rank 0's err), shared with
- * every rank, which then go on together or end together as it says. */
+/* A decision rank 0 made alone (status 0: fine; 2: a usage error;
+ * GSLRT_EXIT_BUSY: the --checkpoint DIR is another run's; any other: a
+ * run-time error, with its cause in rank 0's err), shared with every rank,
+ * which then go on together or end together (with that status) as it says. */
 void gslrt_rank0_verdict(gslrt_ctx *ctx, int status, const char *err);
 /* A step took seconds, of which wait inside collectives: into the window. */
 void gslrt_pace_step(gslrt_ctx *ctx, double seconds, double wait);

@@ -1,6 +1,8 @@
 /* main.c — gslrt_main, the life of a compiled GSL program:
  *
- *   MPI_Init; parse the options (usage errors: exit 2); duplicate
+ *   MPI_Init, under a deadline of --collective-timeout (read from argv
+ *   before it: every rank waits there for the others); parse the
+ *   options (usage errors: exit 2); duplicate
  *   MPI_COMM_WORLD, errors returned on the duplicate; --help / --version;
  *   parse the program's build record (checkpoint.c); gsl_setup
  *   (declarations; the mesh is checked against the ranks);
@@ -11,9 +13,11 @@
  *   (provenance.c: the ranks' hosts gathered once);
  *   match --input/--output/--eval-input with the declarations (eval.c);
  *   refuse a --metrics or --output file inside the --checkpoint
- *   directory (through links and ".."); create the --metrics file;
- *   check the output targets and the input and held-out files;
- *   check the --checkpoint directory (checkpoint.c);
+ *   directory (through links and ".."); check the output targets and
+ *   the input and held-out files; take the --checkpoint directory's
+ *   lock and check what it holds (checkpoint.c; a directory another
+ *   run holds ends the run with status 5 before it has written
+ *   anything); create the --metrics file;
  *   initialize params and states; with --resume, restore them, the seed
  *   and the step counter k from the newest checkpoint (checkpoint.c);
  *   for each step k..--steps: bind inputs (checking the indices read;
@@ -79,6 +83,7 @@
  * reported like any write error. A rank killed outright is the process
  * manager's to see: hydra ends the other ranks at once. */
 #include "internal.h"
+#include "paths.h"
 #include "seterr.h"
 
 #include <errno.h>
@@ -353,64 +358,6 @@ static int same_file(const char *path, const struct stat *st, const char *other)
   return st && stat(other, &o) == 0 && o.st_dev == st->st_dev && o.st_ino == st->st_ino;
 }
 
-/* The absolute path path names, into out (PATH_MAX bytes), as the kernel
- * would find it: its longest prefix that exists resolved by realpath
- * (every symbolic link and ".." in it, of the file itself if it exists),
- * the rest appended as written, "." dropped and ".." taking the last
- * component off (nothing there exists, so no link can be among it). 0,
- * or -1 if a path is too long. */
-static int resolve(const char *path, char *out) {
-  char prefix[PATH_MAX], rest[PATH_MAX] = "";
-  size_t n = strlen(path);
-  if (n >= sizeof prefix)
-    return -1;
-  memcpy(prefix, path, n + 1);
-  for (;;) { /* drop a last component until what is left exists */
-    while (n > 1 && prefix[n - 1] == '/')
-      prefix[--n] = 0;
-    if (realpath(n ? prefix : ".", out))
-      break;
-    char *slash = strrchr(prefix, '/'), tail[PATH_MAX];
-    int last = !slash || slash == prefix; /* "name" or "/name": the rest from "." or "/" */
-    if (snprintf(tail, sizeof tail, "%s%s%s", slash ? slash + 1 : prefix, *rest ? "/" : "", rest) >=
-        (int)sizeof tail)
-      return -1;
-    memcpy(rest, tail, strlen(tail) + 1);
-    if (last) {
-      if (!realpath(slash ? "/" : ".", out))
-        return -1;
-      break;
-    }
-    *slash = 0;
-    n = strlen(prefix);
-  }
-  for (char *c = strtok(rest, "/"); c; c = strtok(NULL, "/")) {
-    size_t len = strlen(out);
-    if (!strcmp(c, "."))
-      continue;
-    if (!strcmp(c, "..")) {
-      char *slash = strrchr(out, '/');
-      if (slash)
-        slash[slash == out ? 1 : 0] = 0;
-      continue;
-    }
-    if (len + 1 + strlen(c) >= PATH_MAX)
-      return -1;
-    snprintf(out + len, PATH_MAX - len, "%s%s", out[len - 1] == '/' ? "" : "/", c);
-  }
-  return 0;
-}
-
-/* Whether the file path, written by the run, resolves (resolve) into the
- * directory whose resolved path is dir, or is it. */
-static int inside(const char *path, const char *dir) {
-  char p[PATH_MAX];
-  size_t n = strlen(dir);
-  if (resolve(path, p) != 0)
-    return 0; /* too long to open, so never written */
-  return !strncmp(p, dir, n) && (p[n] == '/' || p[n] == 0 || (n == 1 && dir[0] == '/'));
-}
-
 /* Whether the existing file st is, by another name (a hard link), a file
  * in the directory dir or in one of its subdirectories (a checkpoint's),
  * whose name under dir goes to found (PATH_MAX bytes). */
@@ -453,9 +400,9 @@ static void check_not_in_checkpoint(gslrt_ctx *ctx) {
   const gslrt_options *op = &ctx->opts;
   char err[GSLRT_ERRLEN] = "", dir[PATH_MAX];
   int status = 0;
-  if (!op->checkpoint || ctx->rank != 0 || resolve(op->checkpoint, dir) != 0)
+  if (!op->checkpoint || ctx->rank != 0 || gslrt_resolve(op->checkpoint, dir) != 0)
     goto fn_exit;
-  if (op->metrics && inside(op->metrics, dir)) {
+  if (op->metrics && gslrt_inside(op->metrics, dir)) {
     gslrt_seterr(err, sizeof err, "--metrics %s is inside the --checkpoint directory %s (a run never writes its "
                  "own files there)", op->metrics, op->checkpoint);
     status = 2;
@@ -472,7 +419,7 @@ static void check_not_in_checkpoint(gslrt_ctx *ctx) {
     goto fn_exit;
   }
   for (int i = 0; i < op->noutputs; i++)
-    if (inside(op->outputs[i].file, dir)) {
+    if (gslrt_inside(op->outputs[i].file, dir)) {
       gslrt_seterr(err, sizeof err, "--output %s=%s is inside the --checkpoint directory %s (a run never writes "
                    "its own files there)", op->outputs[i].name, op->outputs[i].file, op->checkpoint);
       status = 2;
@@ -706,6 +653,13 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   if ((ctx.argv = malloc(sizeof *ctx.argv * (size_t)(argc > 0 ? argc : 1)))) /* as given: MPI_Init may edit argv */
     for (ctx.argc = 0; ctx.argc < argc; ctx.argc++)
       ctx.argv[ctx.argc] = argv[ctx.argc];
+  { /* MPI_Init waits for every rank: under --collective-timeout's deadline, read before MPI is up */
+    gslrt_options early;
+    char ignored[GSLRT_ERRLEN];
+    int ok = gslrt_parse_options(argc, argv, &early, ignored, sizeof ignored) == 0; /* refused: said after MPI_Init */
+    gslrt_deadline_startup(ctx.prog, ok ? early.collective_timeout : GSLRT_COLLECTIVE_TIMEOUT);
+    gslrt_free_options(&early);
+  }
   if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
     fprintf(stderr, "%s: rank ?: error: MPI_Init failed\n", ctx.prog);
     exit(1);
@@ -751,9 +705,9 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   gslrt_check_bindings(&ctx);
   gslrt_check_eval(&ctx);
   check_not_in_checkpoint(&ctx);
-  open_metrics(&ctx);
   gslrt_check_outputs(&ctx);
-  gslrt_checkpoint_open(&ctx);
+  gslrt_checkpoint_open(&ctx); /* the lock first: a run refused by it has written nothing */
+  open_metrics(&ctx);
   gslrt_open_inputs(&ctx);
   gslrt_init_params(&ctx);
   int64_t first = gslrt_checkpoint_resume(&ctx);

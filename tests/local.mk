@@ -110,3 +110,7 @@ SCRIPT_TESTS += tests/uneven.sh
 # gslrun: restarts from checkpoints after a rank killed, on fewer ranks after a host is gone; restarts
 # exhausted; SIGTERM passed on
 SCRIPT_TESTS += tests/gslrun.sh
+
+# what gslrun and a program refuse and leave alone: --metrics into a checkpoint, a file the program refused, a
+# held checkpoint lock (status 5), a program that cannot be run, a hostfile of no slots, a rank stopped in the start-up
+SCRIPT_TESTS += tests/gslrun_refusals.sh
