@@ -33,7 +33,15 @@
  * rank stopped before it, or inside it, holds the others there for ever),
  * so main.c sets its deadline before MPI_Init (gslrt_deadline_startup),
  * from --collective-timeout as found in argv, before the options are
- * parsed (they need MPI: usage errors are said by rank 0 alone). */
+ * parsed (they need MPI: usage errors are said by rank 0 alone).
+ *
+ * The end. Past the work, a call that does not return changes nothing
+ * of the run's outcome: MPI_Finalize (seen never to return under UCX's
+ * TCP transport) runs under a deadline whose handler ends the rank with
+ * the run's own status, 0 after the work was done and agreed, and
+ * MPI_Abort under one of GSLRT_ABORT_GRACE seconds, so that a rank cut
+ * off from the process manager ends itself rather than outlive its job
+ * (gslrt_deadline_exit; each says so in a warning line). */
 #include "internal.h"
 
 #include <errno.h>
@@ -68,8 +76,11 @@ void gslrt_exit(gslrt_ctx *ctx, int code) {
   MPI_Initialized(&up);
   MPI_Finalized(&down);
   if (up && !down) {
-    if (ctx)
-      gslrt_deadline(ctx, "the end of the run (MPI_Finalize)");
+    if (ctx && ctx->nranks > 1) { /* the status is the run's, whatever MPI_Finalize does */
+      char why[64];
+      snprintf(why, sizeof why, "the run ends with status %d", code);
+      gslrt_deadline_exit(ctx->rank, ctx->prog, ctx->opts.collective_timeout, "MPI_Finalize", code, why);
+    }
     if (ctx && ctx->comm != MPI_COMM_NULL)
       MPI_Comm_free(&ctx->comm);
     MPI_Finalize();
@@ -138,6 +149,11 @@ static void vfatal(gslrt_ctx *ctx, int code, const char *fmt, va_list ap) {
      * a short pause lets the proxy forward the line first */
     struct timespec pause = {0, 200 * 1000 * 1000};
     nanosleep(&pause, NULL);
+    /* MPI_Abort reaches the other ranks through the process manager; cut
+     * off from it (a lost link, a launcher gone), it may never return, and
+     * this rank would outlive its job */
+    gslrt_deadline_exit(rank, ctx ? ctx->prog : "gslrt", GSLRT_ABORT_GRACE, "MPI_Abort", code,
+                        "the process manager may be out of reach");
     MPI_Abort(MPI_COMM_WORLD, code);
   }
   gslrt_exit(ctx, code);
@@ -279,6 +295,9 @@ void gslrt_fail_index(gslrt_ctx *ctx, const char *what, int64_t rows, const int3
 /* The line the handler writes, composed when the deadline was set. */
 static char deadline_line[2 * GSLRT_ERRLEN];
 static size_t deadline_len;
+/* The status the handler ends the rank with: GSLRT_EXIT_HUNG, or the
+ * run's own past MPI_Finalize and MPI_Abort (gslrt_deadline_exit). */
+static volatile sig_atomic_t deadline_code = GSLRT_EXIT_HUNG;
 
 static void on_deadline(int sig) {
   (void)sig;
@@ -290,7 +309,7 @@ static void on_deadline(int sig) {
   }
   struct timespec pause = {0, 200 * 1000 * 1000}; /* as vfatal's: the proxy forwards the line first */
   nanosleep(&pause, NULL);
-  _exit(GSLRT_EXIT_HUNG);
+  _exit(deadline_code);
 }
 
 /* Installs on_deadline for SIGALRM (once) and sets the timer to limit
@@ -344,8 +363,20 @@ void gslrt_deadline(gslrt_ctx *ctx, const char *fmt, ...) {
                    "reached it is not known\n",
                    progress_shown ? "\r\033[K" : "", ctx->prog, ctx->rank, what, limit, phase);
   deadline_len = n < 0 ? 0 : (size_t)n < sizeof deadline_line ? (size_t)n : sizeof deadline_line - 1;
+  deadline_code = GSLRT_EXIT_HUNG;
   if (arm(limit) != 0)
     gslrt_fatal(ctx, "cannot set the deadline's timer: %s", strerror(errno));
+}
+
+void gslrt_deadline_exit(int rank, const char *prog, double limit, const char *call, int code, const char *why) {
+  if (limit <= 0)
+    return;
+  int n = snprintf(deadline_line, sizeof deadline_line,
+                   "%s%s: rank %d: warning: %s did not return within %g s; %s: this rank ends itself with status %d\n",
+                   progress_shown ? "\r\033[K" : "", prog, rank, call, limit, why, code);
+  deadline_len = n < 0 ? 0 : (size_t)n < sizeof deadline_line ? (size_t)n : sizeof deadline_line - 1;
+  deadline_code = code;
+  arm(limit); /* failing, the call is waited for as before */
 }
 
 void gslrt_deadline_off(gslrt_ctx *ctx) {

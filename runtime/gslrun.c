@@ -58,6 +58,7 @@
 #define EXIT_USAGE 2     /* the runtime's usage errors */
 #define EXIT_BUSY 5      /* the runtime's GSLRT_EXIT_BUSY: another run holds the --checkpoint DIR */
 #define EXIT_NOSTART 1   /* gslrun could not start the job at all */
+#define TO_GSLRUN "gslrun-ranks:" /* the runtime's lines for gslrun alone: each rank's pid and host (health.c) */
 
 /* A file as stat(2) saw it: changed when any of these differ. */
 typedef struct FileId {
@@ -135,6 +136,8 @@ typedef struct Segment {
   int bad_code;         /* and EXIT CODE, -1 */
   bool stopped;         /* a `stopped by SIG...` line */
   long pid[MAX_RANKS];  /* the local ranks' pids by rank, 0 unknown */
+  long all_pid[MAX_RANKS];      /* every rank's pid, as the runtime tells gslrun (health.c), 0 unknown */
+  char all_host[MAX_RANKS][64]; /* and host */
   int pidfd[MAX_RANKS]; /* a pidfd of each, polled for its end; -1 none */
   int nfound;           /* how many are known */
   int first_dead;       /* the local rank seen to end first, -1 */
@@ -823,6 +826,15 @@ static void scan_line(Segment *s, const char *line, bool err) {
   long a, b;
   int n = 0;
   const char *p;
+  if (!err && !strncmp(line, TO_GSLRUN, strlen(TO_GSLRUN))) { /* " R=PID@HOST" each */
+    char host[64];
+    for (p = line + strlen(TO_GSLRUN); sscanf(p, " %ld=%ld@%63s%n", &a, &b, host, &n) == 3; p += n)
+      if (a >= 0 && a < MAX_RANKS) {
+        s->all_pid[a] = b;
+        snprintf(s->all_host[a], sizeof s->all_host[a], "%s", host);
+      }
+    return;
+  }
   if (sscanf(line, "step %ld/%ld%n", &a, &b, &n) == 2 && n > 0 && a > s->last)
     s->last = a;
   else if ((p = strstr(line, ": rank ")) && sscanf(p, ": rank %ld: error:%n", &a, &n) == 1 && n > 0 &&
@@ -850,7 +862,35 @@ typedef struct Stream {
   int out;         /* where it goes: 1 or 2 */
   char line[4096]; /* the line so far */
   size_t len;
+  bool long_line;  /* the line so far outgrew line: its start was copied out already */
 } Stream;
+
+
+static void write_all(int fd, const char *buf, size_t n) {
+  for (size_t o = 0; o < n;) {
+    ssize_t w = write(fd, buf + o, n - o);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      break;
+    o += (size_t)w;
+  }
+}
+
+/* The line so far ends (with term, or 0 at EOF): scanned, and copied to
+ * our own stream unless it is the runtime's line for gslrun. */
+static void end_line(Stream *st, Segment *s, char term) {
+  st->line[st->len] = '\0';
+  if (!st->long_line) /* a long line was scanned by its start */
+    scan_line(s, st->line, st->out == 2);
+  bool ours = !st->long_line && !strncmp(st->line, TO_GSLRUN, strlen(TO_GSLRUN));
+  if (term)
+    st->line[st->len++] = term;
+  if (!ours)
+    write_all(st->out, st->line, st->len);
+  st->len = 0;
+  st->long_line = false;
+}
 
 /* Copies what the pipe has to our own stream, scanning each line. */
 static void pump(Stream *st, Segment *s) {
@@ -859,27 +899,27 @@ static void pump(Stream *st, Segment *s) {
   if (n < 0 && (errno == EINTR || errno == EAGAIN))
     return;
   if (n <= 0) {
-    if (st->len) {
-      st->line[st->len] = '\0';
-      scan_line(s, st->line, st->out == 2);
-    }
+    if (st->len || st->long_line)
+      end_line(st, s, 0);
     close(st->fd);
     st->fd = -1;
     return;
   }
-  for (ssize_t o = 0; o < n;) {
-    ssize_t w = write(st->out, buf + o, (size_t)(n - o));
-    if (w <= 0 && errno != EINTR)
-      break;
-    o += w > 0 ? w : 0;
-  }
   for (ssize_t i = 0; i < n; i++) {
     if (buf[i] == '\n' || buf[i] == '\r') {
-      st->line[st->len] = '\0';
-      scan_line(s, st->line, st->out == 2);
-      st->len = 0;
-    } else if (st->len < sizeof st->line - 1)
+      end_line(st, s, buf[i]);
+    } else {
+      if (st->len == sizeof st->line - 2) { /* a long line: scanned by its start, copied as it comes */
+        if (!st->long_line) {
+          st->line[st->len] = '\0';
+          scan_line(s, st->line, st->out == 2);
+        }
+        write_all(st->out, st->line, st->len);
+        st->len = 0;
+        st->long_line = true;
+      }
       st->line[st->len++] = buf[i];
+    }
   }
 }
 
@@ -921,6 +961,7 @@ static int run_job(Run *r, const char *bin, bool resume, Segment *s) {
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
+    setenv("GSLRUN_RANKS", "1", 1); /* hydra passes it to every rank: rank 0 tells each one's pid and host */
     if (isatty(0)) { /* a background group reading the terminal would stop */
       int nul = open("/dev/null", O_RDONLY);
       if (nul >= 0)
@@ -938,7 +979,7 @@ static int run_job(Run *r, const char *bin, bool resume, Segment *s) {
   free(argv);
   close(out[1]);
   close(err[1]);
-  Stream st[2] = {{out[0], 1, "", 0}, {err[0], 2, "", 0}};
+  Stream st[2] = {{out[0], 1, "", 0, false}, {err[0], 2, "", 0, false}};
   int status = -1, forwarded = 0;
   double ended = 0, started = now(), scanned = 0;
   for (;;) {
@@ -1186,16 +1227,29 @@ static const char *signame(int sig) {
   }
 }
 
-/* What ended segment s, in words: the rank seen to end first (a local
- * rank, by its pidfd), else the one the runtime's error line or hydra's
- * BAD TERMINATION block names; the signal or status; mpirun's status. */
+/* Whether two host names are one host: equal up to the first '.' of
+ * either (hydra may say n2 where the host calls itself n2.cluster). */
+static bool same_host(const char *a, const char *b) {
+  size_t n = strcspn(a, "."), m = strcspn(b, ".");
+  return n == m && !strncmp(a, b, n);
+}
+
+/* What ended segment s, in words: the rank whose error line came first,
+ * else a rank of another host that hydra's BAD TERMINATION block names
+ * (mapped to its rank by the runtime's gslrun-ranks lines), else the
+ * rank seen to end first (a local rank, by its pidfd), else the one
+ * hydra names; the signal or status; mpirun's status. */
 static char *cause_of(const Segment *s) {
-  char who[512] = "", host[256] = "";
-  int rank = s->err_rank >= 0 ? s->err_rank : s->first_dead;
+  char who[512] = "", host[256] = "", me[256] = "";
+  gethostname(me, sizeof me - 1);
+  /* a rank of another host that hydra names ended first: the local ranks
+   * gslrun saw end were hydra's clean-up after it */
+  bool remote = s->bad_pid && s->bad_host[0] && !same_host(s->bad_host, me);
+  int rank = s->err_rank >= 0 ? s->err_rank : remote ? -1 : s->first_dead;
   long pid = rank >= 0 && rank < MAX_RANKS ? s->pid[rank] : 0;
   if (rank < 0 && s->bad_pid)
     for (int i = 0; i < MAX_RANKS && rank < 0; i++)
-      if (s->pid[i] == s->bad_pid)
+      if (remote ? s->all_pid[i] == s->bad_pid && same_host(s->all_host[i], s->bad_host) : s->pid[i] == s->bad_pid)
         rank = i, pid = s->bad_pid;
   if (pid && pid != s->bad_pid)
     gethostname(host, sizeof host - 1);
@@ -1234,7 +1288,7 @@ static char *cause_of(const Segment *s) {
   else if (*who && *how)
     text = xasprintf("%s%s %s; mpirun's status %d", who,
                      at_once                 ? " ended at once (gslrun saw no order among them);"
-                     : rank == s->first_dead ? " ended first,"
+                     : rank == s->first_dead || remote ? " ended first,"
                                              : " was",
                      how, s->status);
   else if (*who)

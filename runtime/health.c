@@ -61,11 +61,35 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 /* The tags of group gr's messages on the watch communicator: its arrivals
  * and its "still waiting"s. */
 static int tag_arrived(const gslrt_group *gr) { return 2 * gr->tag; }
 static int tag_waiting(const gslrt_group *gr) { return 2 * gr->tag + 1; }
+
+/* Under gslrun (GSLRUN_RANKS in the environment): rank 0 prints each
+ * rank's pid and host, a line of up to 32 ranks "gslrun-ranks: R=PID@HOST
+ * ...", on stdout, which gslrun reads (and does not pass on) to name a
+ * rank on another host that ended first; it finds the ranks on its own
+ * host itself. */
+static void tell_gslrun(gslrt_ctx *ctx) {
+  long long pid = (long long)getpid(), *pids = malloc(sizeof *pids * (size_t)ctx->nranks);
+  if (!pids)
+    gslrt_fatal(ctx, "gslrt_health_init: out of memory");
+  gslrt_world_allgather(ctx, &pid, 1, MPI_LONG_LONG, pids, "the gathering of each rank's pid for gslrun");
+  if (ctx->rank == 0) {
+    char line[4096];
+    for (int r = 0; r < ctx->nranks; r += 32) {
+      size_t n = (size_t)snprintf(line, sizeof line, "gslrun-ranks:");
+      for (int q = r; q < ctx->nranks && q < r + 32 && n < sizeof line; q++)
+        n += (size_t)snprintf(line + n, sizeof line - n, " %d=%lld@%s", q, pids[q], ctx->hosts[q]);
+      printf("%s\n", line);
+    }
+    fflush(stdout);
+  }
+  free(pids);
+}
 
 void gslrt_health_init(gslrt_ctx *ctx) {
   char mine[sizeof *ctx->hosts] = "", name[MPI_MAX_PROCESSOR_NAME];
@@ -78,6 +102,8 @@ void gslrt_health_init(gslrt_ctx *ctx) {
   if (!ctx->hosts)
     gslrt_fatal(ctx, "gslrt_health_init: out of memory");
   gslrt_world_allgather(ctx, mine, (int)sizeof mine, MPI_CHAR, ctx->hosts, "the gathering of each rank's host");
+  if (getenv("GSLRUN_RANKS"))
+    tell_gslrun(ctx);
 }
 
 void gslrt_health_free(gslrt_ctx *ctx) {

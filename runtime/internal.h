@@ -33,6 +33,7 @@
 #define GSLRT_EXIT_STOPPED 3 /* exit status of a run stopped by SIGTERM or SIGINT */
 #define GSLRT_EXIT_HUNG 4    /* exit status of a run ended by the watchdog (health.c) */
 #define GSLRT_EXIT_BUSY 5    /* exit status of a run refused because another run holds its --checkpoint DIR */
+#define GSLRT_ABORT_GRACE 5  /* seconds MPI_Abort has to end the job before the rank ends itself */
 #define GSLRT_COLLECTIVE_TIMEOUT 300 /* --collective-timeout's default, in seconds */
 #define GSLRT_PACE_THRESHOLD 0.7 /* a score under this ... */
 #define GSLRT_PACE_WINDOWS 3     /* ... for this many log windows in a row is warned of (health.c), */
@@ -276,6 +277,11 @@ void gslrt_deadline_off(gslrt_ctx *ctx);
  * process manager's PMI_RANK and PMI_SIZE; nothing with one rank or limit
  * 0. gslrt_deadline for the run's communicator replaces it. */
 void gslrt_deadline_startup(const char *prog, double limit);
+/* A call past the run's work (MPI_Finalize, MPI_Abort) begins: should it
+ * not return within limit seconds, this rank warns that the call did not
+ * return, with why, and ends with code (the run's own status). Nothing
+ * with limit 0. */
+void gslrt_deadline_exit(int rank, const char *prog, double limit, const char *call, int code, const char *why);
 /* "[i, j, ...]" into buf: the position of element e (C order) of a tile
  * of shape (rank entries) at offset in its tensor (NULL: all zeros), in
  * the tensor; "" for a scalar. */

@@ -1,5 +1,7 @@
 /* main.c — gslrt_main, the life of a compiled GSL program:
  *
+ *   under a process manager, ask the kernel to kill this rank when its
+ *   launcher (hydra's proxy) is gone, so that no rank outlives its job;
  *   MPI_Init, under a deadline of --collective-timeout (read from argv
  *   before it: every rank waits there for the others); parse the
  *   options (usage errors: exit 2); duplicate
@@ -27,7 +29,9 @@
  *   write a checkpoint when one is due (every --checkpoint-every steps,
  *   after the last, and after a signalled step), stop after a signalled
  *   step;
- *   write the outputs; free everything; MPI_Finalize. A run resumed at or
+ *   write the outputs; agree that every rank's work is done; free
+ *   everything; MPI_Finalize, whose hang past --collective-timeout ends
+ *   the rank with status 0 and a warning (fail.c). A run resumed at or
  *   beyond --steps runs nothing, says so, and writes no output; resumed at
  *   exactly --steps with --eval-input, it evaluates the checkpoint and
  *   logs that.
@@ -98,6 +102,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 /* The SIGTERM or SIGINT received (0: none), set by on_stop_signal. */
 static volatile sig_atomic_t stop_signal;
@@ -653,6 +660,13 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   if ((ctx.argv = malloc(sizeof *ctx.argv * (size_t)(argc > 0 ? argc : 1)))) /* as given: MPI_Init may edit argv */
     for (ctx.argc = 0; ctx.argc < argc; ctx.argc++)
       ctx.argv[ctx.argc] = argv[ctx.argc];
+#ifdef __linux__
+  if (getenv("PMI_RANK")) { /* started by a process manager: a rank whose launcher is gone ends with it */
+    pid_t parent = getppid();
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != parent)
+      _exit(1); /* it went before the call */
+  }
+#endif
   { /* MPI_Init waits for every rank: under --collective-timeout's deadline, read before MPI is up */
     gslrt_options early;
     char ignored[GSLRT_ERRLEN];
@@ -735,9 +749,15 @@ int gslrt_main(int argc, char **argv, const gslrt_program_info *info) {
   }
 fn_exit:
   gslrt_doing(&ctx, "ending the run");
+  if (ctx.nranks > 1) { /* watched: a rank lost now is still a failure */
+    int done = 1, all = 0;
+    gslrt_world_allreduce(&ctx, &done, &all, 1, MPI_INT, MPI_MIN, "the agreement that the run's work is done");
+  }
   free_ctx(&ctx);
   gslrt_mpi_check(&ctx, MPI_Comm_free(&ctx.comm), "MPI_Comm_free");
-  gslrt_deadline(&ctx, "the end of the run (MPI_Finalize)");
+  if (ctx.nranks > 1) /* every rank's work is done: status 0, whatever MPI_Finalize does */
+    gslrt_deadline_exit(ctx.rank, ctx.prog, ctx.opts.collective_timeout, "MPI_Finalize", 0,
+                        "the run's work is done (its steps, checkpoint and outputs written) and agreed");
   MPI_Finalize();
   gslrt_deadline_off(&ctx);
   gslrt_set_current(NULL);

@@ -114,3 +114,7 @@ SCRIPT_TESTS += tests/gslrun.sh
 # what gslrun and a program refuse and leave alone: --metrics into a checkpoint, a file the program refused, a
 # held checkpoint lock (status 5), a program that cannot be run, a hostfile of no slots, a rank stopped in the start-up
 SCRIPT_TESTS += tests/gslrun_refusals.sh
+
+# how a run ends when MPI_Finalize or MPI_Abort never returns (tests/mpi_hang.c preloaded) and when its launcher is gone
+SCRIPT_TESTS += tests/run_end.sh
+EXTRA_DIST += tests/mpi_hang.c

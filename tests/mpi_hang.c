@@ -1,0 +1,37 @@
+/* tests/mpi_hang.c — an LD_PRELOAD library for tests/run_end.sh: MPI calls
+ * that never return, as MPI_Finalize was seen not to under UCX's TCP
+ * transport and MPI_Abort may not when the process manager is out of
+ * reach. Through the PMPI profiling interface: MPI_Finalize on the ranks
+ * listed in HANG_FINALIZE (",0,1," style, or "0,1"), MPI_Abort on those
+ * in HANG_ABORT, wait for ever (pause), as if the call never returned;
+ * every other rank calls the real one. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Whether this rank (PMI_RANK) is in the list the variable var names. */
+static int listed(const char *var) {
+  const char *rank = getenv("PMI_RANK"), *list = getenv(var);
+  char key[32], all[512];
+  if (!rank || !list)
+    return 0;
+  snprintf(key, sizeof key, ",%s,", rank);
+  snprintf(all, sizeof all, ",%s,", list);
+  return strstr(all, key) != NULL;
+}
+
+int MPI_Finalize(void) {
+  if (listed("HANG_FINALIZE"))
+    for (;;)
+      pause();
+  return PMPI_Finalize();
+}
+
+int MPI_Abort(MPI_Comm comm, int code) {
+  if (listed("HANG_ABORT"))
+    for (;;)
+      pause();
+  return PMPI_Abort(comm, code);
+}

@@ -1,0 +1,118 @@
+#!/bin/sh
+# tests/run_end.sh — how a run ends when MPI does not let it (issue 45,
+# items 1 and 2, on one host), with tests/mpi_hang.c preloaded to make a
+# call never return:
+#
+#   (a) MPI_Finalize never returns on either rank, after a run whose steps,
+#       checkpoint and output were written: the job ends with status 0,
+#       each rank saying so in one warning line, and the output and the
+#       checkpoint are those of a run without the hang, byte for byte;
+#   (b) the same after a usage error: status 2, the run's own;
+#   (c) MPI_Abort never returns: a rank stopped mid-run, the watchdog ends
+#       the job, and the rank whose MPI_Abort hangs ends itself (status 4)
+#       GSLRT_ABORT_GRACE (5) s later; no process of the job is left;
+#   (d) the launcher gone: hydra's proxy killed, the ranks it started end
+#       with it (the kernel's parent-death signal) instead of training on.
+#
+# Every run is under timeout as a guard against a hang, never as a
+# measure of speed; the times are printed.
+set -u
+. "$top_srcdir/tests/hand_prog.sh"
+hand_prog gslc "$GSLC"
+guard=300
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+# desc PID: PID's descendants
+desc() { for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
+# rank_pid JOB R: the pid of rank R among JOB's descendants
+rank_pid() {
+  for x in $(desc "$1"); do
+    tr '\0' '\n' <"/proc/$x/environ" 2>/dev/null | grep -qx "PMI_RANK=$2" && echo "$x"
+  done
+}
+# left: how many processes run the test's program
+left() { pgrep -f "$work/two" | wc -l; }
+
+$CC -shared -fPIC $(pkg-config --cflags mpich) "$top_srcdir/tests/mpi_hang.c" -o mpi_hang.so ||
+  { echo "FAIL: cannot build tests/mpi_hang.c"; exit 1; }
+cat >two.gsl <<'EOF'
+mesh [d = 2]
+param w: f32[4] split(0) = ones()
+input x: f32[4] = normal(1.0)
+let y = w * x
+output y
+train sum(y * y, 0) with sgd(lr = 0.01)
+EOF
+$GSLC two.gsl -o two || { echo "FAIL: gslc"; exit 1; }
+
+# (a) MPI_Finalize hangs after the work is done
+timeout $guard $MPIEXEC -n 2 ./two --steps 3 --quiet --checkpoint ref --output y=ref.npy || fail "(a) the plain run"
+t0=$(now)
+HANG_FINALIZE=0,1 LD_PRELOAD=$work/mpi_hang.so timeout $guard $MPIEXEC -n 2 ./two --steps 3 --quiet \
+  --collective-timeout 2 --checkpoint ck --output y=y.npy >a.out 2>a.err
+rc=$?
+took=$(secs "$t0" "$(now)")
+warned=$(grep -c "^two: rank [01]: warning: MPI_Finalize did not return within 2 s; the run's work is done (its steps, checkpoint and outputs written) and agreed: this rank ends itself with status 0$" a.err)
+if [ $rc -eq 0 ] && [ "$warned" -eq 2 ] && cmp -s ref.npy y.npy &&
+  cmp -s ref/step-00000003/w.npy ck/step-00000003/w.npy; then
+  pass "(a) MPI_Finalize never returns after the work: status 0, two warnings, output and checkpoint whole ($took s)"
+else
+  fail "(a) status $rc, $warned warnings"; cat a.err
+fi
+
+# (b) ... after a usage error
+HANG_FINALIZE=0,1 LD_PRELOAD=$work/mpi_hang.so timeout $guard $MPIEXEC -n 2 ./two --steps 3 --collective-timeout 2 \
+  --output nosuch=n.npy >b.out 2>b.err
+rc=$?
+if [ $rc -eq 2 ] && grep -q "^two: rank 0: warning: MPI_Finalize did not return within 2 s; the run ends with status 2" b.err; then
+  pass "(b) MPI_Finalize never returns after a usage error: status 2, the run's own"
+else
+  fail "(b) status $rc"; cat b.err
+fi
+
+# (c) MPI_Abort hangs on the rank the watchdog ends
+HANG_ABORT=0 LD_PRELOAD=$work/mpi_hang.so timeout $guard $MPIEXEC -n 2 ./two --steps 100000000 --log-every 1000 \
+  --collective-timeout 2 >c.out 2>c.err &
+job=$!
+i=0
+while ! grep -q '^step ' c.out && [ $i -lt $((guard * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+r1=$(rank_pid $job 1)
+t0=$(now)
+[ -n "$r1" ] && kill -STOP "$r1"
+wait $job
+rc=$?
+took=$(secs "$t0" "$(now)")
+sleep 1
+n=$(left)
+# hydra's status: rank 0's 4, or 9 where it reports the stopped rank it killed
+if [ -n "$r1" ] && { [ $rc -eq 4 ] || [ $rc -eq 9 ]; } &&
+  grep -q "^two: rank 0: warning: MPI_Abort did not return within 5 s; the process manager may be out of reach: this rank ends itself with status 4" c.err &&
+  [ "$n" -eq 0 ]; then
+  pass "(c) MPI_Abort never returns: the rank ends itself, status 4, no process left ($took s from the stop; deadline 2 s, grace 5 s)"
+else
+  fail "(c) status $rc, $n processes left"; cat c.err
+  pkill -KILL -f "$work/two"
+fi
+
+# (d) the launcher gone
+timeout $guard $MPIEXEC -n 2 ./two --steps 100000000 --log-every 1000 >d.out 2>d.err &
+job=$!
+i=0
+while ! grep -q '^step ' d.out && [ $i -lt $((guard * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+r0=$(rank_pid $job 0)
+proxy=$(ps -o ppid= -p "$r0" 2>/dev/null | tr -d ' ')
+t0=$(now)
+[ -n "$proxy" ] && kill -KILL "$proxy"
+i=0
+while [ "$(left)" -gt 0 ] && [ $i -lt $((guard * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+took=$(secs "$t0" "$(now)")
+n=$(left)
+if [ -n "$proxy" ] && [ "$n" -eq 0 ]; then
+  pass "(d) hydra's proxy killed: its ranks ended with it ($took s)"
+else
+  fail "(d) the proxy ($proxy) killed: $n processes of the job left"
+  pkill -KILL -f "$work/two"
+fi
+wait $job 2>/dev/null
+
+exit $status
