@@ -1242,19 +1242,29 @@ static bool same_host(const char *a, const char *b) {
 static char *cause_of(const Segment *s) {
   char who[512] = "", host[256] = "", me[256] = "";
   gethostname(me, sizeof me - 1);
+  bool local_pid = false; /* hydra's pid is one of the ranks gslrun found under mpirun */
+  for (int i = 0; i < MAX_RANKS && s->bad_pid && !local_pid; i++)
+    local_pid = s->pid[i] == s->bad_pid;
   /* a rank of another host that hydra names ended first: the local ranks
    * gslrun saw end were hydra's clean-up after it */
-  bool remote = s->bad_pid && s->bad_host[0] && !same_host(s->bad_host, me);
+  bool remote = s->bad_pid && s->bad_host[0] && !local_pid && !same_host(s->bad_host, me) &&
+                strcmp(s->bad_host, "localhost") != 0;
   int rank = s->err_rank >= 0 ? s->err_rank : remote ? -1 : s->first_dead;
   long pid = rank >= 0 && rank < MAX_RANKS ? s->pid[rank] : 0;
-  if (rank < 0 && s->bad_pid)
+  if (rank < 0 && s->bad_pid && !remote)
     for (int i = 0; i < MAX_RANKS && rank < 0; i++)
-      if (remote ? s->all_pid[i] == s->bad_pid && same_host(s->all_host[i], s->bad_host) : s->pid[i] == s->bad_pid)
+      if (s->pid[i] == s->bad_pid)
         rank = i, pid = s->bad_pid;
-  if (pid && pid != s->bad_pid)
-    gethostname(host, sizeof host - 1);
-  else if (pid)
+  if (rank < 0 && remote) /* the runtime's pids: of hydra's host where two ranks share the pid */
+    for (int i = 0; i < MAX_RANKS; i++)
+      if (s->all_pid[i] == s->bad_pid && (rank < 0 || same_host(s->all_host[i], s->bad_host)))
+        rank = i, pid = s->bad_pid;
+  if (rank >= 0 && rank < MAX_RANKS && s->all_host[rank][0]) /* the rank's own word for its host */
+    snprintf(host, sizeof host, "%s", s->all_host[rank]);
+  else if (pid && pid == s->bad_pid)
     snprintf(host, sizeof host, "%s", s->bad_host);
+  else if (pid)
+    snprintf(host, sizeof host, "%s", me);
   bool at_once = rank == s->first_dead && s->ntogether > 1 && !s->err_line[0];
   if (at_once) { /* several seen ended by one wakeup (gslrun not scheduled between) */
     char ranks[128] = "", pids[256] = "";
@@ -1263,7 +1273,7 @@ static char *cause_of(const Segment *s) {
       snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), "%s%d", sep, s->together[i]);
       snprintf(pids + strlen(pids), sizeof pids - strlen(pids), "%s%ld", sep, s->pid[s->together[i]]);
     }
-    gethostname(host, sizeof host - 1);
+    snprintf(host, sizeof host, "%s", s->all_host[s->together[0]][0] ? s->all_host[s->together[0]] : me);
     snprintf(who, sizeof who, "ranks %s (pids %s on host %s)", ranks, pids, host);
   } else if (rank >= 0 && pid)
     snprintf(who, sizeof who, "rank %d (pid %ld on host %s)", rank, pid, host);
