@@ -1085,6 +1085,9 @@ void spmd_combine(Program *p);
  * NULL after reporting a dimension whose tiles on this mesh are not whole
  * blocks (or one too deep to cut). */
 Program *samebits_block(const Program *g, int bound);
+/* The largest bound --same-bits=N takes, and the same in words. */
+#define SAMEBITS_MAX_BOUND 4096
+#define SAMEBITS_MAX_TEXT "4096"
 /* The name of what a SameNote blocked: "product", "sum" or "scatter-add". */
 const char *samebits_kind(Op op);
 
