@@ -15,8 +15,10 @@
  *      program order, and each op's rule (ops.def's rule column, d_RULE
  *      below; the elementwise formulas are unary.def's and binary.def's)
  *      adds its operands' cotangents, built with ir.c's builder on the
- *      forward value's span and call site (so --explain names the line
- *      whose backward needed a collective). Where the forward value lies
+ *      forward value's span, call site and region (so --explain names the
+ *      line whose backward needed a collective, and a later pass's error
+ *      the calls it was inlined through; a region's backward values are
+ *      never recomputed, only its forward ones). Where the forward value lies
  *      in a region chosen for recomputation (Region.recompute: a remat fn
  *      or remat for, or --mem-budget's choice), the rule sees its copy
  *      instead (recomputed below): the region's values computed again,
@@ -776,7 +778,7 @@ void ad_train(Program *p) {
         continue;
       a.sp = v->span;
       a.dt = dtype_is_float(v->dtype) ? v->dtype : DT_F32;
-      a.b = build_at(p, PASS_BACKWARD, v->site, 0); /* v's backward: at v's call site */
+      a.b = build_at(p, PASS_BACKWARD, v->site, v->region); /* v's backward: at v's call site, in its calls */
       rules[v->op](&a, recomputed(&a, (Value *)v), a.ct[i]);
     }
   }

@@ -345,9 +345,12 @@ const char *ir_pass_name(Pass pass);
 
 /* A region of the forward program that may be recomputed for the backward
  * pass instead of kept (rematerialization, jax.checkpoint's unit): the
- * values one call of a function builds (every call made from the top
- * level or a loop there, and every call of a `remat fn`), or one iteration
- * of a `remat for` loop. Regions nest as the calls and loops do; a value
+ * values one call of a function builds, or one iteration of a `remat for`
+ * loop. The candidates are the outermost (a call made from the top level
+ * or a loop there); a `remat fn`'s calls and a `remat for`'s iterations
+ * are recomputed; the other calls' regions are recomputed only with one
+ * around them, and serve as the chain of calls a value was inlined
+ * through (ir_note_calls). Regions nest as the calls and loops do; a value
  * belongs to the innermost it was built in (Value.region). sema makes
  * them; main.c chooses which are recomputed; autodiff.c recomputes them. */
 typedef struct Region {
@@ -378,7 +381,7 @@ struct Value {
   Value **args;      /* operands */
   int nargs;         /* number of operands */
   int region;        /* the innermost Region it was built in (a number: Program.regions[region - 1]),
-                        0: none */
+                        0: none; a backward value: its forward value's */
   const Value *remat_of; /* PASS_RECOMPUTE: the forward value it computes again */
   union {
     Attr attr;                   /* the op's attributes, copied whole */
@@ -644,6 +647,11 @@ int ir_region_new(Program *p, int parent, Span span, Span site, const char *name
 /* The unit region r is recomputed in: the outermost recomputed region
  * around it (or r itself), 0 when r (a number, 0: none) is kept. */
 int ir_region_unit(const Program *p, int r);
+/* Notes under an error at v (a value of p, after sema) that lead from its
+ * span to the user's line, as sema's errors do: "in the call to 'f' here"
+ * at each call it was inlined through (its regions), innermost first, and
+ * "in iteration i = 3 of the loop here" at a remat for's header. */
+void ir_note_calls(const Program *p, const Value *v);
 /* The FLOPs of v on its operands' shapes: ein_flops for a product, 0 for any other op. */
 double ir_flops(const Value *v);
 /* A copy of src (ir_rewrite's, regions included) that may inline src's
@@ -1077,6 +1085,9 @@ void spmd_combine(Program *p);
  * NULL after reporting a dimension whose tiles on this mesh are not whole
  * blocks (or one too deep to cut). */
 Program *samebits_block(const Program *g, int bound);
+/* The largest bound --same-bits=N takes, and the same in words. */
+#define SAMEBITS_MAX_BOUND 4096
+#define SAMEBITS_MAX_TEXT "4096"
 /* The name of what a SameNote blocked: "product", "sum" or "scatter-add". */
 const char *samebits_kind(Op op);
 

@@ -8,7 +8,9 @@
  * call, and the body is elaborated afresh in a scope that sits on the scope
  * the function was defined in (never on the caller's), so each call has its
  * own static shapes. The call is pushed on the stack of frames that gives
- * every error in the body a note at each call it was inlined through.
+ * every error in the body a note at each call it was inlined through, and
+ * its values are built in a region of the call's own inside the caller's
+ * (Region), which keeps that chain for the errors of later passes.
  * Inlining is bounded: calls nest at most SEMA_MAX_DEPTH deep, and once the
  * program holds more than SEMA_MAX_VALUES values the call being inlined
  * reports it, once, and every later call stops at once. */
@@ -147,17 +149,17 @@ R inline_fn(Sema *s, Scope *home, const Node *fnode, const R *args, int nargs, c
   }
   s->stack[s->depth++] = (Frame){FRAME_CALL, fn_name(fnode), 0, call};
   Build outer = s->b;
-  /* a region of its own: the outermost call (a candidate for --mem-budget)
-   * and every call of a remat fn (recomputed) */
-  int region = outer.region;
-  if (!outer.site.src || fnode->flag) {
-    const char *loops = NULL; /* the iterations it is made in, for --explain */
+  /* a region of its own, inside the caller's: the calls a value was
+   * inlined through, for the errors of later passes (ir_note_calls); the
+   * outermost call's is a candidate for --mem-budget, a remat fn's is
+   * recomputed */
+  const char *loops = NULL; /* the iterations the call is made in (an outermost call's, a remat fn's), for --explain */
+  if (!outer.site.src || fnode->flag)
     for (int k = 0; k < s->depth - 1; k++)
       if (s->stack[k].kind == FRAME_ITERATION)
         loops = arena_printf(outer.p->arena, "%s%s%s = %" PRId64, loops ? loops : "", loops ? ", " : "",
                              s->stack[k].name, s->stack[k].iter);
-    region = ir_region_new(outer.p, outer.region, fnode->span, call, fn_name(fnode), -1, loops, fnode->flag);
-  }
+  int region = ir_region_new(outer.p, outer.region, fnode->span, call, fn_name(fnode), -1, loops, fnode->flag);
   /* the body's values carry the outermost call as their site */
   s->b = build_in(outer, outer.site.src ? outer.site : call, region);
   R result = run_body(s, fsc, fnode, call);

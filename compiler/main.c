@@ -179,8 +179,8 @@ static int parse_options(int argc, char **argv, Options *o) {
     } else if (strncmp(a, "--same-bits=", 12) == 0) {
       char *end;
       long n = strtol(a + 12, &end, 10);
-      if (end == a + 12 || *end || n < 1 || n > 4096)
-        return usage_error("--same-bits=N takes a block count from 1 to 4096, got '%s'", a + 12);
+      if (end == a + 12 || *end || n < 1 || n > SAMEBITS_MAX_BOUND)
+        return usage_error("--same-bits=N takes a block count from 1 to " SAMEBITS_MAX_TEXT ", got '%s'", a + 12);
       o->same_bits = (int)n;
     } else if (strncmp(a, "--mem-budget", 12) == 0 && (a[12] == '\0' || a[12] == '=')) {
       const char *v = option_value(argc, argv, &i, "--mem-budget");

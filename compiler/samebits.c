@@ -17,7 +17,11 @@
  * scatters into rows of its own, so the collective that completes the
  * blocks' tables adds one device's term to zeros. A mesh whose tiles of
  * the dimension are not whole blocks is refused at the sum, naming the
- * device counts that would do.
+ * device counts that would do and the least bound under which this
+ * mesh's would (the least divisor of n whose blocks its tiles hold
+ * whole: a bound of it cuts n into that many), with a note at each call
+ * the sum was inlined through, down to the user's line (its regions,
+ * ir_note_calls).
  *
  * What makes it exact: a block is the same terms on one device as on
  * twelve, every product runs the runtime's pinned kernel (one chain of
@@ -30,6 +34,7 @@
  * dimensions) and before partitioning; it writes the new values'
  * shardings itself: a block dimension is split as the dimension it was
  * cut from, and the partials are annotated whole along it. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,9 +108,42 @@ static bool whole_blocks(int64_t n, int64_t v, int64_t dev) {
   return (v + dev - 1) / dev * (n / v) == (n + dev - 1) / dev;
 }
 
+/* The least bound --same-bits=N under which dev devices hold whole blocks
+ * of a dimension of n, 0 when none up to SAMEBITS_MAX_BOUND does: the
+ * least divisor of n whose blocks they hold whole (n's blocks of one
+ * always are), as a bound that divides n cuts it into that many blocks
+ * (blocks_of) and a smaller one into fewer. */
+static int64_t fitting_bound(int64_t n, int64_t dev) {
+  for (int64_t v = 1; v <= n && v <= SAMEBITS_MAX_BOUND; v++)
+    if (n % v == 0 && whole_blocks(n, v, dev))
+      return v;
+  return 0;
+}
+
+/* " of the backward pass" (or another pass's) for a value not of the forward pass, else "" */
+static const char *of_pass(Arena *a, const Value *v) {
+  return v->pass == PASS_FORWARD ? "" : arena_printf(a, " of the %s pass", ir_pass_name(v->pass));
+}
+
+/* Reports a refusal at `at`: the error, note (the remedy, or NULL), and
+ * the calls `at` was inlined through, down to the user's line. */
+static void refuse(SameBits *S, const Value *at, const char *note, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_error(at->span, "--same-bits: this %s%s %s", samebits_kind(at->op), of_pass(S->dst->arena, at), msg);
+  if (note)
+    diag_note(at->span, "%s", note);
+  ir_note_calls(S->g, at);
+  S->failed = true;
+}
+
 /* The blocks of dim d (extent n) of sh, which the sum `at` runs over,
  * noted for --explain when more than one; 0 after reporting the error
- * where the mesh's devices along it do not hold whole blocks. */
+ * where the mesh's devices along it do not hold whole blocks, with the
+ * device counts that would and the least --same-bits=N that fits these. */
 static int64_t dim_blocks(SameBits *S, const Value *at, const Sharding *sh, int d, int64_t n) {
   int64_t v = blocks_of(n, S->bound), dev = dim_devices(S->g, sh, d);
   char counts[160] = "";
@@ -131,14 +169,18 @@ static int64_t dim_blocks(SameBits *S, const Value *at, const Sharding *sh, int 
     }
     return v;
   }
-  diag_error(at->span,
-             "--same-bits: this %s runs over a dimension of %lld split %lld ways, and %lld devices cannot each "
-             "hold whole blocks of its %lld blocks of %lld (the most blocks up to %d that divide %lld)",
-             samebits_kind(at->op), (long long)n,
-             (long long)dev, (long long)dev, (long long)v, (long long)(n / v), S->bound, (long long)n);
-  diag_note(at->span, "it is split %s ways whole; --same-bits=N with more blocks may fit %lld", counts,
-            (long long)dev);
-  S->failed = true;
+  Arena *a = S->dst->arena;
+  int64_t f = fitting_bound(n, dev);
+  const char *remedy =
+      f ? arena_printf(a, "--same-bits=%lld cuts it into %lld blocks of %lld, whole on %lld devices (up to %lld a "
+                          "device); every other sum is cut by that bound too",
+                       (long long)f, (long long)f, (long long)(n / f), (long long)dev, (long long)((f + dev - 1) / dev))
+        : arena_printf(a, "no --same-bits=N up to %d cuts it into blocks whole on %lld devices", SAMEBITS_MAX_BOUND,
+                       (long long)dev);
+  refuse(S, at, arena_printf(a, "it is split %s ways whole; %s", counts, remedy),
+         "runs over a dimension of %lld split %lld ways, and %lld devices cannot each hold whole blocks of its %lld "
+         "blocks of %lld (the most blocks up to %d that divide %lld)",
+         (long long)n, (long long)dev, (long long)dev, (long long)v, (long long)(n / v), S->bound, (long long)n);
   return 0;
 }
 
@@ -200,11 +242,8 @@ static bool room(SameBits *S, const Value *v, Value *const *ops, int n, int rank
   bool ok = rank <= GSL_MAX_RANK;
   for (int k = 0; k < n; k++)
     ok &= !ops[k] || ops[k]->shape.rank + 1 <= GSL_MAX_RANK;
-  if (!ok) {
-    diag_error(v->span, "--same-bits: cutting this %s's split dimension into blocks needs more than %d dimensions",
-               samebits_kind(v->op), GSL_MAX_RANK);
-    S->failed = true;
-  }
+  if (!ok)
+    refuse(S, v, NULL, "needs more than %d dimensions to cut its split dimension into blocks", GSL_MAX_RANK);
   return ok;
 }
 
@@ -242,8 +281,7 @@ static Value *block_einsum(SameBits *S, Program *dst, const Value *v, Value **ma
         continue;
       char u = unused_letter(&ne);
       if (!u) {
-        diag_error(v->span, "--same-bits: this product has no letter left to name its blocks");
-        S->failed = true;
+        refuse(S, v, NULL, "has no letter left to name its blocks");
         return NULL;
       }
       if (!room(S, v, ops, e->nin, v->shape.rank + nblock + 1))

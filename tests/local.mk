@@ -63,7 +63,7 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/index_errors.sh tests/deep_compile.sh tests/precision.sh tests/moe_skip_empty.sh tests/loop_unroll.sh \
 	tests/lm_baselines.sh tests/schedule.sh tests/moe_signals.sh tests/lm_script.sh \
 	tests/machine_file.sh tests/relocate.sh tests/kernels.sh tests/remat.sh tests/provenance.sh tests/provenance_run.sh \
-	tests/health.sh tests/samebits.sh
+	tests/health.sh tests/samebits.sh tests/samebits_errors.sh
 
 # gslc --auto-shard: plans known by hand, annotations kept, the examples without annotations as on one device
 SCRIPT_TESTS += tests/auto_shard.sh tests/uneven_examples.sh

@@ -16,9 +16,7 @@
 #     one device from that checkpoint, equal to 30 steps on one device.
 # The inputs are the examples' own random draws (mlp, moe: the same on any
 # mesh) or fixed byte windows (lm: a linear congruential generator).
-# Then the errors: a mesh whose devices cannot hold whole blocks is
-# refused at the sum, with the counts that would do; --same-bits=0 and
-# --same-bits with --auto-shard are usage errors.
+# The errors are tests/samebits_errors.sh's.
 set -u
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslsame.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -131,17 +129,4 @@ EOF
   [ -z "$bad" ] || fail "$name under --same-bits sums in MPI's order: $bad"
 done
 
-# ---- errors ----
-if "$GSLC" --same-bits -D DP=3 "$mlp" -o "$work/bad" 2>"$work/err3"; then
-  fail "mlp's batch of 64 on [data = 3] in 8 blocks compiled"
-else
-  grep -q "nn.gsl:[0-9]*:[0-9]*: error: --same-bits: this sum runs over a dimension of 64 split 3 ways" "$work/err3" &&
-    grep -q "note: it is split 1, 2, 4, 8 ways whole" "$work/err3" && grep -q '\^' "$work/err3" ||
-    { fail "the error for [data = 3]:"; cat "$work/err3"; }
-fi
-"$GSLC" --same-bits=0 "$mlp" -o "$work/bad" 2>"$work/err0" && fail "--same-bits=0 accepted"
-grep -q "gslc: error: --same-bits=N takes a block count from 1 to 4096, got '0'" "$work/err0" ||
-  { fail "the error for --same-bits=0:"; cat "$work/err0"; }
-"$GSLC" --same-bits --auto-shard "$mlp" -o "$work/bad" 2>"$work/erra" && fail "--same-bits --auto-shard accepted"
-grep -q "gslc: error: --same-bits blocks the sums" "$work/erra" || { fail "the error for --auto-shard:"; cat "$work/erra"; }
 exit $status
