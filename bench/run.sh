@@ -837,10 +837,10 @@ lm() {
   pdims="--B $lB --T $lT --M $lM --NH $lNH --H $lH --E $lE --capacity $lcf"
   echo "  B=$lB T=$lT M=$lM NH=$lNH H=$lH E=$lE, capacity factor $lcf (C=$C), $STEPS timed steps after" \
        "$WARMUP warm-up steps, median of $REPS runs; $tok tokens a step (B * (T + 1))"
-  $PYTHON "$top/scripts/lm_data.py" --out "$tmp/lmdata" --batch $lB --seq $lT >"$tmp/lmdata.log" ||
+  $PYTHON "$top/scripts/lm_data.py" --fortunes --out "$tmp/lmdata" --batch $lB --seq $lT >"$tmp/lmdata.log" ||
     die "scripts/lm_data.py failed (the corpus is Debian's fortunes: apt-get install fortunes)"
   echo "  data: $(sed -n 's/^lm_data: train \([0-9]*\) batches.*/\1 training batches/p' "$tmp/lmdata.log")" \
-       "of scripts/lm_data.py --batch $lB --seq $lT, the same ones in the same order for both"
+       "of scripts/lm_data.py --fortunes --batch $lB --seq $lT, the same ones in the same order for both"
   data="$tmp/lmdata/train.npy"
   $GSLC $dims -O2 "$LM_GSL" -o "$tmp/lm" || die "gslc failed ($LM_GSL)"
   $GSLC --precision bf16 $dims -O2 "$LM_GSL" -o "$tmp/lm16" || die "gslc --precision bf16 failed ($LM_GSL)"

@@ -16,7 +16,10 @@
 #            (default -D E=16 -D HE=256; empty for the file's own)
 #   PROMPT   the sample's prompt (default "The "), SAMPLE its bytes (400)
 #   STEPS    skip the timing run and train this many steps
-#   DATA     the data's directory (default data/fortunes_tT, made if missing)
+#   CORPUS   fortunes (default: the recipe's data, lm_data.py --fortunes) or
+#            corpus (lm_data.py's default: Python's and Linux's documentation,
+#            GCIDE and the fortunes, 2 % of the documents held out)
+#   DATA     the data's directory (default data/CORPUS_tT, made if missing)
 #   RUNS     where the program, metrics and checkpoint go (default runs)
 #
 # Method. The data (scripts/lm_data.py, windows of T + 1 bytes) are made if
@@ -46,10 +49,16 @@ PROMPT=${PROMPT:-The }
 SAMPLE=${SAMPLE:-400}
 MPIEXEC=${MPIEXEC:-mpirun}
 PYTHON=${PYTHON:-python3}
+CORPUS=${CORPUS:-fortunes}
 case $MODEL in
 moe) src=examples/lm.gsl name=lm ;;
 dense) src=examples/lm_dense.gsl name=lm_dense ;;
 *) echo "scripts/lm.sh: error: MODEL is moe or dense, not '$MODEL'" >&2; exit 2 ;;
+esac
+case $CORPUS in
+fortunes) corpus_flag=--fortunes ;;
+corpus) corpus_flag= ;;
+*) echo "scripts/lm.sh: error: CORPUS is fortunes or corpus, not '$CORPUS'" >&2; exit 2 ;;
 esac
 # the recipe (see doc/lm.md, "Ten minutes on two cores"; its "What was
 # tried" has issue 34's retune of 2026-11-26: of context, batch, width,
@@ -66,10 +75,10 @@ if [ "$MODEL" = moe ] && [ -z "${EXPERTS+x}" ]; then EXPERTS="-D E=16 -D HE=256"
 SIZES="$SIZES ${EXPERTS:-}"
 [ -x ./gslc ] || { echo "scripts/lm.sh: error: no ./gslc: build first (sh scripts/quickstart.sh build)" >&2; exit 1; }
 
-data=${DATA:-data/fortunes_t$T}
+data=${DATA:-data/${CORPUS}_t$T}
 runs=${RUNS:-runs}
 if [ ! -f "$data/train.npy" ] || [ ! -f "$data/eval.npy" ]; then
-  $PYTHON scripts/lm_data.py --out "$data" --batch "$B" --seq "$T"
+  $PYTHON scripts/lm_data.py $corpus_flag --out "$data" --batch "$B" --seq "$T"
 fi
 mkdir -p "$runs"
 # shellcheck disable=SC2086 # SIZES are words
