@@ -438,6 +438,14 @@ static void d_cast(AD *a, const Value *v, Value *g) {
   accum(a, v->args[0], ir_cast(&a->b, g, v->args[0]->dtype, a->sp));
 }
 
+/* the cotangent through the forward's mask: dropped where it dropped,
+ * scaled by the same factor (the same p and stream draw the same bits
+ * again, in the backward pass, rather than keeping a mask from the
+ * forward one: gsl.7, TRAINING, Dropout) */
+static void d_dropout(AD *a, const Value *v, Value *g) {
+  accum(a, v->args[0], ir_dropout_as(&a->b, g, v, a->sp));
+}
+
 static void d_annotate(AD *a, const Value *v, Value *g) {
   accum(a, v->args[0], ir_annotate(&a->b, g, &v->sh, a->sp)); /* the cotangent laid out as the value */
 }

@@ -744,6 +744,27 @@ static R bi_uniform_like(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   return rval(ir_rng(&s->b, RNG_UNIFORM, 0, 1, x->shape, sp));
 }
 
+/* dropout(x, p): x a float tensor, p a compile-time number in [0, 1)
+ * (gsl.7, TRAINING, Dropout); p = 0 is x itself, drawing nothing */
+static R bi_dropout(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
+  Span sp = a->call->span;
+  Value *x = sema_eval_value(s, sc, a->pos[0]);
+  bool ok = true;
+  double p = sema_eval_number(s, sc, a->pos[1], "dropout's p", &ok);
+  if (!x || !ok)
+    return none;
+  if (!dtype_is_float(x->dtype)) {
+    sema_error(s, a->pos[0]->span, "dropout of %s: it drops elements of f32 or bf16 values", sema_vtype(s, x));
+    return none;
+  }
+  if (!(p >= 0 && p < 1)) {
+    sema_error(s, a->pos[1]->span, "dropout's p = %g is outside [0, 1) (the probability that an element is zeroed)",
+               p);
+    return none;
+  }
+  return rval(ir_dropout(&s->b, x, p, sp));
+}
+
 static R bi_annotate(Sema *s, Scope *sc, const Builtin *b, const Args *a) {
   int id = b->id;
   Span sp = a->call->span;

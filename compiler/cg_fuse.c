@@ -20,6 +20,8 @@
  * Plan.loop): each value's element is computed once, stored, and handed
  * to the later values of the nest in a register (CG.pre), so that an
  * optimizer's update reads the param, its gradient and its states once. */
+#include <math.h>
+
 #include <llvm-c/Core.h>
 
 #include "codegen.h"
@@ -39,6 +41,54 @@ LLVMValueRef cg_elem_at(CG *g, const Value *v, const Aff *idx) {
   int64_t k = lin.k; /* the constant part of the index goes into the buffer's slot */
   lin.k = 0;
   return cg_load_lin(g, cg_buffer_at(g, v, k), v->dtype, cg_aff_value(g, &lin));
+}
+
+/* dropout's element at idx (gsl.7, TRAINING, Dropout). In a training
+ * step (the flag the function stored on entry, codegen.c) the element's
+ * global row-major index i draws as runtime/rng.c draws at (seed,
+ * stream, step): bits = word 0 of Philox-4x32-10 of counter {lo32(i),
+ * hi32(i), lo32(step), stream ^ hi32(step)} and key {lo32(seed),
+ * hi32(seed)}, u = (bits >> 8) 2^-24. The element is 0 where u < p, that
+ * is where bits >> 8 < ceil(p 2^24) (an integer compare, exact), else x
+ * times s = 1 / (1 - p) as an f32, the product rounded once to the dtype
+ * (bf16: x widened, multiplied in f32, rounded to nearest even). Outside
+ * one (gsl_eval, gsl_forward) it is x. A tile cut along a dim starts at
+ * its block's offset, so every mesh draws the same bits for an element.
+ * The draw is ten rounds of integer products, which vectorize, and no
+ * memory: the backward pass draws it again (autodiff.c, d_dropout). */
+static LLVMValueRef dropout_elem(CG *g, const Value *v, const Aff *idx) {
+  LLVMBuilderRef b = g->b;
+  const Value *a = v->args[0];
+  const Shape *gs = g->p->spmd ? &v->gshape : &v->shape;
+  LLVMValueRef x = cg_elem_at(g, a, idx), i = cg_ci64(g, 0);
+  int64_t stride = 1;
+  for (int d = v->shape.rank - 1; d >= 0; d--) {
+    LLVMValueRef k = cg_aff_value(g, &idx[d]);
+    if (cg_dim_split(g->p, v, d))
+      k = LLVMBuildNSWAdd(b, k,
+                          LLVMBuildNSWMul(b, cg_group_index(g, v->sh.naxes[d], v->sh.axes[d]),
+                                          cg_ci64(g, v->shape.d[d]), ""),
+                          "");
+    i = LLVMBuildAdd(b, i, LLVMBuildMul(b, k, cg_ci64(g, stride), ""), "");
+    stride *= gs->d[d];
+  }
+  if (!g->train_val) { /* once a function, in its entry block */
+    g->train_val = LLVMBuildLoad2(g->ab, g->t_i32, g->train_glob, "training");
+    g->seed_val = LLVMBuildLoad2(g->ab, g->t_i64, g->seed_glob, "seed");
+  }
+  LLVMValueRef hi = cg_ci64(g, 32), step = g->step_arg;
+  LLVMValueRef ctr[4] = {LLVMBuildTrunc(b, i, g->t_i32, ""), LLVMBuildTrunc(b, LLVMBuildLShr(b, i, hi, ""), g->t_i32, ""),
+                         LLVMBuildTrunc(b, step, g->t_i32, ""),
+                         LLVMBuildXor(b, cg_param(g, v->stream, g->t_i32),
+                                      LLVMBuildTrunc(b, LLVMBuildLShr(b, step, hi, ""), g->t_i32, ""), "")};
+  LLVMValueRef key[2] = {LLVMBuildTrunc(b, g->seed_val, g->t_i32, ""),
+                         LLVMBuildTrunc(b, LLVMBuildLShr(b, g->seed_val, hi, ""), g->t_i32, "")};
+  LLVMValueRef u24 = LLVMBuildLShr(b, cg_philox0(g, ctr, key), cg_ci32(g, 8), "");
+  LLVMValueRef drop = LLVMBuildICmp(b, LLVMIntULT, u24, cg_ci32(g, (int64_t)ceil(v->fval * 16777216.0)), "");
+  LLVMValueRef kept = round_to(g, LLVMBuildFMul(b, x, cg_cf32(g, (float)(1.0 / (1.0 - v->fval))), ""), v->dtype);
+  LLVMValueRef y = LLVMBuildSelect(b, drop, cg_cf32(g, 0.0), kept, "");
+  LLVMValueRef on = LLVMBuildICmp(b, LLVMIntNE, g->train_val, cg_ci32(g, 0), "");
+  return LLVMBuildSelect(b, on, y, x, "");
 }
 
 /* The element of v at idx from its operands (v an elementwise op or an
@@ -77,6 +127,8 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
   }
   case OP_CAST:
     return cg_convert(g, cg_elem_at(g, a, idx), a->dtype, v->dtype);
+  case OP_DROPOUT:
+    return dropout_elem(g, v, idx);
   case OP_ANNOTATE:
     return cg_elem_at(g, a, idx);
   case OP_BROADCAST:

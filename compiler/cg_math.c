@@ -1,5 +1,6 @@
 /* cg_math.c — scalar math in LLVM IR: conversions, the unary functions of
- * unary.def and the binary ones of binary.def, on f32 and i32.
+ * unary.def and the binary ones of binary.def, on f32 and i32, and the
+ * rounds of the counter-based generator (dropout's draws, made inline).
  *
  * exp (and so tanh, sigmoid, gelu) is a polynomial that vectorizes, since
  * llvm.exp on vectors becomes one libm call per lane on x86. i32 division
@@ -194,3 +195,26 @@ LLVMValueRef cg_binary(CG *g, int fn, LLVMValueRef x, LLVMValueRef y, DType in, 
   die("unknown binary function %d", fn);
 }
 
+/* Philox-4x32-10's ten rounds, as runtime/rng.c runs them: words 0 and 2
+ * multiplied into 64-bit products (a zero-extended i32 by a 32-bit
+ * constant, which x86 vectorizes as vpmuludq), the key bumped by the Weyl
+ * constants between rounds; word 0 of the result. */
+LLVMValueRef cg_philox0(CG *g, LLVMValueRef const *c, LLVMValueRef const *k) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef x0 = c[0], x1 = c[1], x2 = c[2], x3 = c[3], k0 = k[0], k1 = k[1];
+  LLVMValueRef m0 = cg_ci64(g, 0xD2511F53), m1 = cg_ci64(g, 0xCD9E8D57), hi = cg_ci64(g, 32);
+  for (int r = 0; r < 10; r++) {
+    LLVMValueRef p0 = LLVMBuildNUWMul(b, LLVMBuildZExt(b, x0, g->t_i64, ""), m0, "");
+    LLVMValueRef p1 = LLVMBuildNUWMul(b, LLVMBuildZExt(b, x2, g->t_i64, ""), m1, "");
+    LLVMValueRef h0 = LLVMBuildTrunc(b, LLVMBuildLShr(b, p0, hi, ""), g->t_i32, "");
+    LLVMValueRef h1 = LLVMBuildTrunc(b, LLVMBuildLShr(b, p1, hi, ""), g->t_i32, "");
+    LLVMValueRef y0 = LLVMBuildXor(b, LLVMBuildXor(b, h1, x1, ""), k0, "");
+    LLVMValueRef y2 = LLVMBuildXor(b, LLVMBuildXor(b, h0, x3, ""), k1, "");
+    x1 = LLVMBuildTrunc(b, p1, g->t_i32, "");
+    x3 = LLVMBuildTrunc(b, p0, g->t_i32, "");
+    x0 = y0, x2 = y2;
+    k0 = LLVMBuildAdd(b, k0, cg_ci32(g, (int32_t)0x9E3779B9u), "");
+    k1 = LLVMBuildAdd(b, k1, cg_ci32(g, (int32_t)0xBB67AE85u), "");
+  }
+  return x0;
+}

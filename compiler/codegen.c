@@ -33,8 +33,13 @@
  * split random draw names becomes one group, declared in gsl_setup (its id
  * kept in a private global); gsl_step and gsl_eval ask once on entry for
  * the device's index in each group whose index the code reads, and keep it
- * in a private global for the kernels. A program with spmd false
- * (the global IR) is compiled as one device holding whole tensors. */
+ * in a private global for the kernels; so too, in a program with a
+ * dropout, whether the call is a training step (gsl_step of a program
+ * that trains: dropout draws; gsl_eval and gsl_forward: it is the
+ * identity) and the run's seed, which keys the draws dropout makes
+ * inline: a kernel is one code for the three, and this flag is their
+ * difference. A program with spmd false (the global IR) is compiled as
+ * one device holding whole tensors. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,7 +95,7 @@ static bool collect_groups(CG *g) {
     if (ir_op(v->op)->cls == OC_COLLECTIVE || ir_op(v->op)->cls == OC_LOCAL)
       g->vgroup[i] = find_group(g, v->ngroup, v->group, ir_op(v->op)->cls == OC_LOCAL, &ok);
     g->vgroup2[i] = v->op == OP_COLLECTIVE_PERMUTE ? find_group(g, v->ngroup, v->group2, false, &ok) : -1;
-    if (v->op == OP_RNG)
+    if (v->op == OP_RNG || v->op == OP_DROPOUT)
       for (int d = 0; d < v->shape.rank; d++)
         if (cg_dim_split(p, v, d))
           find_group(g, v->sh.naxes[d], v->sh.axes[d], true, &ok);
@@ -162,6 +167,7 @@ static void emit_value(CG *g, const Value *v) {
   case OP_BINARY:
   case OP_SELECT:
   case OP_CAST:
+  case OP_DROPOUT:
   case OP_BROADCAST:
   case OP_TRANSPOSE:
   case OP_SLICE:
@@ -206,6 +212,7 @@ static void open_function(CG *g, LLVMValueRef fn) {
     g->tptr[g->tloaded[i]] = NULL;
   g->ntloaded = 0;
   g->arena = NULL;
+  g->train_val = g->seed_val = NULL;
   g->slotted = false;
   g->nslot = 0;
   for (int k = 0; k < g->ngroups; k++)
@@ -334,6 +341,18 @@ static void store_group_indices(CG *g) {
     }
 }
 
+/* Whether the kernels about to run draw inline (dropout): training says
+ * so (gsl_step of a program that trains; not gsl_eval or gsl_forward,
+ * where dropout is the identity), and the run's seed keys the draws; both
+ * into the private globals the kernels load them from, once per call of
+ * gsl_step, gsl_eval or gsl_forward. */
+static void store_draw_state(CG *g, bool training) {
+  if (!g->train_glob)
+    return;
+  LLVMBuildStore(g->b, cg_ci32(g, training), g->train_glob);
+  LLVMBuildStore(g->b, cg_call(g, "gslrt_rng_seed", g->t_i64, 1, &g->ctx_arg), g->seed_glob);
+}
+
 /* Calls the kernels of the values need marks (every one when need is
  * NULL), in program order. */
 /* The buffer globals (each root value's with a buffer, each temporary's),
@@ -427,6 +446,7 @@ static void emit_roots(CG *g) {
 static void emit_step(CG *g, LLVMValueRef fn) {
   open_function(g, fn);
   store_group_indices(g);
+  store_draw_state(g, g->p->train.loss != NULL);
   call_kernels(g, NULL);
   emit_roots(g);
   close_function(g);
@@ -493,6 +513,7 @@ static void emit_eval(CG *g, LLVMValueRef fn) {
   open_function(g, fn);
   LLVMValueRef values = LLVMGetParam(fn, 2);
   store_group_indices(g);
+  store_draw_state(g, false);
   call_kernels(g, need);
   int n = 1;
   for (int i = 0; i < p->noutputs; i++) {
@@ -516,6 +537,7 @@ static void emit_forward(CG *g, LLVMValueRef fn) {
   bool *need = forward_need(g, is_value_output, "the forward pass");
   open_function(g, fn);
   store_group_indices(g);
+  store_draw_state(g, false);
   call_kernels(g, need);
   close_function(g);
   free(need);
@@ -781,6 +803,15 @@ static void build_module(CG *g) {
     LLVMSetInitializer(g->gidx_glob[k], cg_ci64(g, 0));
     LLVMSetLinkage(g->gidx_glob[k], LLVMPrivateLinkage);
   }
+  for (int i = 0; i < p->nvalues && !g->train_glob; i++)
+    if (p->values[i]->op == OP_DROPOUT) {
+      g->train_glob = LLVMAddGlobal(g->mod, g->t_i32, "training");
+      LLVMSetInitializer(g->train_glob, cg_ci32(g, 0));
+      LLVMSetLinkage(g->train_glob, LLVMPrivateLinkage);
+      g->seed_glob = LLVMAddGlobal(g->mod, g->t_i64, "seed");
+      LLVMSetInitializer(g->seed_glob, cg_ci64(g, 0));
+      LLVMSetLinkage(g->seed_glob, LLVMPrivateLinkage);
+    }
   LLVMTypeRef sp[3] = {g->t_ptr, g->t_i64, LLVMPointerType(g->t_f32, 0)};
   LLVMValueRef setup = add_function(g, "gsl_setup", LLVMFunctionType(g->t_void, sp, 1, 0));
   LLVMValueRef step = add_function(g, "gsl_step", LLVMFunctionType(g->t_void, sp, 2, 0));

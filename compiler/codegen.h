@@ -98,6 +98,10 @@ typedef struct CG {
   struct Interned *interned; /* constants made once a module (cg_cstr, cg_const_array) */
   int ninterned, capinterned;
   LLVMValueRef gidx_glob[CG_MAXG]; /* private i64 globals: the device's index in each slot's group */
+  LLVMValueRef train_glob; /* private i32 global: 1 in gsl_step of a program that trains, else 0 (dropout
+                              draws only then); NULL in a program without a dropout */
+  LLVMValueRef seed_glob;  /* private i64 global: the run's --seed, the key of the draws made inline */
+  LLVMValueRef train_val, seed_val; /* in the function being emitted, those loaded on first use, else NULL */
   LLVMValueRef iv[CG_MAXL]; /* counters of the open loops, outermost first */
   int niv;                /* open loops */
   Group *groups;          /* the groups of mesh axes the code names */
@@ -177,6 +181,9 @@ LLVMValueRef cg_convert(CG *g, LLVMValueRef x, DType from, DType to);
 LLVMValueRef cg_bool_to(CG *g, LLVMValueRef c, DType dt);
 LLVMValueRef cg_unary(CG *g, int fn, LLVMValueRef x, DType dt);
 LLVMValueRef cg_binary(CG *g, int fn, LLVMValueRef x, LLVMValueRef y, DType in, DType out);
+/* word 0 of Philox-4x32-10 (runtime/rng.c's gslrt_philox) of the i32
+ * counter c[0..4) and key k[0..2) */
+LLVMValueRef cg_philox0(CG *g, LLVMValueRef const *c, LLVMValueRef const *k);
 
 /* ---- cg_fuse.c: fused elementwise expressions --------------------------- */
 

@@ -168,8 +168,11 @@ enum {
   OF_BUFFER = 1 << 1,    /* always has a buffer of its own (or its operand's, with OF_ALIAS) */
   OF_ALIAS = 1 << 2,     /* when it has a buffer, it may be its operand's under another shape */
   OF_SPMD = 1 << 3,      /* only in the SPMD program (partition.c makes it) */
-  OF_MOVE = 1 << 4       /* its elements are its operands' elements, moved or repeated, none changed:
+  OF_MOVE = 1 << 4,      /* its elements are its operands' elements, moved or repeated, none changed:
                             layouts, annotations, the collectives that move tiles (ir_index_sources) */
+  OF_DRAW = 1 << 5       /* draws from the counter-based RNG under its stream: a copy made by inlining or
+                            batching draws anew (a new stream); one made by recomputation or autodiff
+                            keeps it, and so its draws */
 };
 
 typedef struct OpInfo {
@@ -322,9 +325,9 @@ double ein_flops(const EinsumSpec *e, const Shape *const *args);
   bool exclusive;                  /* CUMSUM */                                                 \
   uint32_t rmask;                  /* REDUCE: dims reduced */                                   \
   int perm[GSL_MAX_RANK];          /* TRANSPOSE, BROADCAST */                                   \
-  double fval, fval2;              /* CONST (f32), RNG parameters */                            \
+  double fval, fval2;              /* CONST (f32), RNG parameters, DROPOUT's p (fval) */        \
   int64_t ival;                    /* CONST (i32) */                                            \
-  uint32_t stream;                 /* RNG: draw number, stable in program order */              \
+  uint32_t stream;                 /* RNG, DROPOUT: draw number, stable in program order */     \
   EinsumSpec ein;                  /* EINSUM */                                                 \
   int tensor;                      /* PARAM, INPUT: index in Program.tensors */
 
@@ -618,6 +621,11 @@ Value *ir_dispatch_weighted(const Build *bd, Value *x, Value *expert, Value *slo
  * result is f32 (its sum over choices, weighted by f32 gates) */
 Value *ir_combine(const Build *bd, Value *y, Value *expert, Value *slot, Value *weight, Span sp);
 Value *ir_rng(const Build *bd, int dist, double a, double b, Shape shape, Span sp); /* a new stream */
+/* dropout(x, p) with a new stream (x itself for p = 0); p in [0, 1), x a float */
+Value *ir_dropout(const Build *bd, Value *x, double p, Span sp);
+/* x dropped and scaled as dropout d is (d's p and stream: the same mask on
+ * x of d's shape): d's derivative */
+Value *ir_dropout_as(const Build *bd, Value *x, const Value *d, Span sp);
 Value *ir_iota(const Build *bd, Shape shape, int axis, Span sp); /* i32 of shape: each element its index along axis */
 Value *ir_annotate(const Build *bd, Value *x, const Sharding *sh, Span sp);
 /* a param or input: t copied into bd->p->tensors, its value made and returned */

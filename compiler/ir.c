@@ -911,6 +911,25 @@ Value *ir_rng(const Build *bd, int dist, double a, double b, Shape shape, Span s
   return v;
 }
 
+Value *ir_dropout(const Build *bd, Value *x, double p, Span sp) {
+  operands_fit(dtype_is_float(x->dtype) && p >= 0 && p < 1, "dropout of an i32 value, or p outside [0, 1)");
+  if (p == 0)
+    return x;
+  Value *v = add1(bd, OP_DROPOUT, x->dtype, x->shape, sp, x);
+  v->fval = p;
+  v->stream = bd->p->nstreams++;
+  return v;
+}
+
+Value *ir_dropout_as(const Build *bd, Value *x, const Value *d, Span sp) {
+  operands_fit(d->op == OP_DROPOUT && x->dtype == d->dtype && shape_eq(&x->shape, &d->shape),
+               "a dropout's mask on a value of another dtype or shape");
+  Value *v = add1(bd, OP_DROPOUT, x->dtype, x->shape, sp, x);
+  v->fval = d->fval;
+  v->stream = d->stream;
+  return v;
+}
+
 Value *ir_iota(const Build *bd, Shape shape, int axis, Span sp) {
   operands_fit(axis >= 0 && axis < shape.rank && shape.d[axis] <= (int64_t)INT32_MAX + 1, "iota with a bad axis");
   Value *v = ir_add(bd, OP_IOTA, DT_I32, shape, sp, 0, NULL);
@@ -1049,7 +1068,7 @@ int ir_inline(const Build *bd, const Program *fn, Value **args, int nargs, Value
     c->region = bd->region;
     if (bd->site.src)
       c->site = bd->site;
-    if (v->op == OP_RNG)
+    if (ir_op(v->op)->flags & OF_DRAW)
       c->stream = dst->nstreams++;
     map[i] = c;
   }
@@ -1284,6 +1303,9 @@ static void print_attrs(FILE *f, Arena *tmp, const Program *p, const Value *v) {
     break;
   case OP_RNG:
     fprintf(f, " %s(%.9g, %.9g) stream %u", dist_names[v->fn & 1], v->fval, v->fval2, v->stream);
+    break;
+  case OP_DROPOUT:
+    fprintf(f, " p %.9g stream %u", v->fval, v->stream);
     break;
   case OP_UNARY:
     fprintf(f, " %s", unary_fn_name(v->fn));

@@ -8,8 +8,10 @@
  *   gemm_bf16_gflops = 225    the same with bf16 operands
  *   memory_gbs = 6            every other op: GB/s of the bytes it writes
  *                             (a reduce: that it reads)
- *   rng_gbs = 0.1             random draws (an input or a dropout mask
- *                             drawn each step): GB/s of the draws written
+ *   rng_gbs = 0.1             random draws (an input drawn each step, a
+ *                             uniform_like): GB/s of the draws written
+ *                             (a dropout draws inline, in its loop: priced
+ *                             as the elementwise op it is)
  *   link_gbs = 2.2            bytes a device receives in a collective, GB/s
  *   link_gbs.AXIS = 2.2       the same over mesh axis AXIS (a group of
  *                             several axes: the slowest of them)

@@ -203,7 +203,8 @@ static void plan_temps(Plan *pl, const Value *v) {
 /* Whether v is computed element for element from its operands' elements at
  * its own index: a value that can share its loop nest with others. */
 static bool same_index_op(const Value *v) {
-  return v->op == OP_UNARY || v->op == OP_BINARY || v->op == OP_SELECT || v->op == OP_CAST || v->op == OP_ANNOTATE;
+  return v->op == OP_UNARY || v->op == OP_BINARY || v->op == OP_SELECT || v->op == OP_CAST || v->op == OP_DROPOUT ||
+         v->op == OP_ANNOTATE;
 }
 
 /* Whether t is read anywhere in v's fused expression. */

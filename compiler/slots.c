@@ -172,6 +172,7 @@ static void classify(Slots *S, const Value *v) {
   switch (v->op) {
   case OP_UNARY:
   case OP_CAST:
+  case OP_DROPOUT:
     set_row(S, v, b, pos);
     return;
   case OP_BINARY:

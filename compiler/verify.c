@@ -239,6 +239,14 @@ static void verify_value(Check *c, const Program *p, const Value *v, int index) 
     if (v->dtype != DT_F32 || (v->fn != RNG_UNIFORM && v->fn != RNG_NORMAL))
       fail(c, v, "random draws are f32 uniform or normal");
     break;
+  case OP_DROPOUT:
+    if (!dtype_is_float(v->dtype) || a->dtype != v->dtype || !same(&a->shape, &v->shape))
+      fail(c, v, "dropout is of a float operand, whose dtype and shape it keeps");
+    else if (!(v->fval > 0 && v->fval < 1))
+      fail(c, v, "dropout's p is outside (0, 1)");
+    else if (v->stream >= p->nstreams)
+      fail(c, v, "dropout's stream was not handed out");
+    break;
   case OP_UNARY:
     if (v->fn < 0 || v->fn >= UF__COUNT)
       fail(c, v, "unary function not in unary.def");

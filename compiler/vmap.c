@@ -12,7 +12,8 @@
  * it, and broadcasts an operand that does not depend on a seed where an
  * elementwise op meets one that does (JAX's vmap, on this IR). Values
  * that depend on no seed are left as they are: computed once, shared by
- * all members. A random draw in the body is drawn for each member. The
+ * all members. A random draw in the body (rng, dropout) is drawn for
+ * each member: one draw over the batch, under a stream of its own. The
  * member's index e, used to index a tensor whose leading dimension is
  * the batch (w[e]: a gather by e), batches to that tensor itself: no copy,
  * and its sharding reaches the body untouched. The per-member values are
@@ -107,6 +108,8 @@ static Value *batch_value(Vmap *V, const Value *v) {
     return ir_unary(bd, v->fn, a, sp);
   case OP_CAST:
     return ir_cast(bd, a, v->dtype, sp);
+  case OP_DROPOUT: /* each member its own mask: a draw over the batch */
+    return ir_dropout(bd, lift(V, v->args[0], sp), v->fval, sp);
   case OP_BINARY:
     return ir_binary(bd, v->fn, lift(V, v->args[0], sp), lift(V, v->args[1], sp), sp);
   case OP_SELECT:
@@ -190,7 +193,7 @@ const Value *ir_vmap(const Build *bd, int first, int64_t n, Value **seeds, Value
     for (int k = 0; k < nseeds; k++)
       if (seeds[k] == v)
         r = batch[k];
-    bool any = v->op == OP_RNG;
+    bool any = (ir_op(v->op)->flags & OF_DRAW) != 0;
     for (int k = 0; k < v->nargs; k++)
       any |= batched(&V, v->args[k]) != NULL;
     if (v == member) {

@@ -214,6 +214,12 @@ void gslrt_rng_fill(gslrt_ctx *ctx, float *out, int32_t dist, double a, double b
                     uint32_t stream, int64_t step, int32_t rank, const int64_t *global_shape,
                     const int64_t *local_offset, const int64_t *local_shape);
 
+/* The run's seed (--seed): the key of the draws the compiled code makes
+ * inline (dropout's, element by element, as gslrt_rng_fill draws a
+ * uniform: word 0 of Philox-4x32-10 of counter {lo32(i), hi32(i),
+ * lo32(step), stream ^ hi32(step)} and key {lo32(seed), hi32(seed)}). */
+uint64_t gslrt_rng_seed(gslrt_ctx *ctx);
+
 /* C[b] = op(A[b]) * op(B[b]) for b < batch, row-major, through cblas_sgemm
  * (alpha 1, beta 0). op(A) is M x K, op(B) is K x N; stride_* is the distance
  * in elements between consecutive batch entries. */

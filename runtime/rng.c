@@ -28,7 +28,9 @@
  * generation's draws (generate.c) need finer steps than 2^-24: a token
  * of probability 1e-9 must come up about once in 1e9 draws, not never, so
  * gslrt_rng_uniform53 takes 53 bits of one draw,
- *   u = ((out[0] >> 5) * 2^26 + (out[1] >> 6)) * 2^-53 in [0, 1). */
+ *   u = ((out[0] >> 5) * 2^26 + (out[1] >> 6)) * 2^-53 in [0, 1).
+ * Compiled code draws too, inline (cg_fuse.c, dropout): the same counter
+ * and key, the uniform's u compared with p, keyed by gslrt_rng_seed. */
 #include "internal.h"
 
 #include <math.h>
@@ -89,6 +91,8 @@ double gslrt_rng_normal01(uint64_t seed, uint32_t stream, int64_t step, uint64_t
   double u2 = (double)(out[1] >> 8) * TWO_M24;
   return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
+
+uint64_t gslrt_rng_seed(gslrt_ctx *ctx) { return ctx ? ctx->seed : 0; }
 
 /* Walks the tile in row-major order with an odometer over its index,
  * keeping the global row-major index of the current element. */

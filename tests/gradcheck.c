@@ -8,6 +8,7 @@
  *   # GRAD w x                                   param w's gradient, against input x
  *   # NP n                                       ranks (default 1)
  *   # H h                                        the finite-difference step (default 0.05)
+ *   # DRAWS                                      the program draws (dropout): see below
  *   #+ ...                                       continues the line before
  * The check:
  *   1. one step as written: w after it is 0 - 1 * g, so g = -w (exact);
@@ -19,6 +20,10 @@
  *        d_j = (8 (L(x+h) - L(x-h)) - (L(x+2h) - L(x-2h))) / (12 h)
  *      in double precision from the f32 losses, against g_j:
  *        |g_j - d_j| <= 2e-3 max(|g_j|, |d_j|) + 2e-4 S,  S = max(1, |L|, max |d|).
+ * A program that draws (dropout) draws anew at every step, so that its
+ * loss at another step is another function: with DRAWS, each loss of 2.
+ * is a run of its own of one step, step 0 as in 1., on its batch's files,
+ * so that every loss sees the draws the gradient saw (1 + 4N runs).
  * Why that tolerance: the losses are f32 sums of O(1) terms, each good to
  * about 1e-6 of S, so the difference quotient carries about
  * 16 * 1e-6 S / (12 h) = 3e-5 S at h = 0.05; its truncation error is
@@ -50,7 +55,7 @@ typedef struct In {
 static In ins[MAXT];
 static int nins;
 static char grad_w[MAXT][64], grad_x[MAXT][64];
-static int ngrads, np = 1;
+static int ngrads, np = 1, draws;
 static double h = 0.05;
 static const char *work, *name;
 
@@ -107,6 +112,8 @@ static void read_directives(const char *path) {
       np = atoi(s);
     } else if (!strcmp(key, "H")) {
       h = atof(s);
+    } else if (!strcmp(key, "DRAWS")) {
+      draws = 1;
     } else if (!strcmp(key, "GRAD")) {
       if (ngrads == MAXT || sscanf(s, "%63s %63s", grad_w[ngrads], grad_x[ngrads]) != 2)
         die_("bad GRAD line: %s", s);
@@ -217,7 +224,8 @@ int main(int argc, char **argv) {
            argv[1], work, work, mpiexec, np, ios);
   run(cmd);
 
-  /* 2. the losses around x, with LR = 0 */
+  /* 2. the losses around x, with LR = 0: batch s of every input in
+   * b_NAME.npy, and with DRAWS also alone in bS_NAME.npy */
   long nb = 1;
   for (int i = 0; i < ngrads; i++)
     nb += 4 * find_input(grad_x[i])->n;
@@ -242,29 +250,40 @@ int main(int argc, char **argv) {
     char path[512];
     snprintf(path, sizeof path, "%s/b_%s.npy", work, in->name);
     write_npy(path, in, nb, b);
+    for (long s = 0; draws && s < nb; s++) {
+      snprintf(path, sizeof path, "%s/b%ld_%s.npy", work, s, in->name);
+      write_npy(path, in, 0, b + s * in->n);
+    }
     free(b);
-    k += (size_t)snprintf(ios + k, sizeof ios - k, " --input %s=b_%s.npy", in->name, in->name);
   }
-  snprintf(cmd, sizeof cmd,
-           "'%s' -D LR=0 '%s' -o '%s/prog0' && cd '%s' && timeout 300 %s -n %d ./prog0 --quiet --steps %ld "
-           "--log-every 1 --metrics m.jsonl%s",
-           gslc, argv[1], work, work, mpiexec, np, nb, ios);
+  snprintf(cmd, sizeof cmd, "'%s' -D LR=0 '%s' -o '%s/prog0'", gslc, argv[1], work);
   run(cmd);
   double *L = calloc((size_t)nb, sizeof *L);
   char path[512];
-  snprintf(path, sizeof path, "%s/m.jsonl", work);
-  FILE *m = fopen(path, "r");
-  if (!m)
-    die_("no metrics file %s", path);
   static char line[4096];
   long got = 0;
-  while (fgets(line, sizeof line, m) && got < nb) {
-    char *q = strstr(line, "\"loss\":");
-    if (!q)
-      die_("a metrics line without a loss: %s", line);
-    L[got++] = strtod(q + 7, NULL);
+  for (long r = 0; r < (draws ? nb : 1); r++) { /* one run of nb steps, or with DRAWS nb runs of one */
+    k = 0;
+    for (int i = 0; i < nins; i++)
+      if (draws)
+        k += (size_t)snprintf(ios + k, sizeof ios - k, " --input %s=b%ld_%s.npy", ins[i].name, r, ins[i].name);
+      else
+        k += (size_t)snprintf(ios + k, sizeof ios - k, " --input %s=b_%s.npy", ins[i].name, ins[i].name);
+    snprintf(cmd, sizeof cmd, "cd '%s' && timeout 300 %s -n %d ./prog0 --quiet --steps %ld --log-every 1 --metrics m.jsonl%s",
+             work, mpiexec, np, draws ? 1 : nb, ios);
+    run(cmd);
+    snprintf(path, sizeof path, "%s/m.jsonl", work);
+    FILE *m = fopen(path, "r");
+    if (!m)
+      die_("no metrics file %s", path);
+    while (fgets(line, sizeof line, m) && got < nb) {
+      char *q = strstr(line, "\"loss\":");
+      if (!q)
+        die_("a metrics line without a loss: %s", line);
+      L[got++] = strtod(q + 7, NULL);
+    }
+    fclose(m);
   }
-  fclose(m);
   if (got != nb)
     die_("%s", "fewer metrics lines than steps");
 

@@ -13,12 +13,12 @@ E2E_TESTS += tests/e2e/uneven.gsl tests/e2e/uneven_train.gsl tests/e2e/moe_signa
 	tests/e2e/moe_mesh2d_a2a.gsl tests/e2e/moe_dense.gsl tests/e2e/moe_vmap.gsl tests/e2e/partial_sums.gsl \
 	tests/e2e/optim.gsl tests/e2e/train_sgd.gsl tests/e2e/train_momentum.gsl tests/e2e/train_nesterov.gsl \
 	tests/e2e/train_adam.gsl tests/e2e/train_adamw.gsl tests/e2e/train_nan.gsl tests/e2e/amax_tie3.gsl \
-	tests/e2e/iota.gsl tests/e2e/loops.gsl
+	tests/e2e/iota.gsl tests/e2e/loops.gsl tests/e2e/dropout.gsl
 EXTRA_DIST += tests/e2e/mlp_check.c \
 	tests/e2e/npy_load.h tests/e2e/moe_ref.h tests/e2e/moe_top2_drop_check.c tests/e2e/moe_top2_random_check.c \
 	tests/e2e/moe_top1_check.c tests/e2e/moe_idle_expert_check.c tests/e2e/moe_bias_check.c \
 	tests/e2e/moe_mesh2d_check.c tests/e2e/moe_mesh2d_a2a_check.c tests/e2e/moe_dense_check.c tests/e2e/optim_check.c \
-	tests/e2e/bf16_more_check.c
+	tests/e2e/bf16_more_check.c tests/e2e/dropout_check.c
 
 # golden partitioner output: NAME.spmd (--emit-spmd), NAME.explain (--explain)
 SPMD_TESTS += \
@@ -41,7 +41,8 @@ GRAD_TESTS += tests/grad/unary.gsl tests/grad/binary.gsl tests/grad/select.gsl t
 	tests/grad/layout.gsl tests/grad/stacked.gsl tests/grad/nn.gsl tests/grad/attention_mask.gsl \
 	tests/grad/transformer.gsl \
 	tests/grad/sharded_dp.gsl tests/grad/sharded_ops.gsl tests/grad/sharded_2d.gsl \
-	tests/grad/moe.gsl tests/grad/moe_drop.gsl tests/grad/moe_top1.gsl tests/grad/moe_sharded.gsl tests/grad/loop.gsl
+	tests/grad/moe.gsl tests/grad/moe_drop.gsl tests/grad/moe_top1.gsl tests/grad/moe_sharded.gsl tests/grad/loop.gsl \
+	tests/grad/dropout.gsl
 check_PROGRAMS += tests/gradcheck
 tests_gradcheck_SOURCES = tests/gradcheck.c
 tests_gradcheck_LDADD = -lm
@@ -53,7 +54,8 @@ ERROR_TESTS += \
 	tests/errors/overflow.gsl tests/errors/elem_limits.gsl tests/errors/uniform_bounds.gsl \
 	tests/errors/inline_bound.gsl \
 	tests/errors/flood.gsl tests/errors/moe.gsl tests/errors/iota.gsl tests/errors/bf16.gsl \
-	tests/errors/schedule.gsl tests/errors/remat.gsl tests/errors/train_values.gsl tests/errors/loop_body.gsl tests/errors/loop_bounds.gsl tests/errors/loop_names.gsl tests/errors/loop_stmts.gsl
+	tests/errors/schedule.gsl tests/errors/remat.gsl tests/errors/train_values.gsl tests/errors/loop_body.gsl tests/errors/loop_bounds.gsl tests/errors/loop_names.gsl tests/errors/loop_stmts.gsl \
+	tests/errors/dropout.gsl
 
 # scripts
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
@@ -63,7 +65,7 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/index_errors.sh tests/deep_compile.sh tests/precision.sh tests/moe_skip_empty.sh tests/loop_unroll.sh \
 	tests/lm_baselines.sh tests/schedule.sh tests/moe_signals.sh tests/lm_script.sh \
 	tests/machine_file.sh tests/relocate.sh tests/kernels.sh tests/remat.sh tests/provenance.sh tests/provenance_run.sh \
-	tests/health.sh tests/samebits.sh tests/samebits_errors.sh
+	tests/health.sh tests/samebits.sh tests/samebits_errors.sh tests/dropout.sh
 
 # gslc --auto-shard: plans known by hand, annotations kept, the examples without annotations as on one device
 SCRIPT_TESTS += tests/auto_shard.sh tests/uneven_examples.sh

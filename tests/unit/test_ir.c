@@ -391,6 +391,35 @@ static void test_index_sources(void) {
   ir_free(p);
 }
 
+/* dropout's builder: p = 0 is x itself; each call a stream of its own;
+ * its derivative's (ir_dropout_as) the same p and stream, so the same
+ * mask; the verifier holds p within (0, 1) and the stream to one handed
+ * out. Draws are OF_DRAW: inlining or batching one draws anew. */
+static void test_dropout(void) {
+  Program *p = ir_new("t.gsl");
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
+  Value *x = add_input(p, "x", shape_of(2, (int64_t[]){2, 3}));
+  CU_ASSERT_PTR_EQUAL(ir_dropout(&bd, x, 0, nospan), x);
+  uint32_t before = p->nstreams;
+  Value *a = ir_dropout(&bd, x, 0.25, nospan), *b = ir_dropout(&bd, x, 0.25, nospan);
+  CU_ASSERT(a->op == OP_DROPOUT && a->fval == 0.25 && a->stream == before && b->stream == before + 1);
+  Build back = build_at(p, PASS_BACKWARD, (Span){0}, 0);
+  Value *g = ir_dropout_as(&back, b, a, nospan);
+  CU_ASSERT(g->stream == a->stream && g->fval == a->fval && g->args[0] == b && p->nstreams == before + 2);
+  add_output(p, "g", g);
+  CU_ASSERT_TRUE(ir_verify(p, stderr));
+  char *text = print(p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "%3: f32[2, 3] = dropout p 0.25 stream 0 %2 (backward)\n")); /* a's mask on b */
+  free(text);
+  a->fval = 1;
+  CU_ASSERT_FALSE(ir_verify(p, NULL));
+  a->fval = 0.25, a->stream = p->nstreams;
+  CU_ASSERT_FALSE(ir_verify(p, NULL));
+  CU_ASSERT_TRUE((ir_op(OP_DROPOUT)->flags & OF_DRAW) && (ir_op(OP_RNG)->flags & OF_DRAW));
+  CU_ASSERT_FALSE(ir_op(OP_UNARY)->flags & OF_DRAW);
+  ir_free(p);
+}
+
 void add_ir_tests(void) {
   CU_pSuite s = tests_suite("ir");
   tests_add(s, "print", test_print);
@@ -406,4 +435,5 @@ void add_ir_tests(void) {
   tests_add(s, "rewriter", test_rewrite);
   tests_add(s, "op tables", test_tables);
   tests_add(s, "index sources", test_index_sources);
+  tests_add(s, "dropout's builder and verifier", test_dropout);
 }
