@@ -58,8 +58,10 @@
  * 0 elements), so no rank ever holds more than its own tile; of a padded
  * tile (an uneven split, gslrt.h) only the real box, packed, in a view of
  * the real extents, so no padding reaches a file. MPI_File_sync
- * flushes each file. Then the crc32s: file i is read back (in 1 MiB chunks)
- * and fsync'd by rank i mod nranks, the results reduced to rank 0, which
+ * flushes each file. After the last file every rank agrees once on how
+ * the files went (see "Collectives"). Then the crc32s: file i is read
+ * back (in 1 MiB chunks) and fsync'd by rank i mod nranks, the results
+ * reduced to rank 0, which
  * writes manifest.json (to a temporary, fsync'd, renamed), fsyncs the
  * directory, renames it to DIR/step-N, and fsyncs DIR. Only then are this
  * run's complete checkpoints beyond the newest --keep removed, with any
@@ -75,9 +77,11 @@
  * stand for each other, see below) and global shape,
  * and nothing else; then the same optimizer description, character for
  * character), so all decide together. Each file's size and crc32 is
- * checked by rank i mod nranks as above, its header read; then every rank
+ * checked by rank i mod nranks as above, its header read, and every rank
+ * agrees once on them and on the files' data offsets; then every rank
  * reads its own tile through a file view (MPI_File_read_all; the real box
- * of a padded tile, the padding set to zero). The seed
+ * of a padded tile, the padding set to zero), and agrees once on the
+ * reads. The seed
  * comes from the manifest; a different --seed is an error. The step
  * counter resumes at the manifest's step, and inputs, drawn by (seed,
  * stream, step, global index) or read as batch step mod B, continue as if
@@ -133,7 +137,49 @@
  *
  * Errors. A failure on any rank is shared (the first in rank or file
  * order, with its message) before anyone moves on; rank 0 removes the
- * temporary directory, prints one line, and every rank exits 1. */
+ * temporary directory, prints one line, and every rank exits 1.
+ *
+ * Collectives (issue 43). The runtime's own collectives over every rank
+ * (gslrt_world_*, watched by health.c; at -np 4 on 2 cores each costs a
+ * scheduler slice) are a fixed number per checkpoint, whatever the number
+ * of tensors. Writing, 4: one broadcast of rank 0's pid, which names the
+ * temporary, and of whether it made it; after the last file one
+ * all-reduce of the first failure (agree); one reduce to rank 0 of the
+ * read-back's first failure with every file's crc32 and size (each known
+ * to one rank, 0 on the others: MPI_MAX of int64s); one broadcast of rank
+ * 0's verdict (the read-back or its commit). Resuming, 4: one broadcast of
+ * the newest checkpoint's name, whether there is one and its manifest's
+ * length; one of the manifest; one all-reduce of the files' checks with
+ * their data offsets (agree_facts); after the last tile one all-reduce of
+ * the reads'. A failure adds one broadcast of its message. An agreement
+ * carries a failure's order (failure_order: its key and rank in one
+ * int64, the first the greatest), so MINLOC and facts go in one call.
+ * What stays per file are MPI-IO's own collective calls, collective by
+ * definition: MPI_File_open, _set_view, _write_all, _sync and _close (5 a
+ * file written), _open, _set_view, _read_all and _close (4 a file read).
+ * Before, each file had three agreements of its own (before its open,
+ * after it, after the transfer): 6 + 3N collectives a save and a resume
+ * of N files.
+ *
+ * Without them, a rank that fails in a file goes on (tile_io): it still
+ * makes every collective call of that file and of the files after it,
+ * moving 0 elements where it has nothing sound to move, keeps its first
+ * message, and the agreement after the last file shares the first
+ * failure in the order the per-file agreements found it: file, then how
+ * far the file's I/O went (before the open, the open, the transfer:
+ * tile_key), then rank. So no rank ever waits in a call that another has
+ * left out. Every rank stops at once, together, only where the failure is
+ * every rank's: a file name too long or a header that cannot be made
+ * (the same everywhere), or a failed MPI_File_open, which ROMIO makes
+ * every rank's (ADIO_Open all-reduces the open's outcome, and fails it on
+ * every rank, "**oremote_fail" where it succeeded). This is the one
+ * guarantee taken from MPI-IO rather than made here; an MPI-IO without
+ * it would leave ranks in different files' calls, ended by the deadline
+ * of --collective-timeout (fail.c), not a hang. No per-file agreement is
+ * kept: the cost is that a failed checkpoint may go on writing (or
+ * reading) the files after its first failure before it is shared. The
+ * agreement after the last file also orders every rank's writes before
+ * the read-back of the crc32s (a rank reads files others wrote). */
 #include "internal.h"
 #include "seterr.h"
 
@@ -175,18 +221,46 @@ static const char *kind_name(int32_t kind) { return kind == GSLRT_STATE ? "state
 /* The program's precision as a manifest names it: "f32" or "bf16". */
 static const char *precision_name(const gslrt_ctx *ctx) { return gslrt_dtype_name(ctx->info->precision); }
 
-/* Shares a failure: key is INT_MAX on a rank that did not fail, else its
- * order (the rank, or a file's index); the message of the least key goes
- * to err on every rank. Whether any rank failed; every rank together. */
-static int agree(gslrt_ctx *ctx, int key, char *err) {
-  struct {
-    int key, rank;
-  } in = {key, ctx->rank}, out;
-  gslrt_world_allreduce(ctx, &in, &out, 1, MPI_2INT, MPI_MINLOC, "the checkpoint's agreement of every rank");
-  if (out.key == INT_MAX)
+/* A failure's place in the order every rank agrees on, as one number
+ * that MPI_MAX combines into the first: key is INT_MAX on a rank that did
+ * not fail (INT64_MIN, below every failure), else its order (the rank, a
+ * file's index, or a file's index and how far its I/O went), ties going
+ * to the least rank. */
+static int64_t failure_order(const gslrt_ctx *ctx, int key) {
+  return key == INT_MAX ? INT64_MIN : -((int64_t)key * ctx->nranks + ctx->rank);
+}
+
+/* The rank whose failure an order combined by MPI_MAX is (not INT64_MIN). */
+static int failure_rank(const gslrt_ctx *ctx, int64_t order) { return (int)(-order % ctx->nranks); }
+
+/* Shares a failure and n facts in one all-reduce, every rank together:
+ * key as failure_order's; facts[0..n) this rank's share of numbers never
+ * negative, 0 where it knows nothing (a fact one rank finds: a file's
+ * offset), each replaced by the greatest of every rank's. The message of
+ * the least key then goes to err on every rank (a broadcast, only after a
+ * failure). Whether any rank failed. */
+static int agree_facts(gslrt_ctx *ctx, int key, char *err, int64_t *facts, int n, const char *what) {
+  int64_t *all = malloc(((size_t)n + 1) * sizeof *all), first;
+  if (!all)
+    gslrt_fatal(ctx, "checkpoint: out of memory");
+  all[0] = failure_order(ctx, key);
+  if (n)
+    memcpy(all + 1, facts, (size_t)n * sizeof *all);
+  gslrt_world_allreduce(ctx, MPI_IN_PLACE, all, n + 1, MPI_INT64_T, MPI_MAX, what);
+  if (n)
+    memcpy(facts, all + 1, (size_t)n * sizeof *all);
+  first = all[0];
+  free(all);
+  if (first == INT64_MIN)
     return 0;
-  gslrt_world_bcast(ctx, err, GSLRT_ERRLEN, MPI_CHAR, out.rank, "the sharing of the checkpoint's failure");
+  gslrt_world_bcast(ctx, err, GSLRT_ERRLEN, MPI_CHAR, failure_rank(ctx, first),
+                    "the sharing of the checkpoint's failure");
   return 1;
+}
+
+/* Shares a failure alone (agree_facts without facts). */
+static int agree(gslrt_ctx *ctx, int key, char *err) {
+  return agree_facts(ctx, key, err, NULL, 0, "the checkpoint's agreement of every rank");
 }
 
 /* A failed MPI-IO call's message, into err, on one line: of an error
@@ -621,11 +695,13 @@ fn_exit:
 }
 
 /* The file type of t's real box (its tile without the padding) within its
- * global array (a scalar is [1]). An empty real box (a trailing shard of
- * an uneven split) gets a box of one element at the origin, which it moves
- * 0 elements through: it still takes part in the collective calls. */
+ * global array (a scalar is [1]), and its element type (set even when the
+ * file type cannot be made). An empty real box (a trailing shard of an
+ * uneven split) gets a box of one element at the origin, which it moves 0
+ * elements through: it still takes part in the collective calls. */
 static int tile_type(const gslrt_tensor *t, MPI_Datatype *etype, MPI_Datatype *type, char *err) {
   int sizes[GSLRT_MAX_RANK], subs[GSLRT_MAX_RANK], starts[GSLRT_MAX_RANK], n = t->rank ? t->rank : 1;
+  *etype = gslrt_file_dtype(t->dtype) == GSLRT_I32 ? MPI_INT32_T : MPI_FLOAT;
   sizes[0] = subs[0] = 1, starts[0] = 0;
   for (int32_t d = 0; d < t->rank; d++) {
     if (t->global_shape[d] > INT_MAX || t->global_shape[d] < 1) {
@@ -644,13 +720,14 @@ static int tile_type(const gslrt_tensor *t, MPI_Datatype *etype, MPI_Datatype *t
                  kind_name(t->kind), t->name, (long long)t->real_count);
     return -1;
   }
-  *etype = gslrt_file_dtype(t->dtype) == GSLRT_I32 ? MPI_INT32_T : MPI_FLOAT;
-  if (MPI_Type_create_subarray(n, sizes, subs, starts, MPI_ORDER_C, *etype, type) != MPI_SUCCESS ||
-      MPI_Type_commit(type) != MPI_SUCCESS) {
-    gslrt_seterr(err, GSLRT_ERRLEN, "%s %s: MPI_Type_create_subarray failed", kind_name(t->kind), t->name);
-    return -1;
-  }
-  return 0;
+  if (MPI_Type_create_subarray(n, sizes, subs, starts, MPI_ORDER_C, *etype, type) != MPI_SUCCESS)
+    *type = MPI_DATATYPE_NULL;
+  else if (MPI_Type_commit(type) != MPI_SUCCESS)
+    MPI_Type_free(type); /* MPI_DATATYPE_NULL: the caller's view falls back to etype */
+  else
+    return 0;
+  gslrt_seterr(err, GSLRT_ERRLEN, "%s %s: MPI_Type_create_subarray failed", kind_name(t->kind), t->name);
+  return -1;
 }
 
 /* Whether this rank writes t's tile: it is the copy at coordinate 0 of
@@ -666,104 +743,110 @@ static int writes_tile(const gslrt_ctx *ctx, const gslrt_tensor *t) {
   return 1;
 }
 
+/* Where a rank's tile_io failed first: before the file's open, in it, or
+ * in the header's write, the view, the transfer, the sync or the close. */
+enum { TILE_PREP = 1, TILE_OPEN, TILE_MOVE };
+
+/* The key (agree's) of a failure at phase of the k-th file: the files in
+ * order, and in each the phases in order, as the per-file agreements
+ * that it replaces would have found it first. */
+static int tile_key(int k, int phase) { return k < INT_MAX / 4 ? 3 * k + phase - 1 : INT_MAX - 1; }
+
 /* Writes (or, if !save, reads) t's tile in path, whose data starts at
- * disp; every rank together; 0 or -1 with err on this rank. A bf16 tile
+ * disp; every rank together, with no agreement of its own. A bf16 tile
  * goes through an f32 temporary: widened before a write, rounded after a
  * read. A padded tile (gslrt.h) moves its real box alone, packed into a
  * temporary before a write and placed with zero padding after a read, so
- * nothing padded reaches the file and the file is the same on any mesh. */
+ * nothing padded reaches the file and the file is the same on any mesh.
+ * *phase is 0, or where this rank failed first (TILE_*), with err. A rank
+ * that fails still makes every collective call of the file, moving 0
+ * elements after a failure before the transfer, so that no rank waits for
+ * it; only a failed MPI_File_open ends the file early, and that on every
+ * rank alike (ROMIO's ADIO_Open all-reduces the open's outcome and fails
+ * it everywhere if it failed anywhere): then -1, and the caller stops
+ * with every rank; else 0. */
 static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, const char *head,
-                   int64_t disp, int save, char *err) {
+                   int64_t disp, int save, int *phase, char *err) {
   MPI_Datatype etype = MPI_FLOAT, type = MPI_DATATYPE_NULL;
   MPI_File fh = MPI_FILE_NULL;
   MPI_Status st;
-  int fail = 0, rc, padded = t->real_count != t->local_count;
+  int rc, n = 0, got = 0, shut = 0, padded = t->real_count != t->local_count;
   void *buf = *t->slot; /* what MPI-IO moves: the real box, 4-byte elements */
   void *tile = *t->slot; /* the padded tile in the file's element type */
   float *wide = NULL;
   void *packed = NULL;
+  *phase = 0;
   if (tile_type(t, &etype, &type, err) != 0)
-    fail = 1;
-  if (!fail && t->dtype == GSLRT_BF16) {
+    *phase = TILE_PREP;
+  if (!*phase && t->dtype == GSLRT_BF16) {
     if (!(wide = malloc((size_t)t->local_count * 4 + 4)))
       gslrt_seterr(err, GSLRT_ERRLEN, "%s %s: out of memory for its f32 copy", kind_name(t->kind), t->name),
-          fail = 1;
+          *phase = TILE_PREP;
     else if (save)
       gslrt_bf16_widen_n(wide, *t->slot, t->local_count);
     buf = tile = wide;
   }
-  if (!fail && padded) {
+  if (!*phase && padded) {
     if (!(packed = malloc((size_t)t->real_count * 4 + 4)))
       gslrt_seterr(err, GSLRT_ERRLEN, "%s %s: out of memory for its real box", kind_name(t->kind), t->name),
-          fail = 1;
+          *phase = TILE_PREP;
     else if (save)
       gslrt_box_pack(packed, tile, t->rank, t->local_shape, t->local_real, 4);
     buf = packed;
   }
-  if (agree(ctx, fail ? ctx->rank : INT_MAX, err))
-    goto fn_fail;
+  if (!*phase) /* a rank that failed moves nothing, but still takes part */
+    n = save && !writes_tile(ctx, t) ? 0 : (int)t->real_count;
   gslrt_deadline(ctx, "the MPI_File_open of %s", path);
   rc = MPI_File_open(ctx->comm, path, save ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY,
                      MPI_INFO_NULL, &fh);
   gslrt_deadline_off(ctx);
-  if (rc != MPI_SUCCESS)
-    mpi_err(rc, "MPI_File_open", path, err), fail = 1;
-  if (agree(ctx, fail ? ctx->rank : INT_MAX, err))
-    goto fn_fail;
+  if (rc != MPI_SUCCESS) {
+    if (!*phase)
+      mpi_err(rc, "MPI_File_open", path, err), *phase = TILE_OPEN;
+    shut = 1;
+    goto fn_exit;
+  }
   /* every collective call is made by every rank; the first error is kept */
   gslrt_deadline(ctx, "the MPI-IO %s of %s %s (%s)", save ? "write" : "read", kind_name(t->kind), t->name, path);
-  if (save && ctx->rank == 0) {
-    int got = 0;
+  if (save && ctx->rank == 0 && !*phase) {
     if ((rc = MPI_File_write_at(fh, 0, head, (int)disp, MPI_BYTE, &st)) != MPI_SUCCESS)
-      mpi_err(rc, "MPI_File_write_at", path, err), fail = 1;
+      mpi_err(rc, "MPI_File_write_at", path, err), *phase = TILE_MOVE;
     else if (MPI_Get_count(&st, MPI_BYTE, &got) != MPI_SUCCESS || got != (int)disp)
-      gslrt_seterr(err, GSLRT_ERRLEN, "%s: short write", path), fail = 1;
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s: short write", path), *phase = TILE_MOVE;
   }
-  rc = MPI_File_set_view(fh, disp, etype, type, "native", MPI_INFO_NULL);
-  if (rc != MPI_SUCCESS && !fail)
-    mpi_err(rc, "MPI_File_set_view", path, err), fail = 1;
+  rc = MPI_File_set_view(fh, disp, etype, type != MPI_DATATYPE_NULL ? type : etype, "native", MPI_INFO_NULL);
+  if (rc != MPI_SUCCESS && !*phase)
+    mpi_err(rc, "MPI_File_set_view", path, err), *phase = TILE_MOVE;
   if (save) {
-    int n = writes_tile(ctx, t) ? (int)t->real_count : 0;
-    int got = 0;
     rc = MPI_File_write_all(fh, buf, n, etype, &st);
-    if (rc != MPI_SUCCESS && !fail)
-      mpi_err(rc, "MPI_File_write_all", path, err), fail = 1;
-    else if (!fail && (MPI_Get_count(&st, etype, &got) != MPI_SUCCESS || got != n))
-      gslrt_seterr(err, GSLRT_ERRLEN, "%s: short write", path), fail = 1;
+    if (rc != MPI_SUCCESS && !*phase)
+      mpi_err(rc, "MPI_File_write_all", path, err), *phase = TILE_MOVE;
+    else if (!*phase && (MPI_Get_count(&st, etype, &got) != MPI_SUCCESS || got != n))
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s: short write", path), *phase = TILE_MOVE;
     rc = MPI_File_sync(fh);
-    if (rc != MPI_SUCCESS && !fail)
-      mpi_err(rc, "MPI_File_sync", path, err), fail = 1;
+    if (rc != MPI_SUCCESS && !*phase)
+      mpi_err(rc, "MPI_File_sync", path, err), *phase = TILE_MOVE;
   } else {
-    rc = MPI_File_read_all(fh, buf, (int)t->real_count, etype, &st);
-    int got = 0;
-    if (rc != MPI_SUCCESS && !fail)
-      mpi_err(rc, "MPI_File_read_all", path, err), fail = 1;
-    else if (!fail && (MPI_Get_count(&st, etype, &got) != MPI_SUCCESS || got != (int)t->real_count))
-      gslrt_seterr(err, GSLRT_ERRLEN, "%s: short read", path), fail = 1;
+    rc = MPI_File_read_all(fh, buf, n, etype, &st);
+    if (rc != MPI_SUCCESS && !*phase)
+      mpi_err(rc, "MPI_File_read_all", path, err), *phase = TILE_MOVE;
+    else if (!*phase && (MPI_Get_count(&st, etype, &got) != MPI_SUCCESS || got != n))
+      gslrt_seterr(err, GSLRT_ERRLEN, "%s: short read", path), *phase = TILE_MOVE;
   }
   rc = MPI_File_close(&fh);
   gslrt_deadline_off(ctx);
-  if (rc != MPI_SUCCESS && !fail)
-    mpi_err(rc, "MPI_File_close", path, err), fail = 1;
-  MPI_Type_free(&type);
-  if (!save && !fail && packed)
+  if (rc != MPI_SUCCESS && !*phase)
+    mpi_err(rc, "MPI_File_close", path, err), *phase = TILE_MOVE;
+  if (!save && !*phase && packed)
     gslrt_box_unpack(tile, packed, t->rank, t->local_shape, t->local_real, 4);
-  if (!save && !fail && wide)
+  if (!save && !*phase && wide)
     gslrt_bf16_round_n(*t->slot, wide, t->local_count);
-  free(packed);
-  free(wide);
-  return agree(ctx, fail ? ctx->rank : INT_MAX, err) ? -1 : 0;
-fn_fail:
-  if (fh != MPI_FILE_NULL) {
-    gslrt_deadline(ctx, "the MPI_File_close of %s", path);
-    MPI_File_close(&fh);
-    gslrt_deadline_off(ctx);
-  }
+fn_exit:
   if (type != MPI_DATATYPE_NULL)
     MPI_Type_free(&type);
   free(packed);
   free(wide);
-  return -1;
+  return shut ? -1 : 0;
 }
 
 void gslrt_declare_optimizer(gslrt_ctx *ctx, const char *desc) {
@@ -785,7 +868,7 @@ static int put(json_t *obj, const char *key, json_t *v) { return v && json_objec
 
 /* The manifest of the checkpoint of step done, as a JSON document (NULL
  * when out of memory). */
-static json_t *manifest_doc(gslrt_ctx *ctx, int64_t done, const uint32_t *crc, const int64_t *bytes) {
+static json_t *manifest_doc(gslrt_ctx *ctx, int64_t done, const int64_t *crc, const int64_t *bytes) {
   json_t *doc = json_object(), *mesh = json_array(), *inputs = json_array(), *tensors = json_array();
   char seed[32], shape_file[CKPT_PATH];
   int ok = doc && mesh && inputs && tensors, k = 0;
@@ -887,7 +970,7 @@ static int dump_doc(FILE *f, json_t *doc) {
 }
 
 /* Writes DIR/tmp/manifest.json through a fsync'd temporary; rank 0. */
-static int write_manifest(gslrt_ctx *ctx, const char *tmp, int64_t done, const uint32_t *crc,
+static int write_manifest(gslrt_ctx *ctx, const char *tmp, int64_t done, const int64_t *crc,
                           const int64_t *bytes, char *err) {
   char path[CKPT_PATH], part[CKPT_PATH];
   json_t *doc = manifest_doc(ctx, done, crc, bytes);
@@ -975,7 +1058,7 @@ static void prune(gslrt_ctx *ctx, const char *mine) {
 /* Commits the complete temporary DIR/tmp as DIR/final, on rank 0:
  * manifest, fsyncs, renames. An existing final is replaced only if it is
  * a checkpoint of this run (moved aside first, then removed). */
-static int commit(gslrt_ctx *ctx, const char *tmp, const char *final, int64_t done, const uint32_t *crc,
+static int commit(gslrt_ctx *ctx, const char *tmp, const char *final, int64_t done, const int64_t *crc,
                   const int64_t *bytes, char *err) {
   const char *dir = ctx->opts.checkpoint;
   char old[CKPT_NAME], path[CKPT_PATH], run[33];
@@ -1016,78 +1099,110 @@ static int commit(gslrt_ctx *ctx, const char *tmp, const char *final, int64_t do
   return 0;
 }
 
+/* The names of step done's checkpoint: its temporary, made by the rank 0
+ * of process pid (name, 64 bytes; tmp, DIR/name), and its own (fname,
+ * final). */
+static void checkpoint_names(const gslrt_ctx *ctx, int64_t done, long pid, char *name, char *tmp, char *fname,
+                             char *final) {
+  snprintf(name, 64, "step-%08lld.tmp.%ld", (long long)done, pid);
+  snprintf(fname, 64, "step-%08lld", (long long)done);
+  snprintf(tmp, CKPT_PATH, "%s/%s", ctx->opts.checkpoint, name);
+  snprintf(final, CKPT_PATH, "%s/%s", ctx->opts.checkpoint, fname);
+}
+
 void gslrt_checkpoint_write(gslrt_ctx *ctx, int64_t done) {
-  const char *dir = ctx->opts.checkpoint;
-  char err[GSLRT_ERRLEN] = "", tmp[CKPT_PATH], final[CKPT_PATH], path[CKPT_PATH], name[64], fname[64];
-  char head[1024];
-  long pid = (long)getpid();
-  int n = 0, k = 0, fail = 0, made = 0;
+  char err[GSLRT_ERRLEN] = "", msg[GSLRT_ERRLEN], tmp[CKPT_PATH], final[CKPT_PATH], path[CKPT_PATH], name[64];
+  char fname[64], head[1024];
+  long made[2] = {(long)getpid(), 0}; /* rank 0's pid, which names the temporary; whether it failed to make it */
+  int verdict[2] = {0, 0}; /* rank 0's: whether the checkpoint failed; the rank with the message */
+  int n = 0, k = 0, key = INT_MAX, all = 0;
   double start = MPI_Wtime();
   for (int i = 0; i < ctx->ntensors; i++)
     n += is_saved(&ctx->tensors[i]);
-  uint32_t *crc = calloc((size_t)n + 1, sizeof *crc), *crc_all = calloc((size_t)n + 1, sizeof *crc);
-  int64_t *bytes = calloc((size_t)n + 1, sizeof *bytes), *bytes_all = calloc((size_t)n + 1, sizeof *bytes);
-  if (!crc || !crc_all || !bytes || !bytes_all)
+  /* the failure's order (failure_order), then the files' crc32s, then their sizes */
+  int64_t *facts = calloc(2 * (size_t)n + 1, sizeof *facts);
+  if (!facts)
     gslrt_fatal(ctx, "checkpoint: out of memory");
+  int64_t *crc = facts + 1, *bytes = facts + 1 + n;
   gslrt_doing(ctx, "writing the checkpoint of step %lld", (long long)done);
-  gslrt_world_bcast(ctx, &pid, 1, MPI_LONG, 0, "the sharing of the checkpoint's temporary name");
-  snprintf(name, sizeof name, "step-%08lld.tmp.%ld", (long long)done, pid);
-  snprintf(fname, sizeof fname, "step-%08lld", (long long)done);
-  snprintf(tmp, sizeof tmp, "%s/%s", dir, name);
-  snprintf(final, sizeof final, "%s/%s", dir, fname);
-  if (ctx->rank == 0 && !(made = mkdirat(ctx->ckpt_dir, name, 0777) == 0))
-    gslrt_seterr(err, sizeof err, "cannot create %s: %s", tmp, strerror(errno)), fail = 1;
-  if (agree(ctx, fail ? 0 : INT_MAX, err))
-    goto fn_fail;
-  for (int i = 0; i < ctx->ntensors; i++) {
+  checkpoint_names(ctx, done, made[0], name, tmp, fname, final);
+  if (ctx->rank == 0 && mkdirat(ctx->ckpt_dir, name, 0777) != 0)
+    gslrt_seterr(err, sizeof err, "cannot create %s: %s", tmp, strerror(errno)), made[1] = 1;
+  gslrt_world_bcast(ctx, made, 2, MPI_LONG, 0, "the sharing of the checkpoint's temporary directory");
+  checkpoint_names(ctx, done, made[0], name, tmp, fname, final);
+  if (made[1]) {
+    free(facts);
+    gslrt_fail_all(ctx, "checkpoint %s: %s (the previous checkpoints are intact)", final, err);
+  }
+  /* every file, each rank going on past its own failure (tile_io); all
+   * stop together where a failure is every rank's */
+  for (int i = 0; i < ctx->ntensors && !all; i++) {
     const gslrt_tensor *t = &ctx->tensors[i];
+    int phase = 0;
     if (!is_saved(t))
       continue;
     int hlen = gslrt_npy_header(t->dtype, t->rank, t->global_shape, head, sizeof head);
     if (hlen < 0 || snprintf(path, sizeof path, "%s/%s.npy", tmp, t->name) >= (int)sizeof path) {
       /* the same on every rank */
-      gslrt_seterr(err, sizeof err, "%s %s: cannot name or describe its file", kind_name(t->kind), t->name);
-      goto fn_fail;
+      gslrt_seterr(msg, sizeof msg, "%s %s: cannot name or describe its file", kind_name(t->kind), t->name);
+      phase = TILE_PREP, all = 1;
+    } else {
+      all = tile_io(ctx, t, path, head, hlen, 1, &phase, msg) != 0;
     }
-    if (tile_io(ctx, t, path, head, hlen, 1, err) != 0)
-      goto fn_fail;
+    if (phase && key == INT_MAX)
+      key = tile_key(k, phase), memcpy(err, msg, sizeof err);
+    k++;
   }
+  /* one agreement on every file; it also orders every rank's writes before the reads below */
+  if (agree(ctx, key, err))
+    goto fn_fail;
   /* the crc32s, file k on rank k mod nranks, which also fsyncs it */
+  key = INT_MAX, k = 0;
   for (int i = 0; i < ctx->ntensors; i++) {
     const gslrt_tensor *t = &ctx->tensors[i];
+    uint32_t c = 0;
     if (!is_saved(t))
       continue;
-    if (k % ctx->nranks == ctx->rank && !fail) {
-      fail = snprintf(path, sizeof path, "%s/%s.npy", tmp, t->name) >= (int)sizeof path ||
-             file_crc(path, path, 1, &crc[k], &bytes[k], err) != 0;
+    if (k % ctx->nranks == ctx->rank && key == INT_MAX) {
+      if (snprintf(path, sizeof path, "%s/%s.npy", tmp, t->name) >= (int)sizeof path ||
+          file_crc(path, path, 1, &c, &bytes[k], err) != 0)
+        key = 0; /* ordered by rank */
+      else
+        crc[k] = c;
     }
     k++;
   }
-  if (agree(ctx, fail ? ctx->rank : INT_MAX, err))
-    goto fn_fail;
-  gslrt_world_reduce(ctx, crc, crc_all, n, MPI_UINT32_T, MPI_BOR, 0, "the gathering of the checkpoint's checksums");
-  gslrt_world_reduce(ctx, bytes, bytes_all, n, MPI_INT64_T, MPI_SUM, 0, "the gathering of the checkpoint's sizes");
-  if (ctx->rank == 0)
-    fail = commit(ctx, name, fname, done, crc_all, bytes_all, err) != 0;
-  if (agree(ctx, fail ? 0 : INT_MAX, err))
+  /* one reduction to rank 0 of every rank's failure, crc32s and sizes
+   * (each file's known to one rank, 0 on the others) */
+  facts[0] = failure_order(ctx, key);
+  gslrt_world_reduce(ctx, ctx->rank == 0 ? MPI_IN_PLACE : facts, facts, 2 * n + 1, MPI_INT64_T, MPI_MAX, 0,
+                     "the gathering of the checkpoint's checksums");
+  if (ctx->rank == 0 && facts[0] != INT64_MIN)
+    verdict[0] = 1, verdict[1] = failure_rank(ctx, facts[0]);
+  else if (ctx->rank == 0)
+    verdict[0] = commit(ctx, name, fname, done, crc, bytes, err) != 0;
+  gslrt_world_bcast(ctx, verdict, 2, MPI_INT, 0, "the sharing of the checkpoint's verdict");
+  if (verdict[0] && verdict[1] != 0)
+    gslrt_world_bcast(ctx, err, GSLRT_ERRLEN, MPI_CHAR, verdict[1], "the sharing of the checkpoint's failure");
+  if (verdict[0])
     goto fn_fail;
   if (ctx->rank == 0) {
     prune(ctx, name);
     if (!ctx->opts.quiet) {
       int64_t total = 0;
       for (int i = 0; i < n; i++)
-        total += bytes_all[i];
+        total += bytes[i];
       printf("checkpoint %s written (%lld bytes, %.3f s)\n", final, (long long)total, MPI_Wtime() - start);
       fflush(stdout);
     }
   }
-  free(crc), free(crc_all), free(bytes), free(bytes_all);
+  free(facts);
   gslrt_doing(ctx, NULL);
   return;
 fn_fail:
-  if (ctx->rank == 0 && made)
+  if (ctx->rank == 0)
     remove_entry(ctx->ckpt_dir, name);
-  free(crc), free(crc_all), free(bytes), free(bytes_all);
+  free(facts);
   gslrt_fail_all(ctx, "checkpoint %s: %s (the previous checkpoints are intact)", final, err);
 }
 
@@ -1837,13 +1952,18 @@ static int vanished(gslrt_ctx *ctx, int gen, int *lock, const char *where, const
 
 int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   const char *dir = ctx->opts.checkpoint;
-  char err[GSLRT_ERRLEN] = "", found[CKPT_NAME] = "", where[CKPT_PATH], path[CKPT_PATH];
+  char err[GSLRT_ERRLEN] = "", where[CKPT_PATH], path[CKPT_PATH];
   char *text = NULL;
   size_t tlen = 0;
   manifest m;
   ckpt_entry *list = NULL;
-  int64_t *disp = NULL, *disp_all = NULL;
-  int status = 0, n = 0, len = 0, fail = 0, lock = -1;
+  int64_t *disp = NULL;
+  int n = 0, fail = 0, lock = -1;
+  struct {
+    int status;             /* find_newest's: 0 found, 1 none, -1 error (rank 0's err) */
+    int len;                /* the manifest's length */
+    char found[CKPT_NAME];  /* the checkpoint's name in DIR */
+  } newest = {0, 0, ""};
   int gen = ctx->opts.generate > 0; /* generation: the newest checkpoint's params, nothing else */
   if (!dir || (!ctx->opts.resume && !gen))
     return 0;
@@ -1852,18 +1972,18 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   for (int attempt = 1;; attempt++) {
     if (list) /* a reading that vanished (vanished): m is that attempt's */
       json_decref(m.build);
-    free(list), free(disp), free(disp_all);
-    list = NULL, disp = disp_all = NULL, n = 0, fail = 0, status = 0;
+    free(list), free(disp);
+    list = NULL, disp = NULL, n = 0, fail = 0;
     if (ctx->rank == 0) {
-      status = find_newest(ctx, found, &text, &tlen, gen ? &lock : NULL, err);
-      len = (int)tlen;
+      newest.status = find_newest(ctx, newest.found, &text, &tlen, gen ? &lock : NULL, err);
+      newest.len = (int)tlen;
     }
-    gslrt_world_bcast(ctx, &status, 1, MPI_INT, 0, "the sharing of the newest checkpoint's name");
-    if (status < 0)
+    gslrt_world_bcast(ctx, &newest, (int)sizeof newest, MPI_BYTE, 0, "the sharing of the newest checkpoint's name");
+    if (newest.status < 0)
       gslrt_fail_all(ctx, "--resume: %s", err);
-    if (status == 1 && gen)
+    if (newest.status == 1 && gen)
       gslrt_fail_all(ctx, "--generate: --checkpoint %s holds no checkpoint to generate from", dir);
-    if (status == 1) {
+    if (newest.status == 1) {
       if (ctx->rank == 0 && !ctx->opts.quiet) {
         printf("no checkpoint in %s: starting at step 0\n", dir);
         fflush(stdout);
@@ -1871,15 +1991,13 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
       gslrt_doing(ctx, NULL);
       return 0;
     }
-    gslrt_world_bcast(ctx, found, sizeof found, MPI_CHAR, 0, "the sharing of the newest checkpoint's name");
-    gslrt_world_bcast(ctx, &len, 1, MPI_INT, 0, "the sharing of the checkpoint's manifest");
-    if (ctx->rank != 0 && !(text = calloc(1, (size_t)len + 1)))
+    if (ctx->rank != 0 && !(text = calloc(1, (size_t)newest.len + 1)))
       gslrt_fatal(ctx, "--resume: out of memory");
-    gslrt_world_bcast(ctx, text, len, MPI_CHAR, 0, "the sharing of the checkpoint's manifest");
-    if (snprintf(where, sizeof where, "%s/%s", dir, found) >= (int)sizeof where)
-      gslrt_fail_all(ctx, "--resume: the path of %s is too long", found);
+    gslrt_world_bcast(ctx, text, newest.len, MPI_CHAR, 0, "the sharing of the checkpoint's manifest");
+    if (snprintf(where, sizeof where, "%s/%s", dir, newest.found) >= (int)sizeof where)
+      gslrt_fail_all(ctx, "--resume: the path of %s is too long", newest.found);
     /* every rank parses and checks the same text, and decides alike */
-    if (parse_manifest(text, (size_t)len, step_of(found), &m, err) != 0) {
+    if (parse_manifest(text, (size_t)newest.len, step_of(newest.found), &m, err) != 0) {
       free(text);
       gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
     }
@@ -1902,10 +2020,10 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
                      "or with the same)", where, (unsigned long long)m.seed, (unsigned long long)ctx->opts.seed);
     }
     /* sizes and crc32s: file k on rank k mod nranks; the first bad file is named */
-    disp = calloc((size_t)n + 1, sizeof *disp), disp_all = calloc((size_t)n + 1, sizeof *disp);
-    if (!disp || !disp_all)
+    int key = INT_MAX;
+    if (!(disp = calloc((size_t)n + 1, sizeof *disp)))
       gslrt_fatal(ctx, "--resume: out of memory");
-    for (int k = 0; k < n && !fail; k++) {
+    for (int k = 0; k < n && key == INT_MAX; k++) {
       ckpt_entry *e = &list[k];
       uint32_t crc;
       int64_t bytes;
@@ -1931,31 +2049,39 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
       else
         disp[k] = h.data_offset;
       if (fail)
-        status = k;
+        key = k;
     }
-    if (agree(ctx, fail ? status : INT_MAX, err)) {
+    /* one agreement on every file and its offset (the one rank's that read its header) */
+    if (agree_facts(ctx, key, err, disp, n, "the agreement on the checkpoint's files and offsets")) {
       if (vanished(ctx, gen, &lock, where, list, n, attempt, err))
         continue;
-      free(list), free(disp), free(disp_all);
+      free(list), free(disp);
       gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
     }
-    gslrt_world_allreduce(ctx, disp, disp_all, n, MPI_INT64_T, MPI_MAX, "the agreement on the checkpoint's file offsets");
-    /* every rank reads its own tiles */
-    for (int i = 0; i < ctx->ntensors && !fail; i++) {
+    /* every rank reads its own tiles, going on past its own failure
+     * (tile_io); all stop together where a failure is every rank's */
+    key = INT_MAX;
+    for (int i = 0, j = 0, all = 0; i < ctx->ntensors && !all; i++) {
       const gslrt_tensor *t = &ctx->tensors[i];
-      int k = 0;
+      char msg[GSLRT_ERRLEN];
+      int k = 0, phase = 0;
       if (!is_saved(t))
         continue;
       while (strcmp(list[k].name, t->name))
         k++;
       if (snprintf(path, sizeof path, "%s/%s", where, list[k].file) >= (int)sizeof path)
         gslrt_fail_all(ctx, "checkpoint %s: the path of %s is too long", where, list[k].file);
-      fail = tile_io(ctx, t, path, NULL, disp_all[k], 0, err) != 0; /* the same on every rank */
+      all = tile_io(ctx, t, path, NULL, disp[k], 0, &phase, msg) != 0;
+      if (phase && key == INT_MAX)
+        key = tile_key(j, phase), memcpy(err, msg, sizeof err);
+      j++;
     }
+    /* one agreement on every tile read */
+    fail = agree(ctx, key, err);
     if (fail && vanished(ctx, gen, &lock, where, list, n, attempt, err))
       continue;
     if (fail) {
-      free(list), free(disp), free(disp_all);
+      free(list), free(disp);
       gslrt_fail_all(ctx, "checkpoint %s: %s", where, err);
     }
     break;
@@ -1968,7 +2094,7 @@ int64_t gslrt_checkpoint_resume(gslrt_ctx *ctx) {
   if (ctx->rank == 0)
     precision_notes(ctx, where, &m), build_note(ctx, where, &m);
   json_decref(m.build);
-  free(list), free(disp), free(disp_all);
+  free(list), free(disp);
   if (ctx->rank == 0 && !ctx->opts.quiet && gen) { /* stdout has the text alone */
     fprintf(stderr, "%s: generating from checkpoint %s (step %lld)\n", ctx->prog, where, (long long)m.step);
     fflush(stderr);

@@ -27,12 +27,14 @@
 #   (d) rank 1 SIGSTOPped while the checkpoint of step 8 is written (its
 #       temporary directory seen, then 0, 0.05 or 0.15 s later), on 2
 #       ranks, a 64 MiB param: status 4 within 3 + 5 s each time, rank 0's
-#       one message names what it waited in (the MPI-IO write, under its
-#       deadline, or one of the checkpoint's watched collectives) and
+#       one message names what it waited in (the MPI-IO open or write,
+#       under its deadline, or one of the checkpoint's watched collectives) and
 #       "writing the checkpoint of step 8", or a collective of a later
 #       step where the write had ended; at least one try names the
 #       checkpoint; the checkpoint of step 4 is intact and resumes, step 8
-#       is complete only if the message came after it.
+#       is complete only if the message came after it, or names the
+#       checkpoint's verdict, which rank 0 shares once it has committed
+#       step 8 (rank 1 stopped after the checksums' gathering).
 #   (e) rank 1 SIGSTOPped as the last step is logged, with --output of
 #       the 64 MiB param: status 4 within 3 + 5 s, one message naming the
 #       outputs' gathering or verdict ("writing the outputs") or the end of
@@ -168,11 +170,11 @@ for delay in 0 0.05 0.15; do
   sleep $delay
   stop_and_wait
   grep -v '^big: warning: ' msgs >m && mv m msgs # a rank stopped may be called slow first
-  during="^big: rank 0: error: the \(MPI-IO write of param w (ck/step-00000008\.tmp\.[0-9]*/w\.npy)\|[a-z' ]*checkpoint's [a-z' ]* (the runtime's [a-z_]* over every rank)\) did not complete within 3 s (writing the checkpoint of step 8): "
+  during="^big: rank 0: error: the \(MPI-IO write of param w (ck/step-00000008\.tmp\.[0-9]*/w\.npy)\|MPI_File_open of ck/step-00000008\.tmp\.[0-9]*/w\.npy\|[a-z' ]*checkpoint's [a-z' ]* (the runtime's [a-z_]* over every rank)\) did not complete within 3 s (writing the checkpoint of step 8): "
   after="^big: rank 0: error: .* did not complete within 3 s (training step \(9\|[1-9][0-9]\)): "
   if grep -q "$during" msgs; then
     where=during
-    [ -d ck/step-00000008 ] && where=bad
+    [ -d ck/step-00000008 ] && ! grep -q "the sharing of the checkpoint's verdict" msgs && where=bad
   else
     where=after
   fi

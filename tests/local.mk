@@ -87,6 +87,9 @@ check_PROGRAMS += tests/train_log_prog
 tests_train_log_prog_SOURCES = tests/train_log_prog.c
 tests_train_log_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(RT_LIBS)
 SCRIPT_TESTS += tests/train_log.sh
+# a checkpoint's save and resume make a fixed number of the runtime's collectives, counted by a PMPI shim
+SCRIPT_TESTS += tests/checkpoint_collectives.sh
+EXTRA_DIST += tests/collective_count.c
 # the program's build record in checkpoint manifests, and the note when a resume's program differs
 SCRIPT_TESTS += tests/manifest_build.sh
 
