@@ -29,6 +29,7 @@
 #     anything is written: the checkpoint stays as it was and still
 #     resumes; a file beside DIR whose name begins with DIR's is written.
 set -u
+. "$top_srcdir/tests/lib.sh"
 status=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslckdir.XXXXXX")
 trap 'kill $apid 2>/dev/null; rm -rf "$work"' EXIT
@@ -124,10 +125,9 @@ fi
 
 # ---- two jobs on one directory -----------------------------------------------
 rm -rf d
-timeout 120 $MPIEXEC -n 1 ./t --steps 100000000 --checkpoint d --checkpoint-every 100000000 --quiet >a.out 2>a.err &
+timeout "$(scaled 120)" $MPIEXEC -n 1 ./t --steps 100000000 --checkpoint d --checkpoint-every 100000000 --quiet >a.out 2>a.err &
 apid=$!
-i=0
-while ! grep -q '^pid ' d/.lock 2>/dev/null && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+poll_until 20 grep -q '^pid ' d/.lock 2>/dev/null
 holder=$(sed -n 's/^pid \([0-9]*\) host .*/\1/p' d/.lock 2>/dev/null)
 if [ -n "$holder" ] && [ "$(cat /proc/"$holder"/comm 2>/dev/null)" = t ]; then
   ecode=5 # the lock's refusal: GSLRT_EXIT_BUSY

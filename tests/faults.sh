@@ -12,7 +12,8 @@
 #     --checkpoint, nothing), one line says so, the status is 3, no
 #     --output and no temporary is left, and the checkpoint resumes;
 #   - SIGKILL of rank 1: the process manager ends the job within seconds
-#     (its one message), and the newest complete checkpoint resumes;
+#     (10 on an idle machine, scaled by tests/lib.sh's slow; its one
+#     message), and the newest complete checkpoint resumes;
 #   - a write error mid-checkpoint (the file-size limit of the running
 #     ranks lowered with prlimit, i.e. what `ulimit -f` sets: under UCX a
 #     limit set before MPI_Init kills MPI_Init itself, which extends its
@@ -23,27 +24,19 @@
 set -u
 . "$top_srcdir/tests/hand_prog.sh"
 hand_prog train_log_prog "${TRAIN_LOG_PROG:-tests/train_log_prog}"
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 # start ARGS...: the program on 2 ranks in the background, 100 ms a step,
-# under timeout; its pid (timeout's) in tpid, stdout in out, stderr in err
+# under timeout (tests/lib.sh's limits, scaled for a busy machine); its
+# pid (timeout's) in tpid, stdout in out, stderr in err
 start() {
   rm -f out err
-  TRAIN_LOG_SLEEP_MS=100 timeout 60 $MPIEXEC -n 2 "$bin" --log-every 1 "$@" >out 2>err &
+  TRAIN_LOG_SLEEP_MS=100 timeout "$(scaled 60)" $MPIEXEC -n 2 "$bin" --log-every 1 "$@" >out 2>err &
   tpid=$!
 }
-# wait_for FILE: until FILE exists (at most 20 s)
-wait_for() {
-  i=0
-  while [ ! -e "$1" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
-  [ -e "$1" ]
-}
-# step_done K: until the log shows step K (at most 20 s)
-step_done() {
-  i=0
-  while ! grep -q "^step $1/" out 2>/dev/null && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
-}
+# wait_for FILE: until FILE exists (at most 20 s, scaled)
+wait_for() { poll_until 20 test -e "$1"; }
+# step_done K: until the log shows step K (at most 20 s, scaled)
+step_done() { poll_until 20 grep -q "^step $1/" out 2>/dev/null; }
 # ranks: the pids of the ranks (timeout > mpiexec > hydra proxy > ranks)
 ranks() {
   for m in $(pgrep -P "$tpid"); do
@@ -68,7 +61,7 @@ no_debris() {
 }
 # resumes DIR STEP: the checkpoint resumes on 1 rank, at STEP, and runs on
 resumes() {
-  timeout 60 $MPIEXEC -n 1 "$bin" --steps $(($2 + 3)) --checkpoint "$1" --resume --output w=r.npy >rout 2>rerr &&
+  timeout "$(scaled 60)" $MPIEXEC -n 1 "$bin" --steps $(($2 + 3)) --checkpoint "$1" --resume --output w=r.npy >rout 2>rerr &&
     grep -qx "resumed from $1/step-$(printf %08d "$2") at step $2" rout && grep -q "^step $(($2 + 3))/" rout
 }
 # one_line TEXT: err is one line, holding TEXT
@@ -125,7 +118,7 @@ kill -KILL "$(rank_pid 1)"
 finish
 newest=$(ls ck | grep -v tmp | tail -1)
 k=$(echo "$newest" | sed 's/^step-0*//')
-if [ $rc -ne 0 ] && [ $rc -ne 124 ] && awk -v t="$took" 'BEGIN { exit !(t < 10) }' &&
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && awk -v t="$took" -v w="$(scaled 10)" 'BEGIN { exit !(t < w) }' &&
    [ "$(grep -c 'BAD TERMINATION' out)" -eq 1 ] && [ ! -s err ] && ! ls | grep -q '^w\.npy' &&
    [ -n "$k" ] && resumes ck "$k"; then
   pass "SIGKILL of rank 1: the job ended in $took s (status $rc, one message from mpiexec); $newest resumed"
@@ -151,7 +144,7 @@ fi
 
 # a NaN loss at step 7, a checkpoint every 3 steps
 rm -rf ck
-TRAIN_LOG_BAD_STEP=7 timeout 60 $MPIEXEC -n 2 "$bin" --steps 10 --checkpoint ck --checkpoint-every 3 \
+TRAIN_LOG_BAD_STEP=7 timeout "$(scaled 60)" $MPIEXEC -n 2 "$bin" --steps 10 --checkpoint ck --checkpoint-every 3 \
   --output w=w.npy >out 2>err
 rc=$?
 if [ $rc -eq 1 ] && one_line "train_log_prog: rank 0: error: the loss is nan at step 7; stopping" &&

@@ -12,6 +12,7 @@
 # last step), the prune after it, with no reader left, brings the
 # directory back to --keep 1: one checkpoint, no temporary.
 set -u
+. "$top_srcdir/tests/lib.sh"
 status=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/gsllive.XXXXXX")
 tpid=
@@ -33,16 +34,17 @@ train mean(logits * logits) + mean(big * big) with adam(lr = 0.001)
 GSL
 "$GSLC" live.gsl -o live || { echo "FAIL: gslc live.gsl"; exit 1; }
 
-timeout 120 $MPIEXEC -n 1 ./live --steps 100000000 --checkpoint ck --checkpoint-every 1 --keep 1 --quiet \
+# the training's guard covers the 25 generations beside it (tests/lib.sh's
+# limits, scaled for a busy machine)
+timeout "$(scaled 120)" $MPIEXEC -n 1 ./live --steps 100000000 --checkpoint ck --checkpoint-every 1 --keep 1 --quiet \
   >train.out 2>train.err &
 tpid=$!
-i=0
-while [ -z "$(ls ck 2>/dev/null | grep '^step-[0-9]*$')" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
-[ $i -lt 400 ] || { fail "training wrote no checkpoint in 20 s: $(cat train.err)"; exit 1; }
+checkpointed() { ls ck 2>/dev/null | grep -q '^step-[0-9]*$'; }
+poll_until 20 checkpointed || { fail "training wrote no checkpoint in $(scaled 20) s: $(cat train.err)"; exit 1; }
 
 ok=0 n=25
 for g in $(seq 1 $n); do
-  timeout 60 $MPIEXEC -n 1 ./live --checkpoint ck --generate 2 --top-k 1 --prompt "$(printf '\001')" --quiet \
+  timeout "$(scaled 60)" $MPIEXEC -n 1 ./live --checkpoint ck --generate 2 --top-k 1 --prompt "$(printf '\001')" --quiet \
     >g.out 2>g.err
   rc=$?
   if [ $rc -eq 0 ] && [ "$(wc -c <g.out)" -eq 2 ] && [ ! -s g.err ]; then

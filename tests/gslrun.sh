@@ -1,12 +1,15 @@
 #!/bin/sh
 # tests/gslrun.sh — the supervisor (runtime/gslrun.c) over examples/mlp.gsl
-# with tiny sizes, every run under timeout:
+# with tiny sizes, every run under timeout (tests/lib.sh's limits, scaled
+# for a busy machine):
 #
-#   (a) 4 ranks, a checkpoint every 4 of 60 steps, rank 1 SIGKILLed once
-#       step 5 is logged: gslrun restarts from the newest checkpoint (step 4,
-#       or a later one where the kill came late) on the same mesh and the final
-#       w1 and w2 are byte for byte an uninterrupted run's (a resume on the
-#       same mesh is exact, gslrun(7) CHECKPOINTS);
+#   (a) 4 ranks, a checkpoint every 4 of 12 steps, rank 1 SIGKILLed once
+#       step 5 is logged (held by SIGSTOP while the test looks, so that the
+#       job cannot run past it to its end however late a busy machine lets
+#       the test send the kill): gslrun restarts from the newest checkpoint
+#       (step 4, or a later one where rank 1 had run on) on the same mesh and
+#       the final w1 and w2 are byte for byte an uninterrupted run's (a
+#       resume on the same mesh is exact, gslrun(7) CHECKPOINTS);
 #   (b) the same with the hostfile cut from 4 slots to 2 before the kill:
 #       gslrun recompiles for [data = 1, model = 2] and finishes on 2 ranks,
 #       w1 and w2 within 1e-5 of the uninterrupted run's, and the --metrics
@@ -30,15 +33,15 @@ hand_prog gslrun "${GSLRUN:-gslrun}"
 gslrun=$bin
 src=$top_srcdir/examples/mlp.gsl
 tiny="-D B=8 -D D=16 -D H=32 -D O=8"
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
-# until FILE has a line matching RE (at most 60 s); $3: at least that many
-until_line() {
-  i=0
-  while [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -lt "${3:-1}" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done
-  [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "${3:-1}" ]
+# has_lines FILE RE N: FILE has at least N lines matching RE (a file not
+# yet made by the job started in the background has none)
+has_lines() {
+  got=$(grep -c -- "$2" "$1" 2>/dev/null)
+  [ "${got:-0}" -ge "$3" ]
 }
+# until FILE has a line matching RE (at most 60 s, scaled); $3: at least that many
+until_line() { poll_until 60 has_lines "$1" "$2" "${3:-1}"; }
 # desc PID: PID's descendants
 desc() { for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
 # rank_pid R: the pid of the job's rank R under the test's gslrun
@@ -51,24 +54,36 @@ rank_pid() {
 sup() {
   n=$1
   shift
-  timeout 120 "$gslrun" --backoff 0.2 "$@" >"$n.out" 2>"$n.err" &
+  timeout "$(scaled 120)" "$gslrun" --backoff 0.2 "$@" >"$n.out" 2>"$n.err" &
   tpid=$!
 }
 
-# the uninterrupted run: steps enough that a kill after step 5 lands mid-run
-# however late a busy machine lets the test send it (gslrun resumes from the
-# newest checkpoint before it, every 4 steps)
-steps=60
+# the uninterrupted run: steps enough that rank 1, held once step 5 is
+# logged, has not run to the end (it is then at most a step or two past
+# the step logged, and the test looks every 0.05 s, where the checkpoint
+# of step 8 alone takes longer); gslrun resumes from the newest checkpoint,
+# of step 4 or 8
+steps=12
 $GSLC $tiny -D DP=2 -D MP=2 "$src" -o ref4 || { echo "FAIL: gslc"; exit 1; }
-timeout 120 $MPIEXEC -n 4 ./ref4 --steps $steps --quiet --output w1=ref_w1.npy --output w2=ref_w2.npy ||
+timeout "$(scaled 120)" $MPIEXEC -n 4 ./ref4 --steps $steps --quiet --output w1=ref_w1.npy --output w2=ref_w2.npy ||
   { echo "FAIL: the uninterrupted run"; exit 1; }
 
+# held NAME: rank 1 ($r1) SIGSTOPped, and NAME's log shows step 5; else
+# rank 1 let go on (the job runs on only while the test is not looking).
+# Rank 1 gone, there is nothing to wait for: the kill then misses, and
+# the checks below say what happened.
+held() {
+  kill -STOP "$r1" 2>/dev/null || return 0
+  grep -q '^step 5/' "$1.out" && return 0
+  kill -CONT "$r1"
+  return 1
+}
 # kill_rank1 NAME CUT: after step 5 of NAME (and the hostfile cut to CUT slots), SIGKILL rank 1;
 # the times to detect and recover into detect, recover; the steps lost into lost
 kill_rank1() {
   until_line "$1.out" '^step 1/' || { fail "$1: no step 1"; cat "$1.err"; return; }
   r1=$(rank_pid 1)
-  until_line "$1.out" '^step 5/' || { fail "$1: no step 5"; cat "$1.err"; return; }
+  poll_until 60 held "$1" || { kill -CONT "$r1" 2>/dev/null; fail "$1: no step 5"; cat "$1.err"; return; }
   [ -n "$2" ] && echo "localhost:$2" >hf
   t0=$(now)
   kill -KILL "$r1"
@@ -135,7 +150,7 @@ fi
 
 # (c) restarts exhausted: a 4-device program on 2 ranks fails every time
 t=$(now)
-timeout 60 "$gslrun" --max-restarts 2 --backoff 0.1 -np 2 ./ref4 --steps 3 >c.out 2>c.err
+timeout "$(scaled 60)" "$gslrun" --max-restarts 2 --backoff 0.1 -np 2 ./ref4 --steps 3 >c.out 2>c.err
 rc=$?
 msg="ref4: rank 0: error: the program's mesh \[data = 2, model = 2\] has 4 devices but it was started on 2 ranks"
 if [ $rc -eq 1 ] && [ "$(grep -c '^gslrun: segment [123]: 2 ranks$' c.err)" -eq 3 ] &&
@@ -169,7 +184,7 @@ fi
 
 # (f) fewer slots than --min-np: not started
 echo "localhost:1" >hf1
-timeout 60 "$gslrun" --hostfile hf1 --min-np 2 -np 4 "$src" $tiny -D DP=2 -D MP=2 -- --steps 1 >f.out 2>f.err
+timeout "$(scaled 60)" "$gslrun" --hostfile hf1 --min-np 2 -np 4 "$src" $tiny -D DP=2 -D MP=2 -- --steps 1 >f.out 2>f.err
 rc=$?
 if [ $rc -eq 1 ] && [ "$(cat f.err)" = "gslrun: not starting: the largest mesh that fits on 1 device, [data = 1, model = 1], has 1 rank, fewer than --min-np 2" ]; then
   pass "(f) 1 slot under --min-np 2: not started, status 1"
@@ -178,7 +193,7 @@ else
 fi
 
 # (e) the newest checkpoint is another run's: no restart
-timeout 60 $MPIEXEC -n 2 ./ref2 --steps 1 --quiet --checkpoint other || fail "(e) the other run"
+timeout "$(scaled 60)" $MPIEXEC -n 2 ./ref2 --steps 1 --quiet --checkpoint other || fail "(e) the other run"
 sup e -np 2 ./ref2 --steps 100000000 --log-every 1000 --checkpoint cke --checkpoint-every 1000
 until_line e.out '^checkpoint cke/step-00001000 written' || { fail "(e) no checkpoint"; cat e.err; }
 mv other/step-00000001 cke/step-99999999

@@ -6,13 +6,16 @@
 #                         current one
 #   fail MSG, pass MSG    a FAIL (status 1) or PASS line
 #   run NP ARGS...        the program under $MPIEXEC on NP ranks: stdout in
-#                         out, stderr in err, the exit status in rc
+#                         out, stderr in err, the exit status in rc (under
+#                         a guard of 120 s scaled for a busy machine)
 #   pace_json NP, rss_json NP, pace_log NP, rss_log NP
 #                         the patterns (grep's basic regular expressions) of
 #                         what the log line and a --metrics record add on NP
 #                         ranks (runtime/health.c): with several ranks the
 #                         slowest rank and its score, in every line; each
 #                         rank's peak RSS, in the last step's only
+# and what tests/lib.sh defines (now, secs, slow, scaled, poll_until).
+. "$top_srcdir/tests/lib.sh"
 status=0
 
 hand_prog() {
@@ -29,7 +32,7 @@ pass() { echo "PASS: $*"; }
 
 run() {
   np=$1; shift
-  timeout 120 $MPIEXEC -n "$np" "$bin" "$@" >out 2>err
+  timeout "$(scaled 120)" $MPIEXEC -n "$np" "$bin" "$@" >out 2>err
   rc=$?
 }
 

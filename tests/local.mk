@@ -98,7 +98,7 @@ check_PROGRAMS += tests/eval_prog
 tests_eval_prog_SOURCES = tests/eval_prog.c
 tests_eval_prog_LDADD = runtime/libgslrt.a $(MPI_LIBS) $(RT_LIBS)
 SCRIPT_TESTS += tests/eval.sh
-EXTRA_DIST += tests/hand_prog.sh
+EXTRA_DIST += tests/hand_prog.sh tests/lib.sh
 
 # bf16 tensors: init, --input, --output, checkpoints and resume notes, through a hand-written program
 check_PROGRAMS += tests/bf16_prog
