@@ -4,7 +4,7 @@ model, data and schedule, trained for a budget of wall-clock time, then
 scored on the same held-out bytes (issue 44, item 5).
 
     lm_torch_train.py [--data DIR] [--budget SECONDS | --steps N]
-                      [--precision auto|f32|bf16] [--way index|einsum]
+                      [--precision auto|f32|bf16] [--way auto|index|einsum]
                       [--threads N] [--metrics FILE] [sizes and recipe]
 
 The model is bench/lm_torch.py's (examples/lm.gsl layer for layer: a dense
@@ -24,23 +24,28 @@ The recipe is scripts/lm.sh's (scripts/lm_recipe.sh), as PyTorch writes it:
     wd decays every param the same way);
   - the lr of GSL's schedule (man gsl, Learning-rate schedules) through
     LambdaLR: lr (e + 1) / W for the first W = --warmup 200 steps, then
-    cosine from --lr 1e-3 to --min-lr 1e-4 over D = STEPS steps, p = min((e -
-    W) / D, 1), as lm.sh passes -D STEPS;
+    cosine from --lr 1e-3 to --min-lr 1e-4 over D = STEPS steps, p =
+    min((e - W) / D, 1), as lm.sh passes -D STEPS;
   - torch.nn.utils.clip_grad_norm_(every param, --clip 1.0), GSL's clip
     (min(1, C / (norm + 1e-6)) on the global norm).
-The steps: with --budget, a timing run of --timing-steps (160) steps gives
+
+The steps. With --budget, a timing run of --timing-steps (160) steps gives
 the step time (the mean of the last quarter), as lm.sh's does, and the run
 takes the steps that fit in 97 % of the budget after 10 evaluations (each
-priced as the timed forward pass over the held-out batches); the schedule
-is sized to them, and the run also stops early should the next step and
-the last evaluation not fit in the budget (GSL's --max-time; the
+priced as the timing run's forward passes over held-out batches); the
+schedule is sized to them, and the run also stops early should the next
+step and the last evaluation not fit in the budget (GSL's --max-time; the
 evaluation priced as the last one took, or before the first as the timing
-run's forward passes). With --steps
-N, N steps and no limit. With --precision auto (the default) the timing
-run times both f32 and bf16 (torch.autocast("cpu", dtype=torch.bfloat16)
-around the forward pass; the router and the cross-entropy in f32) and the
-run trains in the faster; --precision f32 or bf16 chooses. The timed steps
-train a throwaway copy: the run starts from the same initial params.
+run priced it). With --steps N, N steps and no limit. The timing run times
+every pair of a precision and a way that --precision and --way allow, and
+the run trains with the fastest: --precision auto (the default) times f32
+and bf16 (torch.autocast("cpu", dtype=torch.bfloat16) around the forward
+pass; the router and the cross-entropy in f32), --way auto (the default)
+the index dispatch (index_copy, bmm, index_add) and the einsum one
+(GShard's one-hot tensors): doc/benchmarks.md found index the faster for
+the moe layer, einsum under autocast for the lm's step at T = 64. The timed
+steps train a throwaway copy: the run starts from the same initial params.
+
 Evaluations, as GSL's: after every STEPS / 10 steps and after the last, the
 forward pass alone over every held-out batch, under torch.no_grad() and the
 run's precision, with random routing drawn from a fixed seed per held-out
@@ -54,23 +59,21 @@ scripts/lm.sh runs one rank a core; torch.set_num_threads), OpenBLAS at one
 thread (OPENBLAS_NUM_THREADS=1, set here before torch loads), and, where
 OpenBLAS would fall back to its Prescott kernels on a CPU it does not know,
 OPENBLAS_CORETYPE=SkylakeX or Haswell as bench/run.sh sets it (2.3 times
-faster a step at the recipe's sizes on this machine's Xeon). --way index
-(the default) dispatches by index (index_copy, bmm, index_add: the
-strongest PyTorch MoE layer here); --way einsum with GShard's one-hot
-tensors.
+faster a step at the recipe's sizes on this machine's Xeon).
 
-Prints the timing ("timing f32 X ms a step", "timing bf16 Y ms a step",
-"precision P"), the steps, the initial loss ("step 1 loss L": about ln 256
-= 5.545 for bytes), every logged step, and at the end "held-out
-cross-entropy X nats/byte after N steps, S s of training". --metrics FILE
-writes GSL's --metrics lines (man gslrun, LOG AND METRICS): one JSON object
-a logged step, with step, loss, lr, grad_norm, eval_loss and eval_ce (at
-evaluations), tokens_per_s, elapsed_s (since training began, evaluations
-included), ms_per_step, eval_s, peak_rss_kib (the last record: this
-process's peak RSS, one rank), and in the first record a "provenance"
-object (the program, torch's version, precision, way, threads);
-scripts/lm_runs.py and scripts/lm_plot.py read them as they read GSL's.
-Exits 3 if torch cannot be imported, 2 on a usage error.
+Prints the timing ("timing PRECISION WAY X ms a step, Y ms a held-out
+batch"), the choice ("precision P, way W"), the steps, the initial loss
+("step 1 loss L": about ln 256 = 5.545 for bytes), every logged step, and
+at the end "held-out cross-entropy X nats/byte after N steps, S s of
+training". --metrics FILE writes GSL's --metrics lines (man gslrun, LOG
+AND METRICS): one JSON object a logged step, with step, loss, lr,
+grad_norm, eval_loss and eval_ce, tokens_per_s, elapsed_s (since training
+began, evaluations included), ms_per_step, eval_s, peak_rss_kib (the last
+record: this process's peak RSS, one rank), and in the first record a
+"provenance" object (the program, torch's version, precision, way,
+threads, OPENBLAS_CORETYPE); scripts/lm_runs.py and scripts/lm_plot.py read
+them as they read GSL's. Exits 3 if torch cannot be imported, 2 on a usage
+error.
 """
 import argparse
 import json
@@ -146,8 +149,8 @@ class Run:
     """The params, AdamW with GSL's schedule and clipping, the step on
     batch k of the data, and the evaluation."""
 
-    def __init__(self, a, params, train, held, steps, bf16):
-        self.a, self.p, self.train, self.held, self.bf16 = a, params, train, held, bf16
+    def __init__(self, a, params, train, held, steps, bf16, way):
+        self.a, self.p, self.train, self.held, self.bf16, self.way = a, params, train, held, bf16, way
         self.opt = torch.optim.AdamW(leaves(params), lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
                                      weight_decay=a.wd)
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda e: lr_factor(e, a, steps))
@@ -162,7 +165,7 @@ class Run:
         lr = self.opt.param_groups[0]["lr"]
         self.opt.zero_grad(set_to_none=True)
         with precision(self.bf16):        # the forward pass only, as autocast's recipe says
-            ce, aux = forward(self.p, tokens, self.a, self.maskadd, self.C, True, way=self.a.way)
+            ce, aux = forward(self.p, tokens, self.a, self.maskadd, self.C, True, way=self.way)
             loss = ce + self.a.aux * aux
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(leaves(self.p), self.a.clip) if self.a.clip > 0 else None
@@ -180,16 +183,16 @@ class Run:
                 torch.manual_seed(EVAL_SEED + j)
                 tokens = torch.from_numpy(self.held[j]).long()
                 with precision(self.bf16):
-                    ce, aux = forward(self.p, tokens, self.a, self.maskadd, self.C, True, way=self.a.way)
+                    ce, aux = forward(self.p, tokens, self.a, self.maskadd, self.C, True, way=self.way)
                 tot_ce += float(ce)
                 tot_loss += float(ce + self.a.aux * aux)
         return tot_loss / n, tot_ce / n
 
 
-def time_steps(a, start, train, held, bf16):
+def time_steps(a, start, train, held, bf16, way):
     """ms a step (the mean of the last quarter of --timing-steps steps) and
     ms a held-out batch's forward pass, on a throwaway copy of the params."""
-    r = Run(a, split_params({n: t.detach() for n, t in stacked(start).items()}), train, held, 1000, bf16)
+    r = Run(a, split_params({n: t.detach() for n, t in stacked(start).items()}), train, held, 1000, bf16, way)
     times = []
     for _ in range(a.timing_steps):
         t = time.perf_counter()
@@ -228,8 +231,9 @@ def main():
     ap.add_argument("--timing-steps", type=int, default=160, help="steps of each timing run (default 160)")
     ap.add_argument("--precision", choices=("auto", "f32", "bf16"), default="auto",
                     help="f32, bf16 autocast, or auto: the faster by the timing run (default)")
-    ap.add_argument("--way", choices=("index", "einsum"), default="index",
-                    help="the moe layers' dispatch (default index)")
+    ap.add_argument("--way", choices=("auto", "index", "einsum"), default="auto",
+                    help="the moe layers' dispatch: index, einsum, or auto: the faster by the timing run "
+                         "(default)")
     ap.add_argument("--threads", type=int, default=2, help="intra-op threads, one a core (default 2)")
     ap.add_argument("--metrics", metavar="FILE", help="GSL's --metrics lines (JSON Lines)")
     a = ap.parse_args()
@@ -237,7 +241,7 @@ def main():
         ap.error("--M must be a multiple of --NH")
     if a.L < 2 or a.L % 2:
         ap.error("--L must be even and positive: a dense and a moe layer per pair, as lm.gsl")
-    if a.steps is None and a.precision == "auto" and a.timing_steps < 4:
+    if (a.steps is None or a.precision == "auto" or a.way == "auto") and a.timing_steps < 4:
         ap.error("--timing-steps must be at least 4")
     if a.steps is not None and a.steps < 1:
         ap.error("--steps must be at least 1")
@@ -249,27 +253,30 @@ def main():
     start = init_params(a)
 
     # the precision and the steps
+    # the precision and the way (the fastest pair by the timing run), and the steps
     precs = ("f32", "bf16") if a.precision == "auto" else (a.precision,)
+    ways = ("index", "einsum") if a.way == "auto" else (a.way,)
+    pairs = [(p, w) for p in precs for w in ways]
     timed = {}
-    if a.steps is None or len(precs) > 1:
-        for prec in precs:
-            timed[prec] = time_steps(a, start, train, held, prec == "bf16")
-            print("timing %s %.3f ms a step, %.3f ms a held-out batch (%d steps)"
-                  % (prec, timed[prec][0], timed[prec][1], a.timing_steps), flush=True)
-    prec = min(timed, key=lambda p: timed[p][0]) if len(precs) > 1 else precs[0]
-    print("precision %s" % prec, flush=True)
+    if a.steps is None or len(pairs) > 1:
+        for pair in pairs:
+            timed[pair] = time_steps(a, start, train, held, pair[0] == "bf16", pair[1])
+            print("timing %s %s %.3f ms a step, %.3f ms a held-out batch (%d steps)"
+                  % (pair + timed[pair] + (a.timing_steps,)), flush=True)
+    prec, way = min(timed, key=lambda p: timed[p][0]) if len(pairs) > 1 else pairs[0]
+    print("precision %s, way %s" % (prec, way), flush=True)
     eval_guess = None      # seconds an evaluation is guessed to take, until one is measured
     if a.steps is not None:
         steps, limit = a.steps, None
     else:
-        ms, eval_ms = timed[prec]
+        ms, eval_ms = timed[prec, way]
         steps = max(100, int((0.97 * a.budget * 1000 - 10 * len(held) * eval_ms) / ms))
         limit = a.budget
         eval_guess = eval_ms * len(held) / 1000
         print("%.3f ms a step, %.3f ms a held-out batch (%d of them): %d steps fit in %g s"
               % (ms, eval_ms, len(held), steps, a.budget), flush=True)
 
-    run = Run(a, start, train, held, steps, prec == "bf16")
+    run = Run(a, start, train, held, steps, prec == "bf16", way)
     every = max(1, steps // 10)
     tokens = a.B * (a.T + 1)
     metrics = open(a.metrics, "w", encoding="utf-8") if a.metrics else None
@@ -308,7 +315,7 @@ def main():
                 rec["peak_rss_kib"] = [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]
             if not records:
                 rec["provenance"] = {"program": "bench/lm_torch_train.py", "torch": torch.__version__,
-                                     "precision": prec, "way": a.way, "threads": a.threads, "steps": steps,
+                                     "precision": prec, "way": way, "threads": a.threads, "steps": steps,
                                      "data": a.data,
                                      "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
             records += 1
@@ -326,7 +333,7 @@ def main():
         metrics.close()
     train_s = time.perf_counter() - begin - aside
     print("%s: held-out cross-entropy %.8g nats/byte after %d steps, %.0f s of training (%s, --way %s, "
-          "%d threads)" % (PROG, rec["eval_ce"], k, train_s, prec, a.way, a.threads))
+          "%d threads)" % (PROG, rec["eval_ce"], k, train_s, prec, way, a.threads))
 
 
 if __name__ == "__main__":

@@ -2,15 +2,15 @@
 # tests/lm_torch_train.sh — bench/lm_torch_train.py, scripts/lm.sh's recipe
 # in PyTorch, at a toy size (2 layers, width 32, 4 experts of width 32, T
 # 16) on data made from a small file; skipped where no python3 has torch.
-# Checked, for 60 steps in f32 on one thread: the initial loss (step 1)
-# within 0.1 of ln 256; the held-out cross-entropy falls by more than 1
-# nat/byte from the first evaluation to the last; 10 records (one every
+# Checked, for 60 steps in f32, index dispatch, on one thread: the initial
+# loss (step 1) within 0.1 of ln 256; the held-out cross-entropy falls by
+# more than 1 nat/byte from the first evaluation to the last; 10 records (one every
 # STEPS / 10 steps) with GSL's keys; the lr of GSL's schedule (warmup 5,
 # cosine from 3e-3 to 3e-4 over 60 steps: 3e-3 at step 6, 0.00293392618 at
 # step 12 as GSL logs it); scripts/lm_runs.py reads the file. Then, with a
-# budget of 8 s and --precision auto: both precisions timed, one chosen,
-# and the run (its last record's elapsed time and evaluation) ends within
-# 1.5 times the budget.
+# budget of 8 s, --precision auto and --way auto: the four pairs of f32 or
+# bf16 and index or einsum timed, one chosen, and the run (its last
+# record's elapsed time and evaluation) ends within 1.5 times the budget.
 set -u
 LC_ALL=C
 export LC_ALL
@@ -30,7 +30,7 @@ python3 "$top/scripts/lm_data.py" --out "$work/data" --batch 8 --seq 16 --input 
 sizes="--T 16 --B 8 --M 32 --NH 2 --H 64 --HE 32 --L 2 --E 4 --lr 0.003 --min-lr 0.0003 --warmup 5 --clip 1.0"
 
 # shellcheck disable=SC2086 # sizes are words
-"$py" "$top/bench/lm_torch_train.py" --data "$work/data" $sizes --steps 60 --precision f32 --threads 1 \
+"$py" "$top/bench/lm_torch_train.py" --data "$work/data" $sizes --steps 60 --precision f32 --way index --threads 1 \
   --metrics "$work/m.jsonl" >"$work/out" 2>&1 || fail "lm_torch_train.py --steps 60: $(cat "$work/out")"
 first=$(sed -n 's/^step 1 loss \([0-9.]*\) .*/\1/p' "$work/out")
 awk -v l="$first" 'BEGIN { exit !(l != "" && l - log(256) < 0.1 && log(256) - l < 0.1) }' ||
@@ -61,8 +61,9 @@ python3 "$top/scripts/lm_runs.py" "torch=$work/m.jsonl" >"$work/table" 2>&1 &&
 # shellcheck disable=SC2086
 "$py" "$top/bench/lm_torch_train.py" --data "$work/data" $sizes --budget 8 --timing-steps 8 --threads 1 \
   --metrics "$work/b.jsonl" >"$work/outb" 2>&1 || fail "lm_torch_train.py --budget 8: $(cat "$work/outb")"
-grep -q '^timing f32 ' "$work/outb" && grep -q '^timing bf16 ' "$work/outb" && grep -q '^precision \(f32\|bf16\)$' "$work/outb" ||
-  fail "--precision auto: not both timed and one chosen: $(cat "$work/outb")"
+n=$(grep -c '^timing \(f32\|bf16\) \(index\|einsum\) [0-9.]* ms a step' "$work/outb")
+[ "$n" -eq 4 ] && grep -q '^precision \(f32\|bf16\), way \(index\|einsum\)$' "$work/outb" ||
+  fail "--precision auto --way auto: not 4 pairs timed and one chosen: $(cat "$work/outb")"
 end=$(tail -n 1 "$work/b.jsonl" | sed 's/.*"elapsed_s": \([0-9.]*\).*"eval_s": \([0-9.]*\).*/\1 \2/')
 awk -v e="$end" 'BEGIN { split(e, t, " "); exit !(t[1] + t[2] > 0 && t[1] + t[2] < 12) }' ||
   fail "--budget 8: the run ended at '$end' (elapsed, last evaluation) s"
