@@ -117,7 +117,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # importing lm_torch leaves no __pycache__ in bench/
 # moe_torch (imported by lm_torch) sets OPENBLAS_NUM_THREADS=1 and
 # OMP_NUM_THREADS=1 before it imports torch, and exits 3 without torch
-import lm_torch  # noqa: E402
 from lm_torch import forward, init_params, leaves, split_params, torch  # noqa: E402
 from moe_torch import capacity_of, precision  # noqa: E402
 

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # scripts/lm_recipe.sh — the ten-minute recipe's sizes (doc/lm.md, "Ten
 # minutes on two cores"), sourced by scripts/lm.sh and scripts/lm_experts.sh
 # so that both train the same model: T, B and SIZES (the -D settings both
@@ -15,4 +16,5 @@ SIZES=${SIZES:--D T=$T -D B=$B -D M=128 -D NH=4 -D H=512 -D L=4 -D LR=0.001 -D M
 # the MoE's experts: 16 of width 256, top-2 (as many FLOPs a token as the
 # dense model's feed-forward layers of width 512; doc/lm.md says what else
 # was tried)
+# shellcheck disable=SC2034 # read by the scripts that source this
 RECIPE_EXPERTS="-D E=16 -D HE=256"
