@@ -27,11 +27,12 @@ reads in the model's source), random routing as GSL's
 moe block does by default (a second choice is routed only where 2 * w2 > u,
 u uniform per token: torch.rand here, GSL's counter-based draws there, so
 the two route alike in law, not token for token), and the expert FFN
-gelu(t @ wi[e]) @ we[e]. The params are lm.gsl's, one
-tensor per layer: emb, pos, the 2L + 1 layer norms' gains (ones) and biases
-(zeros), per layer wq wk wv wo, per dense layer w1 w2, per moe layer wg
-[M, E], wi [E, M, H], we [E, H, M], and wout; every weight drawn
-normal(0.02). One step is what a PyTorch user writes:
+gelu(t @ wi[e]) @ we[e], HE wide (--HE: lm.gsl's -D HE, H unless given).
+The params are lm.gsl's, one tensor per layer: emb, pos, the 2L + 1
+layer norms' gains (ones) and biases (zeros), per layer wq wk wv wo, per
+dense layer w1 w2, per moe layer wg [M, E], wi [E, M, HE], we [E, HE, M],
+and wout; every weight drawn normal(0.02). One step is what a PyTorch
+user writes:
 
   opt.zero_grad(set_to_none=True); loss = f(batch); loss.backward(); opt.step()
 
@@ -45,7 +46,7 @@ intra-op thread (torch.set_num_threads(1)); bench runs
 moe_torch.self_check(train=True) first.
 
 Timing:  lm_torch.py --data train.npy [--L 4 --B 8 --T 64 --M 128 --NH 4
-         --H 512 --E 8 --capacity 1.0] --steps 20 --warmup 3 [--way einsum|index]
+         --H 512 --HE H --E 8 --capacity 1.0] --steps 20 --warmup 3 [--way einsum|index]
          [--autocast] [--log-every K]
          [--metrics FILE]
          prints "ms_per_step X" and "tokens_per_s Y" (over the --steps
@@ -94,7 +95,7 @@ def param_shapes(a):
         "wq": (L, M, a.NH, DH), "wk": (L, M, a.NH, DH), "wv": (L, M, a.NH, DH),
         "wo": (L, a.NH, DH, M),
         "w1": (L // 2, M, a.H), "w2": (L // 2, a.H, M),
-        "wg": (L // 2, M, a.E), "wi": (L // 2, a.E, M, a.H), "we": (L // 2, a.E, a.H, M),
+        "wg": (L // 2, M, a.E), "wi": (L // 2, a.E, M, a.HE), "we": (L // 2, a.E, a.HE, M),
         "wout": (M, a.V),
     }
 
@@ -163,6 +164,14 @@ def moe_ffn(x, wg, wi, we, C, routing, way):
 
 def loss_fn(p, tokens, a, maskadd, C, routing, kept=None, way="einsum"):
     """The loss of one batch; appends each moe layer's kept choices to kept."""
+    ce, aux = forward(p, tokens, a, maskadd, C, routing, kept, way)
+    return ce + a.aux * aux
+
+
+def forward(p, tokens, a, maskadd, C, routing, kept=None, way="einsum"):
+    """The cross-entropy of one batch (lm.gsl's `output ce`) and its moe
+    layers' aux losses, summed; appends each moe layer's kept choices to
+    kept."""
     T = tokens.shape[1] - 1
     x, y = tokens[:, :T], tokens[:, 1:]
     h = F.embedding(x, p["emb"]) + p["pos"]
@@ -179,7 +188,7 @@ def loss_fn(p, tokens, a, maskadd, C, routing, kept=None, way="einsum"):
                 kept.append(int(k.item()))
     logits = layer_norm(h, p, 2 * a.L) @ p["wout"]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
-    return ce + a.aux * aux
+    return ce, aux
 
 
 class Trainer:
@@ -286,6 +295,7 @@ def main():
     for n, v in (("L", 4), ("B", 8), ("T", 64), ("V", 256), ("M", 128), ("NH", 4), ("H", 512), ("E", 8),
                  ("steps", 20), ("warmup", 3), ("seed", 0)):
         p.add_argument("--" + n, type=int, default=v)
+    p.add_argument("--HE", type=int, help="the experts' width (default --H, as lm.gsl's HE = H)")
     p.add_argument("--lr", type=float, default=0.001, help="Adam's learning rate (default 0.001)")
     p.add_argument("--aux", type=float, default=0.01, help="weight of the moe layers' aux loss (default 0.01)")
     p.add_argument("--capacity", type=float, default=1.0,
@@ -299,6 +309,8 @@ def main():
     p.add_argument("--autocast", action="store_true", help="the forward pass under torch.autocast bfloat16")
     p.add_argument("--check", metavar="DIR")
     a = p.parse_args()
+    if a.HE is None:
+        a.HE = a.H
     if a.M % a.NH:
         p.error("--M must be a multiple of --NH")
     if a.L < 2 or a.L % 2:

@@ -10,11 +10,13 @@
 #   MODEL    moe (default) or dense
 #   BUDGET   seconds of training, evaluations included (default 600)
 #   NP       ranks, one a core (default 2; the mesh is [data = 1, expert = NP])
-#   SIZES    the model's -D settings (default: the recipe below, the same
-#            for both models)
+#   SIZES    the model's -D settings (default: the recipe, the same for
+#            both models: scripts/lm_recipe.sh)
 #   EXPERTS  the MoE model's -D settings of its experts, after SIZES
 #            (default -D E=16 -D HE=256; empty for the file's own)
-#   PROMPT   the sample's prompt (default "The "), SAMPLE its bytes (400)
+#   PROMPT   the sample's prompt (default "The "), SAMPLE its bytes (400;
+#            0: no sample)
+#   CKPT     yes (default) or no: no checkpoint, and so no sample
 #   STEPS    skip the timing run and train this many steps
 #   CORPUS   fortunes (default: the recipe's data, lm_data.py --fortunes) or
 #            corpus (lm_data.py's default: Python's and Linux's documentation,
@@ -34,8 +36,9 @@
 # norm 1. The estimate is off by some percent either way (the machine's
 # load, the routing), so the run also gets --max-time BUDGET - 2 (the
 # margin: mpirun's start and end): where the steps would not fit, it ends
-# early, a few steps short of the schedule's floor. The run writes RUNS/NAME.jsonl (--metrics) and a checkpoint at
-# the end (RUNS/NAME.ckpt), prints the held-out cross-entropy of the last
+# early, a few steps short of the schedule's floor. The run writes
+# RUNS/NAME.jsonl (--metrics) and, unless CKPT=no, a checkpoint at the end
+# (RUNS/NAME.ckpt), prints the held-out cross-entropy of the last
 # evaluation, the wall-clock time of the training command, and generates
 # SAMPLE bytes from the checkpoint (temperature 0.8, top-k 40, seed 1).
 # Exit status 0, or the failing command's.
@@ -50,6 +53,7 @@ SAMPLE=${SAMPLE:-400}
 MPIEXEC=${MPIEXEC:-mpirun}
 PYTHON=${PYTHON:-python3}
 CORPUS=${CORPUS:-fortunes}
+CKPT=${CKPT:-yes}
 case $MODEL in
 moe) src=examples/lm.gsl name=lm ;;
 dense) src=examples/lm_dense.gsl name=lm_dense ;;
@@ -60,18 +64,14 @@ fortunes) corpus_flag=--fortunes ;;
 corpus) corpus_flag= ;;
 *) echo "scripts/lm.sh: error: CORPUS is fortunes or corpus, not '$CORPUS'" >&2; exit 2 ;;
 esac
-# the recipe (see doc/lm.md, "Ten minutes on two cores"; its "What was
-# tried" has issue 34's retune of 2026-11-26: of context, batch, width,
-# depth, heads, experts and lr, only a lower lr did better at equal time:
-# 1e-3 in place of 2e-3, by 0.008 nats/byte in one fixed-step run each,
-# about the noise; the 1.40 the issue asks was not reached)
-T=${T:-128}
-B=${B:-8}
-SIZES=${SIZES:--D T=$T -D B=$B -D M=128 -D NH=4 -D H=512 -D L=4 -D LR=0.001 -D MIN_LR=0.0001 -D WARMUP=200 -D CLIP=1.0}
-# the MoE's experts: 16 of width 256, top-2 (as many FLOPs a token as the
-# dense model's feed-forward layers of width 512; doc/lm.md says what else
-# was tried)
-if [ "$MODEL" = moe ] && [ -z "${EXPERTS+x}" ]; then EXPERTS="-D E=16 -D HE=256"; fi
+case $CKPT in
+yes) ;;
+no) SAMPLE=0 ;;
+*) echo "scripts/lm.sh: error: CKPT is yes or no, not '$CKPT'" >&2; exit 2 ;;
+esac
+# the recipe: T, B, SIZES and RECIPE_EXPERTS (scripts/lm_recipe.sh)
+. scripts/lm_recipe.sh
+if [ "$MODEL" = moe ] && [ -z "${EXPERTS+x}" ]; then EXPERTS=$RECIPE_EXPERTS; fi
 SIZES="$SIZES ${EXPERTS:-}"
 [ -x ./gslc ] || { echo "scripts/lm.sh: error: no ./gslc: build first (sh scripts/quickstart.sh build)" >&2; exit 1; }
 
@@ -103,14 +103,17 @@ fi
 ./gslc $flags -D STEPS="$STEPS" "$src" -o "$runs/$name"
 rm -rf "$runs/$name.ckpt"
 every=$(( STEPS / 10 > 0 ? STEPS / 10 : 1 ))
+set --
+[ "$CKPT" = no ] || set -- --checkpoint "$runs/$name.ckpt" --checkpoint-every "$STEPS"
 start=$(date +%s)
 $MPIEXEC -n "$NP" "$runs/$name" --steps "$STEPS" --log-every "$every" --input "tokens=$data/train.npy" \
   --eval-every "$every" --eval-input "tokens=$data/eval.npy" --metrics "$runs/$name.jsonl" \
-  --checkpoint "$runs/$name.ckpt" --checkpoint-every "$STEPS" --max-time "$((BUDGET > 4 ? BUDGET - 2 : BUDGET))"
+  "$@" --max-time "$((BUDGET > 4 ? BUDGET - 2 : BUDGET))"
 end=$(date +%s)
 ce=$(grep '"eval_ce"' "$runs/$name.jsonl" | sed -n '$s/.*"eval_ce": *\([0-9.e+-]*\).*/\1/p')
 done=$(sed -n '$s/^{"step": *\([0-9]*\).*/\1/p' "$runs/$name.jsonl")
 echo "scripts/lm.sh: $MODEL: held-out cross-entropy $ce nats/byte after $done steps, $((end - start)) s of training on $NP ranks"
+[ "$SAMPLE" -gt 0 ] || exit 0
 echo "scripts/lm.sh: a sample (prompt '$PROMPT', $SAMPLE bytes, temperature 0.8, top-k 40, seed 1):"
 printf '%s' "$PROMPT"
 $MPIEXEC -n "$NP" "$runs/$name" --checkpoint "$runs/$name.ckpt" --generate "$SAMPLE" --prompt "$PROMPT" \

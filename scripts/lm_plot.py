@@ -38,12 +38,15 @@ temporary name and renamed, its directory created if missing. Exit status
 failing), 2 on a usage error. Standard library only.
 """
 import argparse
-import json
-import math
 import os
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # importing lm_runs leaves no __pycache__ in scripts/
+import lm_runs  # noqa: E402  (the one reader of --metrics files)
+from lm_runs import number  # noqa: E402
 
 PROG = "lm_plot"
 
@@ -53,34 +56,16 @@ def fail(msg, status=1):
     sys.exit(status)
 
 
-def number(v):
-    """v as a finite float, or None (bools are not numbers here)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
 def read_metrics(path, eval_key, x_key="step"):
     """(train, eval, router): lists of (step, loss) in file order, from a
     metrics file, eval from eval_key (or eval_loss in a line without it);
     router maps each moe block's name to its (step, drop, max load * E)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        fail("%s: %s" % (path, e.strerror))
+        objs = lm_runs.records(path, PROG)
+    except lm_runs.MetricsError as e:
+        fail(str(e))
     train, held, router = [], [], {}
-    for n, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
-            print("%s: warning: %s:%d: not a JSON object, skipped" % (PROG, path, n), file=sys.stderr)
-            continue
+    for n, obj in objs:
         step = number(obj.get(x_key))
         if step is None:
             print("%s: warning: %s:%d: no %s, skipped" % (PROG, path, n, x_key), file=sys.stderr)

@@ -64,6 +64,7 @@ SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
 	tests/checkpoint.sh tests/checkpoint_dir.sh tests/faults.sh tests/lm_data.sh tests/lm.sh tests/layers.sh \
 	tests/index_errors.sh tests/deep_compile.sh tests/precision.sh tests/moe_skip_empty.sh tests/loop_unroll.sh \
 	tests/lm_baselines.sh tests/schedule.sh tests/moe_signals.sh tests/lm_script.sh \
+	tests/lm_experts.sh tests/lm_torch_train.sh \
 	tests/machine_file.sh tests/relocate.sh tests/kernels.sh tests/remat.sh tests/provenance.sh tests/provenance_run.sh \
 	tests/health.sh tests/samebits.sh tests/samebits_errors.sh tests/dropout.sh
 

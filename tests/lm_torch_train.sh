@@ -1,0 +1,71 @@
+#!/bin/sh
+# tests/lm_torch_train.sh — bench/lm_torch_train.py, scripts/lm.sh's recipe
+# in PyTorch, at a toy size (2 layers, width 32, 4 experts of width 32, T
+# 16) on data made from a small file; skipped where no python3 has torch.
+# Checked, for 60 steps in f32, index dispatch, on one thread: the initial
+# loss (step 1) within 0.1 of ln 256; the held-out cross-entropy falls by
+# more than 1 nat/byte from the first evaluation to the last; 10 records (one every
+# STEPS / 10 steps) with GSL's keys; the lr of GSL's schedule (warmup 5,
+# cosine from 3e-3 to 3e-4 over 60 steps: 3e-3 at step 6, 0.00293392618 at
+# step 12 as GSL logs it); scripts/lm_runs.py reads the file. Then, with a
+# budget of 8 s, --precision auto and --way auto: the four pairs of f32 or
+# bf16 and index or einsum timed, one chosen, and the run (its last
+# record's elapsed time and evaluation) ends within 1.5 times the budget.
+set -u
+LC_ALL=C
+export LC_ALL
+status=0
+work=$(mktemp -d "${TMPDIR:-/tmp}/gsltorch.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; status=1; }
+
+top=$(cd "$top_srcdir" && pwd)
+py=
+for p in /usr/bin/python3 python3; do
+  if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch, numpy' 2>/dev/null; then py=$p; break; fi
+done
+[ -n "$py" ] || { echo "SKIP: lm_torch_train: no python3 with torch and numpy (Debian: python3-torch)"; exit 77; }
+python3 "$top/scripts/lm_data.py" --out "$work/data" --batch 8 --seq 16 --input "$top/man/gsl.7" >/dev/null ||
+  { echo "FAIL: lm_data.py"; exit 1; }
+sizes="--T 16 --B 8 --M 32 --NH 2 --H 64 --HE 32 --L 2 --E 4 --lr 0.003 --min-lr 0.0003 --warmup 5 --clip 1.0"
+
+# shellcheck disable=SC2086 # sizes are words
+"$py" "$top/bench/lm_torch_train.py" --data "$work/data" $sizes --steps 60 --precision f32 --way index --threads 1 \
+  --metrics "$work/m.jsonl" >"$work/out" 2>&1 || fail "lm_torch_train.py --steps 60: $(cat "$work/out")"
+first=$(sed -n 's/^step 1 loss \([0-9.]*\) .*/\1/p' "$work/out")
+awk -v l="$first" 'BEGIN { exit !(l != "" && l - log(256) < 0.1 && log(256) - l < 0.1) }' ||
+  fail "the initial loss '$first' is not within 0.1 of ln 256"
+"$py" - "$work/m.jsonl" <<'EOF' || status=1
+import json, sys
+recs = [json.loads(line) for line in open(sys.argv[1])]
+bad = []
+if [r["step"] for r in recs] != list(range(6, 61, 6)):
+    bad.append("records at steps %s, not 6, 12, ..., 60" % [r["step"] for r in recs])
+keys = {"step", "loss", "lr", "grad_norm", "eval_loss", "eval_ce", "tokens_per_s", "elapsed_s", "ms_per_step", "eval_s"}
+for r in recs:
+    if not keys <= set(r):
+        bad.append("step %s lacks %s" % (r["step"], sorted(keys - set(r))))
+if "peak_rss_kib" not in recs[-1] or "provenance" not in recs[0]:
+    bad.append("no peak_rss_kib in the last record or no provenance in the first")
+if not recs[0]["eval_ce"] - recs[-1]["eval_ce"] > 1.0:
+    bad.append("held-out %.4f -> %.4f: it did not fall by 1" % (recs[0]["eval_ce"], recs[-1]["eval_ce"]))
+if abs(recs[0]["lr"] - 0.003) > 1e-9 or abs(recs[1]["lr"] - 0.00293392618) > 1e-8:
+    bad.append("lr %r at step 6 and %r at step 12, not GSL's 0.003 and 0.00293392618" % (recs[0]["lr"], recs[1]["lr"]))
+for b in bad:
+    print("FAIL: lm_torch_train: " + b)
+sys.exit(1 if bad else 0)
+EOF
+python3 "$top/scripts/lm_runs.py" "torch=$work/m.jsonl" >"$work/table" 2>&1 &&
+  grep -q '^| torch | 60 | .* | [0-9.]* (60) |$' "$work/table" || fail "lm_runs.py on its metrics: $(cat "$work/table")"
+
+# shellcheck disable=SC2086
+"$py" "$top/bench/lm_torch_train.py" --data "$work/data" $sizes --budget 8 --timing-steps 8 --threads 1 \
+  --metrics "$work/b.jsonl" >"$work/outb" 2>&1 || fail "lm_torch_train.py --budget 8: $(cat "$work/outb")"
+n=$(grep -c '^timing \(f32\|bf16\) \(index\|einsum\) [0-9.]* ms a step' "$work/outb")
+[ "$n" -eq 4 ] && grep -q '^precision \(f32\|bf16\), way \(index\|einsum\)$' "$work/outb" ||
+  fail "--precision auto --way auto: not 4 pairs timed and one chosen: $(cat "$work/outb")"
+end=$(tail -n 1 "$work/b.jsonl" | sed 's/.*"elapsed_s": \([0-9.]*\).*"eval_s": \([0-9.]*\).*/\1 \2/')
+awk -v e="$end" 'BEGIN { split(e, t, " "); exit !(t[1] + t[2] > 0 && t[1] + t[2] < 12) }' ||
+  fail "--budget 8: the run ended at '$end' (elapsed, last evaluation) s"
+[ $status -eq 0 ] && echo "PASS: lm_torch_train (initial loss $first; $(tail -n 1 "$work/out"))"
+exit $status
