@@ -20,8 +20,6 @@ set -u
 . "$top_srcdir/tests/hand_prog.sh"
 hand_prog gslc "$GSLC"
 guard=300
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 # desc PID: PID's descendants
 desc() { for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
 # rank_pid JOB R: the pid of rank R among JOB's descendants
@@ -44,15 +42,16 @@ output y
 train sum(y * y, 0) with sgd(lr = 0.01)
 EOF
 $GSLC two.gsl -o two || { echo "FAIL: gslc"; exit 1; }
+T=$(scaled 2) # --collective-timeout: 2 s on an idle machine, more on a busy one (tests/lib.sh)
 
 # (a) MPI_Finalize hangs after the work is done
 timeout $guard $MPIEXEC -n 2 ./two --steps 3 --quiet --checkpoint ref --output y=ref.npy || fail "(a) the plain run"
 t0=$(now)
 HANG_FINALIZE=0,1 LD_PRELOAD=$work/mpi_hang.so timeout $guard $MPIEXEC -n 2 ./two --steps 3 --quiet \
-  --collective-timeout 2 --checkpoint ck --output y=y.npy >a.out 2>a.err
+  --collective-timeout $T --checkpoint ck --output y=y.npy >a.out 2>a.err
 rc=$?
 took=$(secs "$t0" "$(now)")
-warned=$(grep -c "^two: rank [01]: warning: MPI_Finalize did not return within 2 s; the run's work is done (its steps, checkpoint and outputs written) and agreed: this rank ends itself with status 0$" a.err)
+warned=$(grep -c "^two: rank [01]: warning: MPI_Finalize did not return within $T s; the run's work is done (its steps, checkpoint and outputs written) and agreed: this rank ends itself with status 0$" a.err)
 if [ $rc -eq 0 ] && [ "$warned" -eq 2 ] && cmp -s ref.npy y.npy &&
   cmp -s ref/step-00000003/w.npy ck/step-00000003/w.npy; then
   pass "(a) MPI_Finalize never returns after the work: status 0, two warnings, output and checkpoint whole ($took s)"
@@ -61,10 +60,10 @@ else
 fi
 
 # (b) ... after a usage error
-HANG_FINALIZE=0,1 LD_PRELOAD=$work/mpi_hang.so timeout $guard $MPIEXEC -n 2 ./two --steps 3 --collective-timeout 2 \
+HANG_FINALIZE=0,1 LD_PRELOAD=$work/mpi_hang.so timeout $guard $MPIEXEC -n 2 ./two --steps 3 --collective-timeout $T \
   --output nosuch=n.npy >b.out 2>b.err
 rc=$?
-if [ $rc -eq 2 ] && grep -q "^two: rank 0: warning: MPI_Finalize did not return within 2 s; the run ends with status 2" b.err; then
+if [ $rc -eq 2 ] && grep -q "^two: rank 0: warning: MPI_Finalize did not return within $T s; the run ends with status 2" b.err; then
   pass "(b) MPI_Finalize never returns after a usage error: status 2, the run's own"
 else
   fail "(b) status $rc"; cat b.err
@@ -72,7 +71,7 @@ fi
 
 # (c) MPI_Abort hangs on the rank the watchdog ends
 HANG_ABORT=0 LD_PRELOAD=$work/mpi_hang.so timeout $guard $MPIEXEC -n 2 ./two --steps 100000000 --log-every 1000 \
-  --collective-timeout 2 >c.out 2>c.err &
+  --collective-timeout $T >c.out 2>c.err &
 job=$!
 i=0
 while ! grep -q '^step ' c.out && [ $i -lt $((guard * 10)) ]; do sleep 0.1; i=$((i + 1)); done
@@ -88,7 +87,7 @@ n=$(left)
 if [ -n "$r1" ] && { [ $rc -eq 4 ] || [ $rc -eq 9 ]; } &&
   grep -q "^two: rank 0: warning: MPI_Abort did not return within 5 s; the process manager may be out of reach: this rank ends itself with status 4" c.err &&
   [ "$n" -eq 0 ]; then
-  pass "(c) MPI_Abort never returns: the rank ends itself, status 4, no process left ($took s from the stop; deadline 2 s, grace 5 s)"
+  pass "(c) MPI_Abort never returns: the rank ends itself, status 4, no process left ($took s from the stop; deadline $T s, grace 5 s)"
 else
   fail "(c) status $rc, $n processes left"; cat c.err
   pkill -KILL -f "$work/two"
