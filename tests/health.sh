@@ -34,7 +34,8 @@
 #       "t2: warning: rank 1 on host H computes X times slower than rank 0"
 #       (again only after it kept pace for 3 windows in a row).
 #   (c) the same run unslowed: no warning, and the median window's score
-#       is near 1 (at least 0.8: the test machine is shared).
+#       is near 1 (at least 0.8: the test machine is shared), in one of 3
+#       tries (other work may slow a rank for seconds).
 #   (d) rank 1 SIGSTOPped while the checkpoint of step 8 is written (its
 #       temporary directory seen, then 0, 0.05 or 0.15 s later), on 2
 #       ranks, a 64 MiB param: status 4 within T + 5 s each time, rank 0's
@@ -259,18 +260,29 @@ else
   cat err; cat w
 fi
 
-rm -f m.jsonl
-start 2 t2 --steps 120 --log-every 10 --metrics m.jsonl
-wait "$tpid"
-rc=$?
-windows m.jsonl >w
-median=$(awk '{ print $2 }' w | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-if [ $rc -eq 0 ] && [ "$(wc -l <w)" -eq 12 ] && ! grep -q warning err &&
-   awk -v m="$median" 'BEGIN { exit !(m >= 0.8) }'; then
-  pass "2 ranks, none slowed: median score $median, no warning"
-else
-  fail "2 ranks, none slowed: status $rc, median score $median, stderr:"; cat err; cat w
-fi
+# Unslowed, up to 3 tries: other work on a shared machine may slow one
+# rank for seconds, a real imbalance that the next try need not meet,
+# where a fault in the pace would show in every try.
+try=0
+while :; do
+  try=$((try + 1))
+  rm -f m.jsonl
+  start 2 t2 --steps 120 --log-every 10 --metrics m.jsonl
+  wait "$tpid"
+  rc=$?
+  windows m.jsonl >w
+  median=$(awk '{ print $2 }' w | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+  if [ $rc -eq 0 ] && [ "$(wc -l <w)" -eq 12 ] && ! grep -q warning err &&
+     awk -v m="$median" 'BEGIN { exit !(m >= 0.8) }'; then
+    pass "2 ranks, none slowed, try $try: median score $median, no warning"
+    break
+  elif [ $try -lt 3 ]; then
+    echo "2 ranks, none slowed, try $try: status $rc, median score $median, $(grep -c warning err) warning(s); again"
+  else
+    fail "2 ranks, none slowed, $try tries: status $rc, median score $median, stderr:"; cat err; cat w
+    break
+  fi
+done
 
 # ---- the option ---------------------------------------------------------------------
 timeout "$(scaled 60)" $MPIEXEC -n 2 ./t2 --steps 3 --collective-timeout 0 --quiet >out 2>err
