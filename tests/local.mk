@@ -114,3 +114,9 @@ SCRIPT_TESTS += tests/gslrun.sh
 # what gslrun and a program refuse and leave alone: --metrics into a checkpoint, a file the program refused, a
 # held checkpoint lock (status 5), a program that cannot be run, a hostfile of no slots, a rank stopped in the start-up
 SCRIPT_TESTS += tests/gslrun_refusals.sh
+
+# several hosts simulated on this machine (tests/sim_hosts.sh: namespaces, veth links, hydra's ssh launcher
+# through them, UCX over TCP): training equal to one host's, a resume across host counts, gslrun's restart after
+# a remote rank's death and its shrink onto one host, a cut link ended by the watchdog; skipped without root
+SCRIPT_TESTS += tests/multihost.sh
+EXTRA_DIST += tests/sim_hosts.sh
