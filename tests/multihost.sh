@@ -114,7 +114,7 @@ mpi() {
   sim_in h1 env $sim_hydra $extra timeout 300 $MPIEXEC -f "$hf" -n "$np" "$@" >"$name.out" 2>"$name.err"
   rc=$?
   none_left "$name" 2 || rc=99
-  [ $rc -eq 0 ] || { fail "$name: status $rc"; tail -5 "$name.err"; }
+  [ $rc -eq 0 ] || { fail "$name: status $rc"; tail -5 "$name.err"; grep '^=   [A-Z]' "$name.out"; return 1; }
 }
 # mpi_bg NAME HOSTFILE NP ENV PROGRAM ARGS...: the same in the background, its pid in tpid
 mpi_bg() {
@@ -208,11 +208,12 @@ row A3 "moe 20 steps, 3 hosts (2 + 1 + 1 ranks), equal to 1 host x 4"
 
 # ---- B: a resume across host counts --------------------------------------------------------------------------------
 begin
-mpi b1 hf22 4 "$sim_tcp" "$moe4" --steps 8 --quiet --collective-timeout $ct --checkpoint ckb &&
-  mpi b2 hf12 2 "" "$moe2" --steps 14 --quiet --collective-timeout $ct --checkpoint ckb --resume &&
-  mpi b3 hf22 4 "$sim_tcp" "$moe4" --steps 20 --quiet --collective-timeout $ct --checkpoint ckb --resume \
-    --output y=b_y.npy &&
-  same B cka1/step-00000020 ckb/step-00000020 $files a1_y.npy:b_y.npy &&
+mpi b1 hf22 4 "$sim_tcp" "$moe4" --steps 8 --quiet --collective-timeout $ct --checkpoint ckb
+mpi b2 hf12 2 "" "$moe2" --steps 14 --quiet --collective-timeout $ct --checkpoint ckb --resume
+mpi b3 hf22 4 "$sim_tcp" "$moe4" --steps 20 --quiet --collective-timeout $ct --checkpoint ckb --resume \
+  --output y=b_y.npy
+same B cka1/step-00000020 ckb/step-00000020 $files a1_y.npy:b_y.npy
+[ "$fails" -eq "$f0" ] &&
   pass "B: moe resumed from 2 hosts x 2 ranks (step 8) onto 1 host x 2 ranks ([d = 2]), then back onto 2 hosts (steps 15 to 20): byte for byte 1 host x 4"
 row B "moe: 2 hosts x 2 to step 8, 1 host x 2 to 14, 2 hosts x 2 to 20, equal to A"
 

@@ -37,11 +37,12 @@
 
 sim_dir=""
 sim_hosts=""
+# (the functions' own variables begin with sim_ too: sh has no locals)
 
 sim_check() {
   [ "$(id -u)" = 0 ] || { echo "not root (network namespaces need root)"; return; }
-  for c in unshare nsenter setsid ip; do
-    command -v $c >/dev/null 2>&1 || { echo "no $c on PATH"; return; }
+  for sim_c in unshare nsenter setsid ip; do
+    command -v $sim_c >/dev/null 2>&1 || { echo "no $sim_c on PATH"; return; }
   done
   unshare --net --uts --mount true 2>/dev/null || { echo "unshare --net --uts --mount fails (no network namespaces)"; return; }
 }
@@ -61,31 +62,31 @@ sim_up() {
   sim_dir=$2 sim_hosts="" sim_why=""
   mkdir -p "$sim_dir" || return 1
   printf '127.0.0.1\tlocalhost\n' >"$sim_dir/hosts"
-  k=1
-  while [ $k -le "$1" ]; do
-    printf '10.45.0.%d\th%d\n' $k $k >>"$sim_dir/hosts"
-    sim_hosts="$sim_hosts h$k"
-    k=$((k + 1))
+  sim_k=1
+  while [ $sim_k -le "$1" ]; do
+    printf '10.45.0.%d\th%d\n' $sim_k $sim_k >>"$sim_dir/hosts"
+    sim_hosts="$sim_hosts h$sim_k"
+    sim_k=$((sim_k + 1))
   done
-  for h in sw $sim_hosts; do sim_hold $h; done
-  i=0
-  for h in sw $sim_hosts; do
-    while [ ! -s "$sim_dir/$h.pid" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-    [ -s "$sim_dir/$h.pid" ] || { sim_why="host $h did not come up: $(cat "$sim_dir/$h.err")"; return 1; }
-    sim_ns $h net >"$sim_dir/$h.net"
-    sim_ns $h uts >"$sim_dir/$h.uts"
+  for sim_h in sw $sim_hosts; do sim_hold $sim_h; done
+  sim_i=0
+  for sim_h in sw $sim_hosts; do
+    while [ ! -s "$sim_dir/$sim_h.pid" ] && [ $sim_i -lt 200 ]; do sleep 0.05; sim_i=$((sim_i + 1)); done
+    [ -s "$sim_dir/$sim_h.pid" ] || { sim_why="host $sim_h did not come up: $(cat "$sim_dir/$sim_h.err")"; return 1; }
+    sim_ns $sim_h net >"$sim_dir/$sim_h.net"
+    sim_ns $sim_h uts >"$sim_dir/$sim_h.uts"
   done
-  sw=$(cat "$sim_dir/sw.pid")
-  nsenter -t "$sw" --net sh -c 'ip link add br0 type bridge && ip link set br0 up' 2>"$sim_dir/sw.err" ||
+  sim_sw=$(cat "$sim_dir/sw.pid")
+  nsenter -t "$sim_sw" --net sh -c 'ip link add br0 type bridge && ip link set br0 up' 2>"$sim_dir/sw.err" ||
     { sim_why="no bridge: $(cat "$sim_dir/sw.err")"; return 1; }
-  k=1
-  for h in $sim_hosts; do
-    nsenter -t "$sw" --net sh -c "ip link add v$h type veth peer name eth0 netns $(cat "$sim_dir/$h.pid") &&
-      ip link set v$h master br0 && ip link set v$h up" 2>"$sim_dir/sw.err" &&
-      nsenter -t "$(cat "$sim_dir/$h.pid")" --net sh -c "ip addr add 10.45.0.$k/24 dev eth0 && ip link set eth0 up" \
+  sim_k=1
+  for sim_h in $sim_hosts; do
+    nsenter -t "$sim_sw" --net sh -c "ip link add v$sim_h type veth peer name eth0 netns $(cat "$sim_dir/$sim_h.pid") &&
+      ip link set v$sim_h master br0 && ip link set v$sim_h up" 2>"$sim_dir/sw.err" &&
+      nsenter -t "$(cat "$sim_dir/$sim_h.pid")" --net sh -c "ip addr add 10.45.0.$sim_k/24 dev eth0 && ip link set eth0 up" \
         2>>"$sim_dir/sw.err" ||
-      { sim_why="no veth link for $h: $(cat "$sim_dir/sw.err")"; return 1; }
-    k=$((k + 1))
+      { sim_why="no veth link for $sim_h: $(cat "$sim_dir/sw.err")"; return 1; }
+    sim_k=$((sim_k + 1))
   done
   cat >"$sim_dir/ssh" <<EOF
 #!/bin/sh
@@ -113,9 +114,9 @@ EOF
 }
 
 sim_in() {
-  h=$1
+  sim_h=$1
   shift
-  nsenter -t "$(cat "$sim_dir/$h.pid")" --net --uts --mount --wd="$(pwd)" "$@"
+  nsenter -t "$(cat "$sim_dir/$sim_h.pid")" --net --uts --mount --wd="$(pwd)" "$@"
 }
 
 sim_link() {
@@ -123,9 +124,9 @@ sim_link() {
 }
 
 sim_host_of() {
-  u=$(readlink "/proc/$1/ns/uts" 2>/dev/null) || return 0
-  for h in $sim_hosts; do
-    [ "$u" = "$(cat "$sim_dir/$h.uts")" ] && echo $h
+  sim_u=$(readlink "/proc/$1/ns/uts" 2>/dev/null) || return 0
+  for sim_h in $sim_hosts; do
+    [ "$sim_u" = "$(cat "$sim_dir/$sim_h.uts")" ] && echo $sim_h
   done
   return 0
 }
@@ -133,26 +134,26 @@ sim_host_of() {
 sim_procs() {
   [ -n "$sim_dir" ] || return 0
   set --
-  holders=""
-  for h in sw $sim_hosts; do
-    [ -s "$sim_dir/$h.net" ] && set -- "$@" -o -lname "$(sed 's/[][]/\\&/g' "$sim_dir/$h.net")"
-    [ -s "$sim_dir/$h.pid" ] && holders="$holders $(cat "$sim_dir/$h.pid")"
+  sim_holders=""
+  for sim_h in sw $sim_hosts; do
+    [ -s "$sim_dir/$sim_h.net" ] && set -- "$@" -o -lname "$(sed 's/[][]/\\&/g' "$sim_dir/$sim_h.net")"
+    [ -s "$sim_dir/$sim_h.pid" ] && sim_holders="$sim_holders $(cat "$sim_dir/$sim_h.pid")"
   done
   [ $# -gt 0 ] || return 0
   shift # the first -o
   # one find for every process (a readlink each would cost a fork each)
-  find /proc/[0-9]*/ns/net -maxdepth 0 \( "$@" \) 2>/dev/null | while IFS=/ read -r _ _ p _; do
-    case " $holders " in *" $p "*) ;; *) echo "$p" ;; esac
+  find /proc/[0-9]*/ns/net -maxdepth 0 \( "$@" \) 2>/dev/null | while IFS=/ read -r _ _ sim_p _; do
+    case " $sim_holders " in *" $sim_p "*) ;; *) echo "$sim_p" ;; esac
   done
 }
 
 sim_down() {
   [ -n "$sim_dir" ] || return 0
-  for p in $(sim_procs); do kill -KILL "$p" 2>/dev/null; done
-  for h in sw $sim_hosts; do
-    [ -s "$sim_dir/$h.pid" ] && kill -KILL "$(cat "$sim_dir/$h.pid")" 2>/dev/null
+  for sim_p in $(sim_procs); do kill -KILL "$sim_p" 2>/dev/null; done
+  for sim_h in sw $sim_hosts; do
+    [ -s "$sim_dir/$sim_h.pid" ] && kill -KILL "$(cat "$sim_dir/$sim_h.pid")" 2>/dev/null
   done
-  i=0
-  while [ -n "$(sim_procs)" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+  sim_i=0
+  while [ -n "$(sim_procs)" ] && [ $sim_i -lt 100 ]; do sleep 0.05; sim_i=$((sim_i + 1)); done
   sim_dir=""
 }
