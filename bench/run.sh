@@ -72,7 +72,12 @@
 # loops by kind, routing, collectives, page faults, yields, oneDNN's
 # primitive creation, kernel and runtime time, and moe_train's at -np
 # 2 and its page faults alike (PROFILE_STEPS, default 100; PROFILE_PERIOD, ns between samples, default 1000000; LM_DIMS,
-# MOE_SPEC, MPIEXEC); it needs perf and GNU time, and is skipped without.
+# MOE_SPEC, MPIEXEC); it needs perf and GNU time, and is skipped without;
+# ONLY=hosts simulates 2 hosts on this machine (tests/sim_hosts.sh: network
+# namespaces, veth links, UCX over TCP) and times MPI's all-reduce and
+# all-to-all and examples/moe.gsl's step on 1 host (shared memory), 1 host
+# over TCP and 2 hosts (HOSTS_STEPS, default 30; BENCH_REPS BENCH_WARMUP
+# WARMUP REPS MPICC MPIEXEC LIBGSLRT); it needs root, and is skipped without.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -1545,8 +1550,97 @@ EOF2
        "from rank 0's --metrics, the median over the runs; cost: measured, same-bits against plain)"
 }
 
+# ---- hosts: 2 hosts simulated on this machine against 1 (tests/sim_hosts.sh) --
+# Network namespaces joined by veth links and a bridge, hydra's ssh launcher
+# through them, UCX over TCP between them (UCX_TLS=tcp,self
+# UCX_NET_DEVICES=eth0); needs root (skipped, with a note, without). Three
+# placements of 2 ranks: 1 host (UCX's shared memory), 1 host over TCP (the
+# host's own address), 2 hosts x 1 (TCP across the bridge); for each,
+# bench/collectives.c's raw MPI_Allreduce and MPI_Alltoall, 64 KiB to
+# 16 MiB a rank (BENCH_REPS calls, their median), and examples/moe.gsl's
+# training step on [d = 2] (HOSTS_STEPS timed steps after WARMUP, the mean
+# ms/step of rank 0's --metrics); then its step on [d = 4], 1 host x 4 against
+# 2 hosts x 2. Each is run REPS times, the placements interleaved; the
+# tables show the medians, and the bandwidth of a collective as the bytes
+# a rank puts in over its time.
+hosts() {
+  MPICC=${MPICC:-mpicc} MPIEXEC=${MPIEXEC:-mpiexec} LIBGSLRT=${LIBGSLRT:-runtime/libgslrt.a}
+  BENCH_REPS=${BENCH_REPS:-25} BENCH_WARMUP=${BENCH_WARMUP:-3}
+  export BENCH_REPS BENCH_WARMUP
+  n=${HOSTS_STEPS:-30}
+  . "$top/tests/sim_hosts.sh"
+  why=$(sim_check)
+  [ -n "$why" ] || $MPIEXEC --version 2>/dev/null | grep -q HYDRA || why="$MPIEXEC is not MPICH's hydra"
+  [ -z "$why" ] || { echo "hosts: skipped: $why"; return 0; }
+  [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
+  [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
+  trap 'sim_down; rm -rf "$tmp"' EXIT
+  sim_up 2 "$tmp/net" || { echo "hosts: skipped: $sim_why"; return 0; }
+  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/collectives.c" "$LIBGSLRT" $RT_LIBS \
+    -o "$tmp/collectives" || die "could not compile bench/collectives.c"
+  for d in 2 4; do
+    sed "s/^mesh \[d = 4\]/mesh [d = $d]/" "$top/examples/moe.gsl" >"$tmp/moe$d.gsl"
+    $GSLC "$tmp/moe$d.gsl" -o "$tmp/moe$d" || die "could not compile examples/moe.gsl on [d = $d]"
+  done
+  printf 'h1:4\n' >"$tmp/hf1"
+  printf 'h1:1\nh2:1\n' >"$tmp/hf11"
+  printf 'h1:2\nh2:2\n' >"$tmp/hf22"
+  echo "GSL on simulated hosts: 2 ranks on 1 host (shared memory), on 1 host over TCP, on 2 hosts over TCP"
+  echo "  (veth links and a bridge); median of $REPS runs, placements interleaved; load average" \
+       "$(cut -d' ' -f1-3 /proc/loadavg) at the start"
+  : >"$tmp/hosts.times"
+  # on PLACE NP HOSTFILE ENV PROG ARGS...: PROG under mpiexec on h1
+  on() {
+    np=$2 hf=$3 env=$4
+    shift 4
+    (cd "$tmp" && sim_in h1 env $sim_hydra $env $MPIEXEC -f "$hf" -n "$np" "$@" </dev/null)
+  }
+  # step PLACE NP HOSTFILE ENV D: moe's mean ms/step on [d = D], appended as "step-D PLACE ms"
+  step() {
+    on "$1" "$2" "$3" "$4" "$tmp/moe$5" --quiet --steps $((WARMUP + n)) --log-every 1 --collective-timeout 30 \
+      --metrics "$tmp/m.jsonl" >/dev/null 2>&1
+    awk -v w=$WARMUP -v k="step-$5 $1" '/"ms_per_step": / { s = $0; sub(/.*"step": /, "", s)
+        m = $0; sub(/.*"ms_per_step": /, "", m); if (s + 0 > w) { t += m; c++ } }
+      END { if (c) printf "%s %.3f\n", k, t / c }' "$tmp/m.jsonl" >>"$tmp/hosts.times"
+  }
+  r=1
+  while [ $r -le "$REPS" ]; do
+    for p in shm tcp1 tcp2; do
+      case $p in shm) hf=hf1 env="" ;; tcp1) hf=hf1 env=$sim_tcp ;; tcp2) hf=hf11 env=$sim_tcp ;; esac
+      on $p 2 $hf "$env" "$tmp/collectives" --quiet --collective-timeout 30 2>/dev/null |
+        awk -v p=$p '$1 == "all-reduce" || $1 == "all-to-all" { print $1 "-" $2 $3, p, $4 }' >>"$tmp/hosts.times"
+      step $p 2 $hf "$env" 2
+    done
+    step shm 4 hf1 "" 4
+    step tcp2 4 hf22 "$sim_tcp" 4
+    r=$((r + 1))
+  done
+  awk '
+    function sorted(k, p,   i, j, t) { c = 0; for (i = 1; i <= n; i++) if (tk[i] == k && tp[i] == p) x[++c] = tv[i]
+      for (i = 2; i <= c; i++) { t = x[i]; for (j = i - 1; j >= 1 && x[j] > t; j--) x[j + 1] = x[j]; x[j + 1] = t } }
+    function median(k, p) { sorted(k, p); return !c ? -1 : c % 2 ? x[(c + 1) / 2] : (x[c / 2] + x[c / 2 + 1]) / 2 }
+    function best(k, p) { sorted(k, p); return c ? x[1] : -1 }
+    function bytes(k,   s) { s = k; sub(/^[a-z-]*-/, "", s); return (s ~ /MiB/ ? 1048576 : 1024) * (s + 0) }
+    function cell(k, p,   m, b) { m = median(k, p); b = best(k, p); if (m < 0) return sprintf("%24s", "-")
+      return sprintf("%8.3f %7.3f %7.0f", m, b, bytes(k) / b / 1000) }
+    function steps(k, p,   m) { m = median(k, p); return m < 0 ? sprintf("%24s", "-") : sprintf("%8.1f %7.1f %7s", m, best(k, p), "") }
+    { tk[++n] = $1; tp[n] = $2; tv[n] = $3; if (!($1 in seen)) { seen[$1] = 1; order[++nk] = $1 } }
+    END {
+      printf "%-20s %-25s  %-25s  %-25s\n", "2 ranks", "1 host, shared memory", "1 host, TCP", "2 hosts, TCP"
+      printf "%-20s", ""; for (i = 0; i < 3; i++) printf " %8s %7s %7s ", "median", "best", "MB/s"; printf "\n"
+      for (i = 1; i <= nk; i++) if (order[i] !~ /^step/) {
+        k = order[i]; name = k; sub(/-[0-9]+[KM]iB$/, "", name); size = k; sub(/^[a-z-]*-/, "", size)
+        sub(/[KM]iB$/, " &", size)
+        printf "%-20s %s  %s  %s\n", name " " size, cell(k, "shm"), cell(k, "tcp1"), cell(k, "tcp2") }
+      printf "%-20s %s  %s  %s\n", "moe step, [d = 2]", steps("step-2", "shm"), steps("step-2", "tcp1"), steps("step-2", "tcp2")
+      printf "%-20s %s  %24s  %s  (4 ranks: 1 host x 4, 2 hosts x 2)\n", "moe step, [d = 4]", steps("step-4", "shm"), "-",
+        steps("step-4", "tcp2") }' "$tmp/hosts.times"
+  echo "(ms: a collective's median call, slowest rank, in each run: the median and the best over the runs; MB/s: the" \
+       "bytes a rank puts in over the best run's time; a moe step: the mean ms/step of $n steps after $WARMUP in each run)"
+}
+
 case $ONLY in
-  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine; echo; auto; echo; samebits; echo; depth; echo; remat; echo; profile ;;
+  "") mlp; echo; collectives; echo; scaling; echo; moe; echo; moe_a2a; echo; moe_train; echo; lm; echo; gemm; echo; machine; echo; auto; echo; samebits; echo; depth; echo; remat; echo; profile; echo; hosts ;;
   depth) depth ;;
   remat) remat ;;
   profile) profile ;;
@@ -1561,5 +1655,6 @@ case $ONLY in
   lm) lm ;;
   auto) auto ;;
   samebits) samebits ;;
-  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm, machine, auto, samebits, depth, remat or profile" ;;
+  hosts) hosts ;;
+  *) die "ONLY=$ONLY: expected mlp, collectives, scaling, moe, moe_a2a, moe_train, lm, gemm, machine, auto, samebits, depth, remat, profile or hosts" ;;
 esac
