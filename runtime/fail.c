@@ -57,6 +57,8 @@
 static gslrt_ctx *current;
 /* A progress line is on the terminal and must be erased before printing. */
 static int progress_shown;
+/* Ends gslrt_deadline_exit's guard once MPI_Finalize has returned. */
+static void guard_off(void);
 
 void gslrt_set_current(gslrt_ctx *ctx) { current = ctx; }
 
@@ -79,11 +81,12 @@ void gslrt_exit(gslrt_ctx *ctx, int code) {
     if (ctx && ctx->nranks > 1) { /* the status is the run's, whatever MPI_Finalize does */
       char why[64];
       snprintf(why, sizeof why, "the run ends with status %d", code);
-      gslrt_deadline_exit(ctx->rank, ctx->prog, ctx->opts.collective_timeout, "MPI_Finalize", code, why);
+      gslrt_deadline_exit(ctx->rank, ctx->prog, ctx->opts.collective_timeout, "MPI_Finalize", code, why, true);
     }
     if (ctx && ctx->comm != MPI_COMM_NULL)
       MPI_Comm_free(&ctx->comm);
     MPI_Finalize();
+    guard_off();
   }
   exit(code);
 }
@@ -153,7 +156,7 @@ static void vfatal(gslrt_ctx *ctx, int code, const char *fmt, va_list ap) {
      * off from it (a lost link, a launcher gone), it may never return, and
      * this rank would outlive its job */
     gslrt_deadline_exit(rank, ctx ? ctx->prog : "gslrt", GSLRT_ABORT_GRACE, "MPI_Abort", code,
-                        "the process manager may be out of reach");
+                        "the process manager may be out of reach", false);
     MPI_Abort(MPI_COMM_WORLD, code);
   }
   gslrt_exit(ctx, code);
@@ -368,19 +371,75 @@ void gslrt_deadline(gslrt_ctx *ctx, const char *fmt, ...) {
     gslrt_fatal(ctx, "cannot set the deadline's timer: %s", strerror(errno));
 }
 
-void gslrt_deadline_exit(int rank, const char *prog, double limit, const char *call, int code, const char *why) {
+/* Past the deadline_exit, what else could end the rank inside the call
+ * ends it with the same status and a warning: exit() from inside MPI
+ * (MPICH's error handler, seen as a rank's "EXIT CODE: 1" in a hung
+ * MPI_Finalize) and a hang-up, a termination or a broken pipe (the
+ * process manager's clean-up, or its connection gone). */
+static char guard_line[2 * GSLRT_ERRLEN];
+static size_t guard_len;
+static volatile sig_atomic_t guard_on;
+
+static void write_line(const char *line, size_t len) {
+  for (size_t done = 0; done < len;) {
+    ssize_t k = write(STDERR_FILENO, line + done, len - done);
+    if (k <= 0)
+      break;
+    done += (size_t)k;
+  }
+}
+
+static void on_guard_signal(int sig) {
+  (void)sig;
+  write_line(guard_line, guard_len);
+  _exit(deadline_code);
+}
+
+static void guard_off(void) { guard_on = 0; }
+
+static void on_guard_exit(void) {
+  if (!guard_on)
+    return;
+  fflush(NULL);
+  write_line(guard_line, guard_len);
+  _exit(deadline_code);
+}
+
+void gslrt_deadline_exit(int rank, const char *prog, double limit, const char *call, int code, const char *why,
+                         bool guard) {
   if (limit <= 0)
     return;
   int n = snprintf(deadline_line, sizeof deadline_line,
                    "%s%s: rank %d: warning: %s did not return within %g s; %s: this rank ends itself with status %d\n",
                    progress_shown ? "\r\033[K" : "", prog, rank, call, limit, why, code);
   deadline_len = n < 0 ? 0 : (size_t)n < sizeof deadline_line ? (size_t)n : sizeof deadline_line - 1;
+  n = snprintf(guard_line, sizeof guard_line,
+               "%s: rank %d: warning: %s was ended from inside (an exit, or a signal from the process manager); %s: "
+               "this rank ends with status %d\n",
+               prog, rank, call, why, code);
+  guard_len = n < 0 ? 0 : (size_t)n < sizeof guard_line ? (size_t)n : sizeof guard_line - 1;
   deadline_code = code;
+  if (!guard) {
+    arm(limit); /* failing, the call is waited for as before */
+    return;
+  }
+  static int registered;
+  if (!registered)
+    registered = atexit(on_guard_exit) == 0;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_guard_signal;
+  sigemptyset(&sa.sa_mask);
+  int sigs[] = {SIGHUP, SIGTERM, SIGINT, SIGPIPE};
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+    sigaction(sigs[i], &sa, NULL);
+  guard_on = guard;
   arm(limit); /* failing, the call is waited for as before */
 }
 
 void gslrt_deadline_off(gslrt_ctx *ctx) {
   struct itimerval off = {{0, 0}, {0, 0}};
   (void)ctx;
+  guard_off(); /* the call returned: exit() is the run's own again */
   setitimer(ITIMER_REAL, &off, NULL); /* whoever armed it: the start-up's has no options yet */
 }

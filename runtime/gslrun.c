@@ -131,6 +131,7 @@ typedef struct Segment {
   char exec_err[512];   /* hydra's `execvp error on file` line: the program cannot be run */
   int err_rank;         /* the rank an error line names, -1 */
   char err_line[512];   /* the first `rank R: error:` line */
+  bool work_done;       /* rank 0 said every rank's work was done and agreed ("gslrun-ranks: done") */
   long bad_pid;         /* hydra's BAD TERMINATION: its pid, 0 */
   char bad_host[256];   /* and host */
   int bad_code;         /* and EXIT CODE, -1 */
@@ -826,8 +827,12 @@ static void scan_line(Segment *s, const char *line, bool err) {
   long a, b;
   int n = 0;
   const char *p;
-  if (!err && !strncmp(line, TO_GSLRUN, strlen(TO_GSLRUN))) { /* " R=PID@HOST" each */
+  if (!err && !strncmp(line, TO_GSLRUN, strlen(TO_GSLRUN))) { /* " R=PID@HOST" each, or " done" */
     char host[64];
+    if (!strcmp(line + strlen(TO_GSLRUN), " done")) {
+      s->work_done = true;
+      return;
+    }
     for (p = line + strlen(TO_GSLRUN); sscanf(p, " %ld=%ld@%63s%n", &a, &b, host, &n) == 3; p += n)
       if (a >= 0 && a < MAX_RANKS) {
         s->all_pid[a] = b;
@@ -1249,7 +1254,12 @@ static char *cause_of(const Segment *s) {
    * gslrun saw end were hydra's clean-up after it */
   bool remote = s->bad_pid && s->bad_host[0] && !local_pid && !same_host(s->bad_host, me) &&
                 strcmp(s->bad_host, "localhost") != 0;
-  int rank = s->err_rank >= 0 ? s->err_rank : remote ? -1 : s->first_dead;
+  /* a rank that hydra reports killed by a signal on another host ended
+   * first; a survivor's failed MPI call ("rank R: error: MPI_..." from
+   * gslrt_mpi_check) was its consequence, not the cause */
+  bool after = remote && s->bad_code > 0 && s->bad_code < 64 && strstr(s->err_line, ": error: MPI_");
+  const char *err_line = after ? "" : s->err_line;
+  int rank = s->err_rank >= 0 && !after ? s->err_rank : remote ? -1 : s->first_dead;
   long pid = rank >= 0 && rank < MAX_RANKS ? s->pid[rank] : 0;
   if (rank < 0 && s->bad_pid && !remote)
     for (int i = 0; i < MAX_RANKS && rank < 0; i++)
@@ -1265,7 +1275,7 @@ static char *cause_of(const Segment *s) {
     snprintf(host, sizeof host, "%s", s->bad_host);
   else if (pid)
     snprintf(host, sizeof host, "%s", me);
-  bool at_once = rank == s->first_dead && s->ntogether > 1 && !s->err_line[0];
+  bool at_once = rank == s->first_dead && s->ntogether > 1 && !err_line[0];
   if (at_once) { /* several seen ended by one wakeup (gslrun not scheduled between) */
     char ranks[128] = "", pids[256] = "";
     for (int i = 0; i < s->ntogether; i++) {
@@ -1293,14 +1303,14 @@ static char *cause_of(const Segment *s) {
   char *text;
   if (s->exec_err[0])
     text = xasprintf("the program cannot be run: mpirun's %s; mpirun's status %d", s->exec_err, s->status);
-  else if (s->err_line[0])
-    text = xasprintf("%s%s'%s'; mpirun's status %d", who, *who ? " failed: " : "", s->err_line, s->status);
+  else if (err_line[0])
+    text = xasprintf("%s%s'%s'; mpirun's status %d", who, *who ? " failed: " : "", err_line, s->status);
   else if (*who && *how)
-    text = xasprintf("%s%s %s; mpirun's status %d", who,
+    text = xasprintf("%s%s %s%s%s%s; mpirun's status %d", who,
                      at_once                 ? " ended at once (gslrun saw no order among them);"
                      : rank == s->first_dead || remote ? " ended first,"
                                              : " was",
-                     how, s->status);
+                     how, after ? "; after it, '" : "", after ? s->err_line : "", after ? "'" : "", s->status);
   else if (*who)
     text = xasprintf("%s ended first; mpirun's status %d%s%s%s", who, s->status,
                      s->last_err[0] ? "; the job's last line: '" : "", s->last_err, s->last_err[0] ? "'" : "");
@@ -1444,9 +1454,18 @@ static int supervise(Run *r) {
     FileId before = r->metrics ? file_id(r->metrics) : (FileId){0};
     double t0 = now();
     int status = run_job(r, bin, resume, s);
-    s->status = status;
     double took = now() - t0;
     bool forwarded = got_signal != 0;
+    if (status != 0 && s->work_done && !forwarded) {
+      /* every rank's work was done and agreed before mpirun's status: an
+       * MPI_Finalize cut short by the runtime's deadline, or hydra's
+       * clean-up after it (doc/cluster.md) */
+      say("warning: segment %d: mpirun's status %d came after every rank's work was done and agreed (the steps, the "
+          "checkpoint and the outputs written): the run is finished",
+          k, status);
+      status = 0;
+    }
+    s->status = status;
     const char *end = status == 0 && !(forwarded && s->stopped)             ? "completed"
                       : status == EXIT_STOPPED || (forwarded && s->stopped) ? "stopped"
                                                                             : "failed";

@@ -106,6 +106,18 @@ void gslrt_health_init(gslrt_ctx *ctx) {
     tell_gslrun(ctx);
 }
 
+/* Under gslrun, after the agreement that every rank's work is done (the
+ * steps, the final checkpoint and the outputs written): rank 0 says so in
+ * the line "gslrun-ranks: done", which gslrun reads (and does not pass
+ * on) to take the segment as finished whatever mpirun's status after it
+ * (an MPI_Finalize that hung and was cut short). */
+void gslrt_health_done(const gslrt_ctx *ctx) {
+  if (ctx->rank == 0 && getenv("GSLRUN_RANKS")) {
+    printf("gslrun-ranks: done\n");
+    fflush(stdout);
+  }
+}
+
 void gslrt_health_free(gslrt_ctx *ctx) {
   free(ctx->hosts);
   free(ctx->pace_low);

@@ -15,6 +15,7 @@
 #include <config.h>
 #endif
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
@@ -281,7 +282,12 @@ void gslrt_deadline_startup(const char *prog, double limit);
  * not return within limit seconds, this rank warns that the call did not
  * return, with why, and ends with code (the run's own status). Nothing
  * with limit 0. */
-void gslrt_deadline_exit(int rank, const char *prog, double limit, const char *call, int code, const char *why);
+/* Past the work, a call that may not return (MPI_Finalize, MPI_Abort)
+ * ends the rank with status code after limit seconds, saying why; with
+ * guard, an exit or a hang-up, termination or broken pipe inside it too
+ * (MPI_Finalize). */
+void gslrt_deadline_exit(int rank, const char *prog, double limit, const char *call, int code, const char *why,
+                         bool guard);
 /* "[i, j, ...]" into buf: the position of element e (C order) of a tile
  * of shape (rank entries) at offset in its tensor (NULL: all zeros), in
  * the tensor; "" for a scalar. */
@@ -305,6 +311,7 @@ void gslrt_fatal_code(gslrt_ctx *ctx, int code, const char *fmt, ...)
 /* Each rank's host into ctx->hosts (every rank together, after the groups
  * are built); nothing with one rank. */
 void gslrt_health_init(gslrt_ctx *ctx);
+void gslrt_health_done(const gslrt_ctx *ctx);
 void gslrt_health_free(gslrt_ctx *ctx);
 /* The watch over group gr (built; ctx->comm's group of every rank too):
  * its members' ranks in ctx->comm and its tag (a number of its own) on

@@ -753,11 +753,12 @@ fn_exit:
     int done = 1, all = 0;
     gslrt_world_allreduce(&ctx, &done, &all, 1, MPI_INT, MPI_MIN, "the agreement that the run's work is done");
   }
+  gslrt_health_done(&ctx);
   free_ctx(&ctx);
   gslrt_mpi_check(&ctx, MPI_Comm_free(&ctx.comm), "MPI_Comm_free");
   if (ctx.nranks > 1) /* every rank's work is done: status 0, whatever MPI_Finalize does */
     gslrt_deadline_exit(ctx.rank, ctx.prog, ctx.opts.collective_timeout, "MPI_Finalize", 0,
-                        "the run's work is done (its steps, checkpoint and outputs written) and agreed");
+                        "the run's work is done (its steps, checkpoint and outputs written) and agreed", true);
   MPI_Finalize();
   gslrt_deadline_off(&ctx);
   gslrt_set_current(NULL);

@@ -4,8 +4,13 @@
  * reach. Through the PMPI profiling interface: MPI_Finalize on the ranks
  * listed in HANG_FINALIZE (",0,1," style, or "0,1"), MPI_Abort on those
  * in HANG_ABORT, wait for ever (pause), as if the call never returned;
- * every other rank calls the real one. */
+ * MPI_Finalize on those in EXIT_FINALIZE calls exit(1) (as MPICH's error
+ * handler does when the call fails), on those in HUP_FINALIZE raises
+ * SIGHUP (a process manager's clean-up, or its connection gone) and on
+ * those in KILL_FINALIZE raises SIGKILL; every other rank calls the real
+ * one. */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +31,12 @@ int MPI_Finalize(void) {
   if (listed("HANG_FINALIZE"))
     for (;;)
       pause();
+  if (listed("EXIT_FINALIZE"))
+    exit(1);
+  if (listed("HUP_FINALIZE"))
+    raise(SIGHUP);
+  if (listed("KILL_FINALIZE"))
+    raise(SIGKILL);
   return PMPI_Finalize();
 }
 

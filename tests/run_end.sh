@@ -7,6 +7,11 @@
 #       checkpoint and output were written: the job ends with status 0,
 #       each rank saying so in one warning line, and the output and the
 #       checkpoint are those of a run without the hang, byte for byte;
+#   (a2) MPI_Finalize ended from inside after the work: an exit(1) on rank
+#       0 (MPICH's error handler), a SIGHUP on rank 1: status 0, a warning
+#       from each rank, output and checkpoint whole;
+#   (a3) under gslrun, a rank SIGKILLed inside MPI_Finalize after the
+#       work: mpirun's status is not 0, gslrun warns, ends 0, no restart;
 #   (b) the same after a usage error: status 2, the run's own;
 #   (c) MPI_Abort never returns: a rank stopped mid-run, the watchdog ends
 #       the job, and the rank whose MPI_Abort hangs ends itself (status 4)
@@ -57,6 +62,32 @@ if [ $rc -eq 0 ] && [ "$warned" -eq 2 ] && cmp -s ref.npy y.npy &&
   pass "(a) MPI_Finalize never returns after the work: status 0, two warnings, output and checkpoint whole ($took s)"
 else
   fail "(a) status $rc, $warned warnings"; cat a.err
+fi
+
+# (a2) MPI_Finalize ends the rank from inside after the work is done: an
+# exit(1) on rank 0, a SIGHUP on rank 1
+EXIT_FINALIZE=0 HUP_FINALIZE=1 LD_PRELOAD=$work/mpi_hang.so timeout $guard $MPIEXEC -n 2 ./two --steps 3 --quiet \
+  --collective-timeout $T --checkpoint ck2 --output y=y2.npy >a2.out 2>a2.err
+rc=$?
+warned=$(grep -c "^two: rank [01]: warning: MPI_Finalize was ended from inside (an exit, or a signal from the process manager); the run's work is done (its steps, checkpoint and outputs written) and agreed: this rank ends with status 0$" a2.err)
+if [ $rc -eq 0 ] && [ "$warned" -eq 2 ] && cmp -s ref.npy y2.npy && cmp -s ref/step-00000003/w.npy ck2/step-00000003/w.npy; then
+  pass "(a2) MPI_Finalize ends a rank by exit(1) and one by SIGHUP after the work: status 0, two warnings"
+else
+  fail "(a2) status $rc, $warned warnings"; cat a2.err
+fi
+
+# (a3) under gslrun, a rank killed (SIGKILL, which nothing can catch)
+# inside MPI_Finalize after the work is done: mpirun's status is not 0,
+# but the runtime said the work was done and agreed: gslrun says so in a
+# warning, ends 0 and does not restart
+KILL_FINALIZE=1 LD_PRELOAD=$work/mpi_hang.so timeout $guard "$GSLRUN" --max-restarts 2 --backoff 0.1 -np 2 ./two \
+  --steps 3 --quiet --collective-timeout $T --checkpoint ck3 >a3.out 2>a3.err
+rc=$?
+if [ $rc -eq 0 ] && grep -q "^gslrun: warning: segment 1: mpirun's status [1-9][0-9]* came after every rank's work was done and agreed" a3.err &&
+  ! grep -q "segment 2" a3.err && ! grep -q "gslrun-ranks" a3.out a3.err; then
+  pass "(a3) gslrun: a rank SIGKILLed in MPI_Finalize after the work: a warning, status 0, no restart"
+else
+  fail "(a3) gslrun's status $rc"; cat a3.err
 fi
 
 # (b) ... after a usage error
