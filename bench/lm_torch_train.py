@@ -13,7 +13,9 @@ capacity factor 1.0, a sequence a group; its moe layer bench/moe_torch.py's),
 at scripts/lm.sh's sizes unless told otherwise: --T 128 --B 8 --M 128
 --NH 4 --H 512 --L 4 --E 16 --HE 256. The data are DIR/train.npy and
 DIR/eval.npy (scripts/lm_data.py's; default data/fortunes_t128, what
-scripts/lm.sh trains on): step k (from 1) trains on batch (k - 1) mod N of
+scripts/lm.sh trains on; where DIR/eval_all.npy is there too, the corpus's
+every held-out batch, the trained model is also scored on it at the end,
+outside the budget, as lm.sh scores GSL's checkpoint): step k (from 1) trains on batch (k - 1) mod N of
 train.npy, as GSL's --input cycles.
 
 The recipe is scripts/lm.sh's (scripts/lm_recipe.sh), as PyTorch writes it:
@@ -24,7 +26,7 @@ The recipe is scripts/lm.sh's (scripts/lm_recipe.sh), as PyTorch writes it:
     wd decays every param the same way);
   - the lr of GSL's schedule (man gsl, Learning-rate schedules) through
     LambdaLR: lr (e + 1) / W for the first W = --warmup 200 steps, then
-    cosine from --lr 1e-3 to --min-lr 1e-4 over D = STEPS steps, p =
+    cosine from --lr 2e-3 to --min-lr 2e-4 over D = STEPS steps, p =
     min((e - W) / D, 1), as lm.sh passes -D STEPS;
   - torch.nn.utils.clip_grad_norm_(every param, --clip 1.0), GSL's clip
     (min(1, C / (norm + 1e-6)) on the global norm).
@@ -216,8 +218,8 @@ def main():
         ap.add_argument("--" + n, type=int, default=v)
     ap.add_argument("--capacity", type=float, default=1.0, help="the capacity factor (default 1.0)")
     ap.add_argument("--aux", type=float, default=0.01, help="weight of the aux losses (default 0.01)")
-    ap.add_argument("--lr", type=float, default=1e-3, help="the lr after warmup (default 1e-3)")
-    ap.add_argument("--min-lr", type=float, default=1e-4, help="the lr the cosine ends at (default 1e-4)")
+    ap.add_argument("--lr", type=float, default=2e-3, help="the lr after warmup (default 2e-3)")
+    ap.add_argument("--min-lr", type=float, default=2e-4, help="the lr the cosine ends at (default 2e-4)")
     ap.add_argument("--warmup", type=int, default=200, help="steps of linear warmup (default 200)")
     ap.add_argument("--clip", type=float, default=1.0, help="the most the global grad norm may be; 0: none "
                     "(default 1.0)")
@@ -333,6 +335,18 @@ def main():
     train_s = time.perf_counter() - begin - aside
     print("%s: held-out cross-entropy %.8g nats/byte after %d steps, %.0f s of training (%s, --way %s, "
           "%d threads)" % (PROG, rec["eval_ce"], k, train_s, prec, way, a.threads))
+    every_held = os.path.join(a.data, "eval_all.npy")
+    if os.path.exists(every_held):
+        # the corpus: eval.npy is a fixed subset of the held-out batches;
+        # the trained model is scored on all of them, outside the budget,
+        # as scripts/lm.sh scores GSL's checkpoint
+        run.held = load(every_held, a)
+        loss_all, ce_all = run.evaluate()
+        print("%s: on all the held-out bytes (%s, %d batches): %.8g nats/byte"
+              % (PROG, every_held, len(run.held), ce_all), flush=True)
+        if a.metrics:
+            with open(a.metrics, "a", encoding="utf-8") as m:
+                m.write(json.dumps({"step": k, "eval_all_loss": loss_all, "eval_all_ce": ce_all}) + "\n")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,10 @@
 # early, a few steps short of the schedule's floor. The run writes
 # RUNS/NAME.jsonl (--metrics) and, unless CKPT=no, a checkpoint at the end
 # (RUNS/NAME.ckpt), prints the held-out cross-entropy of the last
-# evaluation, the wall-clock time of the training command, and generates
+# evaluation, the wall-clock time of the training command, and, on the
+# corpus (whose evaluations read eval.npy, a fixed subset of the held-out
+# batches), the checkpoint's cross-entropy on all of them (eval_all.npy,
+# outside the budget, RUNS/NAME.all.jsonl); then it generates
 # SAMPLE bytes from the checkpoint (temperature 0.8, top-k 40, seed 1).
 # Exit status 0, or the failing command's.
 set -eu
@@ -113,6 +116,14 @@ end=$(date +%s)
 ce=$(grep '"eval_ce"' "$runs/$name.jsonl" | sed -n '$s/.*"eval_ce": *\([0-9.e+-]*\).*/\1/p')
 done=$(sed -n '$s/^{"step": *\([0-9]*\).*/\1/p' "$runs/$name.jsonl")
 echo "scripts/lm.sh: $MODEL: held-out cross-entropy $ce nats/byte after $done steps, $((end - start)) s of training on $NP ranks"
+if [ "$CKPT" = yes ] && [ -f "$data/eval_all.npy" ]; then
+  # the corpus: the evaluations above read eval.npy, a fixed subset of the
+  # held-out batches; the checkpoint is scored on every one of them
+  $MPIEXEC -n "$NP" "$runs/$name" --steps "$done" --checkpoint "$runs/$name.ckpt" --quiet \
+    --input "tokens=$data/train.npy" --eval-input "tokens=$data/eval_all.npy" --metrics "$runs/$name.all.jsonl"
+  all=$(sed -n '$s/.*"eval_ce": *\([0-9.e+-]*\).*/\1/p' "$runs/$name.all.jsonl")
+  echo "scripts/lm.sh: $MODEL: on all the held-out bytes ($data/eval_all.npy): $all nats/byte"
+fi
 [ "$SAMPLE" -gt 0 ] || exit 0
 echo "scripts/lm.sh: a sample (prompt '$PROMPT', $SAMPLE bytes, temperature 0.8, top-k 40, seed 1):"
 printf '%s' "$PROMPT"

@@ -402,13 +402,22 @@ def build_corpus(args):
     for r in rows:
         print("lm_data: %-8s %9d %10d %9d %9d %9d %9d %9d %10d" % tuple(r))
     for label, data, windows, steps in plan:
-        path = os.path.join(out, label + ".npy")
-        write_windows(path, data, range(steps), args.batch, seq1, steps)
+        parts = [(label, range(steps))]
+        if label == "eval" and args.eval_batches < steps:
+            # the evaluation during training reads a fixed subset, its
+            # batches evenly spaced over the held-out stream; eval_all.npy
+            # keeps every held-out batch for a final score
+            n = args.eval_batches
+            parts = [("eval", [i * steps // n for i in range(n)]), ("eval_all", range(steps))]
         used = steps * args.batch
-        print("lm_data: %s: %d bytes with an end byte a document: %d windows of %d bytes "
-              "(seq %d + 1), %d batches of %d -> %s [%d, %d, %d]; dropped the last %d bytes"
-              % (label, len(data), windows, seq1, args.seq, steps, args.batch, path, steps,
-                 args.batch, seq1, len(data) - used * seq1))
+        for name, batches in parts:
+            path = os.path.join(out, name + ".npy")
+            write_windows(path, data, batches, args.batch, seq1, steps)
+            print("lm_data: %s: %d bytes with an end byte a document: %d windows of %d bytes "
+                  "(seq %d + 1), %d batches of %d%s -> %s [%d, %d, %d]; dropped the last %d bytes"
+                  % (name, len(data), windows, seq1, args.seq, steps, args.batch,
+                     "" if len(batches) == steps else ", %d of them evenly spaced" % len(batches),
+                     path, len(batches), args.batch, seq1, len(data) - used * seq1))
 
 
 def positive(text):
@@ -434,6 +443,9 @@ def main():
                     help="windows per batch (default 8)")
     ap.add_argument("--seq", metavar="S", type=positive, default=64,
                     help="sequence length: windows are S + 1 bytes (default 64)")
+    ap.add_argument("--eval-batches", metavar="N", type=positive, default=200,
+                    help="the corpus: eval.npy holds N of the held-out batches, evenly spaced, "
+                         "and eval_all.npy all of them, when there are more (default 200)")
     ap.add_argument("--root", metavar="DIR", default="/",
                     help="read the packages' files under DIR instead of / (a tree laid out "
                          "as they install)")

@@ -371,11 +371,14 @@ EOF
   # stream by stream are the text; each file is the start of its stream,
   # whole windows of whole batches; no held-out window is a training window
   "$PY" - "$work" <<'EOF' || { cat "$work/cout"; fail "the corpus' files are not the tree's streams"; }
-import sys, numpy as np
+import os, sys, numpy as np
 work = sys.argv[1]
 windows = {}
 for name in ("train", "eval"):
-    a = np.load("%s/c1/%s.npy" % (work, name))
+    path = "%s/c1/%s.npy" % (work, name)
+    if name == "eval" and os.path.exists("%s/c1/eval_all.npy" % work):
+        path = "%s/c1/eval_all.npy" % work  # more than --eval-batches' 200: every batch there
+    a = np.load(path)
     want = open("%s/expect.%s" % (work, name), "rb").read()
     assert a.dtype == np.dtype("<i4") and a.ndim == 3 and a.shape[1:] == (2, 65), (name, a.dtype, a.shape)
     assert a.shape[0] == len(want) // 65 // 2 > 0, (name, a.shape, len(want))
@@ -398,7 +401,32 @@ EOF
   for f in train.npy eval.npy; do
     cmp "$work/c1/$f" "$work/c2/$f" || fail "a second run on the tree wrote another $f"
   done
-  [ "$(ls "$work/c1" | tr '\n' ' ')" = "eval.npy train.npy " ] || fail "c1 holds: $(ls -a "$work/c1")"
+  [ ! -e "$work/c1/eval_all.npy" ] || cmp "$work/c1/eval_all.npy" "$work/c2/eval_all.npy" ||
+    fail "a second run on the tree wrote another eval_all.npy"
+  ls "$work/c1" | grep -qvx 'eval.npy\|train.npy\|eval_all.npy' && fail "c1 holds: $(ls -a "$work/c1")"
+  # --eval-batches N: eval.npy holds N of the held-out batches, evenly
+  # spaced (batch i * n // N of n), and eval_all.npy every one, as c1's
+  # eval.npy (or eval_all.npy) holds them; fewer than N: eval.npy alone
+  python3 "$lm_data" --root "$work/root" --out "$work/c3" --batch 2 --seq 64 --eval-batches 7 >"$work/c3out" 2>&1 ||
+    { cat "$work/c3out"; fail "lm_data.py --eval-batches 7 failed"; }
+  python3 "$lm_data" --root "$work/root" --out "$work/c4" --batch 2 --seq 64 --eval-batches 100000 >/dev/null 2>&1 ||
+    fail "lm_data.py --eval-batches 100000 failed"
+  "$PY" - "$work" <<'EOF' || { cat "$work/c3out"; fail "--eval-batches: the subset is not the evenly spaced batches"; }
+import os, sys, numpy as np
+work = sys.argv[1]
+every = np.load("%s/c3/eval_all.npy" % work)
+first = "%s/c1/eval_all.npy" % work
+first = first if os.path.exists(first) else "%s/c1/eval.npy" % work
+assert np.array_equal(every, np.load(first)), "eval_all.npy is not c1's held-out batches"
+n = len(every)
+assert n > 7, "the tree's held-out text makes %d batches, too few to check a subset of 7" % n
+sub = np.load("%s/c3/eval.npy" % work)
+assert np.array_equal(sub, every[[i * n // 7 for i in range(7)]]), "eval.npy is not batches i * %d // 7" % n
+assert np.array_equal(np.load("%s/c3/train.npy" % work), np.load("%s/c1/train.npy" % work))
+assert sorted(os.listdir("%s/c4" % work)) == ["eval.npy", "train.npy"], os.listdir("%s/c4" % work)
+assert np.array_equal(np.load("%s/c4/eval.npy" % work), every), "eval.npy of --eval-batches 100000 is not every batch"
+print("lm_data: --eval-batches 7 of %d held-out batches: batches %s" % (n, [i * n // 7 for i in range(7)]))
+EOF
   # without gcide's index, the error names dict-gcide alone
   mv "$work/root/usr/share/dictd/gcide.index" "$work/gcide.index"
   python3 "$lm_data" --root "$work/root" --out "$work/bad" >"$work/out" 2>&1
