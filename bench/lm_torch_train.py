@@ -12,7 +12,7 @@ and an MoE feed-forward layer in turn, top-2 gating with random routing,
 capacity factor 1.0, a sequence a group; its moe layer bench/moe_torch.py's),
 at scripts/lm.sh's sizes unless told otherwise: --T 128 --B 8 --M 128
 --NH 4 --H 512 --L 4 --E 16 --HE 256. The data are DIR/train.npy and
-DIR/eval.npy (scripts/lm_data.py's; default data/fortunes_t128, what
+DIR/eval.npy (scripts/lm_data.py's; default data/corpus_t128, what
 scripts/lm.sh trains on; where DIR/eval_all.npy is there too, the corpus's
 every held-out batch, the trained model is also scored on it at the end,
 outside the budget, as lm.sh scores GSL's checkpoint): step k (from 1) trains on batch (k - 1) mod N of
@@ -224,8 +224,8 @@ def main():
     ap.add_argument("--clip", type=float, default=1.0, help="the most the global grad norm may be; 0: none "
                     "(default 1.0)")
     ap.add_argument("--wd", type=float, default=0.0, help="decoupled weight decay (default 0)")
-    ap.add_argument("--data", metavar="DIR", default="data/fortunes_t128",
-                    help="train.npy and eval.npy (default data/fortunes_t128)")
+    ap.add_argument("--data", metavar="DIR", default="data/corpus_t128",
+                    help="train.npy and eval.npy (default data/corpus_t128)")
     ap.add_argument("--budget", type=float, default=600, help="seconds of training, evaluations included "
                     "(default 600)")
     ap.add_argument("--steps", type=int, help="train this many steps: no timing run, no time limit")

@@ -18,9 +18,10 @@
 #            0: no sample)
 #   CKPT     yes (default) or no: no checkpoint, and so no sample
 #   STEPS    skip the timing run and train this many steps
-#   CORPUS   fortunes (default: the recipe's data, lm_data.py --fortunes) or
-#            corpus (lm_data.py's default: Python's and Linux's documentation,
-#            GCIDE and the fortunes, 2 % of the documents held out)
+#   CORPUS   corpus (default: lm_data.py's, Python's and Linux's
+#            documentation, GCIDE and the fortunes, 2 % of the documents
+#            held out) or fortunes (lm_data.py --fortunes, the recipe's data
+#            before issue 44)
 #   DATA     the data's directory (default data/CORPUS_tT, made if missing)
 #   RUNS     where the program, metrics and checkpoint go (default runs)
 #
@@ -55,7 +56,7 @@ PROMPT=${PROMPT:-The }
 SAMPLE=${SAMPLE:-400}
 MPIEXEC=${MPIEXEC:-mpirun}
 PYTHON=${PYTHON:-python3}
-CORPUS=${CORPUS:-fortunes}
+CORPUS=${CORPUS:-corpus}
 CKPT=${CKPT:-yes}
 case $MODEL in
 moe) src=examples/lm.gsl name=lm ;;
@@ -119,7 +120,7 @@ echo "scripts/lm.sh: $MODEL: held-out cross-entropy $ce nats/byte after $done st
 if [ "$CKPT" = yes ] && [ -f "$data/eval_all.npy" ]; then
   # the corpus: the evaluations above read eval.npy, a fixed subset of the
   # held-out batches; the checkpoint is scored on every one of them
-  $MPIEXEC -n "$NP" "$runs/$name" --steps "$done" --checkpoint "$runs/$name.ckpt" --quiet \
+  $MPIEXEC -n "$NP" "$runs/$name" --steps "$done" --checkpoint "$runs/$name.ckpt" --resume --quiet \
     --input "tokens=$data/train.npy" --eval-input "tokens=$data/eval_all.npy" --metrics "$runs/$name.all.jsonl"
   all=$(sed -n '$s/.*"eval_ce": *\([0-9.e+-]*\).*/\1/p' "$runs/$name.all.jsonl")
   echo "scripts/lm.sh: $MODEL: on all the held-out bytes ($data/eval_all.npy): $all nats/byte"

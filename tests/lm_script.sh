@@ -5,8 +5,9 @@
 # evaluated, checkpointed and sampled. Checked: exit status 0; the
 # held-out cross-entropy it prints is the last eval_ce of its metrics
 # file, a number between 0 and ln 256; the metrics reach step 20 with
-# lr and grad_norm; the checkpoint of step 20 exists; the sample after
-# the prompt is SAMPLE bytes.
+# lr and grad_norm; the checkpoint of step 20 exists; the score on
+# eval_all.npy (here a copy of eval.npy) is the last eval_ce, to the bit;
+# the sample after the prompt is SAMPLE bytes.
 set -u
 LC_ALL=C
 export LC_ALL
@@ -18,6 +19,9 @@ fail() { echo "FAIL: $*"; status=1; }
 top=$(cd "$top_srcdir" && pwd)
 python3 "$top/scripts/lm_data.py" --out "$work/data" --batch 8 --seq 16 --input "$top/man/gsl.7" >/dev/null ||
   { echo "FAIL: lm_data.py"; exit 1; }
+# an eval_all.npy as the corpus has one: here the same batches as eval.npy,
+# so the checkpoint's score on it must be the last evaluation's, to the bit
+cp "$work/data/eval.npy" "$work/data/eval_all.npy"
 GSLC_DIR=$(cd "$(dirname "$GSLC")" && pwd)
 [ "$GSLC_DIR" = "$top" ] || { echo "SKIP: scripts/lm.sh runs ./gslc of the source tree (an in-tree build)"; exit 77; }
 DATA="$work/data" RUNS="$work/runs" EXPERTS= STEPS=20 NP=2 SAMPLE=24 PROMPT="The " MPIEXEC="$MPIEXEC" \
@@ -28,6 +32,8 @@ ce=$(sed -n 's/^scripts\/lm.sh: moe: held-out cross-entropy \([0-9.e+-]*\) nats\
 last=$(grep '"eval_ce"' "$m" | sed -n '$s/.*"eval_ce": *\([0-9.e+-]*\).*/\1/p')
 [ -n "$ce" ] && [ "$ce" = "$last" ] || fail "the printed cross-entropy '$ce' is not the metrics' last eval_ce '$last'"
 awk -v c="$ce" 'BEGIN { exit !(c > 0 && c < 5.546) }' || fail "cross-entropy $ce is not in (0, ln 256)"
+all=$(sed -n 's/^scripts\/lm.sh: moe: on all the held-out bytes ([^)]*eval_all.npy): \([0-9.e+-]*\) nats\/byte$/\1/p' "$work/out")
+[ -n "$all" ] && [ "$all" = "$last" ] || fail "the score on eval_all.npy '$all' is not the last eval_ce '$last'"
 grep -q '^{"step": 20, .*"lr": .*"grad_norm": ' "$m" || fail "no step-20 record with lr and grad_norm in $m"
 [ -f "$work/runs/lm.ckpt/step-00000020/manifest.json" ] || fail "no checkpoint of step 20: $(ls "$work/runs/lm.ckpt")"
 # the sample: the line after the notice, the prompt, then SAMPLE bytes, then a newline
