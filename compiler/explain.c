@@ -256,18 +256,32 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
       fprintf(f, "padded (%s)\n", m->why);
     else
       fprintf(f, "empty slots skipped: %d products by rows, %d by summed slots\n", m->rows, m->depth);
+    if (m->c >= m->s && !m->recomputed) { /* no expert can get more than S of a group's choices */
+      int64_t c1 = (m->k * m->s + m->e - 1) / m->e, b1 = m->bytes / m->c * c1;
+      fprintf(f, "  dropless: C = %" PRId64 " = S, room for every choice; the dispatched tokens take %" PRId64
+                 " bytes over the mesh, %" PRId64 " more than at capacity 1.0 (C = %" PRId64 ")%s\n",
+              m->c, m->bytes, m->bytes - b1, c1,
+              m->why ? "" : ", and no more FLOPs: the products run over the filled slots alone");
+    }
     /* its signals: moe.c made them in block order, "moe.NAME.load" and
      * "moe.NAME.drop", the drop alone logged (a recomputed block has none
      * of its own: its original's are the same numbers) */
     if (m->recomputed)
       continue;
     while (o < g->noutputs && !(g->outputs[o].kind == OUT_SIGNAL && g->outputs[o].log &&
-                                 !strncmp(g->outputs[o].name, "moe.", 4)))
+                                 !strncmp(g->outputs[o].name, "moe.", 4) && strlen(g->outputs[o].name) > 5 &&
+                                 !strcmp(g->outputs[o].name + strlen(g->outputs[o].name) - 5, ".drop")))
       o++;
     if (o < g->noutputs) {
-      const char *drop = g->outputs[o].name;
-      fprintf(f, "  signals: %.*s.load, %s (logged as %s)\n", (int)(strlen(drop) - strlen(".drop")), drop, drop,
-              g->outputs[o].log);
+      const char *drop = g->outputs[o].name, *max = NULL;
+      int base = (int)(strlen(drop) - strlen(".drop"));
+      for (int j = o + 1; j < g->noutputs && !max; j++)
+        if (g->outputs[j].kind == OUT_SIGNAL && g->outputs[j].log && !strncmp(g->outputs[j].name, drop, (size_t)base) &&
+            !strcmp(g->outputs[j].name + base, ".load_max"))
+          max = g->outputs[j].log;
+      fprintf(f, "  signals: %.*s.load, %s (logged as %s), %.*s.load_max (logged as %s), .load_min, .load_std, .idle, "
+                 ".entropy\n",
+              base, drop, drop, g->outputs[o].log, base, drop, max ? max : "-");
       o++;
     }
   }

@@ -488,6 +488,8 @@ typedef struct SameNote {
 typedef struct MoeNote {
   Span span;       /* the block (its dispatch) */
   int64_t e, g, c; /* experts, groups, capacity slots */
+  int64_t s, k, m; /* tokens a group, choices a token, the tokens' width */
+  int64_t bytes;   /* the dispatched tokens' bytes, E·G·C·M elements, over the whole mesh */
   int rows, depth; /* products restricted to the filled slots: by rows, by summed slots */
   const char *why; /* padded: why (the op that mixes slots, or the option); NULL: skipped */
   bool recomputed; /* the block computed again for the backward pass (its region recomputed) */
@@ -799,6 +801,11 @@ bool sema_run(Sema *s, const Node *root);
  * results (dies if more than maxresults), or -1 after reporting errors. */
 int sema_call(Sema *s, const Build *bd, const char *module, const char *fn, Value **args, int nargs,
               Value **results, int maxresults, Span at);
+/* As sema_call, with nnums compile-time integers after the values: the
+ * function's untyped parameters (a loop's bound, a shape's dim), bound as
+ * a number argument in the source binds them. */
+int sema_call_nums(Sema *s, const Build *bd, const char *module, const char *fn, Value **args, int nargs,
+                   const int64_t *nums, int nnums, Value **results, int maxresults, Span at);
 /* Function fn of module (as sema_call) specialized to nargs parameters of
  * dtypes dt and shapes sh: an IR function of p (ir_new_fn) whose results
  * are fn's, built in f32 (ir_inline copies it as built), for a later pass
@@ -1201,8 +1208,10 @@ void plan_staging(Plan *pl, const Program *p);
  * output w1 on rank 0 201326592, intermediates 168034496, params 151035904
  * (w1 67108864)" (in a). */
 const char *stats_largest(Arena *a, const Program *p, const Plan *pl);
-/* gslc --stats: memory per device and bytes each collective moves per step */
-void stats_print(FILE *f, const Program *p, const Plan *pl);
+/* gslc --stats: memory per device and bytes each collective moves per step
+ * (p the SPMD program, pl its plan), and the moe blocks' capacity slots
+ * (global's notes, slots.c) */
+void stats_print(FILE *f, const Program *p, const Plan *pl, const Program *global);
 
 /* ---- remat.c: what recomputing a region saves and costs ------------------------------- */
 

@@ -769,7 +769,7 @@ static int compile(const Options *o) {
     else if (o->mode == MODE_ANNOTATIONS)
       annotations_print(f, p);
     else
-      stats_print(f, spmd, plan);
+      stats_print(f, spmd, plan, p);
     if ((out ? fclose(f) : fflush(f)) != 0) {
       diag_fatal("cannot write %s: %s", out ? out : "stdout", strerror(errno));
       goto done;

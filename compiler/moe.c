@@ -3,10 +3,14 @@
  *
  *   let y, aux = moe(x, gate = wg, top = K, capacity = F) (t, e) { body }
  *
- * Method: the arguments are checked (x f32[G, S, M], wg f32[M, E], K 1 or
- * 2, C = ceil(F * K * S / E) at least 1). The gating is GSL: stdlib/moe.gsl's
- * top1_gating or top2_gating, inlined with sema_call, gives every token's
- * routes (expert, slot, weight: [G, S, K]) and the load-balancing loss.
+ * Method: the arguments are checked (x f32[G, S, M], wg f32[M, E], K from 1
+ * to E, C = ceil(F * K * S / E) at least 1, or S for capacity = 0, the
+ * dropless block: a token's K choices are K distinct experts, so an expert
+ * takes at most S of a group's). The gating is GSL: stdlib/moe.gsl's
+ * top1_gating, top2_gating or topk_gating (K > 2; top-2 keeps its own,
+ * whose random routing topk_gating has not), inlined with sema_call, gives
+ * every token's routes (expert, slot, weight: [G, S, K]) and the
+ * load-balancing loss; zloss = W adds W times stdlib's router_zloss to it.
  * x is dispatched into [E, G, C, M] by those routes (OP_DISPATCH). The
  * body is elaborated once, for one expert, on stand-ins: t f32[G, C, M]
  * and e an i32 scalar, with `w[e]` checked to index a tensor whose leading
@@ -27,7 +31,7 @@
 
 #include "sema.h"
 
-static const char *const moe_keywords[] = {"gate", "top", "capacity", "random_routing", "name"};
+static const char *const moe_keywords[] = {"gate", "top", "capacity", "random_routing", "zloss", "name"};
 
 static bool check_keywords(Sema *s, const Args *a) {
   for (int i = 0; i < a->nkw; i++) {
@@ -40,7 +44,7 @@ static bool check_keywords(Sema *s, const Args *a) {
         return false;
       }
     if (!known) {
-      sema_error(s, a->kw[i]->span, "moe takes no keyword '%s' (it takes gate, top, capacity, random_routing and name)",
+      sema_error(s, a->kw[i]->span, "moe takes no keyword '%s' (it takes gate, top, capacity, random_routing, zloss and name)",
                  a->kw[i]->name);
       return false;
     }
@@ -166,6 +170,7 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   }
   const Node *gate_n = sema_kwarg(&a, "gate"), *top_n = sema_kwarg(&a, "top"), *cap_n = sema_kwarg(&a, "capacity");
   const Node *rr_n = sema_kwarg(&a, "random_routing"), *name_n = sema_kwarg(&a, "name");
+  const Node *z_n = sema_kwarg(&a, "zloss");
   if (!gate_n) {
     sema_error(s, sp, "moe needs its gating weights: gate = wg, with wg: f32[M, E]");
     return none;
@@ -175,6 +180,7 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   bool ok = true;
   int64_t K = top_n ? sema_eval_int(s, sc, top_n, "moe's top", &ok) : 2;
   double F = cap_n ? sema_eval_number(s, sc, cap_n, "moe's capacity", &ok) : 2.0;
+  double Z = z_n ? sema_eval_number(s, sc, z_n, "moe's zloss", &ok) : 0.0;
   int before = diag_errors();
   bool rr = sema_bool_kwarg(s, sc, &a, "random_routing", K == 2);
   if (!x || !wg || !ok || diag_errors() != before)
@@ -191,12 +197,17 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
     return none;
   }
   int64_t E = wg->shape.d[1];
-  if (K != 1 && K != 2) {
-    sema_error(s, top_n->span, "moe's top must be 1 or 2 (GShard's top-1 and top-2 gating), got %" PRId64, K);
+  if (K < 1) {
+    sema_error(s, top_n->span, "moe's top must be from 1 to E (the experts a token is routed to), got %" PRId64, K);
     return none;
   }
-  if (K == 1 && rr_n && rr) {
-    sema_error(s, rr_n->span, "random_routing applies to a second choice: it needs top = 2");
+  if (K != 2 && rr_n && rr) {
+    sema_error(s, rr_n->span, "random_routing applies to top-2's second choice (GShard's): it needs top = 2, not %" PRId64,
+               K);
+    return none;
+  }
+  if (!(Z >= 0) || !isfinite(Z)) {
+    sema_error(s, z_n->span, "moe's zloss is the weight of the router's z-loss, 0 or more, got %g", Z);
     return none;
   }
   if (K > E) {
@@ -204,11 +215,13 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
                K, K, E);
     return none;
   }
-  double c = ceil(F * (double)K * (double)S / (double)E);
+  /* dropless (capacity = 0): a token's K choices are distinct experts,
+   * so S slots hold every choice an expert can get from a group */
+  double c = F == 0 ? (double)S : ceil(F * (double)K * (double)S / (double)E);
   if (!(c >= 1) || c > (double)S * (double)K) {
     sema_error(s, cap_n ? cap_n->span : sp,
                "moe's capacity = %g gives C = ceil(%g * %" PRId64 " * %" PRId64 " / %" PRId64 ") = %g slots per expert; "
-               "it must give from 1 to top * S = %" PRId64, F, F, K, S, E, c, K * S);
+               "it must give from 1 to top * S = %" PRId64 " (or be 0: dropless, C = S)", F, F, K, S, E, c, K * S);
     return none;
   }
   int64_t C = (int64_t)c;
@@ -229,22 +242,46 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   }
   args[nargs++] = ir_const(&s->b, DT_F32, (double)C, sp);
   Build gating = build_f32(s->b); /* the gates stay f32 under --precision bf16, as GShard keeps them */
-  int got = sema_call(s, &gating, "moe", K == 2 ? "top2_gating" : "top1_gating", args, nargs, routes, 5, sp);
+  int got = K > 2 ? sema_call_nums(s, &gating, "moe", "topk_gating", args, nargs, &K, 1, routes, 5, sp)
+                  : sema_call(s, &gating, "moe", K == 2 ? "top2_gating" : "top1_gating", args, nargs, routes, 5, sp);
   if (got != 5)
     return none;
   Value *expert = routes[0], *slot = routes[1], *weight = routes[2], *aux = routes[3];
+  if (Z > 0) { /* aux + Z * the router's z-loss, in f32 as the gating */
+    Value *zargs[2] = {x, wg}, *zl;
+    if (sema_call(s, &gating, "moe", "router_zloss", zargs, 2, &zl, 1, sp) != 1)
+      return none;
+    aux = ir_binary(&gating, BF_ADD, aux, ir_binary(&gating, BF_MUL, ir_const(&gating, DT_F32, Z, sp), zl, sp), sp);
+  }
   /* the signals: each expert's load and the fraction dropped (stdlib's
    * routing_signals), "drop1", "drop2", ... in the log line in block order */
   const char *name = block_name(s, name_n, sp);
-  Value *sig_args[4] = {expert, slot, routes[4], wg}, *sig[2];
-  if (!name || sema_call(s, &s->b, "moe", "routing_signals", sig_args, 4, sig, 2, sp) != 2)
+  Value *ent_args[2] = {x, wg}, *entropy;
+  if (!name || sema_call(s, &gating, "moe", "token_entropy", ent_args, 2, &entropy, 1, sp) != 1)
     return none;
-  int nblocks = 0;
-  for (int i = 0; i < p->noutputs; i++)
-    nblocks += p->outputs[i].kind == OUT_SIGNAL && !strncmp(p->outputs[i].name, "moe.", 4) &&
-               p->outputs[i].log != NULL;
+  Value *sig_args[5] = {expert, slot, routes[4], wg, entropy}, *sig[3];
+  if (sema_call(s, &s->b, "moe", "routing_signals", sig_args, 5, sig, 3, sp) != 3)
+    return none;
+  int nblocks = 0; /* the blocks so far: one logged "moe.NAME.drop" each */
+  for (int i = 0; i < p->noutputs; i++) {
+    const char *o = p->outputs[i].name;
+    size_t len = strlen(o);
+    nblocks += p->outputs[i].kind == OUT_SIGNAL && !strncmp(o, "moe.", 4) && p->outputs[i].log != NULL &&
+               len > 5 && !strcmp(o + len - 5, ".drop");
+  }
   ir_signal(p, arena_printf(p->arena, "moe.%s.load", name), NULL, sig[0], sp);
   ir_signal(p, arena_printf(p->arena, "moe.%s.drop", name), arena_printf(p->arena, "drop%d", nblocks + 1), sig[1], sp);
+  /* the load's spread (stdlib's load_summary) and the router's entropy:
+   * the busiest expert's load times E logged as "max1", "max2", ... */
+  Value *spread[4];
+  if (sema_call(s, &s->b, "moe", "load_summary", sig, 1, spread, 4, sp) != 4)
+    return none;
+  ir_signal(p, arena_printf(p->arena, "moe.%s.load_min", name), NULL, spread[0], sp);
+  ir_signal(p, arena_printf(p->arena, "moe.%s.load_max", name), arena_printf(p->arena, "max%d", nblocks + 1),
+            spread[1], sp);
+  ir_signal(p, arena_printf(p->arena, "moe.%s.load_std", name), NULL, spread[2], sp);
+  ir_signal(p, arena_printf(p->arena, "moe.%s.idle", name), NULL, spread[3], sp);
+  ir_signal(p, arena_printf(p->arena, "moe.%s.entropy", name), NULL, sig[2], sp);
 
   Value *dispatched = ir_dispatch(&s->b, x, expert, slot, E, C, sp);
   Value *outs[8];

@@ -1281,8 +1281,8 @@ static Scope *module_scope(Sema *s, const char *name, Span at) {
 }
 
 /* sema_call's work, built with s->b */
-static int call(Sema *s, const char *module, const char *fn, Value **args, int nargs, Value **results,
-                int maxresults, Span at) {
+static int call(Sema *s, const char *module, const char *fn, Value **args, int nargs, const int64_t *nums,
+                int nnums, Value **results, int maxresults, Span at) {
   Scope *sc = module ? module_scope(s, module, at) : &s->global;
   if (!sc)
     return -1;
@@ -1294,19 +1294,20 @@ static int call(Sema *s, const char *module, const char *fn, Value **args, int n
       sema_error(s, at, "the program has no function '%s'", fn);
     return -1;
   }
-  if (nargs != b->fn->list.len) {
+  int all = nargs + nnums;
+  if (all != b->fn->list.len) {
     sema_error(s, at, "'%s' takes %d argument%s, %d given", fn, b->fn->list.len, b->fn->list.len == 1 ? "" : "s",
-               nargs);
+               all);
     diag_note(b->fn->span, "'%s' is defined here", fn);
     return -1;
   }
-  Span *spans = arena_alloc(s->b.p->arena, sizeof *spans * (size_t)(nargs ? nargs : 1));
-  R *rs = arena_alloc(s->b.p->arena, sizeof *rs * (size_t)(nargs ? nargs : 1));
-  for (int i = 0; i < nargs; i++) {
+  Span *spans = arena_alloc(s->b.p->arena, sizeof *spans * (size_t)(all ? all : 1));
+  R *rs = arena_alloc(s->b.p->arena, sizeof *rs * (size_t)(all ? all : 1));
+  for (int i = 0; i < all; i++) {
     spans[i] = at;
-    rs[i] = rval(args[i]);
+    rs[i] = i < nargs ? rval(args[i]) : rint_(nums[i - nargs]);
   }
-  R r = inline_fn(s, b->home, b->fn, rs, nargs, spans, at);
+  R r = inline_fn(s, b->home, b->fn, rs, all, spans, at);
   int n = r.k == R_NONE ? -1 : r.k == R_TUPLE ? r.n : 1;
   if (n > maxresults)
     die("sema_call: '%s' gives %d values, room for %d", fn, n, maxresults);
@@ -1319,9 +1320,14 @@ static int call(Sema *s, const char *module, const char *fn, Value **args, int n
 
 int sema_call(Sema *s, const Build *bd, const char *module, const char *fn, Value **args, int nargs,
               Value **results, int maxresults, Span at) {
+  return sema_call_nums(s, bd, module, fn, args, nargs, NULL, 0, results, maxresults, at);
+}
+
+int sema_call_nums(Sema *s, const Build *bd, const char *module, const char *fn, Value **args, int nargs,
+                   const int64_t *nums, int nnums, Value **results, int maxresults, Span at) {
   Build outer = s->b;
   s->b = *bd;
-  int n = call(s, module, fn, args, nargs, results, maxresults, at);
+  int n = call(s, module, fn, args, nargs, nums, nnums, results, maxresults, at);
   s->b = outer;
   return n;
 }

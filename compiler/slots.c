@@ -321,6 +321,10 @@ Program *slots_skip_empty(Program *p, bool enable) {
     m->e = B->dispatch->shape.d[0];
     m->g = B->dispatch->shape.d[1];
     m->c = B->dispatch->shape.d[2];
+    m->m = B->dispatch->shape.d[3];
+    m->s = B->dispatch->args[1]->shape.d[1]; /* the routes, i32[G, S, K] */
+    m->k = B->dispatch->args[1]->shape.d[2];
+    m->bytes = plan_value_bytes(B->dispatch);
     m->rows = B->rows;
     m->depth = B->depth;
     m->recomputed = B->dispatch->pass == PASS_RECOMPUTE;

@@ -134,7 +134,29 @@ static void activations_stats(FILE *f, const Program *p, const Plan *pl) {
           all > 0 ? 100.0 * again / all : 0.0);
 }
 
-void stats_print(FILE *f, const Program *p, const Plan *pl) {
+/* The moe blocks: each one's capacity slots and the bytes of its
+ * dispatched tokens, and, for a dropless block (C = S), what that room
+ * costs against capacity 1.0. */
+static void moe_stats(FILE *f, const Program *g) {
+  int n = 0;
+  for (int i = 0; i < g->nmoe; i++) {
+    const MoeNote *m = &g->moe[i];
+    if (m->recomputed)
+      continue;
+    if (!n++)
+      fputs("\n## moe blocks: capacity slots (gsl.7, The moe block)\n", f);
+    const char *path = m->span.src ? m->span.src->path : "-", *base = strrchr(path, '/');
+    int64_t c1 = (m->k * m->s + m->e - 1) / m->e;
+    fprintf(f, "moe at %s:%u  E %" PRId64 "  G %" PRId64 "  top %" PRId64 "  C %" PRId64 " of S %" PRId64
+               "  dispatched tokens %" PRId64 " bytes over the mesh",
+            base ? base + 1 : path, m->span.line, m->e, m->g, m->k, m->c, m->s, m->bytes);
+    if (m->c >= m->s)
+      fprintf(f, "  (dropless; %" PRId64 " at capacity 1.0, C %" PRId64 ")", m->bytes / m->c * c1, c1);
+    fputc('\n', f);
+  }
+}
+
+void stats_print(FILE *f, const Program *p, const Plan *pl, const Program *global) {
   Arena *a = arena_new();
   int64_t devices = 1;
   for (int i = 0; i < p->mesh.naxes; i++)
@@ -255,5 +277,6 @@ void stats_print(FILE *f, const Program *p, const Plan *pl) {
     fprintf(f, "bf16 collectives         %12" PRId64 "   bytes a step (%" PRId64 " as f32: %" PRId64 " saved)\n", moved,
             2 * moved, moved);
   }
+  moe_stats(f, global);
   arena_free(a);
 }

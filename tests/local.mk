@@ -13,12 +13,14 @@ E2E_TESTS += tests/e2e/uneven.gsl tests/e2e/uneven_train.gsl tests/e2e/moe_signa
 	tests/e2e/moe_mesh2d_a2a.gsl tests/e2e/moe_dense.gsl tests/e2e/moe_vmap.gsl tests/e2e/partial_sums.gsl \
 	tests/e2e/optim.gsl tests/e2e/train_sgd.gsl tests/e2e/train_momentum.gsl tests/e2e/train_nesterov.gsl \
 	tests/e2e/train_adam.gsl tests/e2e/train_adamw.gsl tests/e2e/train_nan.gsl tests/e2e/amax_tie3.gsl \
-	tests/e2e/iota.gsl tests/e2e/loops.gsl tests/e2e/dropout.gsl
+	tests/e2e/iota.gsl tests/e2e/loops.gsl tests/e2e/dropout.gsl \
+	tests/e2e/moe_top3.gsl tests/e2e/moe_top4_zloss.gsl tests/e2e/moe_dropless.gsl
 EXTRA_DIST += tests/e2e/mlp_check.c \
 	tests/e2e/npy_load.h tests/e2e/moe_ref.h tests/e2e/philox_ref.h tests/e2e/moe_top2_drop_check.c tests/e2e/moe_top2_random_check.c \
 	tests/e2e/moe_top1_check.c tests/e2e/moe_idle_expert_check.c tests/e2e/moe_bias_check.c \
 	tests/e2e/moe_mesh2d_check.c tests/e2e/moe_mesh2d_a2a_check.c tests/e2e/moe_dense_check.c tests/e2e/optim_check.c \
-	tests/e2e/bf16_more_check.c tests/e2e/dropout_check.c
+	tests/e2e/bf16_more_check.c tests/e2e/dropout_check.c \
+	tests/e2e/moe_top3_check.c tests/e2e/moe_top4_zloss_check.c tests/e2e/moe_dropless_check.c
 
 # golden partitioner output: NAME.spmd (--emit-spmd), NAME.explain (--explain)
 SPMD_TESTS += \
@@ -42,7 +44,7 @@ GRAD_TESTS += tests/grad/unary.gsl tests/grad/binary.gsl tests/grad/select.gsl t
 	tests/grad/transformer.gsl \
 	tests/grad/sharded_dp.gsl tests/grad/sharded_ops.gsl tests/grad/sharded_2d.gsl \
 	tests/grad/moe.gsl tests/grad/moe_drop.gsl tests/grad/moe_top1.gsl tests/grad/moe_sharded.gsl tests/grad/loop.gsl \
-	tests/grad/dropout.gsl
+	tests/grad/dropout.gsl tests/grad/moe_top3.gsl
 check_PROGRAMS += tests/gradcheck
 tests_gradcheck_SOURCES = tests/gradcheck.c
 tests_gradcheck_LDADD = -lm
@@ -123,6 +125,9 @@ SCRIPT_TESTS += tests/gslrun_refusals.sh
 
 # how a run ends when MPI_Finalize or MPI_Abort never returns (tests/mpi_hang.c preloaded) and when its launcher is gone
 SCRIPT_TESTS += tests/run_end.sh
+
+# what a dropless moe block costs, as --stats and --explain tell it
+SCRIPT_TESTS += tests/moe_dropless.sh
 EXTRA_DIST += tests/mpi_hang.c
 
 # several hosts simulated on this machine (tests/sim_hosts.sh: namespaces, veth links, hydra's ssh launcher

@@ -113,7 +113,7 @@ EOF
 # second block)
 strip() {
   sed -e 's/ *; [^;]*$//' -e 's/^\(%[0-9]*\) [A-Za-z_][A-Za-z0-9_]*:/\1:/' \
-    -e 's/^signal moe\.[^ ]*\.\(load\|drop\) =/signal moe.BLOCK.\1 =/' "$1"
+    -e 's/^signal moe\.[^ ]*\.\(load\|drop\|load_min\|load_max\|load_std\|idle\|entropy\) =/signal moe.BLOCK.\1 =/' "$1"
 }
 
 for pair in lm tri; do

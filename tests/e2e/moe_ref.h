@@ -3,8 +3,11 @@
  * settings and then includes this file, which is its main():
  *
  *   MOE_GSL        the test program's file name, beside the check's source
- *   MOE_TOP        1 or 2
- *   MOE_CAPACITY   the capacity factor F; C = ceil(F * K * S / E) in double
+ *   MOE_TOP        K, from 1 to 8 (and below E)
+ *   MOE_CAPACITY   the capacity factor F; C = ceil(F * K * S / E) in double,
+ *                  or S for 0 (dropless)
+ *   MOE_ZLOSS      the router z-loss's weight W (default 0): aux gains
+ *                  W * mean over every token of logsumexp(logits)^2
  *   MOE_RANDOM     1: random routing of second choices (top 2 only)
  *   MOE_SEED       --seed of the run, MOE_STEP its last step (steps count
  *                  from 0), both only used with MOE_RANDOM
@@ -23,16 +26,16 @@
  *
  * Semantics, per group g independently:
  *   gates[s, e] = softmax_e(sum_m x[g, s, m] wg[m, e]);
- *   e1 = argmax_e gates (ties: lowest index), g1 its gate; for top 2,
- *   e2 = argmax over e != e1, g2, then w1 = g1 / (g1 + g2), w2 = g2 / (g1 + g2);
- *   for top 1, w1 = g1 (not renormalized);
- *   random routing: a second choice is routed only where 2 w2 > u[g, s];
+ *   e1 = argmax_e gates (ties: lowest index), g1 its gate; for top K >= 2,
+ *   e_k = argmax over the experts not yet chosen, g_k its gate, then
+ *   w_k = g_k / (g_1 + ... + g_K); for top 1, w1 = g1 (not renormalized);
+ *   random routing (top 2): a second choice is routed only where 2 w2 > u[g, s];
  *   slots: first choices in token order take slot pos1 = the number of earlier
- *   first choices of the same expert, kept iff pos1 < C; then second choices
- *   in token order take count1[e] + the number of earlier ROUTED second
- *   choices of the same expert, with count1[e] = min(#first choices of e, C),
- *   kept iff < C; an unrouted choice takes no slot; a dropped or unrouted
- *   choice has weight 0;
+ *   first choices of the same expert, kept iff pos1 < C; then the k-th
+ *   choices, for k = 2 .. K in turn, in token order take count[e] + the
+ *   number of earlier ROUTED k-th choices of the same expert, with count[e]
+ *   the slots of e the choices before k kept, kept iff < C; an unrouted
+ *   choice takes no slot; a dropped or unrouted choice has weight 0;
  *   t[e, g, c, :] = x[g, s, :] for each kept choice, zero rows elsewhere;
  *   out[e, g, c, :] = relu(t[e, g, c, :] @ wi[e] + MOE_BIAS) @ wo[e] for EVERY
  *   slot (so with a bias, empty slots give non-zero rows the combine must
@@ -77,6 +80,10 @@
 #ifndef MOE_BIAS
 #define MOE_BIAS 0.0
 #endif
+#ifndef MOE_ZLOSS
+#define MOE_ZLOSS 0.0
+#endif
+#define MAXK 8
 #ifndef MOE_WANT_DROPS /* some routed choice dropped for capacity */
 #define MOE_WANT_DROPS 0
 #endif
@@ -91,6 +98,15 @@
 #endif
 #ifndef MOE_WANT_UNROUTED /* some second choice not routed (random routing) */
 #define MOE_WANT_UNROUTED 0
+#endif
+#ifndef MOE_WANT_NO_DROPS /* no choice dropped (dropless) */
+#define MOE_WANT_NO_DROPS 0
+#endif
+#ifndef MOE_WANT_DROPS_AT_ONE /* capacity 1.0 would drop some choice of this routing */
+#define MOE_WANT_DROPS_AT_ONE 0
+#endif
+#ifndef MOE_WANT_LATER_KEPT /* some third or later choice kept */
+#define MOE_WANT_LATER_KEPT 0
 #endif
 #ifndef MOE_WANT_SLOT_AFTER_UNROUTED /* a routed second choice kept only because an */
 #define MOE_WANT_SLOT_AFTER_UNROUTED 0 /* earlier unrouted one took no slot */
@@ -240,13 +256,13 @@ int main(void) {
   want_shape("wo", ro, dw, 3, E, H, M);
   want_shape("y", ry, dy, 3, G, S, M);
   want_shape("aux", ra, da, 0, 0, 0, 0);
-  if (K != 1 && K != 2)
-    die("MOE_TOP must be 1 or 2", "");
+  if (K < 1 || K > MAXK)
+    die("MOE_TOP must be from 1 to 8", "");
   if (MOE_RANDOM && K != 2)
     die("random routing needs top 2", "");
   if (E < K + 1)
     die("too few experts for these tests", "");
-  const long C = (long)ceil((double)MOE_CAPACITY * K * S / (double)E);
+  const long C = MOE_CAPACITY == 0 ? S : (long)ceil((double)MOE_CAPACITY * K * S / (double)E);
 
   /* The weights must be drawn, not left zero or constant. */
   double ss = 0;
@@ -258,27 +274,27 @@ int main(void) {
 #if MOE_RANDOM
   const uint32_t stream = rng_stream(G, S);
 #endif
-  double *gates = malloc(sizeof(double) * (size_t)(S * E));
-  long *e1 = malloc(sizeof(long) * (size_t)S), *e2 = malloc(sizeof(long) * (size_t)S);
-  double *w1 = malloc(sizeof(double) * (size_t)S), *w2 = malloc(sizeof(double) * (size_t)S);
-  long *c1 = malloc(sizeof(long) * (size_t)S), *c2 = malloc(sizeof(long) * (size_t)S); /* slot or -1 */
-  long *routed = malloc(sizeof(long) * (size_t)S);
-  long *count = malloc(sizeof(long) * (size_t)E), *nfirst = malloc(sizeof(long) * (size_t)E);
+  double *gates = malloc(sizeof(double) * (size_t)(S * E)), *lse = malloc(sizeof(double) * (size_t)S);
+  long *ch = malloc(sizeof(long) * (size_t)(S * K));   /* the k-th choice of token s: ch[s * K + k] */
+  double *w = malloc(sizeof(double) * (size_t)(S * K)); /* its weight before dropping */
+  long *cs = malloc(sizeof(long) * (size_t)(S * K));   /* its slot or -1 */
+  long *routed = malloc(sizeof(long) * (size_t)(S * K));
+  long *count = malloc(sizeof(long) * (size_t)E), *nk = malloc(sizeof(long) * (size_t)E);
   long *unrouted_earlier = malloc(sizeof(long) * (size_t)E);
   long *slot_tok = malloc(sizeof(long) * (size_t)(E * G * C)); /* token of slot (e, g, c), -1 if empty */
   double *out = malloc(sizeof(double) * (size_t)(E * G * C * M));
   double *y = calloc((size_t)(G * S * M), sizeof(double));
   double *hbuf = malloc(sizeof(double) * (size_t)H);
   long *tokens_of = calloc((size_t)E, sizeof(long));
-  double aux = 0;
+  double aux = 0, zsum = 0;
   long ndropped = 0, ndropped_tokens = 0, nempty = 0, nunrouted = 0, nrouted = 0, nafter_unrouted = 0;
-  long nempty_nonzero = 0;
+  long nempty_nonzero = 0, nlater_kept = 0;
 
   for (long i = 0; i < E * G * C; i++)
     slot_tok[i] = -1;
   /* kept choices, to combine after the body: (e, c, weight) per token and choice */
-  long *ke = malloc(sizeof(long) * (size_t)(G * S * 2)), *kc = malloc(sizeof(long) * (size_t)(G * S * 2));
-  double *kw = malloc(sizeof(double) * (size_t)(G * S * 2));
+  long *ke = malloc(sizeof(long) * (size_t)(G * S * K)), *kc = malloc(sizeof(long) * (size_t)(G * S * K));
+  double *kw = malloc(sizeof(double) * (size_t)(G * S * K));
 
   for (long g = 0; g < G; g++) {
     /* gates */
@@ -294,44 +310,42 @@ int main(void) {
       }
       for (long e = 0; e < E; e++)
         sum += row[e] = exp(row[e] - mx);
+      lse[s] = mx + log(sum);
+      zsum += lse[s] * lse[s];
       for (long e = 0; e < E; e++)
         row[e] /= sum;
-      /* top choices: strict > keeps the lowest index on ties */
-      long b1 = 0;
-      for (long e = 1; e < E; e++)
-        if (row[e] > row[b1])
-          b1 = e;
-      long b2 = b1 == 0 ? 1 : 0;
-      for (long e = 0; e < E; e++)
-        if (e != b1 && row[e] > row[b2])
-          b2 = e;
-      if (row[b1] - row[b2] < AMBIGUOUS)
-        ambiguous("the first and second gates", g, s, row[b1], row[b2]);
-      e1[s] = b1;
-      e2[s] = b2;
-      if (K == 2) {
-        long b3 = -1;
-        for (long e = 0; e < E; e++)
-          if (e != b1 && e != b2 && (b3 < 0 || row[e] > row[b3]))
-            b3 = e;
-        if (row[b2] - row[b3] < AMBIGUOUS)
-          ambiguous("the second and third gates", g, s, row[b2], row[b3]);
-        w1[s] = row[b1] / (row[b1] + row[b2]);
-        w2[s] = row[b2] / (row[b1] + row[b2]);
-      } else {
-        w1[s] = row[b1];
-        w2[s] = 0;
+      /* the top choices in turn: strict > keeps the lowest index on ties;
+       * one more (K + 1) is found to check the K-th is not a tie */
+      long *c = ch + s * K, best[MAXK + 1];
+      for (int k = 0; k <= K && k < E; k++) {
+        long b = -1;
+        for (long e = 0; e < E; e++) {
+          int taken = 0;
+          for (int j = 0; j < k; j++)
+            taken |= best[j] == e;
+          if (!taken && (b < 0 || row[e] > row[b]))
+            b = e;
+        }
+        best[k] = b;
+        if (k > 0 && row[best[k - 1]] - row[b] < AMBIGUOUS)
+          ambiguous("two consecutive choices' gates", g, s, row[best[k - 1]], row[b]);
       }
-      routed[s] = K == 2;
+      double tot = 0;
+      for (int k = 0; k < K; k++)
+        c[k] = best[k], tot += row[best[k]];
+      for (int k = 0; k < K; k++)
+        w[s * K + k] = K == 1 ? row[best[0]] : row[best[k]] / tot;
+      for (int k = 0; k < K; k++)
+        routed[s * K + k] = 1;
 #if MOE_RANDOM
       double u = uniform01((uint64_t)MOE_SEED, stream, (int64_t)MOE_STEP, (uint64_t)(g * S + s));
-      if (fabs(2 * w2[s] - u) < AMBIGUOUS)
-        ambiguous("2 w2 against the draw u", g, s, 2 * w2[s], u);
-      routed[s] = 2 * w2[s] > u;
+      if (fabs(2 * w[s * K + 1] - u) < AMBIGUOUS)
+        ambiguous("2 w2 against the draw u", g, s, 2 * w[s * K + 1], u);
+      routed[s * K + 1] = 2 * w[s * K + 1] > u;
 #endif
       if (K == 2) {
-        nrouted += routed[s];
-        nunrouted += !routed[s];
+        nrouted += routed[s * K + 1];
+        nunrouted += !routed[s * K + 1];
       }
     }
     /* aux: f from first choices before dropping, m the mean gate */
@@ -339,51 +353,64 @@ int main(void) {
     for (long e = 0; e < E; e++) {
       double f = 0, mm = 0;
       for (long s = 0; s < S; s++) {
-        f += e1[s] == e;
+        f += ch[s * K] == e;
         mm += gates[s * E + e];
       }
       la += (f / (double)S) * (mm / (double)S);
     }
     aux += (double)E * la / (double)G;
-    /* slots: first choices in token order */
+    /* slots: the k-th choices in token order, k = 1 .. K in turn, each
+     * after every earlier choice of the group */
     for (long e = 0; e < E; e++)
-      count[e] = nfirst[e] = unrouted_earlier[e] = 0;
-    for (long s = 0; s < S; s++) {
-      long e = e1[s], pos = nfirst[e]++;
-      c1[s] = pos < C ? pos : -1;
-      ndropped += pos >= C;
-    }
-    for (long e = 0; e < E; e++)
-      count[e] = nfirst[e] < C ? nfirst[e] : C;
-    /* then routed second choices, after every first choice of the group */
-    for (long s = 0; s < S; s++) {
-      c2[s] = -1;
-      if (K != 2)
-        continue;
-      long e = e2[s];
-      if (!routed[s]) {
-        unrouted_earlier[e]++;
-        continue;
+      count[e] = 0;
+    for (int k = 0; k < K; k++) {
+      for (long e = 0; e < E; e++)
+        nk[e] = unrouted_earlier[e] = 0;
+      for (long s = 0; s < S; s++) {
+        long e = ch[s * K + k], i = s * K + k;
+        cs[i] = -1;
+        if (!routed[i]) {
+          unrouted_earlier[e]++;
+          continue;
+        }
+        long pos = count[e] + nk[e]++;
+        cs[i] = pos < C ? pos : -1;
+        ndropped += pos >= C;
+        nlater_kept += k >= 2 && pos < C;
+        /* kept, but would not have been had unrouted choices taken slots */
+        if (pos < C && pos + unrouted_earlier[e] >= C)
+          nafter_unrouted++;
       }
-      long pos = count[e]++;
-      c2[s] = pos < C ? pos : -1;
-      ndropped += pos >= C;
-      /* kept, but would not have been had unrouted choices taken slots */
-      if (pos < C && pos + unrouted_earlier[e] >= C)
-        nafter_unrouted++;
+      for (long e = 0; e < E; e++)
+        count[e] = count[e] + nk[e] < C ? count[e] + nk[e] : C;
     }
     for (long s = 0; s < S; s++) {
-      long *k_e = ke + (g * S + s) * 2, *k_c = kc + (g * S + s) * 2;
-      double *k_w = kw + (g * S + s) * 2;
-      k_e[0] = e1[s], k_c[0] = c1[s], k_w[0] = c1[s] >= 0 ? w1[s] : 0;
-      k_e[1] = e2[s], k_c[1] = c2[s], k_w[1] = c2[s] >= 0 ? w2[s] : 0;
-      if (c1[s] >= 0)
-        slot_tok[(e1[s] * G + g) * C + c1[s]] = s, tokens_of[e1[s]]++;
-      if (c2[s] >= 0)
-        slot_tok[(e2[s] * G + g) * C + c2[s]] = s, tokens_of[e2[s]]++;
-      if (c1[s] < 0 && c2[s] < 0)
-        ndropped_tokens++;
+      int any = 0;
+      for (int k = 0; k < K; k++) {
+        long i = s * K + k, j = (g * S + s) * K + k;
+        ke[j] = ch[i], kc[j] = cs[i], kw[j] = cs[i] >= 0 ? w[i] : 0;
+        if (cs[i] >= 0) {
+          slot_tok[(ch[i] * G + g) * C + cs[i]] = s, tokens_of[ch[i]]++;
+          any = 1;
+        }
+      }
+      ndropped_tokens += !any;
     }
+  }
+  aux += MOE_ZLOSS * zsum / (double)(G * S);
+  /* the choices a capacity factor of 1.0 would drop on the same routing:
+   * an expert's routed choices past ceil(K * S / E) in a group */
+  long ndropped_at_one = 0;
+  {
+    long C1 = (long)ceil((double)K * S / (double)E);
+    for (long g = 0; g < G; g++)
+      for (long e = 0; e < E; e++) {
+        long n = 0;
+        for (long s = 0; s < S; s++)
+          for (int k = 0; k < K; k++)
+            n += ke[(g * S + s) * K + k] == e && (kc[(g * S + s) * K + k] >= 0 || MOE_CAPACITY != 0);
+        ndropped_at_one += n > C1 ? n - C1 : 0;
+      }
   }
 
   /* the body, on every slot of every expert: t = the slot's token or zeros */
@@ -419,7 +446,7 @@ int main(void) {
   for (long g = 0; g < G; g++)
     for (long s = 0; s < S; s++)
       for (int k = 0; k < K; k++) {
-        long i = (g * S + s) * 2 + k;
+        long i = (g * S + s) * K + k;
         if (kc[i] < 0)
           continue;
         for (long m = 0; m < M; m++)
@@ -429,15 +456,15 @@ int main(void) {
   long idle = 0;
   for (long e = 0; e < E; e++)
     idle += tokens_of[e] == 0;
-  printf("%s check: G %ld S %ld M %ld H %ld E %ld, top %d, capacity %g: C = %ld slots per expert and group\n", me, G,
-         S, M, H, E, K, (double)MOE_CAPACITY, C);
+  printf("%s check: G %ld S %ld M %ld H %ld E %ld, top %d, capacity %g: C = %ld slots per expert and group; "
+         "z-loss %g\n", me, G, S, M, H, E, K, (double)MOE_CAPACITY, C, (double)MOE_ZLOSS);
   printf("%s check: %ld choices dropped, %ld tokens dropped entirely, %ld empty slots (%ld with non-zero output), "
          "%ld idle experts",
          me, ndropped, ndropped_tokens, nempty, nempty_nonzero, idle);
   if (K == 2)
     printf(", %ld second choices routed, %ld not, %ld kept thanks to unrouted ones", nrouted, nunrouted,
            nafter_unrouted);
-  printf("\n");
+  printf(", %ld choices capacity 1.0 would drop\n", ndropped_at_one);
 
   int weak = 0;
 #define WANT(flag, cond, text)                                                                                        \
@@ -453,6 +480,9 @@ int main(void) {
   WANT(MOE_WANT_UNROUTED, nunrouted > 0 && nrouted > 0, "random routing routes all or none of the second choices")
   WANT(MOE_WANT_SLOT_AFTER_UNROUTED, nafter_unrouted > 0,
        "no routed second choice depends on unrouted ones taking no slot")
+  WANT(MOE_WANT_NO_DROPS, ndropped == 0, "a choice is dropped (a dropless block drops none)")
+  WANT(MOE_WANT_DROPS_AT_ONE, ndropped_at_one > 0, "capacity 1.0 would drop no choice of this routing")
+  WANT(MOE_WANT_LATER_KEPT, nlater_kept > 0, "no third or later choice is kept")
 
   int bad = compare("y", yg, y, G * S * M, 3, dy);
   bad += compare("aux", auxg, &aux, 1, 0, da);

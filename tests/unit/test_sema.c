@@ -379,7 +379,7 @@ static void test_moe(void) {
                "t.gsl:3:1: error: let binds 1 name but the expression gives 2 values");
   expect_error("param wg: f32[4, 2]\ninput x: f32[1, 4, 4]\n"
                "let y, a = moe(x, gate = wg, top = 3) (t, e) {\n  return t\n}\n",
-               "t.gsl:3:36: error: moe's top must be 1 or 2 (GShard's top-1 and top-2 gating), got 3");
+               "t.gsl:3:36: error: moe's top = 3 needs at least 3 experts, the gate has E = 2");
 }
 
 static void test_annotations(void) {
