@@ -269,8 +269,7 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
     if (m->recomputed)
       continue;
     while (o < g->noutputs && !(g->outputs[o].kind == OUT_SIGNAL && g->outputs[o].log &&
-                                 !strncmp(g->outputs[o].name, "moe.", 4) && strlen(g->outputs[o].name) > 5 &&
-                                 !strcmp(g->outputs[o].name + strlen(g->outputs[o].name) - 5, ".drop")))
+                                 !strncmp(g->outputs[o].name, "moe.", 4) && str_ends(g->outputs[o].name, ".drop")))
       o++;
     if (o < g->noutputs) {
       const char *drop = g->outputs[o].name, *max = NULL;

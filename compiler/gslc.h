@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define GSL_MAX_RANK 8 /* most dimensions a tensor may have */
 #define GSL_MAX_AXES 8 /* most axes a mesh may have */
@@ -141,6 +142,11 @@ Node *parse_source(const Source *src, Arena *a);
 typedef enum DType { DT_F32, DT_I32, DT_BF16 } DType;
 static inline bool dtype_is_float(DType d) { return d != DT_I32; }
 static inline int dtype_size(DType d) { return d == DT_BF16 ? 2 : 4; } /* bytes of an element */
+/* whether s ends with suffix (a moe block's signal "moe.NAME.drop", say) */
+static inline bool str_ends(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && !strcmp(s + n - k, suffix);
+}
 
 typedef enum Op {
 #define X(op, s, n, cls, lvl, fl, d, ds, sh) OP_##op,

@@ -263,12 +263,9 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   if (sema_call(s, &s->b, "moe", "routing_signals", sig_args, 5, sig, 3, sp) != 3)
     return none;
   int nblocks = 0; /* the blocks so far: one logged "moe.NAME.drop" each */
-  for (int i = 0; i < p->noutputs; i++) {
-    const char *o = p->outputs[i].name;
-    size_t len = strlen(o);
-    nblocks += p->outputs[i].kind == OUT_SIGNAL && !strncmp(o, "moe.", 4) && p->outputs[i].log != NULL &&
-               len > 5 && !strcmp(o + len - 5, ".drop");
-  }
+  for (int i = 0; i < p->noutputs; i++)
+    nblocks += p->outputs[i].kind == OUT_SIGNAL && !strncmp(p->outputs[i].name, "moe.", 4) &&
+               p->outputs[i].log != NULL && str_ends(p->outputs[i].name, ".drop");
   ir_signal(p, arena_printf(p->arena, "moe.%s.load", name), NULL, sig[0], sp);
   ir_signal(p, arena_printf(p->arena, "moe.%s.drop", name), arena_printf(p->arena, "drop%d", nblocks + 1), sig[1], sp);
   /* the load's spread (stdlib's load_summary) and the router's entropy:

@@ -8,11 +8,8 @@
 # treats its slots row by row, so its products skip the empty slots: no
 # more FLOPs. A block at capacity 1.0 is listed without "dropless".
 set -u
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsldropless.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
-fail() { echo "FAIL: $*"; status=1; }
+. "$top_srcdir/tests/hand_prog.sh"
+hand_prog gslc "$GSLC" # a scratch directory, fail and pass
 
 cat >p.gsl <<'GSL'
 mesh [d = 2]
@@ -37,5 +34,5 @@ grep -qx 'moe at p.gsl:9  E 4  G 4  top 2  C 4 of S 8  dispatched tokens 1024 by
 grep -qF '  dropless: C = 8 = S, room for every choice; the dispatched tokens take 2048 bytes over the mesh, 1024 more than at capacity 1.0 (C = 4), and no more FLOPs: the products run over the filled slots alone' explain ||
   fail "--explain: $(sed -n '/## moe blocks/,/^$/p' explain)"
 [ "$(grep -c 'dropless' explain)" -eq 1 ] || fail "--explain names more than the one dropless block"
-[ $status -eq 0 ] && echo "PASS: moe_dropless (--stats and --explain against hand-worked bytes)"
+[ $status -eq 0 ] && pass "moe_dropless (--stats and --explain against hand-worked bytes)"
 exit $status
