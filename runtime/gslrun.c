@@ -823,6 +823,25 @@ static void find_ranks(pid_t root, Segment *s) {
 }
 
 /* Reads what one line of the job's output says. */
+/* Whether a watchdog's error line (runtime/health.c) names rank r among
+ * the ranks "silent since": "...; rank 1 (host n2) has been silent
+ * since", "...; ranks 2, 3 (host hB) have been silent since" (the numbers
+ * outside the parentheses between the last "; rank" and "been silent"). */
+static bool names_silent(const char *line, long r) {
+  const char *end = strstr(line, " been silent"), *from = NULL;
+  for (const char *q = line; end && (q = strstr(q, "; rank")) && q < end; q++)
+    from = q;
+  if (!from)
+    return false;
+  int depth = 0;
+  for (const char *c = from + strlen("; rank"); c < end; c++) {
+    depth += *c == '(' ? 1 : *c == ')' ? -1 : 0;
+    if (!depth && *c >= '0' && *c <= '9' && (c[-1] < '0' || c[-1] > '9') && strtol(c, NULL, 10) == r)
+      return true;
+  }
+  return false;
+}
+
 static void scan_line(Segment *s, const char *line, bool err) {
   long a, b;
   int n = 0;
@@ -843,7 +862,9 @@ static void scan_line(Segment *s, const char *line, bool err) {
   if (sscanf(line, "step %ld/%ld%n", &a, &b, &n) == 2 && n > 0 && a > s->last)
     s->last = a;
   else if ((p = strstr(line, ": rank ")) && sscanf(p, ": rank %ld: error:%n", &a, &n) == 1 && n > 0 &&
-           s->err_rank < 0) {
+           (s->err_rank < 0 || (a != s->err_rank && names_silent(s->err_line, a)))) {
+    /* the first error line, unless a rank it names as silent reports its
+     * own: that rank was waiting on another, which is nearer the cause */
     s->err_rank = (int)a;
     snprintf(s->err_line, sizeof s->err_line, "%s", line);
   } else if (sscanf(line, "=   PID %ld RUNNING AT %255s", &a, s->bad_host) == 2)

@@ -106,7 +106,7 @@ while [ ! -s "\$pf" ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done
 pid=\$(cat "\$pf")
 rm -f "\$pf"
 [ -n "\$pid" ] || exit 255
-while kill -0 "\$pid" 2>/dev/null; do sleep 0.2; done
+while kill -0 "\$pid" 2>/dev/null; do sleep 0.02; done
 EOF
   chmod +x "$sim_dir/ssh"
   sim_hydra="HYDRA_LAUNCHER=ssh HYDRA_LAUNCHER_EXEC=$sim_dir/ssh"
