@@ -45,10 +45,12 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -295,6 +297,45 @@ void gslrt_fail_index(gslrt_ctx *ctx, const char *what, int64_t rows, const int3
 
 /* ---- deadlines over blocking calls ------------------------------------------ */
 
+/* Set between gslrt_deadline_exit(..., guard) and the return of the call
+ * it guards (MPI_Finalize): the rank's end is the run's own. */
+static volatile sig_atomic_t guard_on;
+/* The process manager's PMI-1 connection (hydra's PMI_FD), read when the
+ * guard is set; -1 without one. */
+static int pm_fd = -1;
+
+/* Tells the process manager that this rank has finalized, as MPI_Finalize
+ * would have: PMI-1's "cmd=finalize", then its ack waited for (at most
+ * 2 s; the manager answers at once). Hydra takes a rank that ends without
+ * it for a failed one: it kills the job's other ranks (a rank still
+ * writing its warning, say) and may report status 1 for a rank that ended
+ * 0. Async-signal-safe. MSG_NOSIGNAL: a connection already closed (the
+ * call had finalized with the manager before it was cut short) raises no
+ * SIGPIPE, and then no ack is waited for. */
+static void tell_pm_finalized(void) {
+  static const char cmd[] = "cmd=finalize\n", ack[] = "cmd=finalize_ack";
+  if (pm_fd < 0 || send(pm_fd, cmd, sizeof cmd - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof cmd - 1))
+    return;
+  char buf[512];
+  size_t have = 0;
+  for (int tries = 0; tries < 16; tries++) {
+    struct pollfd p = {pm_fd, POLLIN, 0};
+    if (poll(&p, 1, 2000) <= 0)
+      return;
+    ssize_t k = read(pm_fd, buf + have, sizeof buf - 1 - have);
+    if (k <= 0)
+      return;
+    have += (size_t)k;
+    buf[have] = 0;
+    if (strstr(buf, ack))
+      return;
+    if (have > sizeof buf / 2) { /* keep the tail: an ack split across reads */
+      memmove(buf, buf + have - sizeof ack, sizeof ack);
+      have = sizeof ack;
+    }
+  }
+}
+
 /* The line the handler writes, composed when the deadline was set. */
 static char deadline_line[2 * GSLRT_ERRLEN];
 static size_t deadline_len;
@@ -312,6 +353,8 @@ static void on_deadline(int sig) {
   }
   struct timespec pause = {0, 200 * 1000 * 1000}; /* as vfatal's: the proxy forwards the line first */
   nanosleep(&pause, NULL);
+  if (guard_on)
+    tell_pm_finalized();
   _exit(deadline_code);
 }
 
@@ -378,7 +421,6 @@ void gslrt_deadline(gslrt_ctx *ctx, const char *fmt, ...) {
  * process manager's clean-up, or its connection gone). */
 static char guard_line[2 * GSLRT_ERRLEN];
 static size_t guard_len;
-static volatile sig_atomic_t guard_on;
 
 static void write_line(const char *line, size_t len) {
   for (size_t done = 0; done < len;) {
@@ -392,6 +434,7 @@ static void write_line(const char *line, size_t len) {
 static void on_guard_signal(int sig) {
   (void)sig;
   write_line(guard_line, guard_len);
+  tell_pm_finalized();
   _exit(deadline_code);
 }
 
@@ -402,6 +445,7 @@ static void on_guard_exit(void) {
     return;
   fflush(NULL);
   write_line(guard_line, guard_len);
+  tell_pm_finalized();
   _exit(deadline_code);
 }
 
@@ -423,6 +467,8 @@ void gslrt_deadline_exit(int rank, const char *prog, double limit, const char *c
     arm(limit); /* failing, the call is waited for as before */
     return;
   }
+  const char *fd = getenv("PMI_FD");
+  pm_fd = fd && *fd ? atoi(fd) : -1;
   static int registered;
   if (!registered)
     registered = atexit(on_guard_exit) == 0;

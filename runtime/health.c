@@ -110,11 +110,20 @@ void gslrt_health_init(gslrt_ctx *ctx) {
  * steps, the final checkpoint and the outputs written): rank 0 says so in
  * the line "gslrun-ranks: done", which gslrun reads (and does not pass
  * on) to take the segment as finished whatever mpirun's status after it
- * (an MPI_Finalize that hung and was cut short). */
-void gslrt_health_done(const gslrt_ctx *ctx) {
-  if (ctx->rank == 0 && getenv("GSLRUN_RANKS")) {
+ * (an MPI_Finalize that hung, or a rank killed in it). The other ranks
+ * wait for the line to be written before they go on to MPI_Finalize: a
+ * rank killed there makes the process manager kill the others, rank 0
+ * too, perhaps before it had written it. */
+void gslrt_health_done(gslrt_ctx *ctx) {
+  if (!getenv("GSLRUN_RANKS"))
+    return;
+  if (ctx->rank == 0) {
     printf("gslrun-ranks: done\n");
     fflush(stdout);
+  }
+  if (ctx->nranks > 1) {
+    int said = 1, all = 0;
+    gslrt_world_allreduce(ctx, &said, &all, 1, MPI_INT, MPI_MIN, "the wait for rank 0's word to gslrun that the work is done");
   }
 }
 

@@ -311,7 +311,7 @@ void gslrt_fatal_code(gslrt_ctx *ctx, int code, const char *fmt, ...)
 /* Each rank's host into ctx->hosts (every rank together, after the groups
  * are built); nothing with one rank. */
 void gslrt_health_init(gslrt_ctx *ctx);
-void gslrt_health_done(const gslrt_ctx *ctx);
+void gslrt_health_done(gslrt_ctx *ctx);
 void gslrt_health_free(gslrt_ctx *ctx);
 /* The watch over group gr (built; ctx->comm's group of every rank too):
  * its members' ranks in ctx->comm and its tag (a number of its own) on

@@ -55,12 +55,16 @@ fails=0
 fail() { echo "FAIL: $*"; status=1; fails=$((fails + 1)); }
 
 # job_left: the pids of the job's processes still there: a binary under the
-# work directory (a rank), or anything on a host but its holder
+# work directory (a rank), or anything on a host but its holder; not a
+# zombie (ended: the init that reaps an orphan may take its time)
 job_left() {
   {
     sim_procs
     find /proc/[0-9]*/exe -maxdepth 0 -lname "$work/*" 2>/dev/null | cut -d/ -f3
-  } | sort -u
+  } | sort -u | while read -r p; do
+    { read -r st <"/proc/$p/stat"; } 2>/dev/null || continue
+    case "${st##*) }" in Z*) ;; *) echo "$p" ;; esac
+  done
 }
 teardown() {
   sim_down
@@ -99,8 +103,19 @@ none_left() {
     [ -n "$cmd" ] || cmd="(exited, not yet reaped)"
     h=$(sim_host_of "$p")
     echo "  pid $p on ${h:-?}: $cmd"
-    kill -KILL "$p" 2>/dev/null
   done
+  # how much later they end of themselves, if they do (20 s given)
+  t1=$(now)
+  while [ -n "$(job_left)" ] && awk -v a="$(secs "$t1" "$(now)")" 'BEGIN { exit !(a < 20) }'; do
+    sleep 0.2
+  done
+  left=$(job_left)
+  if [ -z "$left" ]; then
+    echo "  (all ended of themselves $(secs "$t1" "$(now)") s later)"
+  else
+    echo "  (still there 20 s later: killed)"
+    for p in $left; do kill -KILL "$p" 2>/dev/null; done
+  fi
   return 1
 }
 

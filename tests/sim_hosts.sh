@@ -106,7 +106,12 @@ while [ ! -s "\$pf" ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done
 pid=\$(cat "\$pf")
 rm -f "\$pf"
 [ -n "\$pid" ] || exit 255
-while kill -0 "\$pid" 2>/dev/null; do sleep 0.02; done
+# until it ends: gone, or a zombie (no child of ours: the init that
+# reaps it may take its time, and kill -0 still finds a zombie)
+while { read -r st <"/proc/\$pid/stat"; } 2>/dev/null; do
+  case "\${st##*) }" in Z*) break ;; esac
+  sleep 0.02
+done
 EOF
   chmod +x "$sim_dir/ssh"
   sim_hydra="HYDRA_LAUNCHER=ssh HYDRA_LAUNCHER_EXEC=$sim_dir/ssh"
