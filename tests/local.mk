@@ -139,3 +139,6 @@ EXTRA_DIST += tests/mpi_hang.c
 # remote rank's death and its shrink onto one host, a cut link; skipped (77) without root or namespaces
 SCRIPT_TESTS += tests/multihost.sh
 EXTRA_DIST += tests/sim_hosts.sh
+
+# scripts/lm_plot.py on synthetic --metrics files: the loss panel and the router's load and routing panels
+SCRIPT_TESTS += tests/lm_plot.sh
