@@ -6,11 +6,17 @@
  * Method: the arguments are checked (x f32[G, S, M], wg f32[M, E], K from 1
  * to E, C = ceil(F * K * S / E) at least 1, or S for capacity = 0, the
  * dropless block: a token's K choices are K distinct experts, so an expert
- * takes at most S of a group's). The gating is GSL: stdlib/moe.gsl's
- * top1_gating, top2_gating or topk_gating (K > 2; top-2 keeps its own,
- * whose random routing topk_gating has not), inlined with sema_call, gives
- * every token's routes (expert, slot, weight: [G, S, K]) and the
+ * takes at most S of a group's). The gating is GSL: stdlib/moe.gsl's gates,
+ * then top1_routes, top2_routes or topk_routes (K > 2; top-2 keeps its
+ * own, whose random routing topk_routes has not), inlined with sema_call,
+ * give every token's routes (expert, slot, weight: [G, S, K]) and the
  * load-balancing loss; zloss = W adds W times stdlib's router_zloss to it.
+ * The routes take the gates, which weigh, and the scores, which choose:
+ * the gates again, or with bias_rate = R the gates plus the block's
+ * routing bias, a state tensor (TK_STATE, made here as autodiff makes the
+ * optimizers') whose update, stdlib's bias_step of this step's loads, is
+ * a root stored at the step's end, so only a training step moves it and
+ * a recomputed region reads it as the step began.
  * x is dispatched into [E, G, C, M] by those routes (OP_DISPATCH). The
  * body is elaborated once, for one expert, on stand-ins: t f32[G, C, M]
  * and e an i32 scalar, with `w[e]` checked to index a tensor whose leading
@@ -31,7 +37,7 @@
 
 #include "sema.h"
 
-static const char *const moe_keywords[] = {"gate", "top", "capacity", "random_routing", "zloss", "name"};
+static const char *const moe_keywords[] = {"gate", "top", "capacity", "random_routing", "zloss", "bias_rate", "name"};
 
 static bool check_keywords(Sema *s, const Args *a) {
   for (int i = 0; i < a->nkw; i++) {
@@ -170,7 +176,7 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   }
   const Node *gate_n = sema_kwarg(&a, "gate"), *top_n = sema_kwarg(&a, "top"), *cap_n = sema_kwarg(&a, "capacity");
   const Node *rr_n = sema_kwarg(&a, "random_routing"), *name_n = sema_kwarg(&a, "name");
-  const Node *z_n = sema_kwarg(&a, "zloss");
+  const Node *z_n = sema_kwarg(&a, "zloss"), *br_n = sema_kwarg(&a, "bias_rate");
   if (!gate_n) {
     sema_error(s, sp, "moe needs its gating weights: gate = wg, with wg: f32[M, E]");
     return none;
@@ -181,6 +187,7 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   int64_t K = top_n ? sema_eval_int(s, sc, top_n, "moe's top", &ok) : 2;
   double F = cap_n ? sema_eval_number(s, sc, cap_n, "moe's capacity", &ok) : 2.0;
   double Z = z_n ? sema_eval_number(s, sc, z_n, "moe's zloss", &ok) : 0.0;
+  double rate = br_n ? sema_eval_number(s, sc, br_n, "moe's bias_rate", &ok) : 0.0;
   int before = diag_errors();
   bool rr = sema_bool_kwarg(s, sc, &a, "random_routing", K == 2);
   if (!x || !wg || !ok || diag_errors() != before)
@@ -210,6 +217,10 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
     sema_error(s, z_n->span, "moe's zloss is the weight of the router's z-loss, 0 or more, got %g", Z);
     return none;
   }
+  if (!(rate >= 0) || !isfinite(rate)) {
+    sema_error(s, br_n->span, "moe's bias_rate is the routing bias's step after each training step, 0 or more, got %g", rate);
+    return none;
+  }
   if (K > E) {
     sema_error(s, top_n ? top_n->span : sp, "moe's top = %" PRId64 " needs at least %" PRId64 " experts, the gate has E = %" PRId64,
                K, K, E);
@@ -229,21 +240,43 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   if (!sema_check_shape(s, &big, DT_F32, "moe's dispatched tokens", sp))
     return none;
 
-  /* gating, in GSL */
+  /* gating, in GSL: the gates g weigh, the scores c choose (g, or g plus
+   * the block's routing bias, a state moved after each training step) */
   Program *p = s->b.p;
-  Value *args[4], *routes[5];
-  int nargs = 0;
-  args[nargs++] = x;
-  args[nargs++] = wg;
+  const char *name = block_name(s, name_n, sp);
+  if (!name)
+    return none;
+  Build gating = build_f32(s->b); /* the gates stay f32 under --precision bf16, as GShard keeps them */
+  Value *u = NULL, *cap;
   if (K == 2) {
     Shape us = {2, {G, S}};
-    args[nargs++] = rr ? ir_rng(&s->b, RNG_UNIFORM, 0.0, 1.0, us, sp)
-                       : ir_broadcast(&s->b, ir_const(&s->b, DT_F32, -1.0, sp), us, sp);
+    u = rr ? ir_rng(&s->b, RNG_UNIFORM, 0.0, 1.0, us, sp)
+           : ir_broadcast(&s->b, ir_const(&s->b, DT_F32, -1.0, sp), us, sp);
   }
-  args[nargs++] = ir_const(&s->b, DT_F32, (double)C, sp);
-  Build gating = build_f32(s->b); /* the gates stay f32 under --precision bf16, as GShard keeps them */
-  int got = K > 2 ? sema_call_nums(s, &gating, "moe", "topk_gating", args, nargs, &K, 1, routes, 5, sp)
-                  : sema_call(s, &gating, "moe", K == 2 ? "top2_gating" : "top1_gating", args, nargs, routes, 5, sp);
+  cap = ir_const(&s->b, DT_F32, (double)C, sp);
+  Value *gx[2] = {x, wg}, *g, *bias = NULL;
+  if (sema_call(s, &gating, "moe", "gates", gx, 2, &g, 1, sp) != 1)
+    return none;
+  g->name = "g"; /* in --explain and --emit-ir, as the gating functions name it */
+  Value *args[4] = {g, g}, *routes[5];
+  int nargs = 2;
+  if (rate > 0) {
+    Tensor st = {0};
+    st.name = arena_printf(p->arena, "moe.%s.bias", name);
+    st.kind = TK_STATE;
+    st.dtype = DT_F32;
+    st.shape = (Shape){1, {E}};
+    st.span = br_n->span;
+    st.init = INIT_ZEROS;
+    st.state_of = -1;
+    bias = ir_tensor(&s->b, &st);
+    args[1] = ir_binary(&gating, BF_ADD, g, bias, sp);
+  }
+  if (u)
+    args[nargs++] = u;
+  args[nargs++] = cap;
+  int got = K > 2 ? sema_call_nums(s, &gating, "moe", "topk_routes", args, nargs, &K, 1, routes, 5, sp)
+                  : sema_call(s, &gating, "moe", K == 2 ? "top2_routes" : "top1_routes", args, nargs, routes, 5, sp);
   if (got != 5)
     return none;
   Value *expert = routes[0], *slot = routes[1], *weight = routes[2], *aux = routes[3];
@@ -255,9 +288,8 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   }
   /* the signals: each expert's load and the fraction dropped (stdlib's
    * routing_signals), "drop1", "drop2", ... in the log line in block order */
-  const char *name = block_name(s, name_n, sp);
   Value *ent_args[2] = {x, wg}, *entropy;
-  if (!name || sema_call(s, &gating, "moe", "token_entropy", ent_args, 2, &entropy, 1, sp) != 1)
+  if (sema_call(s, &gating, "moe", "token_entropy", ent_args, 2, &entropy, 1, sp) != 1)
     return none;
   Value *sig_args[5] = {expert, slot, routes[4], wg, entropy}, *sig[3];
   if (sema_call(s, &s->b, "moe", "routing_signals", sig_args, 5, sig, 3, sp) != 3)
@@ -279,6 +311,15 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   ir_signal(p, arena_printf(p->arena, "moe.%s.load_std", name), NULL, spread[2], sp);
   ir_signal(p, arena_printf(p->arena, "moe.%s.idle", name), NULL, spread[3], sp);
   ir_signal(p, arena_printf(p->arena, "moe.%s.entropy", name), NULL, sig[2], sp);
+  if (bias) { /* the bias's step from this step's loads, stored at the step's end (a training step's only) */
+    Value *bargs[3] = {bias, sig[0], ir_const(&s->b, DT_F32, rate, br_n->span)}, *next, *range;
+    if (sema_call(s, &s->b, "moe", "bias_step", bargs, 3, &next, 1, sp) != 1 ||
+        sema_call(s, &s->b, "moe", "bias_range", &bias, 1, &range, 1, sp) != 1)
+      return none;
+    ir_root(p, OUT_UPDATE, p->tensors[bias->tensor].name, next, bias->tensor, br_n->span);
+    ir_signal(p, arena_printf(p->arena, "moe.%s.bias_range", name), arena_printf(p->arena, "bias%d", nblocks + 1),
+              range, sp);
+  }
 
   Value *dispatched = ir_dispatch(&s->b, x, expert, slot, E, C, sp);
   Value *outs[8];

@@ -1256,6 +1256,15 @@ bool sema_run(Sema *s, const Node *root) {
       if (find_define(s, opt->defines[i].name, &j) && j == i)
         diag_fatal("-D %s: the program has no const named %s", opt->defines[i].name, opt->defines[i].name);
     }
+  /* the states sema makes (a moe block's routing bias) move after each
+   * training step: without one they would move at every step of a
+   * program that only computes */
+  const Program *p = s->b.p;
+  for (int i = 0; i < p->ntensors && !p->train.loss && diag_errors() == before; i++)
+    if (p->tensors[i].kind == TK_STATE)
+      sema_error(s, p->tensors[i].span,
+                 "bias_rate moves the routing bias %s after each training step, and the program has no train statement",
+                 p->tensors[i].name);
   if (diag_errors() == before && s->b.p->train.loss)
     make_updates(s);
   return diag_errors() == before;

@@ -797,8 +797,15 @@ static int tile_io(gslrt_ctx *ctx, const gslrt_tensor *t, const char *path, cons
   if (!*phase) /* a rank that failed moves nothing, but still takes part */
     n = save && !writes_tile(ctx, t) ? 0 : (int)t->real_count;
   gslrt_deadline(ctx, "the MPI_File_open of %s", path);
-  rc = MPI_File_open(ctx->comm, path, save ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY,
+  /* ROMIO reads "X:" before a path's first colon as a file-system type
+   * and refuses one it does not know ("moe.lm.gsl:74.bias.npy", a
+   * directory "run:1"); "ufs:", its POSIX driver's, is stripped */
+  char *colon = NULL;
+  if (strchr(path, ':') && (colon = malloc(strlen(path) + 5)))
+    sprintf(colon, "ufs:%s", path);
+  rc = MPI_File_open(ctx->comm, colon ? colon : path, save ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY,
                      MPI_INFO_NULL, &fh);
+  free(colon);
   gslrt_deadline_off(ctx);
   if (rc != MPI_SUCCESS) {
     if (!*phase)

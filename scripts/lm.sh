@@ -5,15 +5,19 @@
 #
 #   sh scripts/lm.sh                 the MoE model (examples/lm.gsl)
 #   MODEL=dense sh scripts/lm.sh     the dense one (examples/lm_dense.gsl)
+#   MODEL=shared sh scripts/lm.sh    shared and fine-grained experts
+#                                    (examples/lm_shared.gsl: DeepSeekMoE's)
 #
 # Settings, from the environment:
-#   MODEL    moe (default) or dense
+#   MODEL    moe (default), dense or shared
 #   BUDGET   seconds of training, evaluations included (default 600)
 #   NP       ranks, one a core (default 2; the mesh is [data = 1, expert = NP])
 #   SIZES    the model's -D settings (default: the recipe, the same for
 #            both models: scripts/lm_recipe.sh)
 #   EXPERTS  the MoE model's -D settings of its experts, after SIZES
-#            (default -D E=16 -D HE=256; empty for the file's own)
+#            (default -D E=16 -D HE=256; empty for the file's own, as
+#            the shared model's default), or other settings of the
+#            file's: -D BIAS_RATE=0.001 -D AUX=0, say
 #   PROMPT   the sample's prompt (default "The "), SAMPLE its bytes (400;
 #            0: no sample)
 #   CKPT     yes (default) or no: no checkpoint, and so no sample
@@ -61,7 +65,8 @@ CKPT=${CKPT:-yes}
 case $MODEL in
 moe) src=examples/lm.gsl name=lm ;;
 dense) src=examples/lm_dense.gsl name=lm_dense ;;
-*) echo "scripts/lm.sh: error: MODEL is moe or dense, not '$MODEL'" >&2; exit 2 ;;
+shared) src=examples/lm_shared.gsl name=lm_shared ;;
+*) echo "scripts/lm.sh: error: MODEL is moe, dense or shared, not '$MODEL'" >&2; exit 2 ;;
 esac
 case $CORPUS in
 fortunes) corpus_flag=--fortunes ;;

@@ -16,7 +16,7 @@ case $mode in
 esac
 
 packages="gcc make autoconf automake pkg-config bison re2c llvm-14-dev mpich libmpich-dev
-libcunit1-dev libopenblas-dev libdnnl-dev zlib1g-dev libjansson-dev libssl-dev coinor-libcbc-dev time procps util-linux python3 python3-numpy fortunes python3.11-doc linux-doc-6.1 dict-gcide"
+libcunit1-dev libopenblas-dev libdnnl-dev zlib1g-dev libjansson-dev libssl-dev coinor-libcbc-dev time procps util-linux python3 python3-numpy fortunes python3.11-doc linux-doc-6.1 dict-gcide gnuplot-nox"
 missing=
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -1,11 +1,15 @@
 #!/bin/sh
-# tests/lm.sh — examples/lm.gsl, the MoE Transformer language model, and
-# examples/lm_dense.gsl are the same program on every mesh, and evaluating
-# a checkpoint gives the evaluation logged when it was written.
+# tests/lm.sh — examples/lm.gsl, the MoE Transformer language model,
+# examples/lm_dense.gsl and examples/lm_shared.gsl (shared and fine-grained
+# experts, with a routing bias here) are the same program on every mesh,
+# and evaluating a checkpoint gives the evaluation logged when it was
+# written.
 #
 # At a tiny size (-D: 4 sequences of 8 bytes, width 16, 2 heads, 4 experts
 # of width 32), the model is compiled for 1 device, for [data = 1, expert =
-# 2] and for [data = 2, expert = 2] (lm_dense: 1 device and 1 x 2), and
+# 2] and for [data = 2, expert = 2] (lm_dense and lm_shared: 1 device and
+# 1 x 2; lm_shared with 4 experts of width 8, top 2, 1 shared, and
+# bias_rate 0.01), and
 # trained for 2 adam steps on the same two batches of byte windows (made
 # here by a fixed linear congruential generator). On every mesh, to 1e-4
 # relative:
@@ -43,11 +47,12 @@ windows 2 7 train.npy
 windows 2 99 eval.npy
 
 params="emb pos ln_g ln_b wq wk wv wo w1 w2 wg wi we wout"
-run() { # name ranks data expert [model: lm, lm_dense, or auto: tests/auto/lm.gsl under --auto-shard]
+run() { # name ranks data expert [model: lm, lm_dense, lm_shared, or auto: tests/auto/lm.gsl under --auto-shard]
   model=${5:-lm} src=$top_srcdir/examples/${5:-lm}.gsl auto=
   [ "$model" = auto ] && src=$top_srcdir/tests/auto/lm.gsl auto=--auto-shard
   { cat "$src"; echo "output $(echo $params | tr ' ' ',')"; } >"$work/$model.gsl"
   experts="-D E=4"; [ "$model" = lm_dense ] && experts=
+  [ "$model" = lm_shared ] && experts="-D E=4 -D TOP=2 -D HE=8 -D SHARED=1 -D BIAS_RATE=0.01"
   "$GSLC" $sizes $experts $auto -D DATA="$3" -D EXPERT="$4" "$work/$model.gsl" -o "$work/$1" ||
     { fail "examples/$model.gsl does not compile for $3 x $4"; return 1; }
   outs=""
@@ -74,10 +79,13 @@ streams=$("$GSLC" --emit-ir "$top_srcdir/examples/lm.gsl" | sed -n 's/.*rng unif
 run m1 1 1 1 || exit 1
 params="emb pos ln_g ln_b wq wk wv wo w1 w2 wout"
 run d1 1 1 1 lm_dense || exit 1
+params="emb pos ln_g ln_b wq wk wv wo w1 w2 wg wi we ws1 ws2 wout"
+run s1 1 1 1 lm_shared || exit 1
 params="emb pos ln_g ln_b wq wk wv wo w1 w2 wg wi we wout"
-for r in "m2 2 1 2 m1" "m4 4 2 2 m1" "a2 2 1 2 m1 auto" "d2 2 1 2 d1 lm_dense"; do
+for r in "m2 2 1 2 m1" "m4 4 2 2 m1" "a2 2 1 2 m1 auto" "d2 2 1 2 d1 lm_dense" "s2 2 1 2 s1 lm_shared"; do
   set -- $r
   [ "$1" = d2 ] && params="emb pos ln_g ln_b wq wk wv wo w1 w2 wout"
+  [ "$1" = s2 ] && params="emb pos ln_g ln_b wq wk wv wo w1 w2 wg wi we ws1 ws2 wout"
   run "$1" "$2" "$3" "$4" "${6:-lm}" || continue
   same loss "$work/$5.loss" "$work/$1.loss" || fail "the losses of $1 on $3 x $4 differ from one device's"
   same eval_loss "$work/$5.eval" "$work/$1.eval" || fail "the held-out loss of $1 on $3 x $4 differs from one device's"

@@ -57,7 +57,7 @@ ERROR_TESTS += \
 	tests/errors/inline_bound.gsl \
 	tests/errors/flood.gsl tests/errors/moe.gsl tests/errors/iota.gsl tests/errors/bf16.gsl \
 	tests/errors/schedule.gsl tests/errors/remat.gsl tests/errors/train_values.gsl tests/errors/loop_body.gsl tests/errors/loop_bounds.gsl tests/errors/loop_names.gsl tests/errors/loop_stmts.gsl \
-	tests/errors/dropout.gsl
+	tests/errors/dropout.gsl tests/errors/moe_bias_rate.gsl
 
 # scripts
 SCRIPT_TESTS += tests/examples.sh tests/spmd_scaling.sh tests/outputs.sh \
@@ -128,6 +128,10 @@ SCRIPT_TESTS += tests/run_end.sh
 
 # what a dropless moe block costs, as --stats and --explain tell it
 SCRIPT_TESTS += tests/moe_dropless.sh
+
+# a moe block's routing bias (bias_rate): a walk worked by hand, the balance of a router that favours two experts,
+# a resume onto another mesh under --same-bits
+SCRIPT_TESTS += tests/moe_bias_rate.sh
 EXTRA_DIST += tests/mpi_hang.c
 
 # several hosts simulated on this machine (tests/sim_hosts.sh: namespaces, veth links, hydra's ssh launcher
@@ -135,3 +139,6 @@ EXTRA_DIST += tests/mpi_hang.c
 # remote rank's death and its shrink onto one host, a cut link; skipped (77) without root or namespaces
 SCRIPT_TESTS += tests/multihost.sh
 EXTRA_DIST += tests/sim_hosts.sh
+
+# scripts/lm_plot.py on synthetic --metrics files: the loss panel and the router's load and routing panels
+SCRIPT_TESTS += tests/lm_plot.sh

@@ -49,7 +49,7 @@ for p in 0..2 {
   let h = attention_block(h, ln_g[2 * l], ln_b[2 * l], wq[l], wk[l], wv[l], wo[l])
   let h = ffn_block(h, ln_g[2 * l + 1], ln_b[2 * l + 1], w1[p], w2[p])
   let h = attention_block(h, ln_g[2 * l + 2], ln_b[2 * l + 2], wq[l + 1], wk[l + 1], wv[l + 1], wo[l + 1])
-  let h, a = moe_block(h, ln_g[2 * l + 3], ln_b[2 * l + 3], wg[p], wi[p], we[p], 2, 1.0)
+  let h, a = moe_block(h, ln_g[2 * l + 3], ln_b[2 * l + 3], wg[p], wi[p], we[p], 2, 1.0, 0)
   let aux = aux + a
 }
 let ce = lm_loss(h, ln_g[8], ln_b[8], wout, y)
@@ -63,11 +63,11 @@ let h0 = embed(x, emb, pos)
 let a0 = attention_block(h0, ln_g[0], ln_b[0], wq[0], wk[0], wv[0], wo[0])
 let h1 = ffn_block(a0, ln_g[1], ln_b[1], w1[0], w2[0])
 let a1 = attention_block(h1, ln_g[2], ln_b[2], wq[1], wk[1], wv[1], wo[1])
-let h2, aux1 = moe_block(a1, ln_g[3], ln_b[3], wg[0], wi[0], we[0], 2, 1.0)
+let h2, aux1 = moe_block(a1, ln_g[3], ln_b[3], wg[0], wi[0], we[0], 2, 1.0, 0)
 let a2 = attention_block(h2, ln_g[4], ln_b[4], wq[2], wk[2], wv[2], wo[2])
 let h3 = ffn_block(a2, ln_g[5], ln_b[5], w1[1], w2[1])
 let a3 = attention_block(h3, ln_g[6], ln_b[6], wq[3], wk[3], wv[3], wo[3])
-let h4, aux2 = moe_block(a3, ln_g[7], ln_b[7], wg[1], wi[1], we[1], 2, 1.0)
+let h4, aux2 = moe_block(a3, ln_g[7], ln_b[7], wg[1], wi[1], we[1], 2, 1.0, 0)
 let aux = aux1 + aux2
 let ce = lm_loss(h4, ln_g[8], ln_b[8], wout, y)
 output ce
