@@ -14,7 +14,7 @@ E2E_TESTS += tests/e2e/uneven.gsl tests/e2e/uneven_train.gsl tests/e2e/moe_signa
 	tests/e2e/optim.gsl tests/e2e/train_sgd.gsl tests/e2e/train_momentum.gsl tests/e2e/train_nesterov.gsl \
 	tests/e2e/train_adam.gsl tests/e2e/train_adamw.gsl tests/e2e/train_nan.gsl tests/e2e/amax_tie3.gsl \
 	tests/e2e/iota.gsl tests/e2e/loops.gsl tests/e2e/dropout.gsl \
-	tests/e2e/moe_top3.gsl tests/e2e/moe_top4_zloss.gsl tests/e2e/moe_dropless.gsl
+	tests/e2e/moe_top3.gsl tests/e2e/moe_top4_zloss.gsl tests/e2e/moe_dropless.gsl tests/e2e/moe_shared.gsl
 EXTRA_DIST += tests/e2e/mlp_check.c \
 	tests/e2e/npy_load.h tests/e2e/moe_ref.h tests/e2e/philox_ref.h tests/e2e/moe_top2_drop_check.c tests/e2e/moe_top2_random_check.c \
 	tests/e2e/moe_top1_check.c tests/e2e/moe_idle_expert_check.c tests/e2e/moe_bias_check.c \
