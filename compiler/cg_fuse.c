@@ -11,7 +11,7 @@
  * nest whose leaves are loads from buffers at sum_k i_k * stride_k +
  * offset. Index maps compose symbolically (struct Aff), so a broadcast
  * gives stride 0, a transpose permutes strides, a slice adds an offset, a
- * reshape that only adds or drops dims of size 1 (cg_unit_reshape) drops
+ * reshape that only adds or drops dims of size 1 (lower_unit_reshape) drops
  * or adds a zero index, and a local slice adds the device's index in its
  * group times the local extent (a run-time term, so it fuses like any
  * other index map).
@@ -179,7 +179,7 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
     return cg_bool_to(g, eq, v->dtype);
   }
   case OP_RESHAPE: { /* one that adds or drops dims of size 1: the others in order */
-    if (!cg_unit_reshape(v))
+    if (!lower_unit_reshape(v))
       die("reshape %%%d without a buffer", v->id);
     int q = 0;
     for (int i = 0; i < v->shape.rank; i++)
@@ -197,23 +197,7 @@ static LLVMValueRef def_elem(CG *g, const Value *v, const Aff *idx) {
   }
 }
 
-/* ---- index maps of the plan's ------------------------------------------------ */
-
-bool cg_unit_reshape(const Value *v) {
-  const Shape *a = &v->args[0]->shape;
-  int q = 0;
-  for (int i = 0; i < v->shape.rank; i++) {
-    if (v->shape.d[i] == 1)
-      continue;
-    while (q < a->rank && a->d[q] == 1)
-      q++;
-    if (q == a->rank || a->d[q++] != v->shape.d[i])
-      return false;
-  }
-  while (q < a->rank && a->d[q] == 1)
-    q++;
-  return q == a->rank;
-}
+/* ---- loop nests filling buffers --------------------------------------------- */
 
 /* Loads, ahead of a loop nest, the one-element buffers (computed scalars:
  * an optimizer's bias corrections, say) that v's fused expression reads:

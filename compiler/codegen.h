@@ -7,6 +7,10 @@
  *   cg_math.c                              scalar math
  *   cg_loops.c                             LLVM types, constants, calls, loops,
  *                                          indices, buffers, group indices
+ * How a value is lowered where the plan must agree (an einsum's GEMM and
+ * its temporaries, a reshape as an index map) is decided below the stack,
+ * in lower.c (gslc.h), which knows no LLVM and which plan.c reads too.
+ * tests/layers.sh checks the stack and that plan.c calls none of it.
  * Sections follow the stack from the bottom, one per file. */
 #ifndef GSLC_CODEGEN_H
 #define GSLC_CODEGEN_H

@@ -133,7 +133,7 @@ static void same_bits(FILE *f, Arena *a, const Program *g) {
     at.pass = n->pass;
     fprintf(f, "%-11s over %" PRId64 " in %" PRId64 " blocks of %" PRId64 ", split %" PRId64
                " way%s here; whole blocks on %s devices along it   ; %s\n",
-            samebits_kind(n->op), n->n, n->blocks, n->n / n->blocks, n->devices, n->devices == 1 ? "" : "s", n->fits,
+            n->kind, n->n, n->blocks, n->n / n->blocks, n->devices, n->devices == 1 ? "" : "s", n->fits,
             where_site(a, &at));
   }
 }

@@ -484,7 +484,7 @@ const char *ir_optim_desc(Arena *a, const Train *t);
 /* A sum samebits.c cut into fixed blocks, for --explain. */
 typedef struct SameNote {
   Span span, site;     /* the op, and the call it was inlined from */
-  Op op;               /* EINSUM, REDUCE or SCATTER_ADD */
+  const char *kind;    /* what was blocked: "product", "sum" or "scatter-add" (a static string) */
   Pass pass;           /* the part of the step */
   int64_t n, blocks;   /* the dimension's extent and its blocks */
   int64_t devices;     /* devices along it on this mesh */
@@ -1109,8 +1109,6 @@ Program *samebits_block(const Program *g, int bound);
 /* The largest bound --same-bits=N takes, and the same in words. */
 #define SAMEBITS_MAX_BOUND 4096
 #define SAMEBITS_MAX_TEXT "4096"
-/* The name of what a SameNote blocked: "product", "sum" or "scatter-add". */
-const char *samebits_kind(Op op);
 
 /* ---- explain.c: --explain ------------------------------------------------ */
 
@@ -1122,6 +1120,61 @@ void explain_print(FILE *f, const Program *global, const Program *spmd, const Au
                    const double *plain);
 /* gslc --emit-annotations: the params' and inputs' declarations with their shardings written in */
 void annotations_print(FILE *f, const Program *global);
+
+/* ---- lower.c: how values are lowered, decided once for the plan and codegen ---- */
+
+/* Whether reshape v only adds or drops dims of size 1: an index map, which
+ * codegen fuses (cg_fuse.c) and the plan need not give a buffer. */
+bool lower_unit_reshape(const Value *v);
+
+/* An einsum's letters with the extent of each. */
+typedef struct EinsumLetters {
+  char op[2][GSL_MAX_RANK + 1]; /* each operand's letters, in memory order */
+  char out[GSL_MAX_RANK + 1];   /* the result's letters */
+  int nops;                     /* operands in the spec */
+  int64_t ext[256];             /* extent of each letter (0: unused) */
+} EinsumLetters;
+
+/* Einsum v's letters with their extents; dies when its spec does not fit its operands. */
+void lower_einsum_letters(const Value *v, EinsumLetters *s);
+/* Letter strings: s ++ c (s has room); a ++ b ++ c into buf (of 3 * GSL_MAX_RANK + 1), cut at its end. */
+void lower_append(char *s, char c);
+const char *lower_cat3(char *buf, const char *a, const char *b, const char *c);
+
+/* Which rows of a GEMM its fill counts let it skip (gslrt_sgemm_fill);
+ * slots.c names the products it restricts by the same kinds. */
+typedef enum GemmFill {
+  GF_NONE,  /* all of them: no counts, or counts the layout cannot use */
+  GF_ROWS,  /* rows of A and C past each block's count: C's are zeroed */
+  GF_DEPTH  /* terms of the sum past each block's count */
+} GemmFill;
+
+/* How an einsum is lowered: a plain loop nest, or one batched GEMM on
+ * operands (and a result) laid out [batch, M, K] x [batch, K, N] ->
+ * [batch, M, N] up to a transpose of A or B, through temporaries where not. */
+typedef struct GemmPlan {
+  bool gemm;                     /* through gslrt_sgemm (false: a plain loop nest) */
+  const Value *a, *b;            /* the values whose buffers are read as A (rows) and B (columns) */
+  char la[GSL_MAX_RANK + 1];     /* A's letters in memory order */
+  char lb[GSL_MAX_RANK + 1];     /* B's letters in memory order */
+  char bl[GSL_MAX_RANK + 1];     /* batch letters */
+  char ml[GSL_MAX_RANK + 1];     /* row letters (A and the result) */
+  char nl[GSL_MAX_RANK + 1];     /* column letters (B and the result) */
+  char kl[GSL_MAX_RANK + 1];     /* summed letters, in the order the GEMM uses */
+  bool a_t, b_t;                 /* A lies [batch, K, M], B lies [batch, N, K] */
+  int64_t nb, m, n, k;           /* batch count and GEMM sizes */
+  int64_t tmp_a, tmp_b, tmp_c;   /* the bytes of its temporaries, -1: none: A, B copied to [batch, M, K],
+                                    [batch, K, N]; C before its permuting copy to the result (the plan places
+                                    them, in this order, from Plan.temp) */
+  GemmFill fill;                 /* an einsum with fill counts: how the GEMM reads them */
+  const Value *fills;            /* GF_ROWS, GF_DEPTH: the i32 counts, one per batch entry and block */
+  int64_t blocks, slots;         /* GF_ROWS (GF_DEPTH): M (K) is blocks blocks of slots, per batch entry */
+} GemmPlan;
+
+/* Einsum v's lowering (lower.c's header says how it is chosen), given
+ * which values have buffers (mat: Plan.mat, per value): what cg_emit
+ * builds, and the temporaries plan_buffers places for it. */
+void lower_gemm_plan(const Value *v, const bool *mat, GemmPlan *g);
 
 /* ---- plan.c: which values get buffers, whose, and how long they live --------- */
 
@@ -1161,7 +1214,7 @@ typedef struct Plan {
   int *first, *last;      /* per root value in the arena: the steps (value ids) it is live over */
   PlanTemp *temps;        /* temporaries */
   int *temp;              /* per value: its first temporary in temps, -1: none (an einsum's, as many as its
-                             lowering asks for, cg_gemm_plan: A's, B's, C's, one after another) */
+                             lowering asks for, lower_gemm_plan: A's, B's, C's, one after another) */
   int ntemps;             /* entries of temps */
   int64_t arena_bytes;    /* the arena: peak intermediate bytes, with reuse */
   int64_t live_bytes;     /* the most bytes live at one step (a lower bound of arena_bytes) */
@@ -1243,45 +1296,5 @@ typedef struct CodegenOptions {
 /* Lowers p to LLVM with its buffer plan pl (plan_buffers(p)), optimizes
  * and writes opt->out; false after reporting. */
 bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt);
-
-/* ---- cg_einsum.c: how an einsum is lowered (codegen decides; the planner asks) -------- */
-
-/* Which rows of a GEMM its fill counts let it skip (gslrt_sgemm_fill);
- * slots.c names the products it restricts by the same kinds. */
-typedef enum GemmFill {
-  GF_NONE,  /* all of them: no counts, or counts the layout cannot use */
-  GF_ROWS,  /* rows of A and C past each block's count: C's are zeroed */
-  GF_DEPTH  /* terms of the sum past each block's count */
-} GemmFill;
-
-/* How an einsum is lowered: a plain loop nest, or one batched GEMM on
- * operands (and a result) laid out [batch, M, K] x [batch, K, N] ->
- * [batch, M, N] up to a transpose of A or B, through temporaries where not. */
-typedef struct GemmPlan {
-  bool gemm;                     /* through gslrt_sgemm (false: a plain loop nest) */
-  const Value *a, *b;            /* the values whose buffers are read as A (rows) and B (columns) */
-  char la[GSL_MAX_RANK + 1];     /* A's letters in memory order */
-  char lb[GSL_MAX_RANK + 1];     /* B's letters in memory order */
-  char bl[GSL_MAX_RANK + 1];     /* batch letters */
-  char ml[GSL_MAX_RANK + 1];     /* row letters (A and the result) */
-  char nl[GSL_MAX_RANK + 1];     /* column letters (B and the result) */
-  char kl[GSL_MAX_RANK + 1];     /* summed letters, in the order the GEMM uses */
-  bool a_t, b_t;                 /* A lies [batch, K, M], B lies [batch, N, K] */
-  int64_t nb, m, n, k;           /* batch count and GEMM sizes */
-  int64_t tmp_a, tmp_b, tmp_c;   /* the bytes of its temporaries, -1: none: A, B copied to [batch, M, K],
-                                    [batch, K, N]; C before its permuting copy to the result (the plan places
-                                    them, in this order, from Plan.temp) */
-  GemmFill fill;                 /* an einsum with fill counts: how the GEMM reads them */
-  const Value *fills;            /* GF_ROWS, GF_DEPTH: the i32 counts, one per batch entry and block */
-  int64_t blocks, slots;         /* GF_ROWS (GF_DEPTH): M (K) is blocks blocks of slots, per batch entry */
-} GemmPlan;
-
-/* Einsum v's lowering (cg_einsum.c's header says how it is chosen), given
- * which values have buffers (mat: Plan.mat, per value): what cg_emit
- * builds, and the temporaries plan_buffers places for it. */
-void cg_gemm_plan(const Value *v, const bool *mat, GemmPlan *g);
-/* Whether reshape v only adds or drops dims of size 1: an index map, which
- * codegen fuses (cg_fuse.c) and the plan need not give a buffer. */
-bool cg_unit_reshape(const Value *v);
 
 #endif

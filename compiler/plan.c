@@ -25,8 +25,10 @@
  * stays shallow on any program (a chain of 9000 additions is legal) and no
  * loop body grows without bound. How often each value is read is ir.c's
  * count (ir_uses). An einsum lowered to a GEMM may copy an operand or its
- * result through temporaries: codegen decides the lowering (cg_gemm_plan,
- * cg_einsum.c), and the plan asks it which temporaries to place.
+ * result through temporaries: the lowering is lower.c's (lower_gemm_plan),
+ * which codegen builds, and the plan places the temporaries it names.
+ * Whether a reshape is an index map is lower.c's too (lower_unit_reshape):
+ * the plan reads what codegen reads and never calls into codegen.
  *
  * Loops. Elementwise values of one shape with buffers, where each is read
  * by later ones of them element for element, share one loop nest at the
@@ -76,7 +78,7 @@ static void decide_buffers(Plan *pl, const Program *p) {
     const Value *v = p->values[i];
     const Value *a = v->nargs ? v->args[0] : NULL;
     unsigned fl = ir_op(v->op)->flags;
-    if (v->op == OP_RESHAPE && cg_unit_reshape(v)) /* an index map: the elements stay where they are */
+    if (v->op == OP_RESHAPE && lower_unit_reshape(v)) /* an index map: the elements stay where they are */
       fl = (fl & ~(unsigned)OF_BUFFER) | OF_INDEX_MAP;
     /* a cast of a buffer (bf16 widened, or rounded, and widened back) is a
      * few operations on each load: read in each user's loop, not a pass */
@@ -125,7 +127,7 @@ static void decide_buffers(Plan *pl, const Program *p) {
         pl->mat[v->args[j]->id] = true;
       break;
     case OP_RESHAPE:
-      if (pl->mat[i] || !cg_unit_reshape(v))
+      if (pl->mat[i] || !lower_unit_reshape(v))
         pl->mat[v->args[0]->id] = true;
       break;
     case OP_CUMSUM:
@@ -184,11 +186,11 @@ static int add_temp(Plan *pl, const Value *v, int64_t bytes) {
   return pl->ntemps++;
 }
 
-/* The temporaries einsum v's lowering copies through (cg_gemm_plan, which
+/* The temporaries einsum v's lowering copies through (lower_gemm_plan, which
  * codegen reads too), one after another from pl->temp[v->id]. */
 static void plan_temps(Plan *pl, const Value *v) {
   GemmPlan g;
-  cg_gemm_plan(v, pl->mat, &g);
+  lower_gemm_plan(v, pl->mat, &g);
   int64_t bytes[3] = {g.tmp_a, g.tmp_b, g.tmp_c};
   for (int k = 0; k < 3; k++)
     if (bytes[k] >= 0) {

@@ -99,7 +99,10 @@ static Shape split_shape(const Shape *s, int d, int64_t v) {
   return r;
 }
 
-const char *samebits_kind(Op op) { return op == OP_EINSUM ? "product" : op == OP_SCATTER_ADD ? "scatter-add" : "sum"; }
+/* What a blocked sum of op is called: "product", "sum" or "scatter-add" (SameNote.kind). */
+static const char *samebits_kind(Op op) {
+  return op == OP_EINSUM ? "product" : op == OP_SCATTER_ADD ? "scatter-add" : "sum";
+}
 
 /* Whether a dimension of n in v blocks, split dev ways, gives each device
  * whole blocks: its tiles of blocks (ceil(v / dev) of n / v each, the last
@@ -160,7 +163,7 @@ static int64_t dim_blocks(SameBits *S, const Value *at, const Sharding *sh, int 
       SameNote *m = &S->notes[S->nnotes++];
       m->span = at->span;
       m->site = at->site;
-      m->op = at->op;
+      m->kind = samebits_kind(at->op);
       m->pass = at->pass;
       m->n = n;
       m->blocks = v;

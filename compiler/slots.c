@@ -39,7 +39,7 @@
  * with the cotangent's empty rows, which are zero: the weighted dispatch
  * writes zeros there, and each row-wise op of the backward keeps them
  * zero). Each gets the counts as a third operand (EinsumSpec.fill); the
- * GEMM lowering (cg_einsum.c, gslrt_sgemm_fill) runs each (expert, group) block
+ * GEMM lowering (lower.c, gslrt_sgemm_fill) runs each (expert, group) block
  * over its first n rows (or terms) and zeroes the result rows past them,
  * so no value of an empty slot is ever garbage: the rows a restricted
  * product leaves out are zeros, and the ops after it compute on them as on
