@@ -18,7 +18,10 @@
  * lines, or its --metrics records) less the step resumed from. A run's
  * checkpoints are known by the run identity in their manifests: the one
  * the job resumed (with --resume given), or the one that appeared in DIR
- * after gslrun started under an identity DIR did not hold before. The
+ * after gslrun started under an identity DIR did not hold before. Which
+ * names are checkpoints, which is complete and which the newest, and a
+ * manifest's run, are read by ckdir.c, which the runtime links too: the
+ * newest gslrun finds is the one the job resumes from. The
  * --metrics file, which every segment truncates, is kept whole: after each
  * segment gslrun takes that segment's records and writes the file again as
  * every segment's records, each followed by one record of gslrun's. */
@@ -48,6 +51,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "ckdir.h"
 #include "paths.h"
 
 #define MAX_AXES 8       /* as GSL_MAX_AXES */
@@ -110,7 +114,7 @@ typedef struct Run {
   struct timespec started; /* when gslrun started (CLOCK_REALTIME) */
   char **pre_runs;         /* run identities DIR held when gslrun started */
   int npre;
-  char ours[33]; /* this run's identity, "" while unknown */
+  char ours[CKDIR_RUN]; /* this run's identity, "" while unknown */
   /* metrics */
   char *acc; /* every segment's records so far, with gslrun's */
   size_t acclen;
@@ -641,70 +645,52 @@ static long hostfile_slots(const char *path, char *err, size_t cap) {
 
 /* ---- checkpoints -------------------------------------------------------------- */
 
-/* The run identity in DIR/name/manifest.json into run (33 bytes): 0 or -1. */
-static int run_of(const char *dir, const char *name, char *run, struct timespec *mtime) {
-  char *path = xasprintf("%s/%s/manifest.json", dir, name);
-  struct stat st;
-  json_t *doc = lstat(path, &st) == 0 && S_ISREG(st.st_mode) ? json_load_file(path, 0, NULL) : NULL;
-  free(path);
-  const char *s = json_string_value(json_object_get(doc, "run"));
-  int rc = s && strlen(s) == 32 ? 0 : -1;
-  if (rc == 0) {
-    memcpy(run, s, 33);
-    if (mtime)
-      *mtime = st.st_mtim;
-  }
-  json_decref(doc);
-  return rc;
-}
+/* The layout of DIR (its names, what is complete, the newest, a
+ * manifest's run) is ckdir.c's, as the runtime reads it: gslrun opens DIR
+ * for each look, since the job may make it or rename checkpoints into it. */
 
-/* The step of a complete checkpoint's name, step-DIGITS, or -1. */
-static long step_of(const char *dir, const char *name) {
-  if (strncmp(name, "step-", 5) != 0 || !name[5])
-    return -1;
-  for (const char *c = name + 5; *c; c++)
-    if (!isdigit((unsigned char)*c))
-      return -1;
-  char *path = xasprintf("%s/%s", dir, name), *man = xasprintf("%s/%s/manifest.json", dir, name);
-  struct stat st, sm;
-  bool complete = lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && lstat(man, &sm) == 0;
-  free(path);
-  free(man);
-  return complete ? strtol(name + 5, NULL, 10) : -1;
+/* DIR opened for ckdir.c's functions, or -1. */
+static int open_dir(const char *dir) { return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); }
+
+/* The run identity in DIR/name/manifest.json into run (CKDIR_RUN bytes),
+ * and its time of change into *mtime if not NULL: 0 or -1. */
+static int run_of(const char *dir, const char *name, char *run, struct timespec *mtime) {
+  int dfd = open_dir(dir), rc = dfd >= 0 ? gslrt_ckdir_run_of(dfd, name, run, mtime) : -1;
+  if (dfd >= 0)
+    close(dfd);
+  return rc;
 }
 
 /* The newest complete checkpoint in dir (the highest step, as --resume
  * takes it): its name into name, its step; -1 if none. */
 static long newest(const char *dir, char *name, size_t cap) {
-  DIR *d = opendir(dir);
-  long best = -1;
-  if (!d)
-    return -1;
-  for (struct dirent *e; (e = readdir(d));) {
-    long s = step_of(dir, e->d_name);
-    if (s > best) {
-      best = s;
-      snprintf(name, cap, "%s", e->d_name);
-    }
-  }
-  closedir(d);
-  return best;
+  int dfd = open_dir(dir);
+  int64_t best = dfd >= 0 ? gslrt_ckdir_newest(dfd, name, cap) : -1;
+  if (dfd >= 0)
+    close(dfd);
+  return best >= 0 ? (long)best : -1;
 }
 
 /* Notes the run identities DIR holds as gslrun starts; with --resume the
  * newest one's is this run's. */
 static void note_checkpoints(Run *r) {
-  DIR *d = opendir(r->ckdir);
-  if (!d)
+  int dfd = open_dir(r->ckdir);
+  DIR *d = dfd >= 0 ? gslrt_ckdir_list(dfd) : NULL;
+  if (!d) {
+    if (dfd >= 0)
+      close(dfd);
     return;
+  }
   for (struct dirent *e; (e = readdir(d));) {
-    char run[33];
-    if (step_of(r->ckdir, e->d_name) >= 0 && run_of(r->ckdir, e->d_name, run, NULL) == 0) {
+    char run[CKDIR_RUN];
+    if (gslrt_ckdir_step_of(e->d_name) >= 0 && gslrt_ckdir_entry_kind(dfd, e->d_name) == CKDIR_COMPLETE &&
+        gslrt_ckdir_run_of(dfd, e->d_name, run, NULL) == 0) {
       r->pre_runs = realloc(r->pre_runs, sizeof *r->pre_runs * (size_t)(r->npre + 1));
       r->pre_runs[r->npre++] = xstrdup(run);
     }
   }
   closedir(d);
+  close(dfd);
   char name[256];
   if (r->resume && newest(r->ckdir, name, sizeof name) >= 0)
     run_of(r->ckdir, name, r->ours, NULL);
@@ -727,7 +713,7 @@ static long resume_point(Run *r, const Segment *sg, char *name, size_t cap) {
     name[0] = '\0';
     return 0;
   }
-  char run[33];
+  char run[CKDIR_RUN];
   struct timespec mtime = {0, 0};
   if (run_of(r->ckdir, name, run, &mtime) != 0) {
     say("not restarting: the newest checkpoint %s/%s has no run identity that can be read", r->ckdir, name);
@@ -739,7 +725,7 @@ static long resume_point(Run *r, const Segment *sg, char *name, size_t cap) {
       before |= !strcmp(r->pre_runs[i], run);
     if (!before && (mtime.tv_sec > r->started.tv_sec ||
                     (mtime.tv_sec == r->started.tv_sec && mtime.tv_nsec >= r->started.tv_nsec)))
-      memcpy(r->ours, run, 33);
+      memcpy(r->ours, run, CKDIR_RUN);
   }
   if (strcmp(run, r->ours) != 0) {
     say("not restarting: the newest checkpoint %s/%s is another run's (run %.8s...%s), not this one's; "
@@ -1347,7 +1333,7 @@ static char *cause_of(const Segment *s) {
 /* Whether DIR/.lock names, as its holder, the previous segment's rank 0
  * on this host (a rank of ours still ending), not another run. */
 static bool lock_was_ours(const Run *r, long rank0) {
-  char *path = xasprintf("%s/.lock", r->ckdir ? r->ckdir : "."), line[512] = "", host[256] = "", me[256] = "";
+  char *path = xasprintf("%s/" CKDIR_LOCK, r->ckdir ? r->ckdir : "."), line[512] = "", host[256] = "", me[256] = "";
   long pid = 0;
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   free(path);
@@ -1357,7 +1343,7 @@ static bool lock_was_ours(const Run *r, long rank0) {
   close(fd);
   line[k > 0 ? k : 0] = '\0';
   gethostname(me, sizeof me - 1);
-  return rank0 > 0 && sscanf(line, "pid %ld host %255s", &pid, host) == 2 && pid == rank0 && !strcmp(host, me);
+  return rank0 > 0 && gslrt_ckdir_lock_holder(line, &pid, host) && pid == rank0 && !strcmp(host, me);
 }
 
 static void sleep_for(double secs) {

@@ -451,7 +451,7 @@ void gslrt_bind_gen_inputs(gslrt_ctx *ctx, int tokens, const int32_t *window, in
  * its dims if it is i32 (token ids). */
 int64_t gslrt_tokens_per_step(const gslrt_ctx *ctx);
 
-/* ---- checkpoint.c ------------------------------------------------------- */
+/* ---- ckpt_manifest.c (the checkpoint's files share ckpt.h) -------------- */
 
 /* Parses the program's "build" record (gslrt_program_info.build) into
  * ctx->build, once, at the start; text that is not a JSON object is a bug
@@ -460,9 +460,14 @@ void gslrt_checkpoint_build(gslrt_ctx *ctx);
 /* Frees ctx->build. */
 void gslrt_checkpoint_free(gslrt_ctx *ctx);
 
+/* ---- ckpt_lock.c --------------------------------------------------------- */
+
 /* Checks the checkpoint options against each other (usage errors) and,
  * on rank 0, that DIR is or can be made a directory; every rank together. */
 void gslrt_checkpoint_open(gslrt_ctx *ctx);
+
+/* ---- checkpoint.c -------------------------------------------------------- */
+
 /* With --resume: restores every param and state from the newest complete
  * checkpoint in DIR and returns its step (the steps done); 0 without
  * --resume or when DIR holds no checkpoint. Every rank together, after

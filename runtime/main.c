@@ -6,7 +6,7 @@
  *   before it: every rank waits there for the others); parse the
  *   options (usage errors: exit 2); duplicate
  *   MPI_COMM_WORLD, errors returned on the duplicate; --help / --version;
- *   parse the program's build record (checkpoint.c); gsl_setup
+ *   parse the program's build record (ckpt_manifest.c); gsl_setup
  *   (declarations; the mesh is checked against the ranks);
  *   build the communicators of the declared groups of mesh axes;
  *   with --generate, generate text in place of all that follows, loading
@@ -17,7 +17,7 @@
  *   refuse a --metrics or --output file inside the --checkpoint
  *   directory (through links and ".."); check the output targets and
  *   the input and held-out files; take the --checkpoint directory's
- *   lock and check what it holds (checkpoint.c; a directory another
+ *   lock and check what it holds (ckpt_lock.c; a directory another
  *   run holds ends the run with status 5 before it has written
  *   anything); create the --metrics file;
  *   initialize params and states; with --resume, restore them, the seed
@@ -87,6 +87,7 @@
  * reported like any write error. A rank killed outright is the process
  * manager's to see: hydra ends the other ranks at once. */
 #include "internal.h"
+#include "ckdir.h"
 #include "paths.h"
 #include "seterr.h"
 
@@ -567,14 +568,14 @@ static void stop_run(gslrt_ctx *ctx, int sig, int64_t done) {
   const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
   close_metrics(ctx);
   if (ctx->rank == 0) {
-    char prefix[256];
+    char prefix[256], step[CKDIR_NAME];
     gslrt_erase_progress();
     fflush(stdout);
     snprintf(prefix, sizeof prefix, "%s: ", ctx->prog);
+    gslrt_ckdir_step_name(step, sizeof step, done);
     if (ctx->opts.checkpoint)
-      gslrt_say(prefix, "stopped by %s after step %lld/%lld; checkpoint %s/step-%08lld written (continue "
-             "with --resume)", name, (long long)done, (long long)ctx->opts.steps, ctx->opts.checkpoint,
-             (long long)done);
+      gslrt_say(prefix, "stopped by %s after step %lld/%lld; checkpoint %s/%s written (continue "
+             "with --resume)", name, (long long)done, (long long)ctx->opts.steps, ctx->opts.checkpoint, step);
     else
       gslrt_say(prefix, "stopped by %s after step %lld/%lld; no checkpoint was asked for (--checkpoint "
              "DIR), nothing was saved", name, (long long)done, (long long)ctx->opts.steps);

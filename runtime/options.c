@@ -32,7 +32,7 @@ typedef struct opt {
 } opt;
 
 /* The greatest --steps: a checkpoint is named by its step in at most 18
- * digits (checkpoint.c reads no longer name back). */
+ * digits (ckdir.c reads no longer name back). */
 #define MAX_STEPS 999999999999999999LL
 /* The greatest --generate: byte j runs with key GSLRT_GEN_KEY + j, an int64. */
 #define MAX_GENERATE (INT64_MAX - GSLRT_GEN_KEY)
@@ -49,7 +49,7 @@ static const opt opts_table[] = {
     {"--eval-every", COUNT(1, INT64_MAX), OFF(eval_every)},
     {"--checkpoint", OTHER(OPT_PATH), OFF(checkpoint)},
     {"--checkpoint-every", COUNT(1, INT64_MAX), OFF(checkpoint_every)},
-    {"--keep", COUNT(1, INT_MAX), OFF(keep)}, /* checkpoint.c counts checkpoints in an int */
+    {"--keep", COUNT(1, INT_MAX), OFF(keep)}, /* ckpt_lock.c counts checkpoints in an int */
     {"--resume", OTHER(OPT_FLAG), OFF(resume)},
     {"--log-every", COUNT(1, INT64_MAX), OFF(log_every)},
     {"--metrics", OTHER(OPT_PATH), OFF(metrics)},

@@ -1,6 +1,6 @@
 /* provenance.c — who ran which program, from which sources, where and
  * when (issue 33, item 5): the record "provenance" that a run writes into
- * every checkpoint manifest (checkpoint.c) and into its first --metrics
+ * every checkpoint manifest (ckpt_manifest.c) and into its first --metrics
  * record (main.c), one JSON object, the same in both:
  *
  *   {"user": "alice", "uid": 1000, "hosts": ["n1", "n1", "n2"],

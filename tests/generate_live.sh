@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/generate_live.sh — generation beside a training run that prunes
-# its checkpoints (runtime/checkpoint.c, "Readers beside a run";
+# its checkpoints (runtime/ckpt_lock.c, "Readers beside a run";
 # man/gslrun.7 GENERATION): a program trained with --checkpoint-every 1
 # --keep 1 writes a checkpoint and removes the one before every step or
 # so, while 25 --generate runs, one after another, read the newest

@@ -24,7 +24,15 @@
 #   (f) the watchdog covers the start-up: a rank stopped before MPI_Init
 #       (a wrapper stops itself before it execs the program) ends the job
 #       with status 4 and the start-up's message, and no process of the
-#       job is left.
+#       job is left;
+#   (g) a name of more than 18 digits, step-0000000000000000009, is no
+#       checkpoint to the program or to gslrun (runtime/ckdir.c, which
+#       both link): a resume that fails (another --seed) is restarted
+#       from step-00000002, the one the program read (before, gslrun
+#       read every digit and took the 19-digit name, step 9, for the
+#       newest); a --quiet resume, whose first step gslrun knows from
+#       DIR alone, records first_step 2 and logs step 3 first; the entry
+#       is left as it was.
 #
 # Every run is under timeout as a guard against a hang, never as a
 # measure of speed.
@@ -172,6 +180,30 @@ if [ $rc -eq 4 ] && grep -q '^two: rank 0: error: the start-up (MPI_Init and the
 else
   fail "(f) (status $rc, $left processes left)"; cat f.err
   pkill -KILL -f "$work/two"
+fi
+
+# (g) a name of 19 digits beside a checkpoint
+timeout $guard $MPIEXEC -n 1 ./one --steps 2 --checkpoint ckg --quiet || fail "(g) the first run"
+cp -R ckg/step-00000002 ckg/step-0000000000000000009
+cp ckg/step-00000002/manifest.json g.orig
+timeout $guard "$gslrun" --max-restarts 1 --backoff 0.1 -np 1 ./one --steps 4 --checkpoint ckg --resume --seed 12345 \
+  >g1.out 2>g1.err
+rc=$?
+if [ $rc -eq 1 ] && grep -q 'error: checkpoint ckg/step-00000002: it was saved with --seed [0-9]*, not 12345' g1.err &&
+  grep -q '^gslrun: restart 1 of 1 in 0.1 s: resuming from ckg/step-00000002 (step 2); ' g1.err &&
+  ! grep -q 'step-0000000000000000009' g1.err; then
+  pass "(g) a name of 19 digits: a failed resume restarted from step-00000002, the one the program read"
+else
+  fail "(g) a name of 19 digits, a failed resume (status $rc)"; cat g1.err
+fi
+timeout $guard "$gslrun" -np 1 ./one --steps 4 --checkpoint ckg --resume --quiet --metrics g.jsonl >g2.out 2>g2.err
+rc=$?
+if [ $rc -eq 0 ] && grep -q '^{"gslrun":"completed","segment":1,"mesh":null,"np":1,"first_step":2,' g.jsonl &&
+  [ "$(sed -n 's/^{"step": \([0-9]*\),.*/\1/p' g.jsonl | head -1)" = 3 ] &&
+  cmp -s g.orig ckg/step-0000000000000000009/manifest.json; then
+  pass "(g) a name of 19 digits: a --quiet resume records first_step 2, the entry left as it was"
+else
+  fail "(g) a name of 19 digits, a --quiet resume (status $rc)"; cat g2.err; cat g.jsonl
 fi
 
 exit $status

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/manifest_build.sh — the program's build record in checkpoint
-# manifests (runtime/checkpoint.c, format version 5 and on; man/gslrun.7
+# manifests (runtime/ckpt_manifest.c, format version 5 and on; man/gslrun.7
 # CHECKPOINTS), through the hand-written tests/train_log_prog.c, whose
 # gslrt_program_info.build is $TRAIN_LOG_BUILD (gslc fills it; a program
 # without one has none):

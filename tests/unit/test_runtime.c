@@ -4,15 +4,20 @@
  * malformed files), gslrt_sgemm and gslrt_gemm_bf16 against a triple loop
  * (through oneDNN and through OpenBLAS, and the primitive cache), mesh tiles, block
  * indices, packing for the collectives and groups of one device,
- * generation's choice of a token, and the option parser with each of its
- * usage errors. Expected values are computed
+ * generation's choice of a token, the option parser with each of its
+ * usage errors, and the checkpoint directory's layout (ckdir.c: names,
+ * entries, the newest, a manifest's run, on a directory made by hand).
+ * Expected values are computed
  * independently of the code under test (published vectors, hand-written
  * bytes, naive loops). */
 #include "internal.h"
+#include "ckdir.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests.h"
@@ -1058,6 +1063,136 @@ static void test_tokens_per_step(void) {
   CU_ASSERT_EQUAL(gslrt_tokens_per_step(&ctx), 1);
 }
 
+/* ---- the checkpoint directory's layout (ckdir.c) -------------------------- */
+
+/* A checkpoint's names: a step read back from 1 to 18 digits only (the
+ * runtime and gslrun alike), the names made, the lock file's line. */
+static void test_ckdir_names(void) {
+  static const char *const not_steps[] = {"step-", "step-12a", "step--1", "step-+1", "step- 1", "Step-1", "step1",
+                                          "step-00000004.tmp.9", "step-1.5", "", ".lock",
+                                          "step-0000000000000000007", /* 19 digits */
+                                          "step-9223372036854775808", /* past an int64 */
+                                          "step-99999999999999999999"};
+  char buf[64], host[256];
+  long pid = 0;
+  CU_ASSERT_EQUAL(gslrt_ckdir_step_of("step-00000004"), 4);
+  CU_ASSERT_EQUAL(gslrt_ckdir_step_of("step-4"), 4);
+  CU_ASSERT_EQUAL(gslrt_ckdir_step_of("step-0"), 0);
+  CU_ASSERT_EQUAL(gslrt_ckdir_step_of("step-123456789"), 123456789);
+  CU_ASSERT_EQUAL(gslrt_ckdir_step_of("step-000000000000000007"), 7);
+  CU_ASSERT_EQUAL(gslrt_ckdir_step_of("step-999999999999999999"), 999999999999999999LL);
+  for (size_t i = 0; i < sizeof not_steps / sizeof *not_steps; i++)
+    CU_ASSERT_EQUAL(gslrt_ckdir_step_of(not_steps[i]), -1);
+  CU_ASSERT_TRUE(gslrt_ckdir_is_temp("step-00000004.tmp.9"));
+  CU_ASSERT_TRUE(gslrt_ckdir_is_temp("step-00000004.tmp.old.9"));
+  CU_ASSERT_FALSE(gslrt_ckdir_is_temp("step-00000004"));
+  CU_ASSERT_FALSE(gslrt_ckdir_is_temp("x.tmp.1"));
+  CU_ASSERT_FALSE(gslrt_ckdir_is_temp(".lock"));
+  CU_ASSERT_EQUAL(gslrt_ckdir_step_name(buf, sizeof buf, 4), 13);
+  CU_ASSERT_STRING_EQUAL(buf, "step-00000004");
+  gslrt_ckdir_step_name(buf, sizeof buf, 123456789);
+  CU_ASSERT_STRING_EQUAL(buf, "step-123456789");
+  gslrt_ckdir_step_name(buf, sizeof buf, 999999999999999999LL); /* --steps' greatest */
+  CU_ASSERT_EQUAL(gslrt_ckdir_step_of(buf), 999999999999999999LL);
+  gslrt_ckdir_temp_name(buf, sizeof buf, 4, 77);
+  CU_ASSERT_STRING_EQUAL(buf, "step-00000004.tmp.77");
+  CU_ASSERT_TRUE(gslrt_ckdir_is_temp(buf));
+  CU_ASSERT_EQUAL(gslrt_ckdir_step_of(buf), -1);
+  gslrt_ckdir_aside_name(buf, sizeof buf, "step-00000004", 77);
+  CU_ASSERT_STRING_EQUAL(buf, "step-00000004.tmp.old.77");
+  CU_ASSERT_TRUE(gslrt_ckdir_is_temp(buf));
+  gslrt_ckdir_lock_line(buf, sizeof buf, 42, "n1");
+  CU_ASSERT_STRING_EQUAL(buf, "pid 42 host n1\n");
+  CU_ASSERT_TRUE(gslrt_ckdir_lock_holder(buf, &pid, host));
+  CU_ASSERT_EQUAL(pid, 42);
+  CU_ASSERT_STRING_EQUAL(host, "n1");
+  CU_ASSERT_FALSE(gslrt_ckdir_lock_holder("pid 42", &pid, host));
+  CU_ASSERT_FALSE(gslrt_ckdir_lock_holder("", &pid, host));
+}
+
+/* DIR/rel made: a directory if text is NULL, else a file holding text. */
+static void ckdir_make(const char *dir, const char *rel, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, rel);
+  if (!text) {
+    CU_ASSERT_EQUAL_FATAL(mkdir(path, 0777), 0);
+    return;
+  }
+  write_bytes(path, text, strlen(text));
+}
+
+/* Entries of a directory made by hand: their kinds, the newest complete
+ * checkpoint (not the 19-digit name, the link, the bare directories, the
+ * file or the temporary above it), and the run in a manifest (none in a
+ * manifest with "run" twice or of 31 digits). */
+static void test_ckdir_newest(void) {
+  static const char *const made[] = {"step-00000002", "step-00000002/manifest.json",
+                                     "step-0000000000000000009", "step-0000000000000000009/manifest.json",
+                                     "step-00000007", "step-00000008", "step-00000008/manifest.json",
+                                     "step-00000005.tmp.3", "step-00000005.tmp.3/manifest.json",
+                                     "step-00000001", "step-00000001/manifest.json",
+                                     "step-00000000", "step-00000000/manifest.json",
+                                     "step-00000004", "step-00000006"};
+  const char *run = "0123456789abcdef0123456789abcdef";
+  char dir[256], path[512], found[CKDIR_NAME] = "", got[CKDIR_RUN] = "", err[256] = "";
+  struct timespec mtime = {0, 0};
+  size_t len = 0;
+  snprintf(dir, sizeof dir, "%s", tests_tmp_path("ckdir"));
+  CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0777), 0);
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+  CU_ASSERT_FATAL(dfd >= 0);
+  CU_ASSERT_EQUAL(gslrt_ckdir_newest(dfd, found, sizeof found), -1); /* empty */
+  ckdir_make(dir, made[0], NULL);
+  ckdir_make(dir, made[1], "{\"run\": \"0123456789abcdef0123456789abcdef\", \"step\": 2}");
+  ckdir_make(dir, made[2], NULL);
+  ckdir_make(dir, made[3], "{\"run\": \"ffffffffffffffffffffffffffffffff\", \"step\": 9}");
+  ckdir_make(dir, made[4], NULL); /* no manifest */
+  ckdir_make(dir, made[5], NULL);
+  ckdir_make(dir, made[6], NULL); /* a manifest that is a directory */
+  ckdir_make(dir, made[7], NULL);
+  ckdir_make(dir, made[8], "{\"run\": \"0123456789abcdef0123456789abcdef\", \"step\": 5}");
+  ckdir_make(dir, made[9], NULL);
+  ckdir_make(dir, made[10], "{\"run\": \"0123456789abcdef0123456789abcdef\", "
+                            "\"run\": \"0123456789abcdef0123456789abcdef\"}");
+  ckdir_make(dir, made[11], NULL);
+  ckdir_make(dir, made[12], "{\"run\": \"0123456789abcdef0123456789abcde\"}");
+  ckdir_make(dir, made[13], "not a directory");
+  snprintf(path, sizeof path, "%s/%s", dir, made[14]);
+  CU_ASSERT_EQUAL_FATAL(symlink("step-00000002", path), 0); /* a link to a complete checkpoint */
+  CU_ASSERT_EQUAL(gslrt_ckdir_entry_kind(dfd, "step-00000002"), CKDIR_COMPLETE);
+  CU_ASSERT_EQUAL(gslrt_ckdir_entry_kind(dfd, "step-0000000000000000009"), CKDIR_COMPLETE);
+  CU_ASSERT_EQUAL(gslrt_ckdir_entry_kind(dfd, "step-00000007"), CKDIR_BARE_DIR);
+  CU_ASSERT_EQUAL(gslrt_ckdir_entry_kind(dfd, "step-00000008"), CKDIR_BARE_DIR);
+  CU_ASSERT_EQUAL(gslrt_ckdir_entry_kind(dfd, "step-00000004"), CKDIR_FILE);
+  CU_ASSERT_EQUAL(gslrt_ckdir_entry_kind(dfd, "step-00000006"), CKDIR_LINK);
+  CU_ASSERT_EQUAL(gslrt_ckdir_entry_kind(dfd, "step-00000003"), CKDIR_NONE);
+  CU_ASSERT_EQUAL(gslrt_ckdir_newest(dfd, found, sizeof found), 2);
+  CU_ASSERT_STRING_EQUAL(found, "step-00000002");
+  CU_ASSERT_EQUAL(gslrt_ckdir_run_of(dfd, "step-00000002", got, &mtime), 0);
+  CU_ASSERT_STRING_EQUAL(got, run);
+  CU_ASSERT_TRUE(mtime.tv_sec > 0);
+  CU_ASSERT_EQUAL(gslrt_ckdir_run_of(dfd, "step-00000002", got, NULL), 0);
+  CU_ASSERT_EQUAL(gslrt_ckdir_run_of(dfd, "step-00000001", got, NULL), -1); /* "run" twice */
+  CU_ASSERT_EQUAL(gslrt_ckdir_run_of(dfd, "step-00000000", got, NULL), -1); /* 31 digits */
+  CU_ASSERT_EQUAL(gslrt_ckdir_run_of(dfd, "step-00000007", got, NULL), -1); /* no manifest */
+  CU_ASSERT_EQUAL(gslrt_ckdir_run_of(dfd, "step-00000008", got, NULL), -1); /* not a regular file */
+  char *text = gslrt_ckdir_read_manifest(dfd, "step-00000008", &len, err, sizeof err);
+  CU_ASSERT_PTR_NULL(text);
+  CU_ASSERT_STRING_EQUAL(err, "step-00000008/manifest.json: not a regular file");
+  text = gslrt_ckdir_read_manifest(dfd, "step-00000002", &len, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL(text);
+  CU_ASSERT_EQUAL(len, strlen("{\"run\": \"0123456789abcdef0123456789abcdef\", \"step\": 2}"));
+  free(text);
+  close(dfd);
+  CU_ASSERT_EQUAL(gslrt_ckdir_newest(dfd, found, sizeof found), -2); /* DIR not open */
+  for (int i = (int)(sizeof made / sizeof *made) - 1; i >= 0; i--) {
+    snprintf(path, sizeof path, "%s/%s", dir, made[i]);
+    if (remove(path) != 0)
+      CU_FAIL("a scratch entry could not be removed");
+  }
+  CU_ASSERT_EQUAL(rmdir(dir), 0);
+}
+
 void add_runtime_tests(void) {
   CU_pSuite s = tests_suite("runtime");
   tests_add(s, "philox known answers", test_philox_kat);
@@ -1085,4 +1220,6 @@ void add_runtime_tests(void) {
   tests_add(s, "options", test_options);
   tests_add(s, "log every", test_log_every);
   tests_add(s, "tokens per step", test_tokens_per_step);
+  tests_add(s, "checkpoint directory: names", test_ckdir_names);
+  tests_add(s, "checkpoint directory: entries, the newest, a run", test_ckdir_newest);
 }
