@@ -26,11 +26,7 @@
 #     ms) and the two all-to-alls take 2 ms. So the experts are split on
 #     their expert dim and the dispatch on its groups.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslauto.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
+. "$top_srcdir/tests/lib.sh"
 # the rates the plans below are worked out with (not the defaults, which
 # ONLY=machine make bench may remeasure): gslc --machine FILE
 cat >"$work/ref.machine" <<'EOF2'

@@ -10,9 +10,10 @@
 # '<f4' files) resumed bit for bit on either mesh, and the notes of a
 # resume across dtypes and precisions. Needs numpy (skipped without it).
 set -u
+. "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/hand_prog.sh"
 PY=${PYTHON:-/usr/bin/python3}
-$PY -c 'import numpy' 2>/dev/null || { echo "SKIP: no numpy for $PY"; exit 77; }
+$PY -c 'import numpy' 2>/dev/null || skip "no numpy for $PY"
 hand_prog bf16_prog "${BF16_PROG:-tests/bf16_prog}"
 
 # x: some values bf16 holds (1, -2.5), some it does not (1/3, 1 + 2^-8, a tie)

@@ -23,35 +23,31 @@
 #     checkpoint at --steps runs nothing; --resume without --checkpoint is
 #     a usage error.
 set -u
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslckpt.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
 cd "$work" || exit 1
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
 
 sizes="-D G=4 -D S=16 -D M=8 -D H=16 -D E=4"
 sed 's/^mesh \[d = 4\]/const D = 4\nmesh [d = D]/' "$top_srcdir/examples/moe.gsl" >moe_d.gsl
-grep -q '^mesh \[d = D\]' moe_d.gsl || { echo "FAIL: examples/moe.gsl has no 'mesh [d = 4]' line"; exit 1; }
+grep -q '^mesh \[d = D\]' moe_d.gsl || fatal "examples/moe.gsl has no 'mesh [d = 4]' line"
 echo 'output wg, wi, wo' >>moe_d.gsl
 for d in 1 2 4; do
   # shellcheck disable=SC2086
-  "$GSLC" $sizes -D D=$d moe_d.gsl -o m$d || { echo "FAIL: gslc -D D=$d"; exit 1; }
+  "$GSLC" $sizes -D D=$d moe_d.gsl -o m$d || fatal "gslc -D D=$d"
 done
 # shellcheck disable=SC2086
-"$GSLC" $sizes -D D=1 -D H=32 moe_d.gsl -o other || { echo "FAIL: gslc -D H=32"; exit 1; }
+"$GSLC" $sizes -D D=1 -D H=32 moe_d.gsl -o other || fatal "gslc -D H=32"
 # the same program trained with another learning rate
 sed 's/with adam(lr = 0.001)/with adam(lr = 0.01)/' moe_d.gsl >moe_lr.gsl
-grep -q 'adam(lr = 0.01)' moe_lr.gsl || { echo "FAIL: examples/moe.gsl does not train with adam(lr = 0.001)"; exit 1; }
+grep -q 'adam(lr = 0.01)' moe_lr.gsl || fatal "examples/moe.gsl does not train with adam(lr = 0.001)"
 # shellcheck disable=SC2086
-"$GSLC" $sizes -D D=2 moe_lr.gsl -o lr2 || { echo "FAIL: gslc moe_lr.gsl"; exit 1; }
+"$GSLC" $sizes -D D=2 moe_lr.gsl -o lr2 || fatal "gslc moe_lr.gsl"
 # the 2 x 2 mesh [data = 2, expert = 2], as tests/train_invariance.sh makes it
 sed -e 's/^mesh \[d = D\]/mesh [data = 2, expert = 2]/' \
     -e 's/split(0) *= normal(0.02)/split(0, expert) = normal(0.02)/' \
     -e 's/split(0) = normal(1.0)/shard([(data, expert), _, _]) = normal(1.0)/' moe_d.gsl >moe_2x2.gsl
-[ "$(grep -c 'expert)' moe_2x2.gsl)" -eq 3 ] || { echo "FAIL: the 2 x 2 variant was not made"; exit 1; }
+[ "$(grep -c 'expert)' moe_2x2.gsl)" -eq 3 ] || fatal "the 2 x 2 variant was not made"
 # shellcheck disable=SC2086
-"$GSLC" $sizes moe_2x2.gsl -o m2x2 || { echo "FAIL: gslc moe_2x2.gsl"; exit 1; }
+"$GSLC" $sizes moe_2x2.gsl -o m2x2 || fatal "gslc moe_2x2.gsl"
 
 # a plain .npy reader: "ckread A B RTOL ATOL" compares two version-1 '<f4'
 # or '<i4' C-order files of one shape, whose data starts at a multiple of 64
@@ -116,11 +112,11 @@ int main(int argc, char **argv) {
   return bad != 0;
 }
 C
-$CC -O1 -o ckread ckread.c -lm || { echo "FAIL: cannot compile the .npy reader"; exit 1; }
+$CC -O1 -o ckread ckread.c -lm || fatal "cannot compile the .npy reader"
 
 # 3 batches of x f32[4, 16, 8]
 awk 'BEGIN { for (i = 0; i < 3 * 4 * 16 * 8; i++) printf "%.6f\n", sin(i * 0.37) * 1.5 }' |
-  "$NPYTOOL" write xb.npy f32 3,4,16,8 - || { echo "FAIL: npytool write"; exit 1; }
+  "$NPYTOOL" write xb.npy f32 3,4,16,8 - || fatal "npytool write"
 
 # run NAME NP ARGS...: ./mNP (or ./NAME if NAME is not m1/m2/m4) under
 # $MPIEXEC; stdout in NAME.out, stderr in NAME.err, status in rc
@@ -134,10 +130,10 @@ losses() { sed 's/^{"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/' "$1"; }
 
 # shellcheck disable=SC2046
 run full 4 ./m4 --steps 10 --input x=xb.npy --metrics full.jsonl --checkpoint full --quiet $(outs full)
-[ $rc -eq 0 ] || { cat full.err; echo "FAIL: the uninterrupted run (status $rc)"; exit 1; }
+[ $rc -eq 0 ] || { cat full.err; fatal "the uninterrupted run (status $rc)"; }
 # shellcheck disable=SC2046
 run save 4 ./m4 --steps 6 --input x=xb.npy --checkpoint ck --checkpoint-every 3 --keep 5 $(outs s6)
-[ $rc -eq 0 ] || { cat save.err; echo "FAIL: the 6-step run (status $rc)"; exit 1; }
+[ $rc -eq 0 ] || { cat save.err; fatal "the 6-step run (status $rc)"; }
 if [ "$(ls ck)" = "$(printf 'step-00000003\nstep-00000006')" ] && [ -f ck/step-00000006/manifest.json ] &&
    grep -q '"step": 6,' ck/step-00000006/manifest.json &&
    grep -q '{"name": "x", "batches": 3, "position": 0}' ck/step-00000006/manifest.json &&
@@ -190,7 +186,7 @@ done
 # resumed on 2 and 1 ranks, and the 4-rank save resumed on 3, steps 7-10
 # and the final params are the uninterrupted run's to 1e-5.
 # shellcheck disable=SC2086
-"$GSLC" $sizes -D D=3 moe_d.gsl -o m3 || { echo "FAIL: gslc -D D=3"; exit 1; }
+"$GSLC" $sizes -D D=3 moe_d.gsl -o m3 || fatal "gslc -D D=3"
 run save3 3 ./m3 --steps 6 --input x=xb.npy --checkpoint ck3 --checkpoint-every 3 --keep 5 --quiet
 if [ $rc -ne 0 ]; then
   fail "the 6-step run on 3 ranks (status $rc)"; cat save3.err

@@ -22,16 +22,12 @@
 # The counts are printed: 4 and 4 since issue 43; 6 + 3 a file before it
 # (27 and 189 a save, as many a resume).
 set -u
-: "${top_srcdir:?}" "${GSLC:?}" "${MPICC:?}" "${MPIEXEC:?}"
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslckcoll.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
+: "${GSLC:?}" "${MPICC:?}"
 cd "$work" || exit 1
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
 
 "$MPICC" -shared -fPIC -O1 -o count.so "$top_srcdir/tests/collective_count.c" ||
-  { echo "FAIL: cannot compile tests/collective_count.c"; exit 1; }
+  fatal "cannot compile tests/collective_count.c"
 
 prog() { # P: p$P, a program of P params
   {
@@ -45,7 +41,7 @@ prog() { # P: p$P, a program of P params
     done
     echo "train $loss with adam(lr = 0.01)"
   } >"p$1.gsl"
-  "$GSLC" "p$1.gsl" -o "p$1" || { echo "FAIL: gslc p$1.gsl"; exit 1; }
+  "$GSLC" "p$1.gsl" -o "p$1" || fatal "gslc p$1.gsl"
 }
 
 # count NAME P ARGS...: runs p$P on 2 ranks, counted; rank 0's collectives

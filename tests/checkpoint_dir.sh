@@ -30,13 +30,9 @@
 #     resumes; a file beside DIR whose name begins with DIR's is written.
 set -u
 . "$top_srcdir/tests/lib.sh"
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslckdir.XXXXXX")
-trap 'kill $apid 2>/dev/null; rm -rf "$work"' EXIT
 apid=
+at_exit 'kill $apid 2>/dev/null'
 cd "$work" || exit 1
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
 PY=/usr/bin/python3
 
 cat >t.gsl <<'EOF'
@@ -45,7 +41,7 @@ input x: f32[3] = uniform(0.0, 1.0)
 train sum(w * w * x) with adam(lr = 0.1)
 output w
 EOF
-"$GSLC" t.gsl -o t || { echo "FAIL: gslc t.gsl"; exit 1; }
+"$GSLC" t.gsl -o t || fatal "gslc t.gsl"
 
 run() {
   name=$1 np=$2; shift 2

@@ -27,11 +27,7 @@
 #     w_L's gradient is s_(L-1) d_L everywhere and w_1's row i is x_i d_1.
 set -u
 . "$top_srcdir/tests/lib.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsldeep.XXXXXX")
-trap 'rm -rf "$work"' EXIT
 LIMIT=$(scaled 25)
-status=0
-fail() { echo "FAIL: $*"; status=1; }
 
 # gen_chain FILE N INIT: x times a1 ... aN (f32[4] each), trained
 gen_chain() {
@@ -144,5 +140,5 @@ if run small_stack --steps 1 --input x=x2.npy --output h8=h.npy --output w1=w1.n
   stack 'for (i = 0; i < 4; i++) print 1 - lr * s[L - 1] * d[L]' | same w8.npy 2,2
 fi
 
-[ $status -eq 0 ] && echo "PASS: deep_compile (--stats:$times; small chain, power and stack right by hand)"
+[ $status -eq 0 ] && pass "deep_compile (--stats:$times; small chain, power and stack right by hand)"
 exit $status

@@ -22,12 +22,8 @@
 #      at 512 rows: the checkpoints and y of the run that keeps
 #      everything, to the bit, on 1 device and on [data = 2].
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsldropout.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
 cd "$work" || exit 1
-status=0
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "ok: $*"; }
 
 cat >mlp.gsl <<'GSL'
 import "nn"

@@ -27,7 +27,8 @@
 # xe1.npy is the one batch 0..7 of x's exact shape: eval_loss 3.5 * w,
 # eval_xsum 28.
 set -u
-[ -n "${NPYTOOL:-}" ] || { echo "FAIL: NPYTOOL is not set (make check sets it)"; exit 1; }
+. "$top_srcdir/tests/lib.sh"
+[ -n "${NPYTOOL:-}" ] || fatal "NPYTOOL is not set (make check sets it)"
 . "$top_srcdir/tests/hand_prog.sh"
 hand_prog eval_prog "${EVAL_PROG:-tests/eval_prog}"
 

@@ -7,9 +7,7 @@
 # written, trains on its mesh of 4 devices and its loss falls. Examples
 # that train are compared after two steps, so one update is in y.
 set -u
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslex.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
 
 # the meshes each example is run on: -D settings, one mesh per word
 meshes_of() {
@@ -27,27 +25,27 @@ for ex in "$top_srcdir"/examples/*.gsl; do
     # SPEC section 1 as written: mesh [d = 4], trained with adam; three
     # steps on 4 ranks, the loss falling (the same numbers on every mesh:
     # tests/train_invariance.sh)
-    "$GSLC" "$ex" -o "$work/$name" || { echo "FAIL: moe does not compile"; status=1; continue; }
+    "$GSLC" "$ex" -o "$work/$name" || { fail "moe does not compile"; continue; }
     timeout 300 $MPIEXEC -n 4 "$work/$name" --steps 3 --log-every 1 --metrics "$work/moe.jsonl" \
-      --output y="$work/moe.y.npy" || { echo "FAIL: moe under mpirun -n 4"; status=1; continue; }
-    [ -s "$work/moe.y.npy" ] || { echo "FAIL: moe wrote no output y"; status=1; continue; }
+      --output y="$work/moe.y.npy" || { fail "moe under mpirun -n 4"; continue; }
+    [ -s "$work/moe.y.npy" ] || { fail "moe wrote no output y"; continue; }
     first=$(sed -n '1s/.*"loss": *\([^,}]*\).*/\1/p' "$work/moe.jsonl")
     last=$(sed -n '3s/.*"loss": *\([^,}]*\).*/\1/p' "$work/moe.jsonl")
     if ! awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 0 && b > 0 && b < a) }'; then
-      cat "$work/moe.jsonl"; echo "FAIL: moe's loss did not fall over 3 steps ($first, $last)"; status=1; continue
+      cat "$work/moe.jsonl"; fail "moe's loss did not fall over 3 steps ($first, $last)"; continue
     fi
-    echo "PASS: moe (loss $first at step 1, $last at step 3, on 4 ranks)"
+    pass "moe (loss $first at step 1, $last at step 3, on 4 ranks)"
     continue
   fi
   if ! "$GSLC" "$ex" -o "$work/$name"; then
-    echo "FAIL: $name does not compile"; status=1; continue
+    fail "$name does not compile"; continue
   fi
   if ! timeout 300 $MPIEXEC -n 1 "$work/$name" --steps 2 --output y="$work/$name.y.npy"; then
-    echo "FAIL: $name under mpirun"; status=1; continue
+    fail "$name under mpirun"; continue
   fi
-  [ -s "$work/$name.y.npy" ] || { echo "FAIL: $name wrote no output y"; status=1; continue; }
+  [ -s "$work/$name.y.npy" ] || { fail "$name wrote no output y"; continue; }
   if ! timeout 300 "$work/$name" --steps 1 --quiet; then
-    echo "FAIL: $name started directly"; status=1; continue
+    fail "$name started directly"; continue
   fi
   head=$("$NPYTOOL" print "$work/$name.y.npy" | sed 1q)
   # a program that trains: y of step 2 follows one adam step, whose first
@@ -60,14 +58,14 @@ for ex in "$top_srcdir"/examples/*.gsl; do
     defs=; ranks=1
     for kv in $(echo "$m" | tr ',' ' '); do defs="$defs -D $kv"; ranks=$((ranks * ${kv#*=})); done
     # shellcheck disable=SC2086
-    "$GSLC" $defs "$ex" -o "$work/$name.m" || { echo "FAIL: $name does not compile for $m"; status=1; continue; }
+    "$GSLC" $defs "$ex" -o "$work/$name.m" || { fail "$name does not compile for $m"; continue; }
     timeout 300 $MPIEXEC -n $ranks "$work/$name.m" --steps 2 --quiet --output y="$work/$name.m.npy" ||
-      { echo "FAIL: $name on mesh $m"; status=1; continue; }
+      { fail "$name on mesh $m"; continue; }
     "$NPYTOOL" print "$work/$name.y.npy" | sed 1d |
       "$NPYTOOL" compare "$work/$name.m.npy" ${head%% *} "$(echo "${head#* }" | tr -d '[] ')" --rtol $tol --atol $tol - ||
-      { echo "FAIL: $name on mesh $m ($ranks ranks) differs from one device"; status=1; continue; }
+      { fail "$name on mesh $m ($ranks ranks) differs from one device"; continue; }
     echo "$name on mesh $m ($ranks ranks): the same y"
   done
-  echo "PASS: $name"
+  pass "$name"
 done
 exit $status

@@ -22,6 +22,7 @@
 #   - a NaN loss at step 7 with a checkpoint every 3 steps: status 1, one
 #     line, the checkpoint of step 6 kept, complete and resumable.
 set -u
+. "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/hand_prog.sh"
 hand_prog train_log_prog "${TRAIN_LOG_PROG:-tests/train_log_prog}"
 

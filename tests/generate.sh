@@ -30,13 +30,9 @@
 #     checkpoint: 12 bytes from it, greedy and sampled, are the same on 1
 #     device and on 2, and the checkpoint directory is left as it was.
 set -u
-status=0
+. "$top_srcdir/tests/lib.sh"
 PY=${PYTHON:-/usr/bin/python3}
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslgen.XXXXXX")
-trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
 
 # run NAME NP PROG ARGS...: stdout in NAME.out, stderr in NAME.err, status in rc
 run() {
@@ -49,7 +45,7 @@ bytes() { od -An -v -tu1 "$1" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//'; }
 compile() { # NAME [D]: NAME.gsl for a mesh of D devices into NAME$D, or as it is into NAME1
   if [ $# -gt 1 ]; then set -- "$1" "$2" -D D="$2"; else set -- "$1" 1; fi
   n=$1 d=$2; shift 2
-  "$GSLC" "$@" "$n.gsl" -o "$n$d" || { echo "FAIL: gslc $n.gsl ($*)"; exit 1; }
+  "$GSLC" "$@" "$n.gsl" -o "$n$d" || fatal "gslc $n.gsl ($*)"
 }
 
 cat >succ.gsl <<'GSL'

@@ -13,13 +13,9 @@
 # directory back to --keep 1: one checkpoint, no temporary.
 set -u
 . "$top_srcdir/tests/lib.sh"
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsllive.XXXXXX")
 tpid=
-trap '[ -n "$tpid" ] && kill "$tpid" 2>/dev/null; rm -rf "$work"' EXIT
+at_exit '[ -n "$tpid" ] && kill "$tpid" 2>/dev/null'
 cd "$work" || exit 1
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
 
 # the logits of the convention (generate.c), and a param of 1 MiB whose
 # adam states make each checkpoint a few MiB: reading one takes long
@@ -32,7 +28,7 @@ let logits = gather(w, slice(tokens, 1, 0, 6))
 output logits
 train mean(logits * logits) + mean(big * big) with adam(lr = 0.001)
 GSL
-"$GSLC" live.gsl -o live || { echo "FAIL: gslc live.gsl"; exit 1; }
+"$GSLC" live.gsl -o live || fatal "gslc live.gsl"
 
 # the training's guard covers the 25 generations beside it (tests/lib.sh's
 # limits, scaled for a busy machine)

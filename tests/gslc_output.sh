@@ -7,9 +7,7 @@
 # A directory given as the input or as a module is named as a directory
 # (compiler/diag.c).
 set -u
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslcout.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
 cd "$work" || exit 1
 mkdir lib
 cat >x.gsl <<'GSL'
@@ -36,13 +34,13 @@ refused() {
   rc=$?
   first=$(sed 1q err)
   if [ $rc -ne 1 ]; then
-    echo "FAIL: gslc $*: exit status $rc, expected 1"; cat err; status=1
+    fail "gslc $*: exit status $rc, expected 1"; cat err
   elif ! cmp -s "$file" "$(basename "$file" .gsl | sed 's/^hard$/x/; s/^link$/x/').orig"; then
-    echo "FAIL: gslc $*: $file was changed"; status=1
+    fail "gslc $*: $file was changed"
   else
     case $first in
-    "gslc: error: "*"$text"*) echo "PASS: gslc $*" ;;
-    *) echo "FAIL: gslc $*: stderr does not begin with the error '$text':"; cat err; status=1 ;;
+    "gslc: error: "*"$text"*) pass "gslc $*" ;;
+    *) fail "gslc $*: stderr does not begin with the error '$text':"; cat err ;;
     esac
   fi
   cp x.orig x.gsl; cp m.orig lib/m.gsl  # the next case starts clean even if this one failed
@@ -57,21 +55,21 @@ refused x.gsl "is the input file" -I lib x.gsl -o ./x.gsl
 refused x.gsl "is the input file" -I lib x.gsl -o hard.gsl
 refused x.gsl "is the input file" -I lib --emit-spmd x.gsl -o link.gsl
 refused x.gsl "is the input file" -I lib -c link.gsl -o "$work/x.gsl"
-[ -L link.gsl ] || { echo "FAIL: link.gsl replaced"; status=1; }
+[ -L link.gsl ] || fail "link.gsl replaced"
 # an output beside the sources is still written
 if "$GSLC" -I lib --emit-spmd x.gsl -o x.spmd 2>err && [ -s x.spmd ]; then
-  echo "PASS: --emit-spmd -o x.spmd"
+  pass "--emit-spmd -o x.spmd"
 else
-  echo "FAIL: --emit-spmd -o x.spmd"; cat err; status=1
+  fail "--emit-spmd -o x.spmd"; cat err
 fi
 
 # a failed link: our line first, then the linker's
 "$GSLC" -I lib x.gsl -o nodir/prog >out 2>err
 rc=$?
 if [ $rc -eq 1 ] && sed 1q err | grep -q "^gslc: error: linking failed" && [ "$(wc -l <err)" -gt 1 ]; then
-  echo "PASS: linker output after gslc's error"
+  pass "linker output after gslc's error"
 else
-  echo "FAIL: a failed link (status $rc) must print gslc's error first:"; cat err; status=1
+  fail "a failed link (status $rc) must print gslc's error first:"; cat err
 fi
 
 # a directory as the input or as a module
@@ -79,14 +77,14 @@ mkdir d.gsl lib/dm.gsl
 echo 'import "dm"' >imp.gsl
 "$GSLC" d.gsl -o prog >out 2>err
 if grep -q "^gslc: error: cannot read d.gsl: Is a directory" err; then
-  echo "PASS: a directory as the input"
+  pass "a directory as the input"
 else
-  echo "FAIL: a directory as the input:"; cat err; status=1
+  fail "a directory as the input:"; cat err
 fi
 "$GSLC" -I lib imp.gsl -o prog >out 2>err
 if grep -q "^imp.gsl:1:1: error: cannot read module \"dm\" at lib/dm.gsl: Is a directory" err; then
-  echo "PASS: a directory as a module"
+  pass "a directory as a module"
 else
-  echo "FAIL: a directory as a module:"; cat err; status=1
+  fail "a directory as a module:"; cat err
 fi
 exit $status

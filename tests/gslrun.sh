@@ -26,6 +26,7 @@
 # to recover (the kill to the first step logged after the resume) and steps
 # lost are printed.
 set -u
+. "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/hand_prog.sh"
 hand_prog gslrun "${GSLRUN:-gslrun}"
 gslrun=$bin
@@ -40,14 +41,8 @@ has_lines() {
 }
 # until FILE has a line matching RE (at most 60 s, scaled); $3: at least that many
 until_line() { poll_until 60 has_lines "$1" "$2" "${3:-1}"; }
-# desc PID: PID's descendants
-desc() { for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
 # rank_pid R: the pid of the job's rank R under the test's gslrun
-rank_pid() {
-  for x in $(desc "$tpid"); do
-    tr '\0' '\n' <"/proc/$x/environ" 2>/dev/null | grep -qx "PMI_RANK=$1" && echo "$x"
-  done
-}
+rank_pid() { rank_in "$tpid" "$1"; }
 # sup NAME ARGS...: gslrun in the background; its stdout in NAME.out, stderr in NAME.err
 sup() {
   n=$1
@@ -63,9 +58,9 @@ sup() {
 # sometimes seen after another rank's end (gslrun and hydra both named
 # that one), so the test does not stop it
 steps=60
-$GSLC $tiny -D DP=2 -D MP=2 "$src" -o ref4 || { echo "FAIL: gslc"; exit 1; }
+$GSLC $tiny -D DP=2 -D MP=2 "$src" -o ref4 || fatal "gslc"
 timeout "$(scaled 120)" $MPIEXEC -n 4 ./ref4 --steps $steps --quiet --output w1=ref_w1.npy --output w2=ref_w2.npy ||
-  { echo "FAIL: the uninterrupted run"; exit 1; }
+  fatal "the uninterrupted run"
 
 # kill_rank1 NAME CUT: after step 5 of NAME (and the hostfile cut to CUT slots), SIGKILL rank 1;
 # the times to detect and recover into detect, recover; the steps lost into lost
@@ -151,7 +146,7 @@ else
 fi
 
 # (d) SIGTERM to gslrun: passed on, the job checkpoints and stops, no restart
-$GSLC $tiny -D MP=2 "$src" -o ref2 || { echo "FAIL: gslc"; exit 1; }
+$GSLC $tiny -D MP=2 "$src" -o ref2 || fatal "gslc"
 t=$(now)
 sup d -np 2 ./ref2 --steps 100000000 --log-every 1000 --checkpoint ckd
 until_line d.out '^step 2000/' || { fail "(d) no step 2000"; cat d.err; }

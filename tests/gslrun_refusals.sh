@@ -37,6 +37,7 @@
 # Every run is under timeout as a guard against a hang, never as a
 # measure of speed.
 set -u
+. "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/hand_prog.sh"
 hand_prog gslrun "${GSLRUN:-gslrun}"
 gslrun=$bin
@@ -57,7 +58,7 @@ let y = w * x
 output y
 train sum(y * y, 0) with sgd(lr = 0.01)
 EOF
-$GSLC one.gsl -o one && $GSLC two.gsl -o two || { echo "FAIL: gslc"; exit 1; }
+$GSLC one.gsl -o one && $GSLC two.gsl -o two || fatal "gslc"
 
 # no_restart FILE: gslrun's stderr FILE says nothing of a restart or a second segment
 no_restart() { ! grep -q -e 'restart [0-9]' -e 'segment 2' "$1"; }

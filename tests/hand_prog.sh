@@ -1,10 +1,9 @@
-# tests/hand_prog.sh — sourced by the tests that drive libgslrt through a
-# hand-written program (tests/train_log.sh, tests/eval.sh, tests/faults.sh):
+# tests/hand_prog.sh — sourced after tests/lib.sh by the tests that drive
+# libgslrt (or gslrun) through a program of their own (tests/train_log.sh,
+# tests/eval.sh, tests/faults.sh, ...):
 #   hand_prog NAME PATH   bin: the program (PATH, made absolute; NAME for the
-#                         message when make check has not built it); work: a
-#                         temporary directory, removed at exit, made the
-#                         current one
-#   fail MSG, pass MSG    a FAIL (status 1) or PASS line
+#                         message when make check has not built it); then
+#                         lib.sh's work made the current directory
 #   run NP ARGS...        the program under $MPIEXEC on NP ranks: stdout in
 #                         out, stderr in err, the exit status in rc (under
 #                         a guard of 120 s scaled for a busy machine)
@@ -14,21 +13,14 @@
 #                         ranks (runtime/health.c): with several ranks the
 #                         slowest rank and its score, in every line; each
 #                         rank's peak RSS, in the last step's only
-# and what tests/lib.sh defines (now, secs, slow, scaled, poll_until).
-. "$top_srcdir/tests/lib.sh"
-status=0
+: "${work:?source tests/lib.sh before tests/hand_prog.sh}"
 
 hand_prog() {
   bin=$2
   case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
-  [ -x "$bin" ] || { echo "FAIL: no $bin (make check builds $1)"; exit 1; }
-  work=$(mktemp -d "${TMPDIR:-/tmp}/gsl$1.XXXXXX")
-  trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+  [ -x "$bin" ] || fatal "no $bin (make check builds $1)"
   cd "$work" || exit 1
 }
-
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
 
 run() {
   np=$1; shift

@@ -56,12 +56,7 @@
 #   or non-number value is a usage error.
 set -u
 . "$top_srcdir/tests/lib.sh"
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslhealth.XXXXXX")
-trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
 
 cat >t.gsl <<'EOF'
 # one matrix product a step, contracted over the split dimension, summed
@@ -74,7 +69,7 @@ input x: f32[1024, 768] split(1) = normal(1.0)
 let y = sum(x @ w, 0)
 output y
 EOF
-"$GSLC" -D D=2 t.gsl -o t2 && "$GSLC" -D D=3 t.gsl -o t3 || { echo "FAIL: t.gsl does not compile"; exit 1; }
+"$GSLC" -D D=2 t.gsl -o t2 && "$GSLC" -D D=3 t.gsl -o t3 || fatal "t.gsl does not compile"
 
 # watch: the load measured now; T, the --collective-timeout of the next
 # run, 3 s on an idle machine; within, the most seconds its end may take
@@ -178,7 +173,7 @@ let loss = mean((x @ w) * (x @ w))
 train loss with sgd(lr = 0.001)
 output w
 EOF
-"$GSLC" big.gsl -o big || { echo "FAIL: big.gsl does not compile"; exit 1; }
+"$GSLC" big.gsl -o big || fatal "big.gsl does not compile"
 named=0
 for delay in 0 0.05 0.15; do
   rm -rf ck; mkdir ck

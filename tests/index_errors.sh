@@ -19,9 +19,7 @@
 # windows, columns tokens; the program's gathers are at p.gsl:7:9 and
 # p.gsl:8:15).
 set -u
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslidx.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
 cd "$work" || exit 1
 cat >p.gsl <<'GSL'
 # tokens in 4 windows of 6, split by windows; two gathers read them
@@ -34,8 +32,8 @@ let h = gather(emb, x)
 let shifted = gather(emb, tokens + 1)
 train mean(h * h) + mean(shifted) with sgd(lr = 0.1)
 GSL
-"$GSLC" p.gsl -o p1 || { echo "FAIL: gslc p.gsl (D=1)"; exit 1; }
-"$GSLC" -D D=2 p.gsl -o p2 || { echo "FAIL: gslc p.gsl (D=2)"; exit 1; }
+"$GSLC" p.gsl -o p1 || fatal "gslc p.gsl (D=1)"
+"$GSLC" -D D=2 p.gsl -o p2 || fatal "gslc p.gsl (D=2)"
 
 # tokens FILE B ROW,COL=V...: B batches of zeros (B 0: one, of the exact
 # shape), with V at [batch, ROW, COL] for each B.ROW,COL=V given
@@ -65,11 +63,10 @@ expect() {
   want_last=$([ "$logged" = - ] || echo "step $logged")
   if [ $rc -eq 1 ] && grep -qxF -- "$msg" err && [ "$(grep -c 'error:' err)" -eq 1 ] &&
      [ "$last" = "$want_last" ]; then
-    echo "PASS: np $np: $*"
+    pass "np $np: $*"
   else
-    echo "FAIL: np $np: $*: exit status $rc (want 1), stderr:"; cat err
+    fail "np $np: $*: exit status $rc (want 1), stderr:"; cat err
     echo "want: $msg"; echo "last log line '$last', want '$want_last'"
-    status=1
   fi
 }
 

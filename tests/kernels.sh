@@ -8,10 +8,7 @@
 # unoptimized LLVM IR (--emit-llvm -O0): the module defines as many kernels
 # at L = 12 as at L = 4, and gsl_step calls them many more times at 12.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslkern.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: kernels: $*"; status=1; }
+. "$top_srcdir/tests/lib.sh"
 
 for L in 4 12; do
   "$GSLC" -O0 --emit-llvm -D L=$L "$top_srcdir/examples/lm.gsl" -o "$work/lm$L.ll" || { fail "lm at L = $L"; exit 1; }

@@ -24,9 +24,7 @@
 # libgslrt: no cycle, fail.c calls no other runtime file, and no runtime
 # file calls main.c.
 set -eu
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$top_srcdir/tests/lib.sh"
 
 # edges DIR...: "caller callee" per call from one file to another, names
 # without directory and suffix
@@ -48,10 +46,10 @@ edges() {
   done | sort -u
 }
 
-[ -f compiler/sema.o ] && [ -f runtime/fail.o ] || fail "run from the build directory after make"
+[ -f compiler/sema.o ] && [ -f runtime/fail.o ] || fatal "run from the build directory after make"
 edges compiler grammar >"$work/cc"
 edges runtime >"$work/rt"
-[ -s "$work/cc" ] && [ -s "$work/rt" ] || fail "no calls found (nm missing?)"
+[ -s "$work/cc" ] && [ -s "$work/rt" ] || fatal "no calls found (nm missing?)"
 
 # gslc: the front end and codegen as one node each
 node() {
@@ -68,17 +66,17 @@ order="main
 pos() { i=0; for p in $order; do [ "$p" = "$1" ] && { echo $i; return; }; i=$((i + 1)); done; echo -1; }
 for o in compiler/*.o grammar/*.o; do
   b=$(basename "$o" .o); b=${b#*_a-}
-  [ "$(pos "$(node "$b")")" -ge 0 ] || fail "$o is not in layers.sh's order: give it its place in the pipeline"
+  [ "$(pos "$(node "$b")")" -ge 0 ] || fatal "$o is not in layers.sh's order: give it its place in the pipeline"
 done
 while read -r from to; do
   a=$(node "$from"); b=$(node "$to")
   [ "$a" = "$b" ] || echo "$a $b"
 done <"$work/cc" | sort -u >"$work/cc1"
-tsort "$work/cc1" >/dev/null 2>"$work/loop" || { cat "$work/loop"; fail "gslc's files call each other in a circle"; }
+tsort "$work/cc1" >/dev/null 2>"$work/loop" || { cat "$work/loop"; fatal "gslc's files call each other in a circle"; }
 while read -r from to; do
   a=$(pos "$from"); b=$(pos "$to")
-  [ "$b" -gt "$a" ] || fail "$from calls $to, which sits above it in layers.sh's order (a pass that runs before it)"
-  [ "$to" != codegen ] || [ "$from" = main ] || fail "$from calls into codegen: only the driver does"
+  [ "$b" -gt "$a" ] || fatal "$from calls $to, which sits above it in layers.sh's order (a pass that runs before it)"
+  [ "$to" != codegen ] || [ "$from" = main ] || fatal "$from calls into codegen: only the driver does"
 done <"$work/cc1"
 
 # codegen's stack (codegen.h): each file calls only the levels below its own
@@ -94,21 +92,21 @@ level() {
 }
 for o in compiler/codegen.o compiler/cg_*.o; do
   b=$(basename "$o" .o); b=${b#*_a-}
-  [ "$(level "$b")" -ge 0 ] || fail "$o is not in codegen.h's stack (nor in layers.sh's level)"
+  [ "$(level "$b")" -ge 0 ] || fatal "$o is not in codegen.h's stack (nor in layers.sh's level)"
 done
 ncg=0
 while read -r from to; do
   [ "$(node "$from")" = codegen ] && [ "$(node "$to")" = codegen ] || continue
   a=$(level "$from"); b=$(level "$to")
-  [ "$b" -gt "$a" ] || fail "$from.c calls $to.c, which is not below it in codegen.h's stack"
+  [ "$b" -gt "$a" ] || fatal "$from.c calls $to.c, which is not below it in codegen.h's stack"
   ncg=$((ncg + 1))
 done <"$work/cc"
 
 # libgslrt
-tsort "$work/rt" >/dev/null 2>"$work/loop" || { cat "$work/loop"; fail "libgslrt's files call each other in a circle"; }
-grep '^fail ' "$work/rt" && fail "fail.c calls another runtime file"
-grep ' main$' "$work/rt" && fail "a runtime file calls main.c"
+tsort "$work/rt" >/dev/null 2>"$work/loop" || { cat "$work/loop"; fatal "libgslrt's files call each other in a circle"; }
+grep '^fail ' "$work/rt" && fatal "fail.c calls another runtime file"
+grep ' main$' "$work/rt" && fatal "a runtime file calls main.c"
 
 echo "gslc:    $(wc -l <"$work/cc") calls between files, $(wc -l <"$work/cc1") between layers, all downward; $ncg within codegen's stack"
 echo "libgslrt: $(wc -l <"$work/rt") calls between files, no circle"
-echo "PASS: layers"
+pass "layers"

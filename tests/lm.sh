@@ -31,17 +31,14 @@
 # alone) compiled with --auto-shard for [data = 1, expert = 2] is held to
 # the same agreement with one device.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsllm.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
+. "$top_srcdir/tests/lib.sh"
 sizes="-D B=4 -D T=8 -D M=16 -D NH=2 -D H=32 -O1"
-fail() { echo "FAIL: $*"; status=1; }
 
 # byte windows [n, 4, 9] from x <- (1103515245 x + 12345) mod 2^31, bytes x >> 16 & 255
 windows() { # n seed
   awk -v n="$1" -v x="$2" 'BEGIN { for (i = 0; i < n * 36; i++) { x = (1103515245 * x + 12345) % 2147483648;
     printf "%d ", int(x / 65536) % 256 } }' | "$NPYTOOL" write "$work/$3" i32 "$1,4,9" - ||
-    { echo "FAIL: cannot write $3"; exit 1; }
+    fatal "cannot write $3"
 }
 windows 2 7 train.npy
 windows 2 99 eval.npy
@@ -122,5 +119,5 @@ one=$(sed -n 's/.*"step": *4,.*"eval_loss": *\([^,}]*\).*/\1/p' "$work/one.jsonl
 awk -v a="$one" -v b="$logged" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-4 * b) }' ||
   fail "the checkpoint of step 4 evaluates to $one on 1 device, $logged on 2"
 
-[ $status -eq 0 ] && echo "PASS: lm (loss $l1 then $l2; held-out $logged at step 4, again from its checkpoint on 2 and 1 devices)"
+[ $status -eq 0 ] && pass "lm (loss $l1 then $l2; held-out $logged at step 4, again from its checkpoint on 2 and 1 devices)"
 exit $status

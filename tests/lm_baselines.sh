@@ -17,11 +17,8 @@
 # bytes cost both at least 5 (8 ln 2 = 5.545 is incompressible bytes'
 # cost).
 set -u
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslbase.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
 script="$top_srcdir/scripts/lm_baselines.py"
-fail() { echo "FAIL: $*"; status=1; }
 
 mkdir "$work/hand" "$work/same" "$work/fresh"
 echo 0 1 0 1 0 | "$NPYTOOL" write "$work/hand/train.npy" i32 1,1,5 - &&
@@ -53,5 +50,5 @@ done
 
 /usr/bin/python3 "$script" --data "$work/none" 2>"$work/err" && fail "a missing directory was accepted"
 grep -q "lm_baselines: error: cannot read" "$work/err" || fail "missing data: $(cat "$work/err")"
-[ $status -eq 0 ] && echo "PASS: lm_baselines"
+[ $status -eq 0 ] && pass "lm_baselines"
 exit $status

@@ -17,10 +17,8 @@
 # no held-out window among the training windows, and identical files
 # from a second run.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsltest.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: lm_data: $*"; exit 1; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: lm_data: no python3"; exit 77; }
+. "$top_srcdir/tests/lib.sh"
+command -v python3 >/dev/null 2>&1 || skip "lm_data: no python3"
 lm_data="$top_srcdir/scripts/lm_data.py"
 
 # Window k of the known text is "kkk\n" (three digits), so a window's
@@ -37,13 +35,13 @@ printf 'xy' >>"$work/b.txt"
 # and "xy" dropped); the streams are windows 0..19 and 20..39, batch j is
 # windows j and 20 + j, and batch 19 (windows 19 and 39) is held out.
 python3 "$lm_data" --out "$work/o1" --batch 2 --seq 3 --input "$work/a.txt" "$work/b.txt" \
-  >"$work/out1" 2>&1 || { cat "$work/out1"; fail "lm_data.py --batch 2 --seq 3 failed"; }
+  >"$work/out1" 2>&1 || { cat "$work/out1"; fatal "lm_data.py --batch 2 --seq 3 failed"; }
 for want in \
     "lm_data: 2 files, 166 bytes: 41 windows of 4 bytes (seq 3 + 1), 20 batches of 2" \
     "lm_data: train 19 batches (38 windows, 152 bytes) -> $work/o1/train.npy [19, 2, 4]" \
     "lm_data: eval 1 batches (2 windows, 8 bytes; every 20th batch) -> $work/o1/eval.npy [1, 2, 4]" \
     "lm_data: dropped the last 6 bytes: 1 whole windows (fewer than a batch) and 2 bytes"; do
-  grep -qxF "$want" "$work/out1" || { cat "$work/out1"; fail "the output lacks the line: $want"; }
+  grep -qxF "$want" "$work/out1" || { cat "$work/out1"; fatal "the output lacks the line: $want"; }
 done
 
 # The header, as text: magic, version 1.0, the dict padded with spaces and a
@@ -51,37 +49,37 @@ done
 # header FILE SHAPE
 header() {
   magic=$(head -c 8 "$1" | od -An -c | tr -s ' ')
-  [ "$magic" = " 223 N U M P Y 001 \\0" ] || fail "$1: magic and version are '$magic'"
+  [ "$magic" = " 223 N U M P Y 001 \\0" ] || fatal "$1: magic and version are '$magic'"
   hlen=$(od -An -tu2 --endian=little -j 8 -N 2 "$1" | tr -d ' ')
-  [ $(((10 + hlen) % 64)) -eq 0 ] || fail "$1: header of $hlen + 10 bytes is not 64-byte aligned"
+  [ $(((10 + hlen) % 64)) -eq 0 ] || fatal "$1: header of $hlen + 10 bytes is not 64-byte aligned"
   dict="{'descr': '<i4', 'fortran_order': False, 'shape': ($2), }"
   text=$(dd if="$1" bs=1 skip=10 count="$hlen" 2>/dev/null)
   padded=$(printf "%-$((hlen - 1))s" "$dict")
-  [ "$text" = "$padded" ] || fail "$1: header is '$text', not '$dict' padded"
+  [ "$text" = "$padded" ] || fatal "$1: header is '$text', not '$dict' padded"
   [ "$(dd if="$1" bs=1 skip=$((10 + hlen - 1)) count=1 2>/dev/null | od -An -c | tr -d ' ')" = '\n' ] ||
-    fail "$1: the header does not end in a newline"
+    fatal "$1: the header does not end in a newline"
   n=1
   for d in $(echo "$2" | tr ',' ' '); do n=$((n * d)); done
   size=$(wc -c <"$1")
-  [ "$size" -eq $((10 + hlen + 4 * n)) ] || fail "$1: $size bytes, not $((10 + hlen)) + 4 * $n"
+  [ "$size" -eq $((10 + hlen + 4 * n)) ] || fatal "$1: $size bytes, not $((10 + hlen)) + 4 * $n"
 }
 header "$work/o1/train.npy" "19, 2, 4"
 header "$work/o1/eval.npy" "1, 2, 4"
 
 # The values through npytool: dtype and shape, then the first windows by
 # hand ("000\n" "020\n", "001\n" "021\n") and the held-out batch ("019\n" "039\n").
-"$NPYTOOL" print "$work/o1/train.npy" >"$work/train.txt" || fail "npytool print train.npy failed"
-"$NPYTOOL" print "$work/o1/eval.npy" >"$work/eval.txt" || fail "npytool print eval.npy failed"
-[ "$(head -n 1 "$work/train.txt")" = "i32 [19, 2, 4]" ] || fail "train.npy is $(head -n 1 "$work/train.txt")"
-[ "$(head -n 1 "$work/eval.txt")" = "i32 [1, 2, 4]" ] || fail "eval.npy is $(head -n 1 "$work/eval.txt")"
+"$NPYTOOL" print "$work/o1/train.npy" >"$work/train.txt" || fatal "npytool print train.npy failed"
+"$NPYTOOL" print "$work/o1/eval.npy" >"$work/eval.txt" || fatal "npytool print eval.npy failed"
+[ "$(head -n 1 "$work/train.txt")" = "i32 [19, 2, 4]" ] || fatal "train.npy is $(head -n 1 "$work/train.txt")"
+[ "$(head -n 1 "$work/eval.txt")" = "i32 [1, 2, 4]" ] || fatal "eval.npy is $(head -n 1 "$work/eval.txt")"
 got=$(sed -n '2,17p' "$work/train.txt" | tr '\n' ' ')
-[ "$got" = "48 48 48 10 48 50 48 10 48 48 49 10 48 50 49 10 " ] || fail "train batches 0 and 1 are: $got"
+[ "$got" = "48 48 48 10 48 50 48 10 48 48 49 10 48 50 49 10 " ] || fatal "train batches 0 and 1 are: $got"
 got=$(sed -n '2,$p' "$work/eval.txt" | tr '\n' ' ')
-[ "$got" = "48 49 57 10 48 51 57 10 " ] || fail "the eval batch is: $got"
+[ "$got" = "48 49 57 10 48 51 57 10 " ] || fatal "the eval batch is: $got"
 # the same bytes raw: little-endian int32, '0' then three zero bytes
 hlen=$(od -An -tu2 --endian=little -j 8 -N 2 "$work/o1/train.npy" | tr -d ' ')
 got=$(od -An -tu1 -j $((10 + hlen)) -N 16 "$work/o1/train.npy" | tr -s ' ')
-[ "$got" = " 48 0 0 0 48 0 0 0 48 0 0 0 10 0 0 0" ] || fail "train.npy's first bytes are:$got"
+[ "$got" = " 48 0 0 0 48 0 0 0 48 0 0 0 10 0 0 0" ] || fatal "train.npy's first bytes are:$got"
 
 # Every window, decoded from its digits, in file order: training is batch
 # 0..18 (j, 20 + j each), eval batch 19; disjoint, and together 0..39.
@@ -93,60 +91,60 @@ windows() {
         { print "bad window " v[1] " " v[2] " " v[3] " " v[0]; exit 1 }
       print (v[1] - 48) * 100 + (v[2] - 48) * 10 + v[3] - 48 }'
 }
-windows "$work/train.txt" >"$work/train.ids" || fail "train.npy: $(tail -n 1 "$work/train.ids")"
-windows "$work/eval.txt" >"$work/eval.ids" || fail "eval.npy: $(tail -n 1 "$work/eval.ids")"
+windows "$work/train.txt" >"$work/train.ids" || fatal "train.npy: $(tail -n 1 "$work/train.ids")"
+windows "$work/eval.txt" >"$work/eval.ids" || fatal "eval.npy: $(tail -n 1 "$work/eval.ids")"
 want=
 j=0
 while [ $j -lt 19 ]; do want="$want$j $((20 + j)) "; j=$((j + 1)); done
-[ "$(tr '\n' ' ' <"$work/train.ids")" = "$want" ] || fail "training windows are: $(tr '\n' ' ' <"$work/train.ids")"
-[ "$(tr '\n' ' ' <"$work/eval.ids")" = "19 39 " ] || fail "eval windows are: $(tr '\n' ' ' <"$work/eval.ids")"
+[ "$(tr '\n' ' ' <"$work/train.ids")" = "$want" ] || fatal "training windows are: $(tr '\n' ' ' <"$work/train.ids")"
+[ "$(tr '\n' ' ' <"$work/eval.ids")" = "19 39 " ] || fatal "eval windows are: $(tr '\n' ' ' <"$work/eval.ids")"
 LC_ALL=C sort "$work/train.ids" >"$work/train.sorted"
 LC_ALL=C sort "$work/eval.ids" >"$work/eval.sorted"
 both=$(comm -12 "$work/train.sorted" "$work/eval.sorted" | tr '\n' ' ')
-[ -z "$both" ] || fail "windows in both train and eval: $both"
-[ -z "$(sort -n "$work/train.ids" | uniq -d)" ] || fail "a training window appears twice"
+[ -z "$both" ] || fatal "windows in both train and eval: $both"
+[ -z "$(sort -n "$work/train.ids" | uniq -d)" ] || fatal "a training window appears twice"
 cat "$work/train.ids" "$work/eval.ids" | sort -n | tr '\n' ' ' >"$work/all"
-[ "$(cat "$work/all")" = "$(seq 0 39 | tr '\n' ' ')" ] || fail "train and eval hold windows: $(cat "$work/all")"
+[ "$(cat "$work/all")" = "$(seq 0 39 | tr '\n' ' ')" ] || fatal "train and eval hold windows: $(cat "$work/all")"
 
 # Deterministic: a second run (the files named the other way) gives the
 # same bytes, into a new directory and over the first one.
 python3 "$lm_data" --out "$work/o2" --batch 2 --seq 3 --input "$work/a.txt" --input "$work/b.txt" \
-  >/dev/null 2>"$work/err" || { cat "$work/err"; fail "the second run failed"; }
+  >/dev/null 2>"$work/err" || { cat "$work/err"; fatal "the second run failed"; }
 python3 "$lm_data" --out "$work/o1" --batch 2 --seq 3 --input "$work/a.txt" "$work/b.txt" \
-  >/dev/null 2>"$work/err" || { cat "$work/err"; fail "the run over o1 failed"; }
+  >/dev/null 2>"$work/err" || { cat "$work/err"; fatal "the run over o1 failed"; }
 for f in train.npy eval.npy; do
-  cmp "$work/o1/$f" "$work/o2/$f" || fail "a second run wrote another $f"
+  cmp "$work/o1/$f" "$work/o2/$f" || fatal "a second run wrote another $f"
 done
-[ "$(ls "$work/o1" | tr '\n' ' ')" = "eval.npy train.npy " ] || fail "o1 holds: $(ls -a "$work/o1")"
+[ "$(ls "$work/o1" | tr '\n' ' ')" = "eval.npy train.npy " ] || fatal "o1 holds: $(ls -a "$work/o1")"
 
 # Bytes above 127 stay 0..255, and files are read in the order given: one
 # stream of 21 windows, the last "\377\200\000\n"; window 19 is held out.
 printf '\377\200\000\n' >"$work/c.bin"
 python3 "$lm_data" --out "$work/o3" --batch 1 --seq 3 --input "$work/a.txt" "$work/c.bin" \
-  >"$work/out3" 2>&1 || { cat "$work/out3"; fail "lm_data.py --batch 1 failed"; }
-"$NPYTOOL" print "$work/o3/train.npy" >"$work/train3.txt" || fail "npytool print o3/train.npy failed"
-[ "$(head -n 1 "$work/train3.txt")" = "i32 [20, 1, 4]" ] || fail "o3/train.npy is $(head -n 1 "$work/train3.txt")"
+  >"$work/out3" 2>&1 || { cat "$work/out3"; fatal "lm_data.py --batch 1 failed"; }
+"$NPYTOOL" print "$work/o3/train.npy" >"$work/train3.txt" || fatal "npytool print o3/train.npy failed"
+[ "$(head -n 1 "$work/train3.txt")" = "i32 [20, 1, 4]" ] || fatal "o3/train.npy is $(head -n 1 "$work/train3.txt")"
 got=$(tail -n 8 "$work/train3.txt" | tr '\n' ' ')
-[ "$got" = "48 49 56 10 255 128 0 10 " ] || fail "o3's last training batches are: $got"
+[ "$got" = "48 49 56 10 255 128 0 10 " ] || fatal "o3's last training batches are: $got"
 got=$("$NPYTOOL" print "$work/o3/eval.npy" | tr '\n' ' ')
-[ "$got" = "i32 [1, 1, 4] 48 49 57 10 " ] || fail "o3/eval.npy is: $got"
+[ "$got" = "i32 [1, 1, 4] 48 49 57 10 " ] || fatal "o3/eval.npy is: $got"
 
 # Errors: too little text for one held-out batch, bad options, a missing
 # file; no output written.
 python3 "$lm_data" --out "$work/small" --batch 2 --seq 3 --input "$work/a.txt" >"$work/out" 2>&1
-[ $? -eq 1 ] || { cat "$work/out"; fail "a corpus of 10 batches did not exit 1"; }
+[ $? -eq 1 ] || { cat "$work/out"; fatal "a corpus of 10 batches did not exit 1"; }
 grep -qF "lm_data: error: 80 bytes make 10 batches of 2 windows of 4 bytes; at least 20 are needed" "$work/out" ||
-  { cat "$work/out"; fail "the error for a small corpus is wrong"; }
-[ ! -e "$work/small" ] || fail "a failed run created its output directory"
+  { cat "$work/out"; fatal "the error for a small corpus is wrong"; }
+[ ! -e "$work/small" ] || fatal "a failed run created its output directory"
 for bad in "--batch 0" "--seq -1" "--batch x" "--input"; do
   python3 "$lm_data" --out "$work/bad" $bad >"$work/out" 2>&1
-  [ $? -eq 2 ] || { cat "$work/out"; fail "$bad did not exit 2"; }
+  [ $? -eq 2 ] || { cat "$work/out"; fatal "$bad did not exit 2"; }
 done
 python3 "$lm_data" --out "$work/bad" --input "$work/missing" >"$work/out" 2>&1
-[ $? -eq 1 ] || { cat "$work/out"; fail "a missing file did not exit 1"; }
+[ $? -eq 1 ] || { cat "$work/out"; fatal "a missing file did not exit 1"; }
 grep -qF "lm_data: error: $work/missing: No such file or directory" "$work/out" ||
-  { cat "$work/out"; fail "the error for a missing file is wrong"; }
-[ ! -e "$work/bad" ] || fail "a failed run created its output directory"
+  { cat "$work/out"; fatal "the error for a missing file is wrong"; }
+[ ! -e "$work/bad" ] || fatal "a failed run created its output directory"
 
 # The real fortunes with the defaults (batch 8, seq 64), when installed: the
 # counts from the files' sizes, and the first window equals the first 65
@@ -160,14 +158,14 @@ if dpkg-query -W -f='${Status}' fortunes 2>/dev/null | grep -q "ok installed"; t
   steps=$((bytes / 65 / 8))
   held=$((steps / 20))
   (cd "$work" && python3 "$lm_data" --fortunes) >"$work/out" 2>&1 ||
-    { cat "$work/out"; fail "lm_data.py --fortunes on the corpus failed"; }
+    { cat "$work/out"; fatal "lm_data.py --fortunes on the corpus failed"; }
   grep -qF " $bytes bytes: $((bytes / 65)) windows of 65 bytes (seq 64 + 1), $steps batches of 8" "$work/out" ||
-    { cat "$work/out"; fail "the corpus counts are wrong (it has $bytes bytes)"; }
+    { cat "$work/out"; fatal "the corpus counts are wrong (it has $bytes bytes)"; }
   header "$work/data/fortunes/train.npy" "$((steps - held)), 8, 65"
   header "$work/data/fortunes/eval.npy" "$held, 8, 65"
   got=$("$NPYTOOL" print "$work/data/fortunes/train.npy" | sed -n '2,66p;66q' | tr '\n' ' ')
   want=$(od -An -tu1 -v -N 65 "$work/corpus" | tr -s ' \n' '  ' | sed 's/^ //')
-  [ "$got" = "$want" ] || fail "the corpus' first window is: $got, not: $want"
+  [ "$got" = "$want" ] || fatal "the corpus' first window is: $got, not: $want"
 else
   echo "lm_data: Debian's fortunes package is not installed: the real corpus is not checked"
 fi
@@ -182,15 +180,15 @@ if git -C "$top_srcdir" show f8ce876:scripts/lm_data.py >"$work/base.py" 2>/dev/
     name=$1 flag=$2
     shift 2
     python3 "$work/base.py" --out "$work/base.$name" "$@" >"$work/base.$name.out" 2>&1 ||
-      { cat "$work/base.$name.out"; fail "the base script failed ($name)"; }
+      { cat "$work/base.$name.out"; fatal "the base script failed ($name)"; }
     python3 "$lm_data" --out "$work/new.$name" ${flag:+"$flag"} "$@" >"$work/new.$name.out" 2>&1 ||
-      { cat "$work/new.$name.out"; fail "lm_data.py failed ($name)"; }
+      { cat "$work/new.$name.out"; fatal "lm_data.py failed ($name)"; }
     for f in train.npy eval.npy; do
-      cmp "$work/base.$name/$f" "$work/new.$name/$f" || fail "$name: $f differs from the base commit's"
+      cmp "$work/base.$name/$f" "$work/new.$name/$f" || fatal "$name: $f differs from the base commit's"
     done
     sed "s|$work/base.$name|DIR|" "$work/base.$name.out" >"$work/base.$name.txt"
     sed "s|$work/new.$name|DIR|" "$work/new.$name.out" >"$work/new.$name.txt"
-    cmp "$work/base.$name.txt" "$work/new.$name.txt" || fail "$name: the lines differ from the base commit's"
+    cmp "$work/base.$name.txt" "$work/new.$name.txt" || fatal "$name: the lines differ from the base commit's"
   }
   same input "" --batch 2 --seq 3 --input "$work/a.txt" "$work/b.txt"
   if dpkg-query -W -f='${Status}' fortunes 2>/dev/null | grep -q "ok installed"; then
@@ -204,11 +202,11 @@ fi
 # exit 1, no output.
 mkdir "$work/empty"
 python3 "$lm_data" --root "$work/empty" --out "$work/bad" >"$work/out" 2>&1
-[ $? -eq 1 ] || { cat "$work/out"; fail "an empty root did not exit 1"; }
+[ $? -eq 1 ] || { cat "$work/out"; fatal "an empty root did not exit 1"; }
 grep -qF "lm_data: error: the corpus needs Debian's python3.11-doc, linux-doc-6.1, dict-gcide, fortunes, fortunes-min, not installed" \
-  "$work/out" || { cat "$work/out"; fail "the error for an empty root is wrong"; }
-[ "$(wc -l <"$work/out")" -eq 1 ] || { cat "$work/out"; fail "an empty root gave more than one line"; }
-[ ! -e "$work/bad" ] || fail "a failed run created its output directory"
+  "$work/out" || { cat "$work/out"; fatal "the error for an empty root is wrong"; }
+[ "$(wc -l <"$work/out")" -eq 1 ] || { cat "$work/out"; fatal "an empty root gave more than one line"; }
+[ ! -e "$work/bad" ] || fatal "a failed run created its output directory"
 
 # The corpus on a small tree laid out as the packages install, when they
 # are (and numpy reads .npy files for the checks).
@@ -234,7 +232,7 @@ else
   # first fortune (a duplicate) after an empty one, a .dat and a .u8 link.
   # Then the streams the method gives (expect.train, expect.eval) and the
   # counts (expect.counts), computed here from the tree.
-  "$PY" - "$work/root" "$work" <<'EOF' || fail "building the tree failed"
+  "$PY" - "$work/root" "$work" <<'EOF' || fatal "building the tree failed"
 import gzip, hashlib, os, shutil, sys
 root, work = sys.argv[1], sys.argv[2]
 def held(source, key):
@@ -362,15 +360,15 @@ for name, side in (("train", sides[0]), ("eval", sides[1])):
     open(os.path.join(work, "expect." + name), "wb").write(b"".join(d + b"\0" for _, d in sorted(side)))
 EOF
   python3 "$lm_data" --root "$work/root" --out "$work/c1" --batch 2 --seq 64 >"$work/cout" 2>&1 ||
-    { cat "$work/cout"; fail "lm_data.py --root failed"; }
+    { cat "$work/cout"; fatal "lm_data.py --root failed"; }
   # the counts: per source documents and bytes read, duplicates, held out, training
   sed -n 's/^lm_data: \(python\|linux\|gcide\|fortunes\|total\) /\1 /p' "$work/cout" | tr -s ' ' >"$work/got.counts"
   cmp "$work/expect.counts" "$work/got.counts" ||
-    { cat "$work/cout"; cat "$work/expect.counts"; fail "the counts are not the tree's"; }
+    { cat "$work/cout"; cat "$work/expect.counts"; fatal "the counts are not the tree's"; }
   # the streams: row b of batch j is window b*T + j, so the rows taken
   # stream by stream are the text; each file is the start of its stream,
   # whole windows of whole batches; no held-out window is a training window
-  "$PY" - "$work" <<'EOF' || { cat "$work/cout"; fail "the corpus' files are not the tree's streams"; }
+  "$PY" - "$work" <<'EOF' || { cat "$work/cout"; fatal "the corpus' files are not the tree's streams"; }
 import os, sys, numpy as np
 work = sys.argv[1]
 windows = {}
@@ -395,23 +393,23 @@ print("lm_data: the corpus' sample: %d training and %d held-out windows, none in
 EOF
   # a second run, into a new directory and over the first
   python3 "$lm_data" --root "$work/root" --out "$work/c2" --batch 2 --seq 64 >/dev/null 2>&1 ||
-    fail "the second run on the tree failed"
+    fatal "the second run on the tree failed"
   python3 "$lm_data" --root "$work/root" --out "$work/c1" --batch 2 --seq 64 >/dev/null 2>&1 ||
-    fail "the run over c1 failed"
+    fatal "the run over c1 failed"
   for f in train.npy eval.npy; do
-    cmp "$work/c1/$f" "$work/c2/$f" || fail "a second run on the tree wrote another $f"
+    cmp "$work/c1/$f" "$work/c2/$f" || fatal "a second run on the tree wrote another $f"
   done
   [ ! -e "$work/c1/eval_all.npy" ] || cmp "$work/c1/eval_all.npy" "$work/c2/eval_all.npy" ||
-    fail "a second run on the tree wrote another eval_all.npy"
-  ls "$work/c1" | grep -qvx 'eval.npy\|train.npy\|eval_all.npy' && fail "c1 holds: $(ls -a "$work/c1")"
+    fatal "a second run on the tree wrote another eval_all.npy"
+  ls "$work/c1" | grep -qvx 'eval.npy\|train.npy\|eval_all.npy' && fatal "c1 holds: $(ls -a "$work/c1")"
   # --eval-batches N: eval.npy holds N of the held-out batches, evenly
   # spaced (batch i * n // N of n), and eval_all.npy every one, as c1's
   # eval.npy (or eval_all.npy) holds them; fewer than N: eval.npy alone
   python3 "$lm_data" --root "$work/root" --out "$work/c3" --batch 2 --seq 64 --eval-batches 7 >"$work/c3out" 2>&1 ||
-    { cat "$work/c3out"; fail "lm_data.py --eval-batches 7 failed"; }
+    { cat "$work/c3out"; fatal "lm_data.py --eval-batches 7 failed"; }
   python3 "$lm_data" --root "$work/root" --out "$work/c4" --batch 2 --seq 64 --eval-batches 100000 >/dev/null 2>&1 ||
-    fail "lm_data.py --eval-batches 100000 failed"
-  "$PY" - "$work" <<'EOF' || { cat "$work/c3out"; fail "--eval-batches: the subset is not the evenly spaced batches"; }
+    fatal "lm_data.py --eval-batches 100000 failed"
+  "$PY" - "$work" <<'EOF' || { cat "$work/c3out"; fatal "--eval-batches: the subset is not the evenly spaced batches"; }
 import os, sys, numpy as np
 work = sys.argv[1]
 every = np.load("%s/c3/eval_all.npy" % work)
@@ -430,18 +428,18 @@ EOF
   # without gcide's index, the error names dict-gcide alone
   mv "$work/root/usr/share/dictd/gcide.index" "$work/gcide.index"
   python3 "$lm_data" --root "$work/root" --out "$work/bad" >"$work/out" 2>&1
-  [ $? -eq 1 ] || { cat "$work/out"; fail "a missing gcide.index did not exit 1"; }
+  [ $? -eq 1 ] || { cat "$work/out"; fatal "a missing gcide.index did not exit 1"; }
   grep -qF "lm_data: error: the corpus needs Debian's dict-gcide, not installed (no $work/root/usr/share/dictd/gcide.dict.dz)" \
-    "$work/out" || { cat "$work/out"; fail "the error for a missing gcide.index is wrong"; }
-  [ ! -e "$work/bad" ] || fail "a failed run created its output directory"
+    "$work/out" || { cat "$work/out"; fatal "the error for a missing gcide.index is wrong"; }
+  [ ! -e "$work/bad" ] || fatal "a failed run created its output directory"
   # --fortunes under a root: the directory's text files, not the .dat nor the link
   python3 "$lm_data" --fortunes --root "$work/root" --out "$work/f1" --batch 1 --seq 3 >"$work/out" 2>&1 ||
-    { cat "$work/out"; fail "lm_data.py --fortunes --root failed"; }
+    { cat "$work/out"; fatal "lm_data.py --fortunes --root failed"; }
   n=0
   for f in "$work/root/usr/share/games/fortunes/"*; do
     case $f in *.dat|*.u8) ;; *) cat "$f"; n=$((n + 1)) ;; esac
   done >"$work/ftext"
   bytes=$(wc -c <"$work/ftext")
-  grep -qF "lm_data: $n files, $bytes bytes:" "$work/out" || { cat "$work/out"; fail "--fortunes --root read other files"; }
+  grep -qF "lm_data: $n files, $bytes bytes:" "$work/out" || { cat "$work/out"; fatal "--fortunes --root read other files"; }
 fi
-echo "PASS: lm_data"
+pass "lm_data"

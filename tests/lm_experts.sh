@@ -14,18 +14,15 @@
 # script keeps every run and writes the same tables; a manifest whose
 # params disagree with the formula is refused.
 set -u
+. "$top_srcdir/tests/lib.sh"
 LC_ALL=C
 export LC_ALL
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsllmexp.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; status=1; }
 
 top=$(cd "$top_srcdir" && pwd)
 python3 "$top/scripts/lm_data.py" --out "$work/data" --batch 8 --seq 16 --input "$top/man/gsl.7" >/dev/null ||
-  { echo "FAIL: lm_data.py"; exit 1; }
+  fatal "lm_data.py"
 GSLC_DIR=$(cd "$(dirname "$GSLC")" && pwd)
-[ "$GSLC_DIR" = "$top" ] || { echo "SKIP: scripts/lm_experts.sh runs ./gslc of the source tree (an in-tree build)"; exit 77; }
+[ "$GSLC_DIR" = "$top" ] || skip "scripts/lm_experts.sh runs ./gslc of the source tree (an in-tree build)"
 run() {
   ELIST="1 4" TABLES="steps time" STEPS=20 BUDGET=8 NP=2 DATA="$work/data" RUNS="$work/runs" MPIEXEC="$MPIEXEC" \
     SIZES="-D T=16 -D B=8 -D M=32 -D NH=2 -D H=64 -D L=2 -D LR=0.003 -D MIN_LR=0.0003 -D WARMUP=5 -D CLIP=1.0" \
@@ -33,7 +30,7 @@ run() {
 }
 run >"$work/out" 2>"$work/err" || fail "scripts/lm_experts.sh: $(cat "$work/out" "$work/err")"
 md="$work/runs/experts.md"
-[ -f "$md" ] || { echo "FAIL: no $md"; cat "$work/out" "$work/err"; exit 1; }
+[ -f "$md" ] || { fail "no $md"; cat "$work/out" "$work/err"; exit 1; }
 
 # the rows of each table: E, params, FLOP, router, steps, tokens/s, held-out
 for t in steps time; do
@@ -76,5 +73,5 @@ if python3 "$top/scripts/lm_experts.py" "$work/bad.tsv" -o "$work/bad.md" 2>"$wo
 else
   grep -q 'gslc counts 33601 params for E = 1, the formula 33600' "$work/err3" || fail "wrong params: $(cat "$work/err3")"
 fi
-[ $status -eq 0 ] && echo "PASS: lm_experts ($(tr '\n' ';' <"$work/steps.rows"))"
+[ $status -eq 0 ] && pass "lm_experts ($(tr '\n' ';' <"$work/steps.rows"))"
 exit $status

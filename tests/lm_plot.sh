@@ -9,10 +9,10 @@
 # and the last. The numbers are made up: what is checked is what is drawn.
 # Skipped (77) without gnuplot or python3.
 set -u
-command -v gnuplot >/dev/null 2>&1 || { echo "SKIP: no gnuplot"; exit 77; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
-. "$top_srcdir/tests/hand_prog.sh"
-hand_prog python3 "$(command -v python3)" # a scratch directory, fail and pass
+. "$top_srcdir/tests/lib.sh"
+command -v gnuplot >/dev/null 2>&1 || skip "no gnuplot"
+command -v python3 >/dev/null 2>&1 || skip "no python3"
+cd "$work" || exit 1
 plot=$top_srcdir/scripts/lm_plot.py
 
 # moe.jsonl: the new format; old.jsonl: the old one (load and drop alone); dense.jsonl: no moe block

@@ -9,21 +9,18 @@
 # eval_all.npy (here a copy of eval.npy) is the last eval_ce, to the bit;
 # the sample after the prompt is SAMPLE bytes.
 set -u
+. "$top_srcdir/tests/lib.sh"
 LC_ALL=C
 export LC_ALL
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsllmsh.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; status=1; }
 
 top=$(cd "$top_srcdir" && pwd)
 python3 "$top/scripts/lm_data.py" --out "$work/data" --batch 8 --seq 16 --input "$top/man/gsl.7" >/dev/null ||
-  { echo "FAIL: lm_data.py"; exit 1; }
+  fatal "lm_data.py"
 # an eval_all.npy as the corpus has one: here the same batches as eval.npy,
 # so the checkpoint's score on it must be the last evaluation's, to the bit
 cp "$work/data/eval.npy" "$work/data/eval_all.npy"
 GSLC_DIR=$(cd "$(dirname "$GSLC")" && pwd)
-[ "$GSLC_DIR" = "$top" ] || { echo "SKIP: scripts/lm.sh runs ./gslc of the source tree (an in-tree build)"; exit 77; }
+[ "$GSLC_DIR" = "$top" ] || skip "scripts/lm.sh runs ./gslc of the source tree (an in-tree build)"
 DATA="$work/data" RUNS="$work/runs" EXPERTS= STEPS=20 NP=2 SAMPLE=24 PROMPT="The " MPIEXEC="$MPIEXEC" \
   SIZES="-D T=16 -D B=8 -D M=32 -D NH=2 -D H=64 -D L=2 -D E=4 -D LR=0.003 -D MIN_LR=0.0003 -D WARMUP=5 -D CLIP=1.0" \
   sh "$top/scripts/lm.sh" >"$work/out" 2>"$work/err" || fail "scripts/lm.sh: $(cat "$work/err")"
@@ -39,5 +36,5 @@ grep -q '^{"step": 20, .*"lr": .*"grad_norm": ' "$m" || fail "no step-20 record 
 # the sample: the line after the notice, the prompt, then SAMPLE bytes, then a newline
 n=$(sed -n '/a sample/,$p' "$work/out" | sed 1d | head -c 2000 | wc -c)
 [ "$n" -eq $((4 + 24 + 1)) ] || fail "the sample is $n bytes with its prompt and newline, not 29"
-[ $status -eq 0 ] && echo "PASS: lm_script (cross-entropy $ce after 20 steps)"
+[ $status -eq 0 ] && pass "lm_script (cross-entropy $ce after 20 steps)"
 exit $status

@@ -12,21 +12,18 @@
 # bf16 and index or einsum timed, one chosen, and the run (its last
 # record's elapsed time and evaluation) ends within 1.5 times the budget.
 set -u
+. "$top_srcdir/tests/lib.sh"
 LC_ALL=C
 export LC_ALL
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsltorch.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; status=1; }
 
 top=$(cd "$top_srcdir" && pwd)
 py=
 for p in /usr/bin/python3 python3; do
   if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch, numpy' 2>/dev/null; then py=$p; break; fi
 done
-[ -n "$py" ] || { echo "SKIP: lm_torch_train: no python3 with torch and numpy (Debian: python3-torch)"; exit 77; }
+[ -n "$py" ] || skip "lm_torch_train: no python3 with torch and numpy (Debian: python3-torch)"
 python3 "$top/scripts/lm_data.py" --out "$work/data" --batch 8 --seq 16 --input "$top/man/gsl.7" >/dev/null ||
-  { echo "FAIL: lm_data.py"; exit 1; }
+  fatal "lm_data.py"
 sizes="--T 16 --B 8 --M 32 --NH 2 --H 64 --HE 32 --L 2 --E 4 --lr 0.003 --min-lr 0.0003 --warmup 5 --clip 1.0"
 
 # shellcheck disable=SC2086 # sizes are words
@@ -67,5 +64,5 @@ n=$(grep -c '^timing \(f32\|bf16\) \(index\|einsum\) [0-9.]* ms a step' "$work/o
 end=$(tail -n 1 "$work/b.jsonl" | sed 's/.*"elapsed_s": \([0-9.]*\).*"eval_s": \([0-9.]*\).*/\1 \2/')
 awk -v e="$end" 'BEGIN { split(e, t, " "); exit !(t[1] + t[2] > 0 && t[1] + t[2] < 12) }' ||
   fail "--budget 8: the run ended at '$end' (elapsed, last evaluation) s"
-[ $status -eq 0 ] && echo "PASS: lm_torch_train (initial loss $first; $(tail -n 1 "$work/out"))"
+[ $status -eq 0 ] && pass "lm_torch_train (initial loss $first; $(tail -n 1 "$work/out"))"
 exit $status

@@ -4,13 +4,11 @@
 # buffers once overflowed or cut them), and sema's divisibility error
 # names the axis whole.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsltest.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: long_axis_name: $*"; exit 1; }
+. "$top_srcdir/tests/lib.sh"
 
 A=$(awk 'BEGIN { while (n++ < 600) printf "a" }')
 B=$(awk 'BEGIN { while (n++ < 600) printf "b" }')
-[ ${#A} -eq 600 ] || fail "cannot make a long name"
+[ ${#A} -eq 600 ] || fatal "cannot make a long name"
 
 # a collective-permute and an all-gather over both axes, an all-to-all
 # over the first, and a contraction whose cut dimension leaves a partial sum
@@ -29,20 +27,20 @@ output y
 output v
 output h
 GSL
-(cd "$work" && "$GSLC" --emit-spmd long.gsl) >"$work/spmd" 2>&1 || { cat "$work/spmd"; fail "--emit-spmd failed"; }
-grep -qF "{[($B, $A), _]}" "$work/spmd" || fail "--emit-spmd lacks the sharding [($B, $A), _] whole"
-(cd "$work" && "$GSLC" --explain long.gsl) >"$work/explain" 2>&1 || { cat "$work/explain"; fail "--explain failed"; }
+(cd "$work" && "$GSLC" --emit-spmd long.gsl) >"$work/spmd" 2>&1 || { cat "$work/spmd"; fatal "--emit-spmd failed"; }
+grep -qF "{[($B, $A), _]}" "$work/spmd" || fatal "--emit-spmd lacks the sharding [($B, $A), _] whole"
+(cd "$work" && "$GSLC" --explain long.gsl) >"$work/explain" 2>&1 || { cat "$work/explain"; fatal "--explain failed"; }
 grep -qF "collective_permute over ($A, $B) dim 0:" "$work/explain" ||
-  fail "--explain lacks the collective-permute over both axes, named whole"
+  fatal "--explain lacks the collective-permute over both axes, named whole"
 grep -qF "all_gather      over ($B, $A) dim 0:" "$work/explain" ||
-  fail "--explain lacks the all-gather over both axes, named whole"
+  fatal "--explain lacks the all-gather over both axes, named whole"
 grep -qF "all_to_all      over ($A) dim 0 -> 1:" "$work/explain" ||
-  fail "--explain lacks the all-to-all over the first axis, named whole"
+  fatal "--explain lacks the all-to-all over the first axis, named whole"
 grep -qF "all_reduce      over ($A):" "$work/explain" ||
-  fail "--explain lacks the all-reduce over the first axis, named whole"
+  fatal "--explain lacks the all-reduce over the first axis, named whole"
 grep -qF "gives [_, _] partial($A), its sharding is [_, _]" "$work/explain" ||
-  fail "--explain lacks the partial sum's reason, named whole"
-grep -qF "# long.gsl on mesh [$A = 2, $B = 2]: 4 devices" "$work/explain" || fail "--explain lacks the mesh, named whole"
+  fatal "--explain lacks the partial sum's reason, named whole"
+grep -qF "# long.gsl on mesh [$A = 2, $B = 2]: 4 devices" "$work/explain" || fatal "--explain lacks the mesh, named whole"
 
 # a dimension with fewer elements than its shards: the located error names the axes whole
 cat >"$work/bad.gsl" <<GSL
@@ -52,7 +50,7 @@ output x
 GSL
 (cd "$work" && "$GSLC" bad.gsl -o prog) >"$work/out" 2>"$work/err"
 rc=$?
-[ $rc -eq 1 ] || { cat "$work/err"; fail "gslc exited $rc on a dimension with fewer elements than shards, expected 1"; }
-grep -qF "bad.gsl:2:" "$work/err" || { cat "$work/err"; fail "the error is not located"; }
-grep -qF "(mesh axes $A = 4)" "$work/err" || { cat "$work/err"; fail "the error does not name the axis whole"; }
-echo "PASS: long_axis_name"
+[ $rc -eq 1 ] || { cat "$work/err"; fatal "gslc exited $rc on a dimension with fewer elements than shards, expected 1"; }
+grep -qF "bad.gsl:2:" "$work/err" || { cat "$work/err"; fatal "the error is not located"; }
+grep -qF "(mesh axes $A = 4)" "$work/err" || { cat "$work/err"; fatal "the error does not name the axis whole"; }
+pass "long_axis_name"

@@ -16,9 +16,6 @@
 # machine; scaled by tests/lib.sh's slow).
 set -u
 . "$top_srcdir/tests/lib.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslloop.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
 
 head='import "transformer"
 mesh [data = 1, expert = 2]
@@ -120,7 +117,7 @@ for pair in lm tri; do
   for how in loop hand; do
     for emit in ir spmd; do
       "$GSLC" -I "$top_srcdir/stdlib" --emit-$emit "$work/${pair}_$how.gsl" >"$work/$pair.$how.$emit" ||
-        { echo "FAIL: gslc --emit-$emit ${pair}_$how.gsl"; exit 1; }
+        fatal "gslc --emit-$emit ${pair}_$how.gsl"
       strip "$work/$pair.$how.$emit" >"$work/$pair.$how.$emit.s"
     done
   done
@@ -130,8 +127,7 @@ for pair in lm tri; do
       echo "$pair: --emit-$emit of the loop is the hand-unrolled program's ($n values)"
     else
       head -40 "$work/diff"
-      echo "FAIL: $pair: --emit-$emit of the loop differs from the hand-unrolled program's"
-      status=1
+      fail "$pair: --emit-$emit of the loop differs from the hand-unrolled program's"
     fi
   done
 done
@@ -150,11 +146,11 @@ EOF
 start=$(date +%s)
 n=$("$GSLC" --emit-ir "$work/long.gsl" | grep -c '^%')
 took=$(($(date +%s) - start))
-[ "$n" = 179998 ] || { echo "FAIL: 30 000 iterations gave $n values, not 179998"; status=1; }
-[ $took -le "$(scaled 30)" ] || { echo "FAIL: 30 000 iterations took $took s to unroll (at most 30 s on an idle machine, here $(scaled 30))"; status=1; }
+[ "$n" = 179998 ] || fail "30 000 iterations gave $n values, not 179998"
+[ $took -le "$(scaled 30)" ] || fail "30 000 iterations took $took s to unroll (at most 30 s on an idle machine, here $(scaled 30))"
 echo "long: 30 000 iterations, $n values in $took s"
 
 # the comparison sees something: the listings do differ in what strip drops
-cmp -s "$work/lm.hand.ir" "$work/lm.loop.ir" && { echo "FAIL: the raw listings are equal: strip is not tested"; status=1; }
-[ $status -eq 0 ] && echo "PASS: loop_unroll"
+cmp -s "$work/lm.hand.ir" "$work/lm.loop.ir" && fail "the raw listings are equal: strip is not tested"
+[ $status -eq 0 ] && pass "loop_unroll"
 exit $status

@@ -14,10 +14,7 @@
 #   - /dev/zero is refused at once (it was read forever), and what a
 #     message quotes of a binary file is escaped, never echoed raw.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslmach.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: machine_file: $*"; status=1; }
+. "$top_srcdir/tests/lib.sh"
 prog=$top_srcdir/tests/auto/mlp.gsl
 mesh="-D DP=2 -D MP=2"
 

@@ -20,6 +20,7 @@
 #   - a build text that is not JSON, or JSON but not an object: a bug of
 #     gslc, said so in one line, status 1, before any step.
 set -u
+. "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/hand_prog.sh"
 PY=${PYTHON:-/usr/bin/python3}
 hand_prog train_log_prog "${TRAIN_LOG_PROG:-tests/train_log_prog}"

@@ -27,12 +27,10 @@
 # per buffer implies: params + inputs + the no-reuse sum + BASE, with
 # BASE = 16 MiB the tiny program's own peak.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslmem.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
 MIB=1048576
 SLACK=$((26 * MIB))
 BASE=$((16 * MIB))
-status=0
 cat >"$work/mem.gsl" <<'GSL'
 const DEV = 1
 const N = 1024
@@ -51,20 +49,20 @@ GSL
 stat() { sed -n "s/^$1  *\([0-9][0-9]*\).*/\1/p" "$work/stats"; }
 
 for dev in 1 2; do
-  "$GSLC" -D DEV=$dev --stats "$work/mem.gsl" >"$work/stats" || { echo "FAIL: gslc --stats (DEV=$dev)"; exit 1; }
-  "$GSLC" -D DEV=$dev "$work/mem.gsl" -o "$work/mem" || { echo "FAIL: gslc (DEV=$dev)"; exit 1; }
+  "$GSLC" -D DEV=$dev --stats "$work/mem.gsl" >"$work/stats" || fatal "gslc --stats (DEV=$dev)"
+  "$GSLC" -D DEV=$dev "$work/mem.gsl" -o "$work/mem" || fatal "gslc (DEV=$dev)"
   params=$(stat params); inputs=$(stat inputs)
   planned=$(stat "intermediates, planned"); noreuse=$(stat "intermediates, no reuse")
   scratch=$(sed -n 's/.*collective scratch \([0-9][0-9]*\).*/\1/p' "$work/stats")
   /usr/bin/time -v $MPIEXEC -n $dev "$work/mem" --steps 2 --quiet 2>"$work/time" ||
-    { cat "$work/time"; echo "FAIL: the program failed on $dev devices"; exit 1; }
+    { cat "$work/time"; fatal "the program failed on $dev devices"; }
   rss=$(( $(sed -n 's/.*Maximum resident set size (kbytes): *//p' "$work/time") * 1024 ))
   bound=$((params + inputs + planned + scratch + SLACK))
   without=$((params + inputs + noreuse + BASE))
   echo "devices $dev: rss $rss, bound $bound (params $params, inputs $inputs, planned $planned, scratch $scratch), without reuse $without"
-  [ "$planned" -lt "$noreuse" ] || { echo "FAIL: planned $planned is not below the no-reuse $noreuse"; status=1; }
-  [ "$rss" -le "$bound" ] || { echo "FAIL: peak RSS $rss above the prediction $bound on $dev devices"; status=1; }
-  [ "$rss" -lt "$without" ] || { echo "FAIL: peak RSS $rss not below the no-reuse $without on $dev devices"; status=1; }
+  [ "$planned" -lt "$noreuse" ] || fail "planned $planned is not below the no-reuse $noreuse"
+  [ "$rss" -le "$bound" ] || fail "peak RSS $rss above the prediction $bound on $dev devices"
+  [ "$rss" -lt "$without" ] || fail "peak RSS $rss not below the no-reuse $without on $dev devices"
 done
 # gslc --auto-shard --mem-budget 40M on two devices: a 16 MiB param
 # trained with adam (48 MiB whole with its states) on links priced 1000
@@ -76,14 +74,14 @@ cp "$top_srcdir/tests/auto/slow.machine" "$work/slow.machine"
 budget=$((40 * MIB))
 "$GSLC" --auto-shard --machine "$work/slow.machine" --mem-budget $budget --stats "$work/wh.gsl" >"$work/stats" &&
   "$GSLC" --auto-shard --machine "$work/slow.machine" --mem-budget $budget "$work/wh.gsl" -o "$work/wh" ||
-  { echo "FAIL: gslc --auto-shard --mem-budget"; exit 1; }
+  fatal "gslc --auto-shard --mem-budget"
 total=$(stat total)
 /usr/bin/time -v $MPIEXEC -n 2 "$work/wh" --steps 2 --quiet 2>"$work/time" ||
-  { cat "$work/time"; echo "FAIL: the budgeted program failed"; exit 1; }
+  { cat "$work/time"; fatal "the budgeted program failed"; }
 rss=$(( $(sed -n 's/.*Maximum resident set size (kbytes): *//p' "$work/time") * 1024 ))
 echo "--auto-shard --mem-budget $budget: total $total, rss $rss, bound $((total + SLACK))"
-[ "$total" -le "$budget" ] || { echo "FAIL: --stats total $total above the budget $budget"; status=1; }
-[ "$rss" -le $((total + SLACK)) ] || { echo "FAIL: peak RSS $rss above the prediction $total + slack"; status=1; }
+[ "$total" -le "$budget" ] || fail "--stats total $total above the budget $budget"
+[ "$rss" -le $((total + SLACK)) ] || fail "peak RSS $rss above the prediction $total + slack"
 
-[ $status -eq 0 ] && echo "PASS: memory"
+[ $status -eq 0 ] && pass "memory"
 exit $status

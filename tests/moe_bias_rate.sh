@@ -22,6 +22,7 @@
 #      block has no name here: its bias is moe.bal3.gsl:11.bias, a file
 #      name with a colon, which ROMIO would take for a file system's.
 set -u
+. "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/hand_prog.sh"
 hand_prog gslc "$GSLC"
 
@@ -39,7 +40,7 @@ output y
 train sum(y * y) with sgd(lr = 0)
 EOF
 "$NPYTOOL" write x.npy f32 2,4,1 1 1 1 1 1 1 1 1 && "$NPYTOOL" write wg.npy f32 1,4 1.9459101 0 0 0 ||
-  { echo "FAIL: npytool write"; exit 1; }
+  fatal "npytool write"
 # the reference: per step "load e0 e1 e2 e3 loss L range R", then "bias b0 b1 b2 b3"
 awk 'BEGIN {
   E = 4; R = 0.25; g[0] = 0.7; g[1] = g[2] = g[3] = 0.1
@@ -90,7 +91,7 @@ EOF
 # the router: the first feature sends a token to expert 0 (x0 > 0) or 1
 # (x0 < 0) with a logit of 3 |x0|; the other experts' columns are small
 "$NPYTOOL" write wgb.npy f32 4,8 3 -3 0.2 -0.2 0.1 0 -0.1 0.3 0.1 0.2 -0.2 -0.1 0 0.1 0.2 -0.2 \
-  -0.1 0 0.1 0.2 -0.2 -0.1 0 0.1 0.2 -0.2 -0.1 0 0.1 0.2 -0.2 -0.1 || { echo "FAIL: npytool write"; exit 1; }
+  -0.1 0 0.1 0.2 -0.2 -0.1 0 0.1 0.2 -0.2 -0.1 0 0.1 0.2 -0.2 -0.1 || fatal "npytool write"
 # busiest FILE: over steps 201 to 300, the largest of the experts' mean
 # loads (times E: 1 is even), then the mean of each step's busiest load
 busiest() {

@@ -8,8 +8,8 @@
 # treats its slots row by row, so its products skip the empty slots: no
 # more FLOPs. A block at capacity 1.0 is listed without "dropless".
 set -u
-. "$top_srcdir/tests/hand_prog.sh"
-hand_prog gslc "$GSLC" # a scratch directory, fail and pass
+. "$top_srcdir/tests/lib.sh"
+cd "$work" || exit 1
 
 cat >p.gsl <<'GSL'
 mesh [d = 2]

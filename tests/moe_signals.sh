@@ -24,11 +24,8 @@
 # -(3/4 ln 3/4 + 1/4 ln 1/4) = 0.5623351446 nats (to 1e-6 in f32).
 # A bad name is a located error.
 set -u
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslsig.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
 cd "$work" || exit 1
-fail() { echo "FAIL: $*"; status=1; }
 
 cat >p.gsl <<'GSL'
 const D = 1
@@ -66,5 +63,5 @@ sed 's/name = "router"/name = "a b"/' p.gsl >bad2.gsl
 grep -q "bad1.gsl:6:64: error: moe's name must be a string" err1 || fail "name = 3: $(cat err1)"
 "$GSLC" bad2.gsl -o bad 2>err2 && fail "name = \"a b\" was accepted"
 grep -q "bad2.gsl:6:64: error: moe's name \"a b\" must be letters, digits" err2 || fail "name = \"a b\": $(cat err2)"
-[ $status -eq 0 ] && echo "PASS: moe_signals (loads and drops by hand on 1 and 2 ranks)"
+[ $status -eq 0 ] && pass "moe_signals (loads and drops by hand on 1 and 2 ranks)"
 exit $status

@@ -29,10 +29,7 @@
 # slots (a mean over them) keeps the padded path, and --explain says why;
 # the others' --explain says their empty slots are skipped.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslskip.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: $*"; status=1; }
+. "$top_srcdir/tests/lib.sh"
 
 prog() { # file, body's feature transform
   cat >"$1" <<GSL
@@ -144,5 +141,5 @@ grep -q 'padded (the body mixes slots: the reduce at mixed.gsl:18)' "$work/mixed
 "$GSLC" --emit-spmd "$work/mixed.gsl" | grep -q 'fill "' && fail "mixed.gsl's products got fill counts"
 "$GSLC" --emit-spmd "$work/rows.gsl" | grep -q 'fill "' || fail "rows.gsl's products got no fill counts"
 
-[ $status -eq 0 ] && echo "PASS: moe_skip_empty (sparse within 1e-4 of the padded path on 1 and 2 ranks; full the same bits; with a body mixing slots, padded)"
+[ $status -eq 0 ] && pass "moe_skip_empty (sparse within 1e-4 of the padded path on 1 and 2 ranks; full the same bits; with a body mixing slots, padded)"
 exit $status

@@ -6,9 +6,7 @@
 # says, as is a value past an option's range, naming the range. Each
 # case on 1 rank and on 2 ranks (a split output).
 set -u
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslout.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
 cat >"$work/p.gsl" <<'GSL'
 const D = 1
 mesh [d = D]
@@ -18,8 +16,8 @@ let z = w + 1.0
 output y
 output z
 GSL
-"$GSLC" "$work/p.gsl" -o "$work/p1" || { echo "FAIL: gslc p.gsl (D=1)"; exit 1; }
-"$GSLC" -D D=2 "$work/p.gsl" -o "$work/p2" || { echo "FAIL: gslc p.gsl (D=2)"; exit 1; }
+"$GSLC" "$work/p.gsl" -o "$work/p1" || fatal "gslc p.gsl (D=1)"
+"$GSLC" -D D=2 "$work/p.gsl" -o "$work/p2" || fatal "gslc p.gsl (D=2)"
 cd "$work" || exit 1
 
 # expect NAME NP STATUS TEXT ARGS...: the program exits STATUS, its stderr
@@ -29,18 +27,18 @@ expect() {
   timeout 120 $MPIEXEC -n "$np" "./p$np" "$@" >out 2>err
   rc=$?
   if [ $rc -ne "$want" ]; then
-    echo "FAIL: $what (np $np): exit status $rc, expected $want"; cat err; status=1
+    fail "$what (np $np): exit status $rc, expected $want"; cat err
   elif ! grep -qF -- "$text" err; then
-    echo "FAIL: $what (np $np): stderr lacks '$text':"; cat err; status=1
+    fail "$what (np $np): stderr lacks '$text':"; cat err
   elif [ -s out ]; then
-    echo "FAIL: $what (np $np): a step ran before the error:"; cat out; status=1
+    fail "$what (np $np): a step ran before the error:"; cat out
   else
-    echo "PASS: $what (np $np)"
+    pass "$what (np $np)"
   fi
 }
 # unchanged FILE CONTENT: FILE still holds CONTENT
 unchanged() {
-  [ "$(cat "$1" 2>/dev/null)" = "$2" ] || { echo "FAIL: $1 was changed"; status=1; }
+  [ "$(cat "$1" 2>/dev/null)" = "$2" ] || fail "$1 was changed"
 }
 
 for np in 1 2; do
@@ -48,7 +46,7 @@ for np in 1 2; do
   # one file named twice: a usage error naming both options
   expect "same path twice" $np 2 "--output y=a.npy and --output z=a.npy name the same file" \
     --output y=a.npy --output z=a.npy
-  [ -e a.npy ] && { echo "FAIL: a.npy written (np $np)"; status=1; }
+  [ -e a.npy ] && fail "a.npy written (np $np)"
   mkdir sub
   echo keep >keep
   ln keep hard
@@ -59,21 +57,21 @@ for np in 1 2; do
   # broken runtime would replace) or a symlink is refused, not replaced
   mkfifo fifo
   expect "FIFO" $np 1 "--output y=fifo: fifo is a FIFO, not a regular file" --output y=fifo
-  [ -p fifo ] || { echo "FAIL: fifo replaced (np $np)"; status=1; }
+  [ -p fifo ] || fail "fifo replaced (np $np)"
   rm -f fifo
   ln -s keep link
   expect "symbolic link" $np 1 "--output z=link: link is a symbolic link" --output z=link
-  [ -L link ] || { echo "FAIL: link replaced (np $np)"; status=1; }
+  [ -L link ] || fail "link replaced (np $np)"
   unchanged keep keep
   mkdir dir
   expect "directory target" $np 1 "--output y=dir: dir is a directory" --output y=dir
   # an unwritable place is found before step 1, and nothing is written
   expect "missing directory" $np 1 "--output z=nodir/z.npy: cannot create nodir/z.npy.tmp: No such file or directory" \
     --steps 3 --output y=good.npy --output z=nodir/z.npy
-  [ -e good.npy ] && { echo "FAIL: good.npy written though z failed (np $np)"; status=1; }
+  [ -e good.npy ] && fail "good.npy written though z failed (np $np)"
   expect "file as directory" $np 1 "cannot create keep/z.npy.tmp: Not a directory" \
     --output y=good.npy --output z=keep/z.npy
-  ls ./*.tmp sub/* 2>/dev/null | grep . && { echo "FAIL: temporaries left (np $np)"; status=1; }
+  ls ./*.tmp sub/* 2>/dev/null | grep . && fail "temporaries left (np $np)"
   # a directory as --input names the cause... (p has no input: see below)
   # --steps 0 is a usage error
   expect "--steps 0" $np 2 "invalid value '0' for --steps" --steps 0
@@ -87,11 +85,11 @@ for np in 1 2; do
   echo old >y.npy
   if timeout 120 $MPIEXEC -n $np "./p$np" --quiet --output y=y.npy --output z=sub/z.npy >out 2>err &&
      "$NPYTOOL" print y.npy | grep -q "^f32 \[4, 2\]" && "$NPYTOOL" print sub/z.npy | grep -q "^f32 \[4, 2\]"; then
-    echo "PASS: both outputs written (np $np)"
+    pass "both outputs written (np $np)"
   else
-    echo "FAIL: both outputs (np $np)"; cat err; "$NPYTOOL" print y.npy; status=1
+    fail "both outputs (np $np)"; cat err; "$NPYTOOL" print y.npy
   fi
-  ls ./*.tmp sub/*.tmp 2>/dev/null | grep . && { echo "FAIL: temporaries left (np $np)"; status=1; }
+  ls ./*.tmp sub/*.tmp 2>/dev/null | grep . && fail "temporaries left (np $np)"
 done
 
 # a directory given as --input: "is a directory", not an I/O error
@@ -100,20 +98,20 @@ input x: f32[4]
 let y = x + 1.0
 output y
 GSL
-"$GSLC" q.gsl -o q || { echo "FAIL: gslc q.gsl"; exit 1; }
+"$GSLC" q.gsl -o q || fatal "gslc q.gsl"
 ./q --input x=dir >out 2>err
 rc=$?
 if [ $rc -eq 1 ] && grep -qF "input x: cannot read dir: is a directory" err; then
-  echo "PASS: directory as --input"
+  pass "directory as --input"
 else
-  echo "FAIL: directory as --input: status $rc"; cat err; status=1
+  fail "directory as --input: status $rc"; cat err
 fi
 
 # the man page says what the program does with --steps 0
 if grep -q "may be 0" "$top_srcdir/man/gslrun.7"; then
-  echo "FAIL: man/gslrun.7 still says --steps may be 0"; status=1
+  fail "man/gslrun.7 still says --steps may be 0"
 else
-  echo "PASS: man/gslrun.7 on --steps 0"
+  pass "man/gslrun.7 on --steps 0"
 fi
 
 # an error line is one write(2): prefix, message and newline together, so
@@ -122,9 +120,9 @@ if strace -f -qq -s 1024 -e trace=write -o trace ./p1 --output y=dir >/dev/null 
 if [ ! -s trace ]; then
   echo "SKIP: strace unavailable: one write per error line not checked"
 elif grep -q 'write(2, "p1: rank 0: error: --output y=dir: .*\\n", ' trace; then
-  echo "PASS: error line in one write"
+  pass "error line in one write"
 else
-  echo "FAIL: the error line took several writes:"; grep 'write(2' trace; status=1
+  fail "the error line took several writes:"; grep 'write(2' trace
 fi
 
 # an error line stays one line whatever it quotes: a file name with a
@@ -132,8 +130,8 @@ fi
 # fuzzer: "--prompt-file p<newline>q" split the message in two)
 ./p1 --output "y=$(printf 'a\nb\tc')/y.npy" >/dev/null 2>err_nl
 if [ "$(wc -l <err_nl)" -eq 1 ] && grep -q '^p1: rank 0: error: .*a\\x0ab\\x09c/y.npy' err_nl; then
-  echo "PASS: a newline and a tab in a file name are escaped in the one error line"
+  pass "a newline and a tab in a file name are escaped in the one error line"
 else
-  echo "FAIL: an error quoting a name with a newline:"; cat err_nl; status=1
+  fail "an error quoting a name with a newline:"; cat err_nl
 fi
 exit $status

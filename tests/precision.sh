@@ -21,9 +21,7 @@
 # 4. GSL_GEMM_PROFILE counts a product's calls, with its dtypes.
 # 5. A checkpoint of the f32 build resumes under --precision bf16, with a note.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslprec.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
+. "$top_srcdir/tests/lib.sh"
 cat >"$work/dense.gsl" <<'GSL'
 import "nn"
 const D = 1
@@ -59,9 +57,9 @@ for r in 2 4; do
   sed 's/.*"loss": *\([^,}]*\).*/\1/' "$work/b$r.jsonl" >"$work/b$r.loss"
   paste "$work/b1.loss" "$work/b$r.loss" |
     awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-3 * $1) { print "step " NR ": " $1 " on 1 rank, " $2; bad = 1 } } END { exit bad }' ||
-    { echo "FAIL: the bf16 loss on $r ranks differs from one rank's"; status=1; }
+    fail "the bf16 loss on $r ranks differs from one rank's"
   for t in w1 w2; do
-    compare "$work/b1.$t.npy" "$work/b$r.$t.npy" 1e-3 1e-4 || { echo "FAIL: bf16 $t on $r ranks differs"; status=1; }
+    compare "$work/b1.$t.npy" "$work/b$r.$t.npy" 1e-3 1e-4 || fail "bf16 $t on $r ranks differs"
   done
 done
 [ $status -eq 0 ] && echo "bf16: the same losses (20 steps) and params on 1, 2 and 4 ranks to 1e-3"
@@ -88,36 +86,36 @@ done
 # 3. the moe example's all-to-alls in bf16 move half the bytes
 "$GSLC" --stats "$top_srcdir/examples/moe.gsl" >"$work/f32.stats" &&
   "$GSLC" --precision bf16 --stats "$top_srcdir/examples/moe.gsl" >"$work/bf16.stats" ||
-  { echo "FAIL: --stats"; exit 1; }
+  fatal "--stats"
 # (the fill counts' small i32 all_to_all, riding in the tokens', is not a token's)
 a32=$(awk '/^all_to_all/ && !/rides/ { s += $(NF-2) } END { print s + 0 }' "$work/f32.stats")
 a16=$(awk '/^all_to_all/ && !/rides/ { s += $(NF-2) } END { print s + 0 }' "$work/bf16.stats")
 if [ "$a32" -eq 0 ] || [ $((a16 * 2)) -ne "$a32" ]; then
-  echo "FAIL: the moe all-to-alls move $a16 bytes in bf16 against $a32 in f32"; status=1
+  fail "the moe all-to-alls move $a16 bytes in bf16 against $a32 in f32"
 else
   echo "moe all-to-alls: $a32 bytes a step in f32, $a16 in bf16"
 fi
-grep -q 'bf16\[' "$work/bf16.stats" || { echo "FAIL: --stats does not show bf16 collectives"; status=1; }
+grep -q 'bf16\[' "$work/bf16.stats" || fail "--stats does not show bf16 collectives"
 # 4. GSL_GEMM_PROFILE: x @ w1 ([8, 16] x [16, 32]) runs once a step; over 3
 #    steps the profile counts the 2 after the first (which is not timed),
 #    f32 when compiled as written, bf16 operands into f32 under bf16
 for v in b1 g32; do
   rm -f "$work/$v.prof"
   (cd "$work" && GSL_GEMM_PROFILE="$v.prof" timeout 300 $MPIEXEC -n 1 "./$v" --steps 3 --quiet) ||
-    { echo "FAIL: $v with GSL_GEMM_PROFILE"; status=1; continue; }
+    { fail "$v with GSL_GEMM_PROFILE"; continue; }
   want='"type": "f32", "out": "f32", "batch": 1, "m": 8, "n": 32, "k": 16, "trans_a": 0, "trans_b": 0, "calls": 2,'
   [ $v = b1 ] && want='"type": "bf16", "out": "f32", "batch": 1, "m": 8, "n": 32, "k": 16, "trans_a": 0, "trans_b": 0, "calls": 2,'
-  grep -qF "$want" "$work/$v.prof" || { echo "FAIL: $v's GEMM profile lacks $want:"; cat "$work/$v.prof"; status=1; }
+  grep -qF "$want" "$work/$v.prof" || { fail "$v's GEMM profile lacks $want:"; cat "$work/$v.prof"; }
 done
 [ $status -eq 0 ] && echo "GSL_GEMM_PROFILE: x @ w1 counted, f32 and bf16"
 # 5. a checkpoint of the f32 build resumes in the bf16 one, with a note,
 #    and the bf16 build's checkpoints record their precision
 (cd "$work" && timeout 300 $MPIEXEC -n 1 ./g32 --steps 2 --checkpoint ck --checkpoint-every 2 --quiet &&
   timeout 300 $MPIEXEC -n 1 ./g16 --resume --checkpoint ck --steps 4 --checkpoint-every 2 --quiet 2>resume.err) ||
-  { echo "FAIL: resuming the f32 build's checkpoint under --precision bf16"; status=1; }
+  fail "resuming the f32 build's checkpoint under --precision bf16"
 grep -q "note: checkpoint .*--precision f32, this one has --precision bf16" "$work/resume.err" ||
-  { echo "FAIL: no note of the precision change: $(cat "$work/resume.err")"; status=1; }
+  fail "no note of the precision change: $(cat "$work/resume.err")"
 grep -q '"precision": "bf16"' "$work/ck/step-00000004/manifest.json" ||
-  { echo "FAIL: the bf16 build's checkpoint does not record its precision"; status=1; }
-[ $status -eq 0 ] && echo "PASS: precision"
+  fail "the bf16 build's checkpoint does not record its precision"
+[ $status -eq 0 ] && pass "precision"
 exit $status

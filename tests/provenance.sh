@@ -16,10 +16,7 @@
 # the optimizer, whose lr a resume checks, unchanged): one note naming
 # HALF's two values and the program's file, whose SHA-256 changed.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslprov.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: provenance: $*"; status=1; }
+. "$top_srcdir/tests/lib.sh"
 PY=${PYTHON:-/usr/bin/python3}
 cd "$work" || exit 1
 cat >p.gsl <<'GSL'

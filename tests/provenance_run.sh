@@ -26,11 +26,7 @@
 #   - run by a uid without a name (as root, through setpriv): "user" is
 #     the uid in decimal.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslprovrun.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: provenance_run: $*"; status=1; }
-pass() { echo "PASS: $*"; }
+. "$top_srcdir/tests/lib.sh"
 PY=${PYTHON:-/usr/bin/python3}
 cd "$work" || exit 1
 cat >p.gsl <<'GSL'

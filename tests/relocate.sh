@@ -10,10 +10,7 @@
 # never used: a copy whose libgslrt.a is taken away is an error naming
 # where gslc looked, unless an install under the configured prefix exists).
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslreloc.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: relocate: $*"; status=1; }
+. "$top_srcdir/tests/lib.sh"
 built=$(dirname "$GSLC")
 
 cat >"$work/prog.gsl" <<'GSL'

@@ -5,11 +5,7 @@
 # a budget is met, in the plan and in the peak RSS; --stats and --explain
 # report what is recomputed, with numbers worked out by hand below.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslremat.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "ok: $*"; }
+. "$top_srcdir/tests/lib.sh"
 MIB=1048576
 # the runtime and its libraries: the MLP below at N = K = H = 16 peaks at
 # about 21 MiB on this machine (MPICH, oneDNN and OpenBLAS, libc, the
@@ -24,7 +20,7 @@ SLACK=$((32 * MIB))
 # signals and every tensor of the checkpoints must be equal to the bit.
 awk -v n=2 -v x=7 'BEGIN { for (i = 0; i < n * 36; i++) { x = (1103515245 * x + 12345) % 2147483648;
   printf "%d ", int(x / 65536) % 256 } }' | "$NPYTOOL" write "$work/train.npy" i32 "2,4,9" - ||
-  { echo "FAIL: cannot write train.npy"; exit 1; }
+  fatal "cannot write train.npy"
 sizes="-D B=4 -D T=8 -D M=16 -D NH=2 -D H=32 -D E=4 -O1"
 cp "$top_srcdir/examples/lm.gsl" "$work/kept.gsl"
 sed 's/^for p in/remat for p in/' "$top_srcdir/examples/lm.gsl" >"$work/remat.gsl"

@@ -31,48 +31,46 @@
 # A shape "[]" is a scalar's.
 # Values may span several directive lines: a line "#+ v v v" continues the last.
 set -u
+untimed=1 # no limit here is scaled: lib.sh need not measure the load
+. "$top_srcdir/tests/lib.sh"
 test=$1
 dir=$(cd "$(dirname "$test")" && pwd)
 name=$(basename "$test" .gsl)
-work=$(mktemp -d "${TMPDIR:-/tmp}/gsltest.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $name: $*"; exit 1; }
 
 case $dir in
 */spmd)
   # golden per-device programs (and, where NAME.explain exists, reports)
-  status=0
-  (cd "$dir" && "$GSLC" --emit-spmd "$name.gsl") >"$work/spmd" 2>&1 || fail "gslc --emit-spmd failed"
-  diff -u "$dir/$name.spmd" "$work/spmd" || { echo "FAIL: $name: --emit-spmd differs from $name.spmd"; status=1; }
+  (cd "$dir" && "$GSLC" --emit-spmd "$name.gsl") >"$work/spmd" 2>&1 || fatal "$name: gslc --emit-spmd failed"
+  diff -u "$dir/$name.spmd" "$work/spmd" || fail "$name: --emit-spmd differs from $name.spmd"
   if [ -f "$dir/$name.explain" ]; then
-    (cd "$dir" && "$GSLC" --explain "$name.gsl") >"$work/explain" 2>&1 || fail "gslc --explain failed"
-    diff -u "$dir/$name.explain" "$work/explain" || { echo "FAIL: $name: --explain differs"; status=1; }
+    (cd "$dir" && "$GSLC" --explain "$name.gsl") >"$work/explain" 2>&1 || fatal "$name: gslc --explain failed"
+    diff -u "$dir/$name.explain" "$work/explain" || fail "$name: --explain differs"
   fi
   if [ -f "$dir/$name.stats" ]; then
-    (cd "$dir" && "$GSLC" --stats "$name.gsl") >"$work/stats" 2>&1 || fail "gslc --stats failed"
-    diff -u "$dir/$name.stats" "$work/stats" || { echo "FAIL: $name: --stats differs"; status=1; }
+    (cd "$dir" && "$GSLC" --stats "$name.gsl") >"$work/stats" 2>&1 || fatal "$name: gslc --stats failed"
+    diff -u "$dir/$name.stats" "$work/stats" || fail "$name: --stats differs"
   fi
-  [ $status -eq 0 ] && echo "PASS: $name"
+  [ $status -eq 0 ] && pass "$name"
   exit $status ;;
 */ir)
   flags=$(sed -n 's/^# GSLC //p' "$test")
   # shellcheck disable=SC2086 # the flags are words
-  (cd "$dir" && "$GSLC" $flags --emit-ir "$name.gsl") >"$work/ir" 2>&1 || fail "gslc --emit-ir failed"
-  diff -u "$dir/$name.ir" "$work/ir" || fail "--emit-ir differs from $name.ir"
-  echo "PASS: $name"
+  (cd "$dir" && "$GSLC" $flags --emit-ir "$name.gsl") >"$work/ir" 2>&1 || fatal "$name: gslc --emit-ir failed"
+  diff -u "$dir/$name.ir" "$work/ir" || fatal "$name: --emit-ir differs from $name.ir"
+  pass "$name"
   exit 0 ;;
 */grad)
-  "$GRADCHECK" "$test" || fail "gradients differ from finite differences"
-  echo "PASS: $name"
+  "$GRADCHECK" "$test" || fatal "$name: gradients differ from finite differences"
+  pass "$name"
   exit 0 ;;
 */errors)
   (cd "$dir" && "$GSLC" "$name.gsl" -o "$work/prog") >"$work/out" 2>"$work/err"
   rc=$?
-  [ $rc -eq 1 ] || { cat "$work/err"; fail "gslc exited $rc, expected 1"; }
+  [ $rc -eq 1 ] || { cat "$work/err"; fatal "$name: gslc exited $rc, expected 1"; }
   if ! diff -u "$dir/$name.err" "$work/err"; then
-    fail "diagnostics differ from $name.err"
+    fatal "$name: diagnostics differ from $name.err"
   fi
-  echo "PASS: $name"
+  pass "$name"
   exit 0 ;;
 esac
 
@@ -95,7 +93,7 @@ while IFS= read -r line; do
   INPUT)
     set -- ${rest%%=*}
     vals=${rest#*=}
-    echo $vals | "$NPYTOOL" write "$work/$1.npy" "$2" "$(shape "$3")" - || fail "cannot write input $1"
+    echo $vals | "$NPYTOOL" write "$work/$1.npy" "$2" "$(shape "$3")" - || fatal "$name: cannot write input $1"
     args="$args --input $1=$work/$1.npy" ;;
   EXPECT)
     set -- ${rest%%=*}
@@ -127,7 +125,7 @@ run_once() {
       grep -qF -- "$rest" "$run/stderr" ||
         { cat "$run/stderr"; echo "FAIL: $name: stderr lacks: $rest"; st=1; } ;;
     CHECK)
-      [ -x "$work/check" ] || ${CC:-cc} -std=c11 -O1 -o "$work/check" "$dir/$rest" -lm || fail "cannot build $rest"
+      [ -x "$work/check" ] || ${CC:-cc} -std=c11 -O1 -o "$work/check" "$dir/$rest" -lm || fatal "$name: cannot build $rest"
       cp "$work"/*.npy "$run/" 2>/dev/null
       (cd "$run" && "$work/check") || { echo "FAIL: $name: $rest found a difference"; st=1; } ;;
     esac
@@ -135,7 +133,6 @@ run_once() {
   return $st
 }
 
-status=0
 if [ -z "$meshes" ]; then
   run_once "$work/r1" "" "$np" || status=1
 else
@@ -158,9 +155,9 @@ else
       head=$("$NPYTOOL" print "$out" | sed 1q)
       "$NPYTOOL" print "$out" | sed 1d |
         "$NPYTOOL" compare "$work/r$k/$f" ${head%% *} "$(echo "${head#* }" | tr -d '[] ')" --rtol 1e-5 --atol 1e-6 - ||
-        { echo "FAIL: $name: $f on mesh $m differs from mesh $(echo $meshes | cut -d' ' -f1)"; status=1; }
+        fail "$name: $f on mesh $m differs from mesh $(echo $meshes | cut -d' ' -f1)"
     done
   done
 fi
-[ $status -eq 0 ] && echo "PASS: $name"
+[ $status -eq 0 ] && pass "$name"
 exit $status

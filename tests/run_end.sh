@@ -22,22 +22,14 @@
 # Every run is under timeout as a guard against a hang, never as a
 # measure of speed; the times are printed.
 set -u
-. "$top_srcdir/tests/hand_prog.sh"
-hand_prog gslc "$GSLC"
+. "$top_srcdir/tests/lib.sh"
+cd "$work" || exit 1
 guard=300
-# desc PID: PID's descendants
-desc() { for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
-# rank_pid JOB R: the pid of rank R among JOB's descendants
-rank_pid() {
-  for x in $(desc "$1"); do
-    tr '\0' '\n' <"/proc/$x/environ" 2>/dev/null | grep -qx "PMI_RANK=$2" && echo "$x"
-  done
-}
 # left: how many processes run the test's program
 left() { pgrep -f "$work/two" | wc -l; }
 
 $CC -shared -fPIC $(pkg-config --cflags mpich) "$top_srcdir/tests/mpi_hang.c" -o mpi_hang.so ||
-  { echo "FAIL: cannot build tests/mpi_hang.c"; exit 1; }
+  fatal "cannot build tests/mpi_hang.c"
 cat >two.gsl <<'EOF'
 mesh [d = 2]
 param w: f32[4] split(0) = ones()
@@ -46,7 +38,7 @@ let y = w * x
 output y
 train sum(y * y, 0) with sgd(lr = 0.01)
 EOF
-$GSLC two.gsl -o two || { echo "FAIL: gslc"; exit 1; }
+$GSLC two.gsl -o two || fatal "gslc"
 T=$(scaled 2) # --collective-timeout: 2 s on an idle machine, more on a busy one (tests/lib.sh)
 
 # (a) MPI_Finalize hangs after the work is done
@@ -106,7 +98,7 @@ HANG_ABORT=0 LD_PRELOAD=$work/mpi_hang.so timeout $guard $MPIEXEC -n 2 ./two --s
 job=$!
 i=0
 while ! grep -q '^step ' c.out && [ $i -lt $((guard * 10)) ]; do sleep 0.1; i=$((i + 1)); done
-r1=$(rank_pid $job 1)
+r1=$(rank_in $job 1)
 t0=$(now)
 [ -n "$r1" ] && kill -STOP "$r1"
 wait $job
@@ -129,7 +121,7 @@ timeout $guard $MPIEXEC -n 2 ./two --steps 100000000 --log-every 1000 >d.out 2>d
 job=$!
 i=0
 while ! grep -q '^step ' d.out && [ $i -lt $((guard * 10)) ]; do sleep 0.1; i=$((i + 1)); done
-r0=$(rank_pid $job 0)
+r0=$(rank_in $job 0)
 proxy=$(ps -o ppid= -p "$r0" 2>/dev/null | tr -d ' ')
 t0=$(now)
 [ -n "$proxy" ] && kill -KILL "$proxy"

@@ -18,10 +18,7 @@
 # mesh) or fixed byte windows (lm: a linear congruential generator).
 # The errors are tests/samebits_errors.sh's.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslsame.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: $*"; status=1; }
+. "$top_srcdir/tests/lib.sh"
 
 # compile NAME RANKS SOURCE FLAGS...; train NAME RANKS STEPS [ARGS...]
 build() {

@@ -21,10 +21,7 @@
 #   - a dimension of 4099 (a prime) split 5 ways: no N up to 4096 fits.
 # Then --same-bits=0 and --same-bits with --auto-shard: usage errors.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslsameerr.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: $*"; status=1; }
+. "$top_srcdir/tests/lib.sh"
 
 # refused NAME N [FLAGS...]: NAME.gsl (in $work) is refused under
 # --same-bits with the text of NAME.want, and compiles under

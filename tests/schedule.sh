@@ -35,12 +35,8 @@
 # for bit. A replicated 128 x 128 param trained data-parallel keeps its
 # sharded update (ZeRO-1) with clipping, its norm one scalar all-reduce.
 set -u
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslsched.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
 cd "$work" || exit 1
-fail() { echo "FAIL: $*"; status=1; }
-pass() { echo "PASS: $*"; }
 
 # field KEY FILE: KEY's value in each metrics record, one a line
 field() { sed -n "s/.*\"$1\": \\([^,}]*\\).*/\\1/p" "$2"; }

@@ -21,8 +21,7 @@
 # 3072 + 1024 + 1024 + 1536 = 6656. The all_reduce of f32[8, 16] (512
 # bytes) over two devices receives 2 * 512 * (2 - 1) / 2 = 512 bytes.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslstats.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. "$top_srcdir/tests/lib.sh"
 cat >"$work/small.gsl" <<'GSL'
 mesh [d = 2]
 input x: f32[8, 64] split(1, d) = normal(1.0)
@@ -49,8 +48,8 @@ total                            6656   (params + inputs + planned + staging)
 all_reduce         over (d)  f32[8, 16]                 512   ; small.gsl:5
 total: 512 bytes in 1 collective
 OUT
-(cd "$work" && "$GSLC" --stats small.gsl) >"$work/got" 2>&1 || { cat "$work/got"; echo "FAIL: gslc --stats"; exit 1; }
-diff -u "$work/want" "$work/got" || { echo "FAIL: --stats differs"; exit 1; }
+(cd "$work" && "$GSLC" --stats small.gsl) >"$work/got" 2>&1 || { cat "$work/got"; fatal "gslc --stats"; }
+diff -u "$work/want" "$work/got" || fatal "--stats differs"
 (cd "$work" && "$GSLC" --stats small.gsl -o stats.txt) && cmp -s "$work/want" "$work/stats.txt" ||
-  { echo "FAIL: --stats -o"; exit 1; }
-echo "PASS: stats"
+  fatal "--stats -o"
+pass "stats"

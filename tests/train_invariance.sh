@@ -13,20 +13,18 @@
 # floor of 1e-6 (5e-5 of their scale, normal(0.02)): an element that training
 # brought to within 1e-6 of zero has no meaningful relative error.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslinv.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
+. "$top_srcdir/tests/lib.sh"
 sizes="-D G=4 -D S=16 -D M=8 -D H=16 -D E=4"
 
 sed 's/^mesh \[d = 4\]/const D = 4\nmesh [d = D]/' "$top_srcdir/examples/moe.gsl" >"$work/moe_d.gsl"
-grep -q '^mesh \[d = D\]' "$work/moe_d.gsl" || { echo "FAIL: examples/moe.gsl has no 'mesh [d = 4]' line"; exit 1; }
+grep -q '^mesh \[d = D\]' "$work/moe_d.gsl" || fatal "examples/moe.gsl has no 'mesh [d = 4]' line"
 echo 'output aux, wg, wi, wo' >>"$work/moe_d.gsl"
 # the 2 x 2 mesh: the same program with its mesh and annotations changed
 sed -e 's/^mesh \[d = D\]/mesh [data = 2, expert = 2]/' \
     -e 's/split(0) *= normal(0.02)/split(0, expert) = normal(0.02)/' \
     -e 's/split(0) = normal(1.0)/shard([(data, expert), _, _]) = normal(1.0)/' \
     "$work/moe_d.gsl" >"$work/moe_2x2.gsl"
-[ "$(grep -c 'expert)' "$work/moe_2x2.gsl")" -eq 3 ] || { echo "FAIL: the 2 x 2 variant was not made"; exit 1; }
+[ "$(grep -c 'expert)' "$work/moe_2x2.gsl")" -eq 3 ] || fatal "the 2 x 2 variant was not made"
 
 run() { # name, ranks, program, gslc options
   # shellcheck disable=SC2086
@@ -45,16 +43,16 @@ for r in "d2 2 $work/moe_d.gsl -D_D=2" "d4 4 $work/moe_d.gsl -D_D=4" "m2x2 4 $wo
   run "$1" "$2" "$3" "$(echo "${4:-}" | tr _ ' ')" || { status=1; continue; }
   sed 's/.*"loss": *\([^,}]*\).*/\1/' "$work/$1.jsonl" >"$work/$1.loss"
   if ! paste "$work/d1.loss" "$work/$1.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) { print "step " NR ": " $1 " on 1 device, " $2; bad = 1 } } END { exit bad }'; then
-    echo "FAIL: the loss on $1 differs from one device's"; status=1
+    fail "the loss on $1 differs from one device's"
   fi
   for t in wg wi wo aux; do
     head=$("$NPYTOOL" print "$work/d1.$t.npy" | sed 1q)
     atol=1e-6; [ $t = aux ] && atol=0
     "$NPYTOOL" print "$work/d1.$t.npy" | sed 1d |
       "$NPYTOOL" compare "$work/$1.$t.npy" ${head%% *} "$(echo "${head#* }" | tr -d '[] ')" --rtol 1e-4 --atol $atol - ||
-      { echo "FAIL: $t after 20 steps on $1 differs from one device's"; status=1; }
+      fail "$t after 20 steps on $1 differs from one device's"
   done
   [ $status -eq 0 ] && echo "$1 ($2 ranks): the same loss at all 20 steps, the same wg, wi, wo and aux"
 done
-[ $status -eq 0 ] && echo "PASS: train_invariance (loss $first at step 1, $last at step 20, on 1, 2, 4 and 2 x 2 devices)"
+[ $status -eq 0 ] && pass "train_invariance (loss $first at step 1, $last at step 20, on 1, 2, 4 and 2 x 2 devices)"
 exit $status

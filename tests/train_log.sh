@@ -13,6 +13,7 @@
 # 0.200000003 (f32 0x3e4ccccd); in the log line (%.6g) 1, 0.5, 0.333333,
 # 0.25, 0.2.
 set -u
+. "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/hand_prog.sh"
 hand_prog train_log_prog "${TRAIN_LOG_PROG:-tests/train_log_prog}"
 

@@ -18,10 +18,11 @@
 # range in the last tile found and named by its global position; a split
 # into more shards than elements refused.
 set -u
+. "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/hand_prog.sh"
 NPYTOOL=${NPYTOOL:-$(pwd)/tests/npytool}
 hand_prog uneven_prog "${UNEVEN_PROG:-tests/uneven_prog}"
-[ -x "$NPYTOOL" ] || { echo "FAIL: no $NPYTOOL (make check builds tests/npytool)"; exit 1; }
+[ -x "$NPYTOOL" ] || fatal "no $NPYTOOL (make check builds tests/npytool)"
 
 # x[b, i, j] and z[b, i, j] = 100 b + 10 i + j, ids[b, i] = (3 b + 2 i) % 10, batches b of 2
 xs() { # B [ROWS COLS]: batch B of x (of z: 3 7), C order

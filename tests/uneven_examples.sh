@@ -16,10 +16,7 @@
 #     1 x 3 and 3 x 2; lm's 4 experts over 3 and 2; evaluated after step 2
 #     (the held-out loss compared too).
 set -u
-status=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslunev.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; status=1; }
+. "$top_srcdir/tests/lib.sh"
 
 # same REF RUN NAME ATOL: every .npy of run REF agrees with RUN's
 same() {
@@ -61,7 +58,7 @@ for m in 1,1 3,1 1,3 3,2 2,3; do
   # shellcheck disable=SC2046
   run $n $((dp * mp)) $n --steps 2 --metrics $n.jsonl $(outs $n $mo) || continue
   [ $n = mlp11 ] && continue
-  same mlp11 $n "mlp on $dp x $mp" 1e-4 && echo "PASS: mlp on $dp x $mp ($((dp * mp)) ranks): one device's y, params and losses"
+  same mlp11 $n "mlp on $dp x $mp" 1e-4 && pass "mlp on $dp x $mp ($((dp * mp)) ranks): one device's y, params and losses"
 done
 
 # ---- moe_forward ----------------------------------------------------------------------
@@ -71,7 +68,7 @@ for d in 1 3 6; do
   # shellcheck disable=SC2046
   run $n $d $n --steps 1 $(outs $n y) || continue
   [ $d = 1 ] && continue
-  same fwd1 $n "moe_forward on $d" 1e-6 && echo "PASS: moe_forward on $d ranks: one device's y"
+  same fwd1 $n "moe_forward on $d" 1e-6 && pass "moe_forward on $d ranks: one device's y"
 done
 
 # ---- moe (SPEC section 1), its mesh of 4 cut to 1, 3 and 6 ------------------------------
@@ -83,7 +80,7 @@ for d in 1 3 6; do
   # shellcheck disable=SC2046
   run $n $d $n --steps 2 --metrics $n.jsonl $(outs $n y wg wi wo) || continue
   [ $d = 1 ] && continue
-  same moe1 $n "moe on $d" 1e-4 && echo "PASS: moe on $d ranks: one device's y, params and losses"
+  same moe1 $n "moe on $d" 1e-4 && pass "moe on $d ranks: one device's y, params and losses"
 done
 
 # ---- lm and lm_dense ------------------------------------------------------------------
@@ -106,7 +103,7 @@ for model in lm lm_dense; do
       --eval-input tokens=train.npy $(outs $n $params) || continue
     [ $dd$ee = 11 ] && continue
     same ${model}11 $n "$model on $dd x $ee" 1e-4 &&
-      echo "PASS: $model on $dd x $ee ($((dd * ee)) ranks): one device's params, losses and held-out loss"
+      pass "$model on $dd x $ee ($((dd * ee)) ranks): one device's params, losses and held-out loss"
   done
 done
 exit $status

@@ -11,9 +11,7 @@
 # A small replicated bias stays whole (one all-reduce), below the size at
 # which a second collective pays for itself.
 set -u
-work=$(mktemp -d "${TMPDIR:-/tmp}/gslzero.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-status=0
+. "$top_srcdir/tests/lib.sh"
 cat >"$work/z.gsl" <<'EOF'
 const D = 2
 mesh [d = D]
@@ -23,28 +21,28 @@ input x: f32[8, 128] split(0) = ones()
 train sum(x @ w) + sum(x * b) with adam(lr = 0.1)
 output w, b
 EOF
-"$GSLC" --explain "$work/z.gsl" >"$work/explain" || { echo "FAIL: --explain"; exit 1; }
+"$GSLC" --explain "$work/z.gsl" >"$work/explain" || fatal "--explain"
 grep -q '^w  *f32\[128, 128\] *sharded over (d) on dim 0 (ZeRO-1)' "$work/explain" ||
-  { cat "$work/explain"; echo "FAIL: w's update is not sharded over d"; status=1; }
+  { cat "$work/explain"; fail "w's update is not sharded over d"; }
 grep -q '^b  *f32\[128\] *whole: 512 bytes per device, below 65536' "$work/explain" ||
-  { cat "$work/explain"; echo "FAIL: b's update is not kept whole"; status=1; }
+  { cat "$work/explain"; fail "b's update is not kept whole"; }
 [ "$(grep -c '^all_gather .*the update of w goes back' "$work/explain")" -eq 1 ] ||
-  { echo "FAIL: w's new value is not all-gathered once"; status=1; }
-grep -q '^all_reduce .*f32\[128, 128\]' "$work/explain" && { echo "FAIL: w's gradient is all-reduced"; status=1; }
+  fail "w's new value is not all-gathered once"
+grep -q '^all_reduce .*f32\[128, 128\]' "$work/explain" && fail "w's gradient is all-reduced"
 
 states() { "$GSLC" -D D="$1" --stats "$work/z.gsl" | sed -n 's/^optimizer states *\([0-9]*\).*/\1/p'; }
 s1=$(states 1); s2=$(states 2)
 # m and v of w (2 x 65536 bytes, halved on 2 devices), of b (2 x 512) and the step count (4), whole
 [ "$s1" -eq $((2 * 65536 + 2 * 512 + 4)) ] && [ "$s2" -eq $((65536 + 2 * 512 + 4)) ] ||
-  { echo "FAIL: optimizer states $s1 bytes per device on 1 device, $s2 on 2"; status=1; }
+  fail "optimizer states $s1 bytes per device on 1 device, $s2 on 2"
 
 for d in 1 2; do
-  "$GSLC" -D D=$d "$work/z.gsl" -o "$work/z$d" || { echo "FAIL: compile D=$d"; status=1; continue; }
+  "$GSLC" -D D=$d "$work/z.gsl" -o "$work/z$d" || { fail "compile D=$d"; continue; }
   (cd "$work" && timeout 300 $MPIEXEC -n $d ./z$d --steps 2 --quiet --output w=w$d.npy) ||
-    { echo "FAIL: run on $d devices"; status=1; continue; }
+    { fail "run on $d devices"; continue; }
   "$NPYTOOL" print "$work/w$d.npy" | sed 1d |
     awk '{ d = $1 - 0.8; if (d < 0) d = -d; if (d > 1e-6) bad++ } END { if (NR != 16384 || bad) { print NR " values, " bad+0 " not 0.8"; exit 1 } }' ||
-    { echo "FAIL: w after two steps on $d devices is not 0.8 everywhere"; status=1; }
+    fail "w after two steps on $d devices is not 0.8 everywhere"
 done
-[ $status -eq 0 ] && echo "PASS: zero_update (w sharded over d, states $s1 -> $s2 bytes, w = 0.8 on 1 and 2 devices)"
+[ $status -eq 0 ] && pass "zero_update (w sharded over d, states $s1 -> $s2 bytes, w = 0.8 on 1 and 2 devices)"
 exit $status
