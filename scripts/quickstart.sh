@@ -17,6 +17,9 @@ esac
 
 packages="gcc make autoconf automake pkg-config bison re2c llvm-14-dev mpich libmpich-dev
 libcunit1-dev libopenblas-dev libdnnl-dev zlib1g-dev libjansson-dev libssl-dev coinor-libcbc-dev time procps util-linux python3 python3-numpy fortunes python3.11-doc linux-doc-6.1 dict-gcide gnuplot-nox"
+# the test suite also trains the language model in PyTorch, an independent
+# reference (tests/lm_torch_train.sh; bench/ uses it as the peer)
+[ "$mode" = check ] && packages="$packages python3-torch"
 missing=
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
