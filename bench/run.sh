@@ -122,6 +122,45 @@ blas_core() {  # PROG WHO
   echo "  OpenBLAS core: ${core:-unknown}"
 }
 
+# ---- MFU: a step's time against the peak of its precision -----------------------
+# peaks: this machine's peaks now, f32 and bf16 GFLOP/s (bench/gemm_peak.c
+# with GEMM_PEAKS_ONLY: its FMA loop, and vdpbf16ps for bf16, measured twice,
+# the better), into pf and pb, once a run.
+peaks() {
+  [ -n "${pb:-}" ] && return 0
+  LIBGSLRT=${LIBGSLRT:-runtime/libgslrt.a} GEMM_LIBS=${GEMM_LIBS:-$RT_LIBS}
+  [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
+  [ -x "$tmp/gemm_peak" ] || ${MPICC:-mpicc} -std=c11 -O2 -I"$top/runtime" "$here/gemm_peak.c" "$LIBGSLRT" \
+    $GEMM_LIBS -ldl -o "$tmp/gemm_peak" || die "could not compile bench/gemm_peak.c"
+  GEMM_PEAKS_ONLY=1 "$tmp/gemm_peak" >"$tmp/peaks.out" || die "bench/gemm_peak.c failed (the peaks)"
+  pf=$(sed -n 's/^peaks used: f32 \([0-9.]*\), bf16 \([0-9.]*\).*/\1/p' "$tmp/peaks.out")
+  pb=$(sed -n 's/^peaks used: f32 \([0-9.]*\), bf16 \([0-9.]*\).*/\2/p' "$tmp/peaks.out")
+  [ -n "$pf" ] && [ -n "$pb" ] || die "bench/gemm_peak.c printed no peaks"
+}
+# The model's FLOP of products a step a device: gslc --stats' total of the
+# model's products (the program before partitioning, a moe block's over
+# its routed share of slots; gslc(1)) over DEVICES.
+stats_flop() {  # DEVICES GSLC-ARGUMENTS...
+  n=$1; shift
+  # shellcheck disable=SC2068
+  $GSLC --stats $@ | awk -v n="$n" '/^## FLOPs/ { on = 1; next } on && $1 == "step" { printf "%.0f", $2 / n; f = 1; exit }
+    END { exit !f }' || die "gslc --stats gave no FLOPs ($*)"
+}
+# The median ms/step of KEY at SIZE in a times file ("SIZE KEY ms ...").
+med() {  # FILE SIZE KEY
+  awk -v s="$2" -v k="$3" '$1 == s && $2 == k { print $3 }' "$1" | sort -n |
+    awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
+mfu_header() {
+  printf '  %-38s %9s %14s %9s %6s\n' "" ms/step "FLOP a device" GFLOP/s MFU
+}
+# One row: a step of MS ms doing FLOP model FLOP a device, against PEAK.
+mfu_row() {  # WHAT MS FLOP PEAK
+  [ -n "$2" ] || return 0
+  awk -v w="$1" -v ms="$2" -v f="$3" -v p="$4" 'BEGIN { g = f / ms / 1e6
+    printf "  %-38s %9.2f %14.0f %9.1f %5.1f%%\n", w, ms, f, g, 100 * g / p }'
+}
+
 mlp() {
   [ -x "$GSLC" ] || die "no $GSLC (run make first, or set GSLC)"
 
@@ -719,6 +758,18 @@ for f, g in ((sys.argv[1], $G), (sys.argv[2], 2 * $G)):
     peer_table "$tmp/mttimes" $size $(($1 * $2)) $flop yes $goal "moe train step"
   done
   peer_footnote
+  peaks
+  echo
+  echo "MFU: the model's FLOP of products a step a device (gslc --stats) over the median step, against this" \
+       "machine's peak of the step's precision (f32 $pf, bf16 $pb GFLOP/s, bench/gemm_peak.c, measured now):"
+  mfu_header
+  for size in spec large; do
+    eval "set -- \$mt_dims_$size"
+    mf=$(stats_flop 1 -D G=$1 -D S=$2 -D M=$3 -D H=$4 -D E=$5 "$top/bench/moe_train.gsl")
+    mfu_row "$size: GSL f32, 1 rank" "$(med "$tmp/mttimes" $size gsl)" $mf $pf
+    mfu_row "$size: GSL f32, 2 ranks" "$(med "$tmp/mttimes" $size gsl2)" $mf $pf
+    mfu_row "$size: GSL bf16, 1 rank" "$(med "$tmp/mttimes" $size gsl_bf16)" $mf $pb
+  done
   echo "(loss: the first and last timed step of the first run)"
   # every run's loss must have fallen over its timed steps
   awk '!($5 < $4) { printf "bench: FAILED: the loss did not fall (%s %s: %s -> %s)\n", $1, $2, $4, $5; bad = 1 }
@@ -893,6 +944,14 @@ lm() {
   peer_header yes
   peer_table "$tmp/lmtimes" lm $tok $flop yes 3 "lm train step"
   peer_footnote
+  peaks
+  lf=$(stats_flop 1 $dims "$LM_GSL")
+  echo
+  echo "MFU: the model's FLOP of products a step (gslc --stats) over the median step, against this machine's" \
+       "peak of the step's precision (f32 $pf, bf16 $pb GFLOP/s, bench/gemm_peak.c, measured now):"
+  mfu_header
+  mfu_row "GSL f32 (gslc -O2)" "$(med "$tmp/lmtimes" lm gsl)" $lf $pf
+  mfu_row "GSL bf16 (gslc -O2 --precision bf16)" "$(med "$tmp/lmtimes" lm gsl_bf16)" $lf $pb
   echo "(tokens/s: B * (T + 1) tokens a step; loss: the first and last timed step of the first run, on" \
        "different batches)"
   # every run's loss must have fallen over its timed steps
@@ -953,7 +1012,7 @@ gemm() {
   MPICC=${MPICC:-mpicc} MPIEXEC=${MPIEXEC:-mpiexec} LIBGSLRT=${LIBGSLRT:-runtime/libgslrt.a}
   GEMM_LIBS=${GEMM_LIBS:-$RT_LIBS}
   [ -f "$LIBGSLRT" ] || die "no $LIBGSLRT (run make first, or set LIBGSLRT)"
-  $MPICC -std=c11 -O2 -I"$top/runtime" "$here/gemm_peak.c" "$LIBGSLRT" $GEMM_LIBS -ldl \
+  [ -x "$tmp/gemm_peak" ] || $MPICC -std=c11 -O2 -I"$top/runtime" "$here/gemm_peak.c" "$LIBGSLRT" $GEMM_LIBS -ldl \
     -o "$tmp/gemm_peak" || die "could not compile bench/gemm_peak.c"
   "$tmp/gemm_peak" | tee "$tmp/gemm_peak.out" || die "the gemm benchmark failed"
   pf=$(sed -n 's/^peaks used: f32 \([0-9.]*\), bf16 \([0-9.]*\).*/\1/p' "$tmp/gemm_peak.out")
@@ -980,8 +1039,13 @@ np.save(sys.argv[1], np.random.default_rng(1).integers(0, 256, (8, 65)).astype(n
     # shellcheck disable=SC2086
     $GSLC $opts "$src" -o "$tmp/g_$prog" || die "gslc failed ($src $opts)"
     # shellcheck disable=SC2086
-    (cd "$tmp" && GSL_GEMM_PROFILE="$tmp/g_$prog.prof" $MPIEXEC -n 1 "./g_$prog" --steps "$steps" --quiet $args) ||
-      die "g_$prog failed"
+    (cd "$tmp" && GSL_GEMM_PROFILE="$tmp/g_$prog.prof" $MPIEXEC -n 1 "./g_$prog" --steps "$steps" --quiet \
+      --log-every 1 --metrics "$tmp/g_$prog.jsonl" $args) || die "g_$prog failed"
+    # shellcheck disable=SC2086
+    gf=$(stats_flop 1 $opts "$src")
+    # the mean step after the first (which sets up), as the products' time counts calls after the first
+    gms=$(awk '/"ms_per_step": / { k = $0; sub(/.*"step": /, "", k); m = $0; sub(/.*"ms_per_step": /, "", m)
+        if (k + 0 > 1) { t += m; n++ } } END { if (n) printf "%.3f", t / n }' "$tmp/g_$prog.jsonl")
     echo "  $(basename "$src") $opts:"
     awk -v pf="$pf" -v pb="$pb" '
       { n = split($0, kv, /[{}:,]+/); delete f
@@ -995,7 +1059,10 @@ np.save(sys.argv[1], np.random.default_rng(1).integers(0, 256, (8, 65)).astype(n
           f["gflops"], 100 * f["gflops"] / peak) }
       END { for (i = 1; i <= nr; i++) print rows[i] >"/dev/stderr"
         if (ts > 0) printf "    all %d shapes: %.1f GFLOP/s over %.1f ms a step in products, %.0f%% of the peak time-weighted\n",
-          nr, tf / ts / 1e9, 1000 * ts / '"$steps"', 100 * tp / ts }' "$tmp/g_$prog.prof" 2>"$tmp/g_rows"
+          nr, tf / ts / 1e9, 1000 * ts / '"$steps"', 100 * tp / ts
+        if (ts > 0 && ms > 0) printf "    the step: %.2f ms, of which the products %.0f%%; MFU %.1f%% (the model'"'"'s %.0f FLOP of products a step, gslc --stats, at %.1f GFLOP/s)\n",
+          ms, 100 * (1000 * ts / '"$steps"') / ms, 100 * mf / (ms * 1e6) / (prec == "bf16" ? pb : pf), mf, mf / (ms * 1e6) }' \
+      ms="$gms" mf="$gf" prec="$(case $opts in *bf16*) echo bf16 ;; *) echo f32 ;; esac)" "$tmp/g_$prog.prof" 2>"$tmp/g_rows"
     sort -r "$tmp/g_rows" | head -n 8 | cut -c13-
   done
   echo "(the 8 shapes that took longest; each: its calls after the first, which is not timed; GFLOP/s of peak: against f32 $pf or bf16 $pb;" \

@@ -305,6 +305,9 @@ typedef struct EinsumSpec {
   char fill_of;                 /* with fill: the letter the counts bound: terms and result elements
                                    whose fill_of index is at or past the count may be left out
                                    (result elements then zero); 0 without */
+  double fill_share;            /* with fill: the share of the slots its moe block's routed choices fill
+                                   when none is dropped, min(1, S·K / (E·C)) (slots.c): the model's part of
+                                   the product, for --stats' FLOPs; 0 without */
 } EinsumSpec;
 
 /* Parses "ab,bc->ac" (or numpy's implicit form "ab,bc") for nin operands;
@@ -670,6 +673,14 @@ int ir_region_unit(const Program *p, int r);
 void ir_note_calls(const Program *p, const Value *v);
 /* The FLOPs of v on its operands' shapes: ein_flops for a product, 0 for any other op. */
 double ir_flops(const Value *v);
+/* The FLOPs v's op does for the model, on its shapes (--stats): a
+ * product's 2 a multiply-add, over the routed share of a moe block's slots
+ * (EinsumSpec.fill_share) when it runs over the filled slots alone; any
+ * other op 1 an element it computes (elementwise ops) or sums (reductions,
+ * scatter-add, combine's weighted sum, a weighted dispatch's scaling);
+ * layouts, gathers, one-hots, annotations and collectives 0. *product:
+ * whether v is a product. */
+double ir_model_flops(const Value *v, bool *product);
 /* A copy of src (ir_rewrite's, regions included) that may inline src's
  * IR functions (its train statement's update and schedule, borrowed: they
  * stay src's), so that autodiff can run on it while src stays as it is. */

@@ -774,6 +774,26 @@ double ir_flops(const Value *v) {
   return ein_flops(&v->ein, args);
 }
 
+double ir_model_flops(const Value *v, bool *product) {
+  *product = v->op == OP_EINSUM;
+  if (*product)
+    return ir_flops(v) * (v->ein.fill[0] ? v->ein.fill_share : 1.0);
+  const Shape *x = v->nargs ? &v->args[0]->shape : NULL;
+  switch (ir_op(v->op)->cls) {
+  case OC_ELEMENTWISE: return (double)shape_elems(&v->shape);
+  case OC_REDUCTION: return (double)shape_elems(x);
+  case OC_INDEX:
+    if (v->op == OP_SCATTER_ADD)
+      return (double)shape_elems(x);
+    if (v->op == OP_COMBINE) /* G·S·K rows of M, each weighted and added */
+      return 2.0 * (double)shape_elems(&v->args[1]->shape) * (double)v->shape.d[v->shape.rank - 1];
+    if (v->op == OP_DISPATCH && v->nargs == 4) /* G·S·K rows of M, each weighted */
+      return (double)shape_elems(&v->args[1]->shape) * (double)v->shape.d[v->shape.rank - 1];
+    return 0;
+  default: return 0;
+  }
+}
+
 /* the extent of every letter of e over operands ops; dies on a misfit */
 static void ein_extents(const EinsumSpec *e, Value **ops, int64_t *size) {
   for (int i = 0; i < 128; i++)

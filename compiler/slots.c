@@ -295,6 +295,10 @@ static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
   c->ein.fill[1] = l[1];
   c->ein.fill[2] = '\0';
   c->ein.fill_of = l[2];
+  /* G·S·K choices over the block's E·G·C slots (the dispatch's [E, G, C, M], the routes' [G, S, K]) */
+  const Shape *ds = &B->dispatch->shape, *rs = &B->expert->shape;
+  double share = (double)rs->d[1] * (double)rs->d[2] / ((double)ds->d[0] * (double)ds->d[2]);
+  c->ein.fill_share = share < 1 ? share : 1;
   if (S->kind[v->id] == GF_ROWS)
     B->rows++;
   else

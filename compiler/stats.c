@@ -5,7 +5,10 @@
  * inputs, outputs, the planned arena (with the most bytes live at once and
  * the bytes without reuse) and the runtime's staging (plan.c,
  * plan_arena.c and plan_staging.c compute them), and their total, the one
- * --mem-budget bounds (plan_total); for a step that recomputes regions,
+ * --mem-budget bounds (plan_total); the step's FLOPs by part (forward,
+ * backward, optimizer; recomputation apart), the model's (the global
+ * program: what MFU counts) and a device's as compiled (replicated work
+ * and padding included), from ir_model_flops; for a step that recomputes regions,
  * the activations kept and recomputed and the products' FLOPs done again;
  * every collective of a step with its group, operand and the bytes it
  * receives (sharding.c's model, shard_collective_bytes, the partitioner's);
@@ -134,6 +137,52 @@ static void activations_stats(FILE *f, const Program *p, const Plan *pl) {
           all > 0 ? 100.0 * again / all : 0.0);
 }
 
+/* --stats' FLOPs: per part of the step, the products' and the other ops'
+ * (ir_model_flops), of the model (global, the program before partitioning,
+ * over the whole mesh) and of one device (the SPMD program p, on local
+ * shapes: replicated work is done on every device, and padding counts).
+ * Recomputation is apart: the model does it no FLOPs; a device does. */
+static void flops_stats(FILE *f, const Program *p, const Program *global) {
+  static const struct {
+    Pass pass;
+    const char *name;
+  } part[] = {{PASS_FORWARD, "forward"},
+              {PASS_BACKWARD, "backward"},
+              {PASS_UPDATE, "optimizer"},
+              {PASS_RECOMPUTE, "recomputed (apart)"}};
+  double fl[2][4][2] = {{{0}}}; /* [model, device][part][products, other] */
+  bool routed = false;
+  for (int w = 0; w < 2; w++) {
+    const Program *q = w ? p : global;
+    for (int i = 0; i < q->nvalues; i++) {
+      const Value *v = q->values[i];
+      bool product;
+      double n = ir_model_flops(v, &product);
+      for (int k = 0; k < 4; k++)
+        if (part[k].pass == v->pass)
+          fl[w][k][!product] += n;
+      routed |= product && v->ein.fill[0];
+    }
+  }
+  fputs("\n## FLOPs a step (products: 2 a multiply-add; other ops: 1 an element computed or summed)\n", f);
+  fprintf(f, "%-24s %16s %12s %16s %12s\n", "", "model, products", "other", "a device, products", "other");
+  double tot[2][2] = {{0}};
+  for (int k = 0; k < 4; k++) {
+    if (k > 0 && !fl[0][k][0] && !fl[0][k][1] && !fl[1][k][0] && !fl[1][k][1])
+      continue;
+    fprintf(f, "%-24s %16.0f %12.0f %16.0f %12.0f\n", part[k].name, fl[0][k][0], fl[0][k][1], fl[1][k][0],
+            fl[1][k][1]);
+    for (int w = 0; w < 2 && part[k].pass != PASS_RECOMPUTE; w++)
+      for (int j = 0; j < 2; j++)
+        tot[w][j] += fl[w][k][j];
+  }
+  fprintf(f, "%-24s %16.0f %12.0f %16.0f %12.0f\n", "step", tot[0][0], tot[0][1], tot[1][0], tot[1][1]);
+  if (routed)
+    fputs("(a moe block's products count the routed share of its slots, S·K / (E·C): the filled slots when no "
+          "choice is dropped)\n",
+          f);
+}
+
 /* The moe blocks: each one's capacity slots and the bytes of its
  * dispatched tokens, and, for a dropless block (C = S), what that room
  * costs against capacity 1.0. */
@@ -186,6 +235,7 @@ void stats_print(FILE *f, const Program *p, const Plan *pl, const Program *globa
   fprintf(f, "total                    %12" PRId64 "   (params%s + inputs + planned + staging)\n",
           plan_total(pl),
           pl->state_bytes ? " + states" : "");
+  flops_stats(f, p, global);
   activations_stats(f, p, pl);
   fputs("\n## collectives per step (bytes: received per device)\n", f);
   int64_t total = 0;

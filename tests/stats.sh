@@ -20,6 +20,11 @@
 # devices' tiles (2 x 512) into the global array (512): 1536. Total:
 # 3072 + 1024 + 1024 + 1536 = 6656. The all_reduce of f32[8, 16] (512
 # bytes) over two devices receives 2 * 512 * (2 - 1) / 2 = 512 bytes.
+# FLOPs (2 a multiply-add): the model's products are x @ w, 2 x 8 x 64 x
+# 16 = 16384, and two [8, 16] x [16, 16], 4096 each: 24576; its other
+# ops tanh and exp of 8 x 16 elements: 256. A device runs x @ w on its
+# [8, 32] x [32, 16] tiles, 8192, and both replicated products whole:
+# 16384; tanh and exp whole: 256.
 set -u
 . "$top_srcdir/tests/lib.sh"
 cat >"$work/small.gsl" <<'GSL'
@@ -44,6 +49,11 @@ intermediates, no reuse          2560   (every buffer of its own)
 runtime staging                  1536   (collective scratch 0; gathering an output on rank 0 1536)
 total                            6656   (params + inputs + planned + staging)
 
+## FLOPs a step (products: 2 a multiply-add; other ops: 1 an element computed or summed)
+                          model, products        other a device, products        other
+forward                             24576          256            16384          256
+step                                24576          256            16384          256
+
 ## collectives per step (bytes: received per device)
 all_reduce         over (d)  f32[8, 16]                 512   ; small.gsl:5
 total: 512 bytes in 1 collective
@@ -52,4 +62,39 @@ OUT
 diff -u "$work/want" "$work/got" || fatal "--stats differs"
 (cd "$work" && "$GSLC" --stats small.gsl -o stats.txt) && cmp -s "$work/want" "$work/stats.txt" ||
   fatal "--stats -o"
+
+# The step's FLOPs of a training program and of a moe block, by hand.
+# tests/spmd/uneven_train.gsl (x f32[10, 5], w1 [5, 7], w2 [7, 3], on
+# [a = 3, b = 3]): the model's forward products x @ w1, 2 x 10 x 5 x 7 =
+# 700, and h @ w2, 2 x 10 x 7 x 3 = 420: 1120; backward, w2's gradient and
+# h's cotangent, 420 each, and w1's gradient, 700 (x is an input: no
+# cotangent): 1540; the optimizer none; 2660 in all. Its other forward
+# ops: + b1 and tanh on 10 x 7 (140), the loss's two y - 1, their product
+# and its sum on 10 x 3 (120), the mean's division (1): 261. A device
+# runs x @ w1 on [4, 5] x [5, 3] tiles (120) and h @ w2 on [4, 3] x [3, 3]
+# (72): 192 forward; backward 72 + 72 + 120 = 264.
+(cd "$top_srcdir/tests/spmd" && "$GSLC" --stats uneven_train.gsl) >"$work/train" 2>&1 ||
+  { cat "$work/train"; fatal "gslc --stats uneven_train.gsl"; }
+for want in "forward 1120 192 261" "backward 1540 264" "optimizer 0 0" "step 2660 456"; do
+  got=$(awk -v k="${want%% *}" '/^## FLOPs/ { on = 1; next } on && $1 == k { print $1, $2, $4, $3; exit }' "$work/train")
+  case "$got" in "$want"*) ;; *) fatal "uneven_train's FLOPs: '$want' expected, '$got' found" ;; esac
+done
+# examples/moe.gsl (G 4, S 256, M 64, H 256, E 8, top 2, capacity 2.0: C
+# = 2 x 2 x 256 / 8 = 128 slots, of which the routed share S K / (E C) =
+# 0.5): forward, the router x @ wg 2 x 4 x 256 x 64 x 8 = 1048576, once
+# for the gates and once for the router's entropy signal; the experts'
+# two products over the routed slots, 2 x 2 x 4 x 256 x 2 x 64 x 256 =
+# 134217728; the teacher x @ teacher 2 x 1024 x 64 x 64 = 8388608: in all
+# 144703488. Backward: wo's gradient, the hidden's cotangent and wi's
+# gradient, 67108864 each (the dispatched tokens are the input x: no
+# cotangent), and wg's gradient 1048576: 202375168. A device holds one
+# group and two experts: a quarter of each.
+(cd "$top_srcdir/examples" && "$GSLC" --stats moe.gsl) >"$work/moe" 2>&1 ||
+  { cat "$work/moe"; fatal "gslc --stats moe.gsl"; }
+for want in "forward 144703488 36175872" "backward 202375168 50593792" "step 347078656 86769664"; do
+  got=$(awk -v k="${want%% *}" '/^## FLOPs/ { on = 1; next } on && $1 == k { print $1, $2, $4; exit }' "$work/moe")
+  [ "$got" = "$want" ] || fatal "moe.gsl's FLOPs: '$want' expected, '$got' found"
+done
+grep -q "^(a moe block's products count the routed share of its slots" "$work/moe" ||
+  fatal "moe.gsl's --stats does not say how its products are counted"
 pass "stats"
