@@ -529,9 +529,9 @@ typedef struct Program {
   DType precision;   /* gslc --precision: DT_F32, or DT_BF16 (products and moe bodies in bf16; build_at
                         reads it) */
   int same_bits;     /* gslc --same-bits: its bound on a sum's blocks (samebits.c), 0: not given */
-  SameNote *same;    /* samebits_block's notes, one per dimension blocked (in the arena), not carried by rewrites */
+  SameNote *same;    /* samebits_block's notes, one per dimension blocked (in the arena), carried by rewrites */
   int nsame;         /* entries of same */
-  MoeNote *moe;      /* slots_skip_empty's notes, one per moe block (in the arena), not carried by rewrites */
+  MoeNote *moe;      /* slots_skip_empty's notes, one per moe block (in the arena), carried by rewrites */
   int nmoe;          /* entries of moe */
   struct Program *home; /* an IR function (ir_new_fn): the program it is inlined into, whose arena
                            holds it; NULL for a program of its own */
@@ -654,8 +654,9 @@ bool ir_has_signal(const Program *p, const char *name);
 /* The rewriter: copies src into a new program value by value, in order.
  * map[id] holds the new value standing for src's value id; fn makes it
  * (fn NULL, or fn returning NULL: ir_copy with the mapped operands).
- * Tensors and outputs follow the map. The new program has src's mesh and
- * streams, and is spmd if spmd is set. */
+ * Tensors and outputs follow the map. The new program has src's mesh,
+ * streams and notes (moe, same, the tensors' update_note and auto_note:
+ * their text copied), and is spmd if spmd is set. */
 typedef Value *IrRewriteFn(void *ctx, Program *dst, const Value *v, Value **map);
 Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx);
 /* Adds a region of p inside region `parent` (0: none), recomputed if
@@ -685,9 +686,14 @@ double ir_model_flops(const Value *v, bool *product);
  * IR functions (its train statement's update and schedule, borrowed: they
  * stay src's), so that autodiff can run on it while src stays as it is. */
 Program *ir_clone(const Program *src);
-/* v into dst with operands args: same op, dtype, shape, spans, name,
- * attributes, and v's own pass, site and region */
+/* v into dst with operands args: same op, dtype, shape, span and
+ * attributes, and what ir_inherit gives */
 Value *ir_copy(Program *dst, const Value *v, Value **args);
+/* What a value made to stand for `from` (its copy, its SPMD value, the sum
+ * --same-bits makes of it) takes of it: its call site, pass, region, name,
+ * and sharding with its origin. Not its op's attributes (the op may
+ * differ), nor what only SPMD values or collectives carry. */
+void ir_inherit(Value *v, const Value *from);
 /* The inliner on IR: copies IR function fn (ir_new_fn(bd->p)) into bd->p
  * with its parameters standing for args (each of its parameter's dtype and
  * shape), stamping bd's pass, region and call site (if it has one) and new
@@ -1046,6 +1052,39 @@ Cuts rule_layout(const ShardRule *r, const Value *v, const Sharding *res, RuleAr
  * (rule_linear), so a partial sum of it may stay pending (the
  * partitioner's rule, which --auto-shard's search prices). */
 bool *rule_linear_uses(const Program *g);
+/* Operand k's dims (bit d) that a summed factor indexes: a cut of one
+ * leaves v a partial sum (an einsum's contracted letters, a reduce-sum's
+ * dims, a scatter-add's index dims), which --same-bits cuts into blocks. */
+uint32_t rule_summed_dims(const ShardRule *r, const Value *v, int k);
+/* The partial sums that pass through v from its n operands: pend[k],
+ * what operand k has pending that may stay so through v (on no axis that
+ * cuts its layout or v), held[k], all it has pending. An op linear in
+ * all its operands at once passes the sums they all have pending alike,
+ * less `summed` (the axes v sums over itself); one linear in each alone
+ * passes one linear operand's where the others hold none. *from: that
+ * operand, or -1 (every operand). */
+uint32_t rule_pass_partial(const ShardRule *r, int n, const uint32_t *pend, const uint32_t *held, uint32_t summed,
+                           int *from);
+/* Whether reshape v, sharded sh, runs on tiles, its operand's cuts (want)
+ * carrying sh (sharding.c's groups of dimensions); else it runs whole,
+ * and a partial sum pending in its operand is resolved before. */
+bool rule_reshape_tiles(const Program *p, const Value *v, const Sharding *sh, Sharding *want);
+/* The partial sums of a program after propagation, per value id, as the
+ * partitioner will build them (rule_partials). */
+typedef struct RulePartials {
+  uint32_t *made; /* the mesh axes over which the value comes out of its op a pending partial sum, less
+                     those that cut it: its summed factors' cuts (rule_layout on the operands'
+                     shardings) and the sums its operands leave pending that pass through it
+                     (rule_pass_partial); an annotation's, what reaches it, resolved into its layout */
+  uint32_t *left; /* of made, what stays pending into its one use (rule_linear_uses), else 0 */
+} RulePartials;
+RulePartials rule_partials(const Program *g);
+void rule_partials_free(RulePartials *pp);
+/* The mesh axes that cut sh over which, were v sharded sh, a partial sum
+ * its operands leave pending (pp) would be resolved whole before v and
+ * its result then sliced, not resolved into sh's cuts (a reduce-scatter):
+ * a concat cut along its axis, a reshape whose tiles cannot carry sh. */
+uint32_t rule_resolved_whole(const Program *g, const Value *v, const Sharding *sh, const RulePartials *pp);
 
 /* ---- autoshard.c: gslc --auto-shard, the cost search ----------------------- */
 

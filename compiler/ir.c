@@ -17,8 +17,10 @@
  * the call site and region stamped on each value, and whether products
  * autocast to bf16). The program holds none of them, so no mode outlives
  * the code that chose it.
- * The rewriter (ir_rewrite) copies a program through a value map, which
- * is how the partitioner makes the SPMD program; the inliner (ir_inline)
+ * The rewriter (ir_rewrite) copies a program through a value map, its
+ * notes for the reports with it, which is how the partitioner makes the
+ * SPMD program; a value made to stand for another takes its site, pass,
+ * region, name and sharding in one call (ir_inherit); the inliner (ir_inline)
  * copies an IR function (a program of its own, ir_new_fn, whose tensors
  * are its parameters and whose outputs are its results) into the program
  * it was made for, which is how autodiff applies the optimizer's update
@@ -1040,16 +1042,22 @@ void ir_note_calls(const Program *p, const Value *v) {
 
 /* ---- the rewriter ---------------------------------------------------------------- */
 
+void ir_inherit(Value *v, const Value *from) {
+  v->site = from->site; /* even where from has none: not v's span */
+  v->pass = from->pass;
+  v->region = from->region;
+  v->name = from->name;
+  v->sh = from->sh;
+  v->sh_origin = from->sh_origin;
+  v->sh_from = from->sh_from;
+}
+
 Value *ir_copy(Program *dst, const Value *v, Value **args) {
-  Build at = build_at(dst, v->pass, v->site, v->region); /* v's own pass, site and region */
+  Build at = build_at(dst, v->pass, v->site, v->region);
   Value *c = ir_add(&at, v->op, v->dtype, v->shape, v->span, v->nargs, args);
-  c->site = v->site; /* even where v has none: not its span */
+  ir_inherit(c, v);
   c->remat_of = v->remat_of;
-  c->name = v->name;
   c->attr = v->attr;
-  c->sh = v->sh;
-  c->sh_origin = v->sh_origin;
-  c->sh_from = v->sh_from;
   c->gshape = v->gshape;
   c->orig = v->orig;
   c->why = v->why;
@@ -1096,6 +1104,33 @@ int ir_inline(const Build *bd, const Program *fn, Value **args, int nargs, Value
     results[j] = map[fn->outputs[j].value->id];
   free(map);
   return fn->noutputs;
+}
+
+/* src's notes for --explain and --stats (its moe blocks', its blocked
+ * sums', each tensor's update and --auto-shard notes) in dst, their text
+ * in dst's arena (src may be freed first). */
+static void carry_notes(Program *dst, const Program *src) {
+  for (int i = 0; i < dst->ntensors; i++) {
+    Tensor *t = &dst->tensors[i];
+    if (t->update_note)
+      t->update_note = arena_strdup(dst->arena, t->update_note);
+    if (t->auto_note)
+      t->auto_note = arena_strdup(dst->arena, t->auto_note);
+  }
+  dst->nmoe = src->nmoe;
+  dst->moe = src->nmoe ? arena_alloc(dst->arena, sizeof *dst->moe * (size_t)src->nmoe) : NULL;
+  for (int i = 0; i < src->nmoe; i++) {
+    dst->moe[i] = src->moe[i];
+    if (src->moe[i].why)
+      dst->moe[i].why = arena_strdup(dst->arena, src->moe[i].why);
+  }
+  dst->nsame = src->nsame;
+  dst->same = src->nsame ? arena_alloc(dst->arena, sizeof *dst->same * (size_t)src->nsame) : NULL;
+  for (int i = 0; i < src->nsame; i++) {
+    dst->same[i] = src->same[i];
+    if (src->same[i].fits)
+      dst->same[i].fits = arena_strdup(dst->arena, src->same[i].fits);
+  }
 }
 
 Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
@@ -1147,6 +1182,7 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
   dst->train.schedule = NULL;
   if (src->train.loss)
     dst->train.loss = map[src->train.loss->id];
+  carry_notes(dst, src);
   free(map);
   return dst;
 }

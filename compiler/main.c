@@ -1,8 +1,8 @@
 /* main.c — the gslc driver: options, then the whole pipeline in one function.
  *
  *   source -> parse_source -> sema_run -> then per attempt, on a copy (ir_clone):
- *             ad_train -> ir_dce -> slots_skip_empty -> [auto_shard] -> shard_propagate (and its
- *             shard_updates) -> spmd_partition -> spmd_combine -> plan_buffers
+ *             ad_train -> ir_dce -> slots_skip_empty -> [auto_shard] -> shard_propagate ->
+ *             shard_updates -> [samebits_block] -> spmd_partition -> spmd_combine -> plan_buffers
  *          -> cg_emit -> link
  *
  * with ir_verify after every pass that makes or changes IR, and
@@ -678,6 +678,8 @@ static int compile(const Options *o) {
       }
       shard_propagate(p);
       verified(p, "the shardings propagation found");
+      shard_updates(p);
+      verified(p, "the shardings of the sharded updates");
       if (o->same_bits) {
         if (o->mode == MODE_EXPLAIN) { /* the estimate without it, for --explain's comparison */
           Program *plain = spmd_partition(p);

@@ -70,17 +70,13 @@ static Value *emit(Part *P, const Value *orig, Op op, DType dt, Shape gshape, co
   /* in the region of the global value being partitioned: its SPMD values, collectives included */
   Build at = build_at(P->s, PASS_FORWARD, (Span){0}, P->at ? P->at->region : 0);
   Value *v = ir_add(&at, op, dt, local, sp, n, args);
+  if (orig) {
+    ir_inherit(v, orig);
+    v->attr = orig->attr;
+  }
   v->gshape = gshape;
   v->sh = *sh;
   v->orig = orig;
-  if (orig) {
-    v->site = orig->site;
-    v->pass = orig->pass;
-    v->name = orig->name;
-    v->attr = orig->attr;
-    v->sh_origin = orig->sh_origin;
-    v->sh_from = orig->sh_from;
-  }
   return v;
 }
 
@@ -208,30 +204,24 @@ static int64_t layout_cost(const Part *P, const Value *v, const ShardRule *r, co
 }
 
 /* The partial sums pending in v's operands that pass through v (its rule
- * says which operands are linear), set in want; returns them. A sum of
- * operands passes the sums they all have pending alike; a product or
- * quotient passes one operand's where the others have none. Sums over
- * the axes v itself sums over are resolved first. */
+ * says which: rule_pass_partial), set in the wants of the operands they
+ * pass from; returns them. Sums over the axes v itself sums over
+ * (summed) are resolved first. */
 static uint32_t pass_pending(const Part *P, const Value *v, const ShardRule *r, Sharding *want, uint32_t summed) {
-  uint32_t keep = 0;
-  if (r->joint) {
-    keep = pending(P, v, 0, &want[0]) & ~summed;
-    for (int k = 1; k < v->nargs && keep; k++)
-      if ((pending(P, v, k, &want[k]) & ~summed) != keep)
-        keep = 0;
-    for (int k = 0; k < v->nargs && keep; k++)
+  int n = v->nargs;
+  uint32_t buf[16], *pend = n <= 8 ? buf : xmalloc(2 * (size_t)n * sizeof *pend), *held = pend + n;
+  for (int k = 0; k < n; k++) {
+    pend[k] = pending(P, v, k, &want[k]);
+    held[k] = P->map[v->args[k]->id]->sh.partial;
+  }
+  int from;
+  uint32_t keep = rule_pass_partial(r, n, pend, held, summed, &from);
+  for (int k = 0; k < n && keep; k++)
+    if (from < 0 || k == from)
       want[k].partial = keep;
-    return keep;
-  }
-  for (int k = 0; k < v->nargs; k++) {
-    uint32_t pk = rule_linear(r, k) ? pending(P, v, k, &want[k]) : 0;
-    bool others_whole = true;
-    for (int j = 0; j < v->nargs && pk && others_whole; j++)
-      others_whole = j == k || !P->map[v->args[j]->id]->sh.partial;
-    if (pk && others_whole)
-      return want[k].partial = pk;
-  }
-  return 0;
+  if (pend != buf)
+    free(pend);
+  return keep;
 }
 
 /* The SPMD values of op v by its rule: the cuts it runs on (its result's
@@ -355,10 +345,8 @@ static Value *part_route(Part *P, const Value *v, const ShardRule *r) {
 /* A reshape runs on tiles where they carry its result's cuts (sharding.c's
  * groups of dimensions), else whole, then cut. */
 static Value *part_reshape(Part *P, const Value *v) {
-  const Value *a = v->args[0];
-  Sharding want = shard_reshape(P->s, &v->sh, &v->shape, &a->shape);
-  Sharding back = shard_reshape(P->s, &want, &a->shape, &v->shape);
-  if (shard_eq(&back, &v->sh, v->shape.rank)) {
+  Sharding want;
+  if (rule_reshape_tiles(P->s, v, &v->sh, &want)) {
     uint32_t keep = pending(P, v, 0, &want); /* a reshape is linear */
     want.partial = keep;
     Value *o = operand(P, v, 0, &want);

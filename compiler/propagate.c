@@ -190,7 +190,6 @@ void shard_propagate(Program *p) {
   /* what nothing reached stays replicated (its origin stays SO_NONE) */
   for (int i = 0; i < p->ntensors; i++)
     p->tensors[i].sh = p->tensors[i].value->sh;
-  shard_updates(p);
 }
 
 void shard_reset(Program *p) {

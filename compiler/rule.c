@@ -1,5 +1,6 @@
-/* rule.c — each op's sharding rule, and the three readings of it that
- * propagation, the partitioner and --auto-shard share.
+/* rule.c — each op's sharding rule, and the readings of it that
+ * propagation, the partitioner, --auto-shard, the sharded updates and
+ * --same-bits share.
  *
  * A rule (Shardy's OpShardingRule, GSPMD's hlo_sharding_util) names the
  * factors of one value's computation: the independent index ranges its
@@ -46,7 +47,18 @@
  *                  operands and local result). --auto-shard reads the
  *                  rule's factors as a root's letters, its maps for what
  *                  the root needs of each operand, and rule_forward and
- *                  rule_operand for its followers. */
+ *                  rule_operand for its followers.
+ * And the partial sums, the one statement of them every pass reads:
+ *   rule_summed_dims   an operand's dims that a summed factor indexes
+ *                      (--same-bits blocks a sum over them);
+ *   rule_pass_partial  which operands' pending sums pass through an op
+ *                      (the partitioner, and rule_partials);
+ *   rule_linear_uses   the values whose one use lets a sum stay pending;
+ *   rule_partials      per value, the axes over which it comes out a
+ *                      pending partial sum as the partitioner builds it,
+ *                      and rule_resolved_whole, those a sharding would
+ *                      make its operands resolve whole (the sharded
+ *                      updates ask both of a gradient, update.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,13 +97,18 @@ static void r_none(const Value *v, ShardRule *r) {
 
 /* every operand indexed as the result (unary, binary, select, cast, and
  * the user's annotation); negation, sums and differences are linear in
- * all operands at once, a product in each, a quotient in its dividend */
+ * all operands at once, a product in each, a quotient in its dividend;
+ * an annotation is the identity: a partial sum pending in its operand
+ * reaches it and is resolved into the annotated layout (a reduce-scatter
+ * where that cuts the sum's axes, not an all-reduce and a slice) */
 static void r_elementwise(const Value *v, ShardRule *r) {
   init(r, v->nargs);
   result_factors(r, v);
   for (int k = 0; k < v->nargs; k++)
     memcpy(r->arg[k], r->res, sizeof r->res);
-  if (v->op == OP_UNARY && v->fn == UF_NEG) {
+  if (v->op == OP_ANNOTATE) {
+    r->linear = 1, r->joint = true;
+  } else if (v->op == OP_UNARY && v->fn == UF_NEG) {
     r->linear = 1, r->joint = true;
   } else if (v->op == OP_BINARY) {
     if (v->fn == BF_ADD || v->fn == BF_SUB)
@@ -485,6 +502,47 @@ Cuts rule_layout(const ShardRule *r, const Value *v, const Sharding *res, RuleAr
   return c;
 }
 
+/* ---- partial sums ------------------------------------------------------------------------ */
+
+uint32_t rule_summed_dims(const ShardRule *r, const Value *v, int k) {
+  const int8_t *map = rule_map(r, k);
+  uint32_t m = 0;
+  for (int d = 0; d < v->args[k]->shape.rank; d++)
+    if (map[d] >= 0 && r->kind[map[d]] == FK_SUM)
+      m |= 1u << d;
+  return m;
+}
+
+uint32_t rule_pass_partial(const ShardRule *r, int n, const uint32_t *pend, const uint32_t *held, uint32_t summed,
+                           int *from) {
+  *from = -1;
+  if (r->joint) {
+    uint32_t keep = n ? pend[0] & ~summed : 0;
+    for (int k = 1; k < n && keep; k++)
+      if ((pend[k] & ~summed) != keep)
+        keep = 0;
+    return keep;
+  }
+  for (int k = 0; k < n; k++) {
+    uint32_t pk = rule_linear(r, k) ? pend[k] : 0;
+    bool others_whole = true;
+    for (int j = 0; j < n && pk && others_whole; j++)
+      others_whole = j == k || !held[j];
+    if (pk && others_whole) {
+      *from = k;
+      return pk;
+    }
+  }
+  return 0;
+}
+
+bool rule_reshape_tiles(const Program *p, const Value *v, const Sharding *sh, Sharding *want) {
+  const Value *a = v->args[0];
+  *want = shard_reshape(p, sh, &v->shape, &a->shape);
+  Sharding back = shard_reshape(p, want, &a->shape, &v->shape);
+  return shard_eq(&back, sh, v->shape.rank);
+}
+
 bool *rule_linear_uses(const Program *g) {
   IrUses uses = ir_uses(g);
   bool *lin = xcalloc((size_t)g->nvalues + 1, sizeof *lin);
@@ -501,4 +559,88 @@ bool *rule_linear_uses(const Program *g) {
   }
   ir_uses_free(&uses);
   return lin;
+}
+
+/* operand k's sharding as propagation left it */
+static const Sharding *global_sharding(void *ctx, const Value *v, int k) {
+  (void)ctx;
+  return &v->args[k]->sh;
+}
+
+/* What v's op, were v sharded sh, does with partial sums, each operand
+ * leaving left[its id] pending into it (RulePartials.left): returns the
+ * mesh axes over which its result comes out a pending partial sum, less
+ * those that cut sh (its summed factors' cuts, and the pending sums that
+ * pass through it); *whole: the pending sums its operands resolve whole
+ * (to a layout that does not cut them) over axes that cut sh, where
+ * resolving into a cut was wanted. As the partitioner does: an
+ * annotation resolves what reaches it into its layout; a reshape runs on
+ * tiles where they carry sh, else whole. */
+static uint32_t partial_at(const Program *g, const Value *v, const Sharding *sh, const uint32_t *left,
+                           uint32_t *whole) {
+  uint32_t cut = shard_all_axes(sh, v->shape.rank);
+  *whole = 0;
+  if (ir_op(v->op)->cls == OC_ANNOTATION)
+    return left[v->args[0]->id] & ~cut;
+  ShardRule r;
+  shard_rule(v, &r);
+  if (r.reshape) {
+    Sharding want;
+    uint32_t held = left[v->args[0]->id];
+    if (rule_reshape_tiles(g, v, sh, &want))
+      return held & ~shard_all_axes(&want, v->args[0]->shape.rank) & ~cut;
+    *whole = held & cut;
+    return 0;
+  }
+  if (r.route)
+    return 0;
+  Cuts c = rule_layout(&r, v, sh, global_sharding, NULL, false);
+  uint32_t summed = rule_cut_axes(&r, &c, FK_SUM);
+  int n = v->nargs, m = n <= 8 ? 8 : n;
+  uint32_t buf[24] = {0}, *pend = n <= 8 ? buf : xmalloc(3 * (size_t)m * sizeof *pend);
+  uint32_t *held = pend + m, *wcut = held + m; /* all operand k has pending; the axes its layout cuts */
+  for (int k = 0; k < n; k++) {
+    const Value *a = v->args[k];
+    Sharding w = rule_apply(&r, rule_map(&r, k), a->shape.rank, &c);
+    wcut[k] = shard_all_axes(&w, a->shape.rank);
+    held[k] = left[a->id];
+    pend[k] = held[k] & ~wcut[k] & ~cut;
+  }
+  int from;
+  uint32_t passed = rule_pass_partial(&r, n, pend, held, summed, &from);
+  for (int k = 0; k < n; k++) /* what does not pass is resolved at the operand, into its layout */
+    *whole |= held[k] & ~(from < 0 || from == k ? passed : 0) & ~wcut[k] & cut;
+  if (pend != buf)
+    free(pend);
+  return (summed | passed) & ~cut;
+}
+
+RulePartials rule_partials(const Program *g) {
+  bool *lin = rule_linear_uses(g);
+  size_t n = (size_t)g->nvalues + 1;
+  RulePartials pp = {xcalloc(n, sizeof *pp.made), xcalloc(n, sizeof *pp.left)};
+  for (int i = 0; i < g->nvalues; i++) {
+    const Value *v = g->values[i];
+    if (!v->nargs || (ir_op(v->op)->flags & OF_SPMD))
+      continue;
+    uint32_t whole;
+    pp.made[i] = partial_at(g, v, &v->sh, pp.left, &whole);
+    /* an annotation's result is never pending: what reached it is resolved into its layout */
+    pp.left[i] = lin[i] && ir_op(v->op)->cls != OC_ANNOTATION ? pp.made[i] : 0;
+  }
+  free(lin);
+  return pp;
+}
+
+void rule_partials_free(RulePartials *pp) {
+  free(pp->made);
+  free(pp->left);
+  pp->made = pp->left = NULL;
+}
+
+uint32_t rule_resolved_whole(const Program *g, const Value *v, const Sharding *sh, const RulePartials *pp) {
+  uint32_t whole = 0;
+  if (v->nargs && !(ir_op(v->op)->flags & OF_SPMD))
+    partial_at(g, v, sh, pp->left, &whole);
+  return whole;
 }

@@ -2,12 +2,15 @@
  * devices is added in an order fixed by the program, never by the mesh,
  * so that a program computes the same bits on every mesh it allows.
  *
- * Which sums: a product (einsum, a moe product's fill counts included)
- * over a letter, a sum (reduce) over a dimension, or a scatter-add over
- * indices, that a mesh axis splits in an operand (propagation's shardings
- * name the axes whatever their size, so the one-device program names
- * them too). Such a dimension of extent n is cut into V fixed blocks of
- * n / V, V the largest divisor of n not above the option's bound (12
+ * Which sums: those the sharding rules say sum (rule.c: a value whose
+ * rule has summed factors, and the operand dims they index,
+ * rule_summed_dims): a product (a contraction, a moe product's fill
+ * counts included) over a letter, a sum over a dimension, or a
+ * scatter-add (its summed factors indexed by indices) over indices, that
+ * a mesh axis splits in an operand (propagation's shardings name the axes
+ * whatever their size, so the one-device program names them too). Such
+ * a dimension of extent n is cut into V fixed blocks of n / V, V the
+ * largest divisor of n not above the option's bound (12
  * unless --same-bits=N): the product or sum runs once per block, on the
  * same shapes on every mesh (each block is a batch of a batched product,
  * or a kept dimension of a reduction), which leaves one partial result a
@@ -99,9 +102,28 @@ static Shape split_shape(const Shape *s, int d, int64_t v) {
   return r;
 }
 
-/* What a blocked sum of op is called: "product", "sum" or "scatter-add" (SameNote.kind). */
-static const char *samebits_kind(Op op) {
-  return op == OP_EINSUM ? "product" : op == OP_SCATTER_ADD ? "scatter-add" : "sum";
+/* The kinds of sum, by their rule (rule.c), and what each is called (SameNote.kind). */
+typedef enum SumKind { SK_NONE, SK_PRODUCT, SK_SCATTER, SK_SUM } SumKind;
+static const char *const sum_names[] = {"", "product", "scatter-add", "sum"};
+
+/* What v sums by its rule r: nothing, a contraction (a product), factors
+ * an index operand indexes (a scatter-add), or its operand's dims (a sum). */
+static SumKind sum_kind(const ShardRule *r, const Value *v) {
+  if (!(rule_kinds(r) & (1u << FK_SUM)))
+    return SK_NONE;
+  if (r->contraction)
+    return SK_PRODUCT;
+  for (int k = 0; k < v->nargs; k++)
+    if (rule_role(r, k) == AR_INDEX && rule_summed_dims(r, v, k))
+      return SK_SCATTER;
+  return SK_SUM;
+}
+
+/* What the sum v is called. */
+static const char *sum_name(const Value *v) {
+  ShardRule r;
+  shard_rule(v, &r);
+  return sum_names[sum_kind(&r, v)];
 }
 
 /* Whether a dimension of n in v blocks, split dev ways, gives each device
@@ -136,7 +158,7 @@ static void refuse(SameBits *S, const Value *at, const char *note, const char *f
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  diag_error(at->span, "--same-bits: this %s%s %s", samebits_kind(at->op), of_pass(S->dst->arena, at), msg);
+  diag_error(at->span, "--same-bits: this %s%s %s", sum_name(at), of_pass(S->dst->arena, at), msg);
   if (note)
     diag_note(at->span, "%s", note);
   ir_note_calls(S->g, at);
@@ -163,7 +185,7 @@ static int64_t dim_blocks(SameBits *S, const Value *at, const Sharding *sh, int 
       SameNote *m = &S->notes[S->nnotes++];
       m->span = at->span;
       m->site = at->site;
-      m->kind = samebits_kind(at->op);
+      m->kind = sum_name(at);
       m->pass = at->pass;
       m->n = n;
       m->blocks = v;
@@ -187,9 +209,13 @@ static int64_t dim_blocks(SameBits *S, const Value *at, const Sharding *sh, int 
   return 0;
 }
 
+#define PARTIALS_WHY "the blocks' partials, added in block order (--same-bits)"
+
 /* The value that stands for v: the partials of its blocks (batched), made
- * whole along the block dims and added in block order. */
-static Value *finish(SameBits *S, Program *dst, const Value *v, Value *part, int nblock) {
+ * whole along the block dims and added in block order; why: what the
+ * collectives that make them whole say (a partial sum still pending in
+ * them is completed there too). */
+static Value *finish(SameBits *S, Program *dst, const Value *v, Value *part, int nblock, const char *why) {
   Build at = build_at(dst, v->pass, v->site, v->region);
   /* whole along the block dims (leading), each other dim as v */
   Sharding whole = {0};
@@ -199,13 +225,9 @@ static Value *finish(SameBits *S, Program *dst, const Value *v, Value *part, int
   }
   Value *w = ir_annotate(&at, part, &whole, v->span);
   w->site = v->site;
-  w->why = "the blocks' partials, added in block order (--same-bits)";
+  w->why = why;
   Value *r = ir_reduce(&at, RF_SUM, w, (1u << nblock) - 1, v->span);
-  r->site = v->site;
-  r->name = v->name;
-  r->sh = v->sh;
-  r->sh_origin = v->sh_origin;
-  r->sh_from = v->sh_from;
+  ir_inherit(r, v);
   return r;
 }
 
@@ -261,7 +283,7 @@ static char unused_letter(const EinsumSpec *e) {
   return 0;
 }
 
-static Value *block_einsum(SameBits *S, Program *dst, const Value *v, Value **map) {
+static Value *block_einsum(SameBits *S, Program *dst, const Value *v, const ShardRule *rule, Value **map) {
   const EinsumSpec *e = &v->ein;
   if (e->nin < 1 || e->nin > 2)
     return NULL;
@@ -275,7 +297,7 @@ static Value *block_einsum(SameBits *S, Program *dst, const Value *v, Value **ma
   for (int j = 0; j < e->nin; j++)
     for (int d = 0; e->in[j][d]; d++) {
       char l = e->in[j][d];
-      if (strchr(e->out, l) || !v->args[j]->sh.naxes[d] || strchr(out, l))
+      if (!(rule_summed_dims(rule, v, j) & (1u << d)) || !v->args[j]->sh.naxes[d] || strchr(out, l))
         continue; /* kept, not split here, or seen */
       int64_t nb = dim_blocks(S, v, &v->args[j]->sh, d, v->args[j]->shape.d[d]);
       if (!nb)
@@ -374,13 +396,12 @@ static Value *block_einsum(SameBits *S, Program *dst, const Value *v, Value **ma
   p->sh = partial_sharding(v, &blocks, nblock);
   p->sh_origin = SO_PROPAGATED;
   p->sh_from = ops[0];
-  return finish(S, dst, v, p, nblock);
+  return finish(S, dst, v, p, nblock, PARTIALS_WHY);
 }
 
-static Value *block_reduce(SameBits *S, Program *dst, const Value *v, Value **map) {
-  if (v->fn != RF_SUM)
-    return NULL;
+static Value *block_reduce(SameBits *S, Program *dst, const Value *v, const ShardRule *rule, Value **map) {
   const Value *a = v->args[0];
+  uint32_t summed = rule_summed_dims(rule, v, 0);
   Value *x = map[a->id];
   uint32_t mask = 0;
   int nblock = 0, shift = 0;
@@ -388,9 +409,8 @@ static Value *block_reduce(SameBits *S, Program *dst, const Value *v, Value **ma
   int bdim[GSL_MAX_RANK]; /* x's (cut) dims that are blocks */
   for (int d = 0; d < a->shape.rank; d++) {
     int xd = d + shift;
-    if (!(v->rmask & (1u << d))) {
+    if (!(summed & (1u << d)))
       continue;
-    }
     mask |= 1u << xd;
     if (!a->sh.naxes[d])
       continue;
@@ -450,7 +470,7 @@ static Value *block_reduce(SameBits *S, Program *dst, const Value *v, Value **ma
     p->sh = psh;
   }
   p->sh_origin = SO_PROPAGATED;
-  return finish(S, dst, v, p, nblock);
+  return finish(S, dst, v, p, nblock, PARTIALS_WHY);
 }
 
 /* A scatter-add whose indices a mesh axis splits: each block of indices
@@ -458,8 +478,9 @@ static Value *block_reduce(SameBits *S, Program *dst, const Value *v, Value **ma
  * the table's rows), the tables of the blocks are brought together whole
  * (where a device holds a block, the others hold zeros: an exact sum) and
  * added in block order. */
-static Value *block_scatter(SameBits *S, Program *dst, const Value *v, Value **map) {
+static Value *block_scatter(SameBits *S, Program *dst, const Value *v, const ShardRule *rule, Value **map) {
   const Value *src = v->args[0], *idx = v->args[1];
+  uint32_t summed = rule_summed_dims(rule, v, 1);
   Value *x = map[src->id], *ix = map[idx->id];
   int64_t rows = v->shape.d[0], nblocks = 1;
   Build at = build_at(dst, v->pass, v->site, v->region);
@@ -467,7 +488,7 @@ static Value *block_scatter(SameBits *S, Program *dst, const Value *v, Value **m
   int shift = 0, bd[GSL_MAX_RANK], nb = 0;
   int64_t ub[GSL_MAX_RANK];
   for (int d = 0; d < idx->shape.rank; d++) {
-    if (!idx->sh.naxes[d])
+    if (!(summed & (1u << d)) || !idx->sh.naxes[d])
       continue;
     int64_t u = dim_blocks(S, v, &idx->sh, d, idx->shape.d[d]);
     if (!u)
@@ -521,24 +542,27 @@ static Value *block_scatter(SameBits *S, Program *dst, const Value *v, Value **m
     ps.d[nb + i] = v->shape.d[i];
   Value *p = ir_reshape(&at, sc, ps, v->span);
   p->site = v->site;
-  p->why = sc->why; /* where the partial sum is completed, after the reshape */
+  p->why = sc->why; /* where the partial sum is completed if the reshape runs whole, else at finish's annotation */
   Sharding none = {0};
   p->sh = partial_sharding(v, &none, nb);
   p->sh_origin = SO_PROPAGATED;
-  return finish(S, dst, v, p, nb);
+  return finish(S, dst, v, p, nb, sc->why); /* its tables' rows, each filled on one device */
 }
+
+/* Each kind of sum cut into blocks (NULL: none, or not cut). */
+typedef Value *BlockFn(SameBits *S, Program *dst, const Value *v, const ShardRule *rule, Value **map);
+static BlockFn *const blockers[] = {NULL, block_einsum, block_scatter, block_reduce}; /* by SumKind */
 
 static Value *samebits_rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
   SameBits *S = ctx;
   S->dst = dst;
   Value *r = NULL;
   if (!S->failed && dtype_is_float(v->dtype)) { /* an integer sum is exact in any order */
-    if (v->op == OP_EINSUM)
-      r = block_einsum(S, dst, v, map);
-    else if (v->op == OP_REDUCE)
-      r = block_reduce(S, dst, v, map);
-    else if (v->op == OP_SCATTER_ADD)
-      r = block_scatter(S, dst, v, map);
+    ShardRule rule;
+    shard_rule(v, &rule);
+    BlockFn *block = blockers[sum_kind(&rule, v)];
+    if (block)
+      r = block(S, dst, v, &rule, map);
   }
   if (!r) {
     Value *stack[16], **args = v->nargs <= 16 ? stack : xmalloc(sizeof *args * (size_t)v->nargs);
@@ -555,7 +579,7 @@ static Value *samebits_rewrite(void *ctx, Program *dst, const Value *v, Value **
 Program *samebits_block(const Program *g, int bound) {
   SameBits S = {bound, g, NULL, false, xcalloc((size_t)g->nvalues + 1, sizeof(Value *)), NULL, 0, 0};
   Program *r = ir_rewrite(g, false, samebits_rewrite, &S);
-  /* the shardings' sources, and the moe blocks' notes, in r (g may be freed) */
+  /* the shardings' sources in r (g may be freed) */
   for (int i = 0; i < r->nvalues; i++) {
     Value *v = r->values[i];
     const Value *f = v->sh_from;
@@ -567,13 +591,6 @@ Program *samebits_block(const Program *g, int bound) {
       v->sh_origin = SO_NONE;
   }
   free(S.remap);
-  r->nmoe = g->nmoe;
-  r->moe = g->nmoe ? arena_alloc(r->arena, sizeof *r->moe * (size_t)g->nmoe) : NULL;
-  for (int i = 0; i < g->nmoe; i++) {
-    r->moe[i] = g->moe[i];
-    if (g->moe[i].why)
-      r->moe[i].why = arena_printf(r->arena, "%s", g->moe[i].why);
-  }
   r->same_bits = bound;
   r->nsame = S.nnotes;
   r->same = S.nnotes ? arena_alloc(r->arena, sizeof *r->same * (size_t)S.nnotes) : NULL;

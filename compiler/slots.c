@@ -288,8 +288,7 @@ static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
   args[v->nargs] = B->fills;
   Build at = build_at(dst, v->pass, v->site, v->region); /* where v was built */
   Value *c = ir_add(&at, OP_EINSUM, v->dtype, v->shape, v->span, v->nargs + 1, args);
-  c->site = v->site;
-  c->name = v->name;
+  ir_inherit(c, v);
   c->attr = v->attr;
   c->ein.fill[0] = l[0];
   c->ein.fill[1] = l[1];

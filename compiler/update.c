@@ -23,59 +23,20 @@
  * bytes of state it saves. Each decision is written into the param's
  * Tensor.update_note for --explain.
  *
- * Which axes a gradient is partial over is read from the global IR as the
- * partitioner will make it: a contraction or sum over a cut dim leaves a
- * partial sum over its axes, and linear ops pass one through. */
+ * Which axes a gradient is partial over is the sharding rules' reading
+ * (rule_partials), the one the partitioner builds by: a contraction or
+ * sum over a cut dim leaves a partial sum over its axes, and the ops its
+ * rule calls linear pass one through (a concat of a stacked param's
+ * layers, a product with a whole value, a sharding annotation). A dim is
+ * cut only where the gradient's op resolves that sum into the cut
+ * (rule_resolved_whole): not a concat's axis, whose operands would be
+ * summed whole and the result sliced, which the cost above does not
+ * price. The driver runs this pass after propagation. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "gslc.h"
 
 #define UPDATE_MIN_BYTES 65536 /* per device: a smaller param keeps its one all-reduce */
-
-/* The mesh axes over which v's value comes out as a pending partial sum
- * (its producer's reduced or contracted cuts, passed through linear ops),
- * less those cutting v itself. */
-static uint32_t partial_axes(const Value *v, int depth) {
-  uint32_t m = 0;
-  if (depth > 64)
-    return 0;
-  switch (v->op) {
-  case OP_EINSUM:
-    for (int k = 0; k < v->ein.nin; k++)
-      for (int i = 0; v->ein.in[k][i]; i++)
-        if (!strchr(v->ein.out, v->ein.in[k][i]))
-          m |= shard_dim_axes(&v->args[k]->sh, i);
-    break;
-  case OP_REDUCE:
-    if (v->fn == RF_SUM) {
-      for (int i = 0; i < v->args[0]->shape.rank; i++)
-        if (v->rmask & (1u << i))
-          m |= shard_dim_axes(&v->args[0]->sh, i);
-      m |= partial_axes(v->args[0], depth + 1);
-    }
-    break;
-  case OP_SCATTER_ADD:
-    for (int i = 0; i < v->args[1]->shape.rank; i++)
-      m |= shard_dim_axes(&v->args[1]->sh, i);
-    break;
-  case OP_RESHAPE:
-  case OP_TRANSPOSE:
-  case OP_ANNOTATE:
-    m = partial_axes(v->args[0], depth + 1);
-    break;
-  case OP_UNARY:
-    m = v->fn == UF_NEG ? partial_axes(v->args[0], depth + 1) : 0;
-    break;
-  case OP_BINARY:
-    if (v->fn == BF_ADD || v->fn == BF_SUB)
-      m = partial_axes(v->args[0], depth + 1) & partial_axes(v->args[1], depth + 1);
-    break;
-  default:
-    break;
-  }
-  return m & ~shard_all_axes(&v->sh, v->shape.rank);
-}
 
 static const char *axes_str(Arena *a, const Program *p, uint32_t axes) {
   const char *s = "";
@@ -133,6 +94,7 @@ static void shard_update(Program *p, int ti, const Sharding *sh) {
 void shard_updates(Program *p) {
   if (!p->mesh.naxes)
     return;
+  RulePartials pp = rule_partials(p);
   for (int ti = 0; ti < p->ntensors; ti++) {
     Tensor *t = &p->tensors[ti];
     if (t->kind != TK_PARAM || !t->grad)
@@ -140,7 +102,7 @@ void shard_updates(Program *p) {
     const Value *pv = t->value, *g = t->grad;
     int rank = t->shape.rank;
     uint32_t whole = ~shard_all_axes(&pv->sh, rank) & ((1u << p->mesh.naxes) - 1);
-    uint32_t z = partial_axes(g, 0) & whole;
+    uint32_t z = pp.made[g->id] & whole;
     Arena *a = p->arena;
     if (!z) {
       t->update_note = "whole: its gradient is no partial sum over an axis it is whole on";
@@ -153,17 +115,23 @@ void shard_updates(Program *p) {
         axes[nz++] = (uint8_t)i;
     int64_t n = shard_group_size(p, axes, nz);
     /* the cut: the dim, of those the devices of z divide (after its own
-     * cuts), whose sharded update moves the fewest bytes */
+     * cuts) and the gradient's op resolves its sum into (not a concat's
+     * axis: its operands would be summed whole, then sliced), whose
+     * sharded update moves the fewest bytes */
     Sharding gs = g->sh, cut = pv->sh;
     gs.partial = z;
     int64_t plain = shard_reshard_bytes(p, &t->shape, t->dtype, &gs, &pv->sh), sharded = -1;
-    int dim = -1;
+    int dim = -1, unresolved = 0;
     for (int d = 0; d < rank; d++) {
       if (t->shape.d[d] % (shard_shards(p, &pv->sh, d) * n) != 0)
         continue;
       Sharding c = pv->sh;
       for (int k = 0; k < nz; k++)
         c.axes[d][c.naxes[d]++] = axes[k];
+      if (rule_resolved_whole(p, g, &c, &pp) & z) {
+        unresolved++;
+        continue;
+      }
       int64_t b = shard_reshard_bytes(p, &t->shape, t->dtype, &gs, &c) +
                   shard_reshard_bytes(p, &t->shape, t->dtype, &c, &pv->sh);
       if (dim < 0 || b < sharded) {
@@ -173,8 +141,14 @@ void shard_updates(Program *p) {
       }
     }
     if (dim < 0) {
-      t->update_note = arena_printf(a, "whole: no dimension divides by the %lld devices of %s; one all-reduce",
-                                    (long long)n, axes_str(a, p, z));
+      if (unresolved)
+        t->update_note = arena_printf(a,
+                                      "whole: its gradient's partial sums over %s are summed whole before any "
+                                      "dimension the %lld devices divide would be cut; one all-reduce",
+                                      axes_str(a, p, z), (long long)n);
+      else
+        t->update_note = arena_printf(a, "whole: no dimension divides by the %lld devices of %s; one all-reduce",
+                                      (long long)n, axes_str(a, p, z));
       continue;
     }
     int64_t local = 4 * shape_elems(&t->shape);
@@ -197,4 +171,5 @@ void shard_updates(Program *p) {
            "device, the new param all-gathered; %lld bytes, the all-reduce's %lld",
         axes_str(a, p, z), dim, (long long)n, (long long)sharded, (long long)plain);
   }
+  rule_partials_free(&pp);
 }

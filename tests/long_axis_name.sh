@@ -38,7 +38,7 @@ grep -qF "all_to_all      over ($A) dim 0 -> 1:" "$work/explain" ||
   fatal "--explain lacks the all-to-all over the first axis, named whole"
 grep -qF "all_reduce      over ($A):" "$work/explain" ||
   fatal "--explain lacks the all-reduce over the first axis, named whole"
-grep -qF "gives [_, _] partial($A), its sharding is [_, _]" "$work/explain" ||
+grep -qF "is [_, _] partial($A), needs [_, _]" "$work/explain" ||
   fatal "--explain lacks the partial sum's reason, named whole"
 grep -qF "# long.gsl on mesh [$A = 2, $B = 2]: 4 devices" "$work/explain" || fatal "--explain lacks the mesh, named whole"
 

@@ -44,5 +44,36 @@ for d in 1 2; do
     awk '{ d = $1 - 0.8; if (d < 0) d = -d; if (d > 1e-6) bad++ } END { if (NR != 16384 || bad) { print NR " values, " bad+0 " not 0.8"; exit 1 } }' ||
     fail "w after two steps on $d devices is not 0.8 everywhere"
 done
-[ $status -eq 0 ] && pass "zero_update (w sharded over d, states $s1 -> $s2 bytes, w = 0.8 on 1 and 2 devices)"
+# A stacked param, each layer its slice (as examples/lm.gsl's): its
+# gradient is a concat of the layers' partial sums, which pass through the
+# concat (its rule is linear, rule.c), so its update is sharded too; cut
+# along dim 1, each layer's sum is reduce-scattered, never all-reduced
+# whole (as it would be cut along the concat's own axis, dim 0, and then
+# sliced). The numbers as w's: 0.8 everywhere after two steps.
+cat >"$work/s.gsl" <<'EOF'
+const D = 2
+mesh [d = D]
+param s: f32[2, 128, 128] replicate() = ones()
+input x: f32[8, 128] split(0) = ones()
+train sum(x @ s[0]) + sum(x @ s[1]) with adam(lr = 0.1)
+output s
+EOF
+"$GSLC" --explain "$work/s.gsl" >"$work/sexplain" || fatal "--explain of the stacked param"
+grep -q '^s  *f32\[2, 128, 128\] *sharded over (d) on dim 1 (ZeRO-1)' "$work/sexplain" ||
+  { cat "$work/sexplain"; fail "the stacked s's update is not sharded over d on dim 1"; }
+[ "$(grep -c '^reduce_scatter  over (d) dim 1: f32\[1, 128, 128\]' "$work/sexplain")" -eq 2 ] ||
+  fail "each layer's gradient of s is not reduce-scattered"
+grep -q '^all_reduce .*f32\[[12], 128, 128\]' "$work/sexplain" &&
+  fail "s's gradient is all-reduced"
+for d in 1 2; do
+  "$GSLC" -D D=$d "$work/s.gsl" -o "$work/s$d" || { fail "compile the stacked param, D=$d"; continue; }
+  (cd "$work" && timeout 300 $MPIEXEC -n $d ./s$d --steps 2 --quiet --output s=s$d.npy) ||
+    { fail "run the stacked param on $d devices"; continue; }
+  "$NPYTOOL" print "$work/s$d.npy" | sed 1d |
+    awk '{ d = $1 - 0.8; if (d < 0) d = -d; if (d > 1e-6) bad++ }
+      END { if (NR != 32768 || bad) { print NR " values, " bad+0 " not 0.8"; exit 1 } }' ||
+    fail "s after two steps on $d devices is not 0.8 everywhere"
+done
+[ $status -eq 0 ] &&
+  pass "zero_update (w sharded over d, states $s1 -> $s2 bytes, w = 0.8 on 1 and 2 devices; s on dim 1)"
 exit $status

@@ -313,7 +313,8 @@ static Value *swap_exp_for_log(void *ctx, Program *dst, const Value *v, Value **
 }
 
 /* The rewriter copies every value with all its attributes, and lets the
- * callback replace any of them. */
+ * callback replace any of them; the program's notes come along, their
+ * text its own (the source may be freed first). */
 static void test_rewrite(void) {
   Program *p = ir_new("t.gsl");
   Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
@@ -321,7 +322,22 @@ static void test_rewrite(void) {
   Value *c = ir_cumsum(&bd, x, 1, true, nospan2);
   Value *e = ir_unary(&bd, UF_EXP, c, nospan2);
   add_output(p, "e", e);
+  p->nmoe = 1;
+  p->moe = arena_alloc(p->arena, sizeof *p->moe);
+  p->moe[0].e = 8;
+  p->moe[0].why = arena_strdup(p->arena, "a cumsum mixes slots");
+  p->nsame = 1;
+  p->same = arena_alloc(p->arena, sizeof *p->same);
+  p->same[0].kind = "sum";
+  p->same[0].fits = arena_strdup(p->arena, "1, 2, 4");
   Program *q = ir_rewrite(p, false, swap_exp_for_log, NULL);
+  CU_ASSERT_EQUAL_FATAL(q->nmoe, 1);
+  CU_ASSERT_EQUAL(q->moe[0].e, 8);
+  CU_ASSERT_STRING_EQUAL(q->moe[0].why, "a cumsum mixes slots");
+  CU_ASSERT_PTR_NOT_EQUAL(q->moe[0].why, p->moe[0].why);
+  CU_ASSERT_EQUAL_FATAL(q->nsame, 1);
+  CU_ASSERT_STRING_EQUAL(q->same[0].fits, "1, 2, 4");
+  CU_ASSERT_PTR_NOT_EQUAL(q->same[0].fits, p->same[0].fits);
   CU_ASSERT_EQUAL_FATAL(q->nvalues, 3);
   CU_ASSERT_EQUAL(q->values[1]->op, OP_CUMSUM);
   CU_ASSERT_EQUAL(q->values[1]->axis, 1);

@@ -288,10 +288,80 @@ static void test_reduce_elementwise(void) {
   ir_free(p);
 }
 
+/* The partial sums, on a program [a = 2, b = 4] built by ir_add:
+ *   x[8, 16] {[_, a]}, w[16, 4] {[a, _]}
+ *   e1, e2 = einsum ij,jk->ik x, w   [8, 4] whole: j cut by a, a partial sum over a
+ *   c = concat e1, e2 along 0       [16, 4] whole: linear in both, each its one use
+ *   y = annotate c {[_, _]}         the sum reaches the annotation, resolved there
+ * and the readings of the single ops: which dims are summed, what passes. */
+static void test_partials(void) {
+  Program *p = mesh_a2b4();
+  Build bd = build_at(p, PASS_FORWARD, (Span){0}, 0);
+  Value *x = ir_add(&bd, OP_INPUT, DT_F32, (Shape){2, {8, 16}}, (Span){0}, 0, NULL);
+  Value *w = ir_add(&bd, OP_PARAM, DT_F32, (Shape){2, {16, 4}}, (Span){0}, 0, NULL);
+  x->sh = cuts(2, -1, A), w->sh = cuts(2, A, -1);
+  Value *e[2];
+  char err[128];
+  for (int i = 0; i < 2; i++) {
+    e[i] = ir_add(&bd, OP_EINSUM, DT_F32, (Shape){2, {8, 4}}, (Span){0}, 2, (Value *[]){x, w});
+    CU_ASSERT_TRUE_FATAL(ein_parse("ij,jk->ik", 2, &e[i]->ein, err, sizeof err));
+  }
+  Value *c = ir_add(&bd, OP_CONCAT, DT_F32, (Shape){2, {16, 4}}, (Span){0}, 2, e);
+  c->axis = 0;
+  Value *y = ir_add(&bd, OP_ANNOTATE, DT_F32, c->shape, (Span){0}, 1, &c);
+
+  ShardRule r;
+  shard_rule(e[0], &r); /* j: dim 1 of x, dim 0 of w */
+  CU_ASSERT_EQUAL(rule_summed_dims(&r, e[0], 0), 2u);
+  CU_ASSERT_EQUAL(rule_summed_dims(&r, e[0], 1), 1u);
+  shard_rule(y, &r);
+  CU_ASSERT_TRUE(rule_linear(&r, 0));
+
+  RulePartials pp = rule_partials(p);
+  CU_ASSERT_EQUAL(pp.made[e[0]->id], 1u << A);
+  CU_ASSERT_EQUAL(pp.left[e[0]->id], 1u << A);
+  CU_ASSERT_EQUAL(pp.made[c->id], 1u << A); /* both pending alike: it passes */
+  CU_ASSERT_EQUAL(pp.left[c->id], 1u << A);
+  CU_ASSERT_EQUAL(pp.made[y->id], 1u << A);
+  CU_ASSERT_EQUAL(pp.left[y->id], 0u); /* an annotation leaves nothing pending */
+  /* c cut along its axis over a: its operands summed whole first; cut
+   * along dim 1, each is resolved into its own cut */
+  Sharding rows = cuts(2, A, -1), cols = cuts(2, -1, A);
+  CU_ASSERT_EQUAL(rule_resolved_whole(p, c, &rows, &pp), 1u << A);
+  CU_ASSERT_EQUAL(rule_resolved_whole(p, c, &cols, &pp), 0u);
+  rule_partials_free(&pp);
+
+  /* a second use of e1: its sum is resolved where it is made, so c has
+   * only e2's pending and a sum of them passes none */
+  Value *u = ir_add(&bd, OP_UNARY, DT_F32, e[0]->shape, (Span){0}, 1, &e[0]);
+  u->fn = UF_NEG;
+  pp = rule_partials(p);
+  CU_ASSERT_EQUAL(pp.left[e[0]->id], 0u);
+  CU_ASSERT_EQUAL(pp.made[c->id], 0u);
+  rule_partials_free(&pp);
+
+  /* a product passes one operand's sum where the other holds none */
+  Value *m = ir_add(&bd, OP_BINARY, DT_F32, (Shape){2, {8, 4}}, (Span){0}, 2, (Value *[]){e[1], u});
+  m->fn = BF_MUL;
+  shard_rule(m, &r);
+  int from;
+  CU_ASSERT_EQUAL(rule_pass_partial(&r, 2, (uint32_t[]){1u << B, 0}, (uint32_t[]){1u << B, 0}, 0, &from), 1u << B);
+  CU_ASSERT_EQUAL(from, 0);
+  CU_ASSERT_EQUAL(rule_pass_partial(&r, 2, (uint32_t[]){1u << B, 0}, (uint32_t[]){1u << B, 1u << A}, 0, &from), 0u);
+  m->fn = BF_ADD; /* a sum passes what all its operands have pending alike */
+  shard_rule(m, &r);
+  CU_ASSERT_EQUAL(rule_pass_partial(&r, 2, (uint32_t[]){1u << B, 1u << B}, (uint32_t[]){1u << B, 1u << B}, 0, &from),
+                  1u << B);
+  CU_ASSERT_EQUAL(from, -1);
+  CU_ASSERT_EQUAL(rule_pass_partial(&r, 2, (uint32_t[]){1u << B, 0}, (uint32_t[]){1u << B, 0}, 0, &from), 0u);
+  ir_free(p);
+}
+
 void add_rule_tests(void) {
   CU_pSuite s = tests_suite("rule");
   tests_add(s, "an einsum's rule and its readings", test_einsum);
   tests_add(s, "a gather's rule", test_gather);
   tests_add(s, "the routing ops' rules", test_routing);
   tests_add(s, "reduce and elementwise rules", test_reduce_elementwise);
+  tests_add(s, "the partial sums: summed dims, what passes, each value's", test_partials);
 }
