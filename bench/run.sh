@@ -738,10 +738,7 @@ for f, g in ((sys.argv[1], $G), (sys.argv[2], 2 * $G)):
   done
 
   # the median ms/step of KEY at SIZE
-  mt_median() {  # SIZE KEY
-    awk -v s=$1 -v k=$2 '$1 == s && $2 == k { print $3 }' "$tmp/mttimes" | sort -n |
-      awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
-  }
+  mt_median() { med "$tmp/mttimes" "$1" "$2"; }  # SIZE KEY
   echo
   tv=$($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)
   echo "PyTorch ${tv:-(not run)}; FLOP a step: the forward's gate, teacher and expert GEMMs (all E*G*C" \

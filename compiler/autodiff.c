@@ -516,7 +516,7 @@ static void d_einsum(AD *a, const Value *v, Value *g) {
   for (int k = 0; k < 2; k++) {
     if (!diff_slot(v, k) || !is_active(a, v->args[k]))
       continue;
-    EinsumSpec z = {2, {{0}}, {0}, {0}, 0};
+    EinsumSpec z = {.nin = 2};
     strcpy(z.in[0], e->out);
     strcpy(z.in[1], e->in[1 - k]);
     strcpy(z.out, e->in[k]);

@@ -112,7 +112,7 @@ Value *sema_matmul(Sema *s, Value *a, Value *b, Span sp) {
   if (!sema_check_shape(s, &out, a->dtype, "'@'", sp))
     return NULL;
   Value *ops[2] = {ir_reshape(&s->b, a, sa, sp), ir_reshape(&s->b, b, sb, sp)};
-  EinsumSpec e = {2, {{0}, {0}}, {0}, {0}, 0};
+  EinsumSpec e = {.nin = 2};
   strcpy(e.in[0], la);
   strcpy(e.in[1], lb);
   strcpy(e.out, lo);

@@ -36,14 +36,20 @@ s1=$(states 1); s2=$(states 2)
 [ "$s1" -eq $((2 * 65536 + 2 * 512 + 4)) ] && [ "$s2" -eq $((65536 + 2 * 512 + 4)) ] ||
   fail "optimizer states $s1 bytes per device on 1 device, $s2 on 2"
 
-for d in 1 2; do
-  "$GSLC" -D D=$d "$work/z.gsl" -o "$work/z$d" || { fail "compile D=$d"; continue; }
-  (cd "$work" && timeout 300 $MPIEXEC -n $d ./z$d --steps 2 --quiet --output w=w$d.npy) ||
-    { fail "run on $d devices"; continue; }
-  "$NPYTOOL" print "$work/w$d.npy" | sed 1d |
-    awk '{ d = $1 - 0.8; if (d < 0) d = -d; if (d > 1e-6) bad++ } END { if (NR != 16384 || bad) { print NR " values, " bad+0 " not 0.8"; exit 1 } }' ||
-    fail "w after two steps on $d devices is not 0.8 everywhere"
-done
+# Param NAME of program FILE.gsl after two steps on 1 and 2 devices: all
+# N of its values 0.8
+all_08() {  # FILE NAME N
+  for d in 1 2; do
+    "$GSLC" -D D=$d "$work/$1.gsl" -o "$work/$1$d" || { fail "compile $1.gsl, D=$d"; continue; }
+    (cd "$work" && timeout 300 $MPIEXEC -n $d ./$1$d --steps 2 --quiet --output $2=$2$d.npy) ||
+      { fail "run $1.gsl on $d devices"; continue; }
+    "$NPYTOOL" print "$work/$2$d.npy" | sed 1d |
+      awk -v n="$3" '{ d = $1 - 0.8; if (d < 0) d = -d; if (d > 1e-6) bad++ }
+        END { if (NR != n || bad) { print NR " values, " bad+0 " not 0.8"; exit 1 } }' ||
+      fail "$2 after two steps on $d devices is not 0.8 everywhere"
+  done
+}
+all_08 z w 16384
 # A stacked param, each layer its slice (as examples/lm.gsl's): its
 # gradient is a concat of the layers' partial sums, which pass through the
 # concat (its rule is linear, rule.c), so its update is sharded too; cut
@@ -65,15 +71,7 @@ grep -q '^s  *f32\[2, 128, 128\] *sharded over (d) on dim 1 (ZeRO-1)' "$work/sex
   fail "each layer's gradient of s is not reduce-scattered"
 grep -q '^all_reduce .*f32\[[12], 128, 128\]' "$work/sexplain" &&
   fail "s's gradient is all-reduced"
-for d in 1 2; do
-  "$GSLC" -D D=$d "$work/s.gsl" -o "$work/s$d" || { fail "compile the stacked param, D=$d"; continue; }
-  (cd "$work" && timeout 300 $MPIEXEC -n $d ./s$d --steps 2 --quiet --output s=s$d.npy) ||
-    { fail "run the stacked param on $d devices"; continue; }
-  "$NPYTOOL" print "$work/s$d.npy" | sed 1d |
-    awk '{ d = $1 - 0.8; if (d < 0) d = -d; if (d > 1e-6) bad++ }
-      END { if (NR != 32768 || bad) { print NR " values, " bad+0 " not 0.8"; exit 1 } }' ||
-    fail "s after two steps on $d devices is not 0.8 everywhere"
-done
+all_08 s s 32768
 [ $status -eq 0 ] &&
   pass "zero_update (w sharded over d, states $s1 -> $s2 bytes, w = 0.8 on 1 and 2 devices; s on dim 1)"
 exit $status
