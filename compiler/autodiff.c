@@ -750,7 +750,7 @@ static void optimize(const Build *bd, int ti, Value *grad, Value *step, Value *l
     ir_root(p, OUT_UPDATE, p->tensors[sidx[k]].name, res[1 + k], sidx[k], at);
 }
 
-void ad_train(Program *p) {
+void ad_train(Program *p, Diag *d) {
   Train *t = &p->train;
   if (!t->loss)
     return;
@@ -800,16 +800,16 @@ void ad_train(Program *p) {
       continue;
     int id = pt->value->id;
     if (!reach[id]) {
-      diag_warning(pt->span, "param '%s' does not reach the loss; it is left as it is", pt->name);
-      diag_note(t->span, "the loss trained here");
+      diag_warning(d, pt->span, "param '%s' does not reach the loss; it is left as it is", pt->name);
+      diag_note(d, t->span, "the loss trained here");
       continue;
     }
     if (!a.active[id] || !ct_of(&a, id)) {
-      diag_warning(pt->span,
+      diag_warning(d, pt->span,
                    "param '%s' reaches the loss only through operations without a derivative (comparisons, "
                    "argmax, one_hot, indices, casts to i32); it is left as it is",
                    pt->name);
-      diag_note(t->span, "the loss trained here");
+      diag_note(d, t->span, "the loss trained here");
       continue;
     }
     p->tensors[i].grad = a.ct[id];

@@ -1128,7 +1128,7 @@ static void free_auto(Auto *A) {
   arena_free(A->a);
 }
 
-bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoShard *report) {
+bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoShard *report, Diag *d) {
   memset(report, 0, sizeof *report);
   if (!p->mesh.naxes)
     return true;
@@ -1187,8 +1187,8 @@ bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoS
   report->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   free_auto(&A);
   if (!ok && budget >= 0)
-    diag_fatal("--auto-shard: the solver found no plan within the budget in %d s", AUTO_SECONDS);
+    diag_fatal(d, "--auto-shard: the solver found no plan within the budget in %d s", AUTO_SECONDS);
   else if (!ok)
-    diag_fatal("--auto-shard: the solver found no plan in %d s", AUTO_SECONDS);
+    diag_fatal(d, "--auto-shard: the solver found no plan in %d s", AUTO_SECONDS);
   return ok;
 }

@@ -63,7 +63,7 @@ bool sema_split_args(Sema *s, const Node *call, Args *a) {
       for (int k = 0; k < a->nkw; k++)
         if (strcmp(a->kw[k]->name, x->name) == 0) {
           sema_error(s, x->span, "keyword argument '%s' is given twice", x->name);
-          diag_note(a->kw[k]->span, "it is first given here");
+          diag_note(s->diag, a->kw[k]->span, "it is first given here");
           return false;
         }
       a->kw[a->nkw++] = x;

@@ -76,7 +76,7 @@ static int find_group(CG *g, int n, const uint8_t *axes, bool index, bool *ok) {
   if (index && g->groups[k].slot < 0) {
     if (g->nslots == CG_MAXG) {
       if (*ok)
-        diag_fatal("the program reads the device's index in more than %d groups of mesh axes", CG_MAXG);
+        diag_fatal(g->diag, "the program reads the device's index in more than %d groups of mesh axes", CG_MAXG);
       *ok = false;
     } else {
       g->groups[k].slot = g->nslots++;
@@ -720,16 +720,17 @@ static void emit_main(CG *g, LLVMValueRef setup, LLVMValueRef step, LLVMValueRef
 
 /* LLVM's errors become ours; its warnings and remarks (for instance a loop
  * the vectorizer was asked to, but could not, vectorize) are dropped. */
-static void on_llvm_diag(LLVMDiagnosticInfoRef di, void *failed) {
+static void on_llvm_diag(LLVMDiagnosticInfoRef di, void *cg) {
   if (LLVMGetDiagInfoSeverity(di) != LLVMDSError)
     return;
+  CG *g = cg;
   char *msg = LLVMGetDiagInfoDescription(di);
-  diag_fatal("LLVM: %s", msg);
+  diag_fatal(g->diag, "LLVM: %s", msg);
   LLVMDisposeMessage(msg);
-  *(bool *)failed = true;
+  g->llvm_failed = true;
 }
 
-static LLVMTargetMachineRef host_machine(int opt_level) {
+static LLVMTargetMachineRef host_machine(int opt_level, Diag *d) {
   static const LLVMCodeGenOptLevel levels[] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess,
                                                LLVMCodeGenLevelDefault, LLVMCodeGenLevelAggressive};
   LLVMInitializeNativeTarget();
@@ -738,14 +739,14 @@ static LLVMTargetMachineRef host_machine(int opt_level) {
   LLVMTargetRef target;
   LLVMTargetMachineRef tm = NULL;
   if (LLVMGetTargetFromTriple(triple, &target, &err)) {
-    diag_fatal("no LLVM target for %s: %s", triple, err);
+    diag_fatal(d, "no LLVM target for %s: %s", triple, err);
     LLVMDisposeMessage(err);
   } else {
     char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
     tm = LLVMCreateTargetMachine(target, triple, cpu, features, levels[opt_level], LLVMRelocPIC,
                                  LLVMCodeModelDefault);
     if (!tm)
-      diag_fatal("cannot create an LLVM target machine for %s (%s)", triple, cpu);
+      diag_fatal(d, "cannot create an LLVM target machine for %s (%s)", triple, cpu);
     LLVMDisposeMessage(cpu);
     LLVMDisposeMessage(features);
   }
@@ -753,7 +754,7 @@ static LLVMTargetMachineRef host_machine(int opt_level) {
   return tm;
 }
 
-static bool optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int level) {
+static bool optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int level, Diag *d) {
   char pipeline[16];
   snprintf(pipeline, sizeof pipeline, "default<O%d>", level);
   LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
@@ -765,7 +766,7 @@ static bool optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int level) {
   LLVMDisposePassBuilderOptions(po);
   if (e) {
     char *msg = LLVMGetErrorMessage(e);
-    diag_fatal("LLVM pass pipeline %s: %s", pipeline, msg);
+    diag_fatal(d, "LLVM pass pipeline %s: %s", pipeline, msg);
     LLVMDisposeErrorMessage(msg);
     return false;
   }
@@ -781,7 +782,7 @@ static bool write_output(CG *g, LLVMTargetMachineRef tm, const CodegenOptions *o
     bad = LLVMTargetMachineEmitToFile(tm, g->mod, (char *)opt->out,
                                       opt->emit == EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile, &err);
   if (bad) {
-    diag_fatal("cannot write %s: %s", opt->out, err ? err : "unknown error");
+    diag_fatal(g->diag, "cannot write %s: %s", opt->out, err ? err : "unknown error");
     LLVMDisposeMessage(err);
     return false;
   }
@@ -845,22 +846,23 @@ static void check_program(const Program *p) {
   }
 }
 
-bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt) {
+bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt, Diag *d) {
   if (opt->opt_level < 0 || opt->opt_level > 3) {
-    diag_fatal("optimization level %d out of range 0..3", opt->opt_level);
+    diag_fatal(d, "optimization level %d out of range 0..3", opt->opt_level);
     return false;
   }
   check_program(p);
-  LLVMTargetMachineRef tm = host_machine(opt->opt_level);
+  LLVMTargetMachineRef tm = host_machine(opt->opt_level, d);
   if (!tm)
     return false;
   CG g;
   memset(&g, 0, sizeof g);
-  bool failed = false, ok = false;
+  bool ok = false;
   g.p = p;
   g.build = opt->build;
+  g.diag = d;
   g.ctx = LLVMContextCreate();
-  LLVMContextSetDiagnosticHandler(g.ctx, on_llvm_diag, &failed);
+  LLVMContextSetDiagnosticHandler(g.ctx, on_llvm_diag, &g);
   g.mod = LLVMModuleCreateWithNameInContext(p->path, g.ctx);
   g.b = LLVMCreateBuilderInContext(g.ctx);
   g.ab = LLVMCreateBuilderInContext(g.ctx);
@@ -917,7 +919,7 @@ bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt) {
     if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &msg))
       die("LLVM module does not verify: %s", msg);
     LLVMDisposeMessage(msg);
-    ok = optimize(g.mod, tm, opt->opt_level) && !failed && write_output(&g, tm, opt) && !failed;
+    ok = optimize(g.mod, tm, opt->opt_level, d) && !g.llvm_failed && write_output(&g, tm, opt) && !g.llvm_failed;
   }
 
   LLVMDisposeBuilder(g.b);

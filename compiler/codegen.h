@@ -71,6 +71,8 @@ typedef struct CG {
   const Program *p;       /* what is being compiled */
   const Plan *pl;         /* its buffer plan: who has a buffer, where in the arena */
   const char *build;      /* gslrt_program_info's build (CodegenOptions), or NULL */
+  Diag *diag;             /* where its errors, and LLVM's, are reported */
+  bool llvm_failed;       /* LLVM reported an error (on_llvm_diag) */
   LLVMContextRef ctx;     /* private context */
   LLVMModuleRef mod;      /* the module being built */
   LLVMBuilderRef b;       /* the builder for code */

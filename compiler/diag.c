@@ -12,10 +12,13 @@
  * (source_was_read), with the SHA-256 of what was read (OpenSSL's
  * libcrypto), for the provenance a checkpoint records (source_reads). A
  * file is read up to SOURCE_MAX_BYTES: /dev/zero is refused, not read
- * forever. Errors are counted; the driver stops after a phase
- * that reported any. The first 50 errors are shown, then one line says
- * the rest are not; a source line longer than 200 bytes is shown as a
- * window around the error, so no input makes gslc's output explode. */
+ * forever. Diagnostics go through a Diag, the context the driver makes
+ * for a run and hands to each phase that reports (a test makes its own
+ * over a buffer): where the messages go, and the errors counted, so the
+ * driver stops after a phase that reported any. The first 50 errors are
+ * shown, then one line says the rest are not; a source line longer than
+ * 200 bytes is shown as a window around the error, so no input makes
+ * gslc's output explode. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -39,9 +42,6 @@ typedef struct FileId {
   char sha256[65];  /* the SHA-256 of its bytes, in hex */
 } FileId;
 
-static FILE *diag_out;  /* where diagnostics go; NULL means stderr */
-static int nerrors;     /* errors reported since the last reset */
-static bool muted;      /* the last error was past the limit: its notes are not shown either */
 static FileId *read_files; /* every file source_load read */
 static int nread_files;    /* entries in read_files */
 static EVP_MD_CTX *read_all; /* SHA-256 of the bytes of read_files, in order */
@@ -181,20 +181,11 @@ Span span_join(Span a, Span b) {
   return a;
 }
 
-void diag_set_stream(FILE *f) { diag_out = f; }
-int diag_errors(void) { return nerrors; }
-void diag_reset(void) {
-  nerrors = 0;
-  muted = false;
-}
-
-static FILE *out(void) { return diag_out ? diag_out : stderr; }
-
 /* Prints the line holding sp and a caret under it, ~ to the span's end on
  * that line. Tabs are kept so the caret lines up under the same tabs. A
  * line longer than DIAG_LINE_WIDTH bytes is shown as a window of that width
  * around the span's start, "..." marking what is cut. */
-static void show_line(const Span *sp) {
+static void show_line(FILE *f, const Span *sp) {
   const Source *s = sp->src;
   if (!s || sp->off > s->len)
     return;
@@ -235,12 +226,15 @@ static void show_line(const Span *sp) {
   for (size_t i = sp->off + 1; i < stop; i++)
     buf[n++] = '~';
   buf[n++] = '\n';
-  fwrite(buf, 1, n, out());
+  fwrite(buf, 1, n, f);
   free(buf);
 }
 
-static void report(const char *level, Span sp, const char *fmt, va_list ap) {
-  FILE *f = out();
+/* Prints one message to d's stream (none: nowhere). */
+static void report(const Diag *d, const char *level, Span sp, const char *fmt, va_list ap) {
+  FILE *f = d->out;
+  if (!f)
+    return;
   if (sp.src)
     fprintf(f, "%s:%u:%u: %s: ", sp.src->path, sp.line, sp.col, level);
   else
@@ -248,57 +242,57 @@ static void report(const char *level, Span sp, const char *fmt, va_list ap) {
   vfprintf(f, fmt, ap);
   fputc('\n', f);
   if (sp.src)
-    show_line(&sp);
+    show_line(f, &sp);
 }
 
 /* Past DIAG_MAX_ERRORS errors, one line says so and the rest (with their
  * notes) are counted but not shown: a flood of messages helps nobody. */
-static bool shown(void) {
-  if (nerrors < DIAG_MAX_ERRORS)
+static bool shown(const Diag *d) {
+  if (d->errors < DIAG_MAX_ERRORS)
     return true;
-  if (nerrors == DIAG_MAX_ERRORS)
-    fprintf(out(), "gslc: error: too many errors; the first %d are shown above\n", DIAG_MAX_ERRORS);
+  if (d->errors == DIAG_MAX_ERRORS && d->out)
+    fprintf(d->out, "gslc: error: too many errors; the first %d are shown above\n", DIAG_MAX_ERRORS);
   return false;
 }
 
-bool diag_flooded(void) { return nerrors > DIAG_MAX_ERRORS; }
+bool diag_flooded(const Diag *d) { return d->errors > DIAG_MAX_ERRORS; }
 
-void diag_error(Span sp, const char *fmt, ...) {
-  muted = !shown();
-  if (!muted) {
+void diag_error(Diag *d, Span sp, const char *fmt, ...) {
+  d->muted = !shown(d);
+  if (!d->muted) {
     va_list ap;
     va_start(ap, fmt);
-    report("error", sp, fmt, ap);
+    report(d, "error", sp, fmt, ap);
     va_end(ap);
   }
-  nerrors++;
+  d->errors++;
 }
 
-void diag_warning(Span sp, const char *fmt, ...) {
-  muted = false;
+void diag_warning(Diag *d, Span sp, const char *fmt, ...) {
+  d->muted = false;
   va_list ap;
   va_start(ap, fmt);
-  report("warning", sp, fmt, ap);
+  report(d, "warning", sp, fmt, ap);
   va_end(ap);
 }
 
-void diag_note(Span sp, const char *fmt, ...) {
-  if (muted)
+void diag_note(Diag *d, Span sp, const char *fmt, ...) {
+  if (d->muted)
     return;
   va_list ap;
   va_start(ap, fmt);
-  report("note", sp, fmt, ap);
+  report(d, "note", sp, fmt, ap);
   va_end(ap);
 }
 
-void diag_fatal(const char *fmt, ...) {
-  muted = !shown();
-  if (!muted) {
+void diag_fatal(Diag *d, const char *fmt, ...) {
+  d->muted = !shown(d);
+  if (!d->muted) {
     va_list ap;
     va_start(ap, fmt);
     Span none = {0};
-    report("error", none, fmt, ap);
+    report(d, "error", none, fmt, ap);
     va_end(ap);
   }
-  nerrors++;
+  d->errors++;
 }

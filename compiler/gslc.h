@@ -79,14 +79,22 @@ const char *source_was_read(const char *path);          /* the path source_load 
 Source *source_from_string(const char *path, const char *text);
 void source_free(Source *s);
 Span span_join(Span a, Span b);                         /* from a's start to b's end */
-void diag_set_stream(FILE *f);                          /* default stderr; tests capture */
-void diag_error(Span sp, const char *fmt, ...);         /* file:line:col: error: ..., line, caret */
-void diag_note(Span sp, const char *fmt, ...);          /* file:line:col: note: ... */
-void diag_warning(Span sp, const char *fmt, ...);       /* file:line:col: warning: ..., line, caret (not an error) */
-void diag_fatal(const char *fmt, ...);                  /* gslc: error: ... (no location) */
-int diag_errors(void);                                  /* errors reported so far */
-bool diag_flooded(void);                                /* past the errors shown: further work is wasted */
-void diag_reset(void);
+
+/* Where diagnostics go and what they counted: the driver makes one for a
+ * run and hands it to every phase that reports (the parser, sema,
+ * autodiff, the passes that refuse a program, codegen, the linker's
+ * driver); a test makes its own over a buffer. */
+typedef struct Diag {
+  FILE *out;  /* where messages go; NULL: nowhere (a pass run again, whose messages were given) */
+  int errors; /* errors reported */
+  bool muted; /* the last error was past the limit shown: its notes are not shown either */
+} Diag;
+
+void diag_error(Diag *d, Span sp, const char *fmt, ...);   /* file:line:col: error: ..., line, caret */
+void diag_note(Diag *d, Span sp, const char *fmt, ...);    /* file:line:col: note: ... */
+void diag_warning(Diag *d, Span sp, const char *fmt, ...); /* file:line:col: warning: ..., line, caret (not an error) */
+void diag_fatal(Diag *d, const char *fmt, ...);            /* gslc: error: ... (no location) */
+bool diag_flooded(const Diag *d);                          /* past the errors shown: further work is wasted */
 
 /* ---- ast.c: the syntax tree --------------------------------------------- */
 
@@ -131,9 +139,9 @@ void ast_dump(FILE *f, const Node *n);           /* S-expression, for tests */
 
 /* ---- grammar/parser.y: the parser --------------------------------------- */
 
-/* Parses a whole file; NULL (after reporting every syntax error found) when
- * the text is not a program. The tree lives in arena a. */
-Node *parse_source(const Source *src, Arena *a);
+/* Parses a whole file; NULL (after reporting every syntax error found to
+ * d) when the text is not a program. The tree lives in arena a. */
+Node *parse_source(const Source *src, Arena *a, Diag *d);
 
 /* ---- ir.c: the tensor IR, its op tables, its builder, its rewriter ------ */
 
@@ -483,7 +491,6 @@ bool ir_train_scheduled(const Train *t);
  * warmup=100, decay=cosine, decay_steps=1000, min_lr=0, clip=1)". */
 const char *ir_optim_desc(Arena *a, const Train *t);
 
-/* What slots_skip_empty made of one moe block, for --explain. */
 /* A sum samebits.c cut into fixed blocks, for --explain. */
 typedef struct SameNote {
   Span span, site;     /* the op, and the call it was inlined from */
@@ -494,6 +501,7 @@ typedef struct SameNote {
   const char *fits;    /* the device counts that hold whole blocks, "1, 2, 4, 8" (in the arena) */
 } SameNote;
 
+/* What slots_skip_empty made of one moe block, for --explain. */
 typedef struct MoeNote {
   Span span;       /* the block (its dispatch) */
   int64_t e, g, c; /* experts, groups, capacity slots */
@@ -667,11 +675,12 @@ int ir_region_new(Program *p, int parent, Span span, Span site, const char *name
 /* The unit region r is recomputed in: the outermost recomputed region
  * around it (or r itself), 0 when r (a number, 0: none) is kept. */
 int ir_region_unit(const Program *p, int r);
-/* Notes under an error at v (a value of p, after sema) that lead from its
- * span to the user's line, as sema's errors do: "in the call to 'f' here"
- * at each call it was inlined through (its regions), innermost first, and
- * "in iteration i = 3 of the loop here" at a remat for's header. */
-void ir_note_calls(const Program *p, const Value *v);
+/* Notes under an error at v (a value of p, after sema), reported to d,
+ * that lead from its span to the user's line, as sema's errors do: "in
+ * the call to 'f' here" at each call it was inlined through (its
+ * regions), innermost first, and "in iteration i = 3 of the loop here" at
+ * a remat for's header. */
+void ir_note_calls(Diag *d, const Program *p, const Value *v);
 /* The FLOPs of v on its operands' shapes: ein_flops for a product, 0 for any other op. */
 double ir_flops(const Value *v);
 /* The FLOPs v's op does for the model, on its shapes (--stats): a
@@ -764,9 +773,9 @@ const Value *ir_vmap(const Build *bd, int first, int64_t n, Value **seeds, Value
  * capacity slots row by row (slots.c's header says how that is found) gets
  * its fill counts (i32[E, G], from the routing) and its matrix products,
  * forward and backward, a third operand: those counts (EinsumSpec.fill).
- * Returns the new program (p stays alive: the new one shares its strings),
- * or p itself when no block qualifies or enable is false; either way with
- * a MoeNote per block. */
+ * Returns the new program (p must outlive it: the new one shares its
+ * strings) with a MoeNote per block, or NULL when no block qualifies or
+ * enable is false: the notes are then p's. */
 Program *slots_skip_empty(Program *p, bool enable);
 
 /* ---- verify.c: the IR verifier --------------------------------------------- */
@@ -791,23 +800,24 @@ typedef struct SemaOptions {
   int ndefines;
 } SemaOptions;
 
-/* Elaborates a parsed program into global IR; NULL after reporting errors.
- * The convenience wrapper of the calls below (sema only: a program that
- * trains still needs ad_train, then ir_dce). */
-Program *sema_program(const Node *root, const Source *src, Arena *ast_arena, const SemaOptions *opt);
+/* Elaborates a parsed program into global IR; NULL after reporting errors
+ * to d. The convenience wrapper of the calls below (sema only: a program
+ * that trains still needs ad_train, then ir_dce). */
+Program *sema_program(const Node *root, const Source *src, Arena *ast_arena, const SemaOptions *opt, Diag *d);
 
 /* A sema context kept alive, so that the compiler can call GSL functions
  * (the stdlib's, or the program's own) on IR values it made itself:
- *   Sema *s = sema_new(p, ast_arena, &opt);  sema_run(s, root);
+ *   Sema *s = sema_new(p, ast_arena, &opt, &diag);  sema_run(s, root);
  *   Build b = build_at(p, PASS_FORWARD, (Span){0}, 0);
  *   ... sema_call(s, &b, "nn", "dense", args, 3, res, 1, at) ...
  *   sema_free(s);  ir_dce(p);
  * The program p (from ir_new) and ast_arena (where imported modules are
  * parsed) stay the caller's, and must outlive the context. The program's
  * own statements are built with build_at(p, PASS_FORWARD, no site, no
- * region), made here: set p->precision first. */
+ * region), made here: set p->precision first. Its errors, and those of
+ * the modules it parses, are reported to d. */
 typedef struct Sema Sema;
-Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt);
+Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt, Diag *d);
 /* Elaborates root's statements into p; false after reporting errors. A
  * program that trains gets its optimizer's update as IR functions in
  * p->train.updates and its lr schedule in p->train.schedule (sema_function),
@@ -850,10 +860,10 @@ void sema_free(Sema *s); /* the context only; p is left as it is */
  * the param's shape inlined on the param, its gradient, the states, the
  * step number and the hyperparameters; the new values become OUT_UPDATE
  * roots, the lr and the norm OUT_SIGNAL roots and the loss the OUT_LOSS
- * root. Params that get no gradient are warned about and left as they
- * are. The IR functions are freed. Nothing here is an error: sema checked
- * it all. */
-void ad_train(Program *p);
+ * root. Params that get no gradient are warned about (to d) and left as
+ * they are. The IR functions are freed. Nothing here is an error: sema
+ * checked it all. */
+void ad_train(Program *p, Diag *d);
 
 /* ---- machine.c: the rates the cost search prices a plan with ------------- */
 
@@ -869,8 +879,8 @@ typedef struct Machine {
 
 void machine_default(Machine *m); /* the reference machine's rates (machine.c says how measured) */
 /* Overrides m's rates from FILE (machine.c gives the format; axes: the
- * mesh's axis names, for link_gbs.AXIS); false after reporting. */
-bool machine_load(Machine *m, const char *path, const char *const *axes, int naxes);
+ * mesh's axis names, for link_gbs.AXIS); false after reporting to d. */
+bool machine_load(Machine *m, const char *path, const char *const *axes, int naxes, Diag *d);
 double machine_link(const Machine *m, int axis); /* bytes a second over mesh axis `axis` */
 /* The seconds op v takes on one device where its result has shape local
  * and its operand k shape args[k] (every op's rule: an einsum's FLOPs at
@@ -1111,10 +1121,10 @@ typedef struct AutoShard {
  * time on machine m with at most `budget` bytes of params, optimizer
  * states and inputs a device (budget < 0: no bound); the choices get
  * origin SO_AUTO, each param's and input's reasons Tensor.auto_note.
- * False after reporting, or, with report->infeasible, with nothing
+ * False after reporting to d, or, with report->infeasible, with nothing
  * reported: no plan can hold them within the budget (report->least).
  * compare: also price pure data parallel and replication (--explain). */
-bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoShard *report);
+bool auto_shard(Program *p, const Machine *m, double budget, bool compare, AutoShard *report, Diag *d);
 
 /* ---- propagate.c: sharding propagation (GSPMD section 3.5) --------------- */
 
@@ -1153,9 +1163,9 @@ void spmd_combine(Program *p);
  * axis splits done in fixed blocks (the largest divisor of its extent not
  * above bound), the blocks' partials added in block order, so that every
  * mesh computes the same bits (its notes in same, for --explain).
- * NULL after reporting a dimension whose tiles on this mesh are not whole
- * blocks (or one too deep to cut). */
-Program *samebits_block(const Program *g, int bound);
+ * NULL after reporting to d a dimension whose tiles on this mesh are not
+ * whole blocks (or one too deep to cut). */
+Program *samebits_block(const Program *g, int bound, Diag *d);
 /* The largest bound --same-bits=N takes, and the same in words. */
 #define SAMEBITS_MAX_BOUND 4096
 #define SAMEBITS_MAX_TEXT "4096"
@@ -1344,7 +1354,7 @@ typedef struct CodegenOptions {
 } CodegenOptions;
 
 /* Lowers p to LLVM with its buffer plan pl (plan_buffers(p)), optimizes
- * and writes opt->out; false after reporting. */
-bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt);
+ * and writes opt->out; false after reporting to d. */
+bool cg_emit(const Program *p, const Plan *pl, const CodegenOptions *opt, Diag *d);
 
 #endif

@@ -118,7 +118,7 @@ static R run_body(Sema *s, Scope *fsc, const Node *fnode, Span call) {
 R inline_fn(Sema *s, Scope *home, const Node *fnode, const R *args, int nargs, const Span *argspan, Span call) {
   /* past the errors shown, inlining more only finds errors nobody sees: a
    * body that fails, called 4^9 times over, once took a minute */
-  if (s->too_big || diag_flooded())
+  if (s->too_big || diag_flooded(s->diag))
     return none;
   if (nargs != fnode->list.len)
     die("inline_fn: '%s' takes %d arguments, %d given", fn_name(fnode), fnode->list.len, nargs);
@@ -180,7 +180,7 @@ R sema_call_fn(Sema *s, Scope *sc, const Binding *fn, const Node *call) {
   if (a.npos != fnode->list.len) {
     sema_error(s, call->span, "'%s' takes %d argument%s, %d given", fnode->name, fnode->list.len,
                fnode->list.len == 1 ? "" : "s", a.npos);
-    diag_note(fnode->span, "'%s' is defined here", fnode->name);
+    diag_note(s->diag, fnode->span, "'%s' is defined here", fnode->name);
     return none;
   }
   if (s->depth == SEMA_MAX_DEPTH) {

@@ -1028,15 +1028,15 @@ int ir_region_unit(const Program *p, int r) {
   return u;
 }
 
-void ir_note_calls(const Program *p, const Value *v) {
+void ir_note_calls(Diag *d, const Program *p, const Value *v) {
   for (int r = v->region; r > 0; r = p->regions[r - 1].parent) {
     const Region *R = &p->regions[r - 1];
     if (R->iter >= 0)
-      diag_note(R->site, "in iteration %s = %" PRId64 " of the loop here", R->name, R->iter);
+      diag_note(d, R->site, "in iteration %s = %" PRId64 " of the loop here", R->name, R->iter);
     else if (R->loops && !R->parent) /* a call in loops at the top level: their headers are not kept */
-      diag_note(R->site, "in the call to '%s' here, in iteration %s", R->name, R->loops);
+      diag_note(d, R->site, "in the call to '%s' here, in iteration %s", R->name, R->loops);
     else
-      diag_note(R->site, "in the call to '%s' here", R->name);
+      diag_note(d, R->site, "in the call to '%s' here", R->name);
   }
 }
 

@@ -92,7 +92,7 @@ Binding *sema_bind_let(Sema *s, Scope *sc, const Node *nm, BindKind k) {
     if (!outer->rebindable) {
       sema_error(s, nm->span, "'%s' is %s, and a loop's body rebinds only names bound by let or as a function's "
                  "argument", nm->name, kind_of(outer));
-      diag_note(outer->span, "'%s' is bound here", nm->name);
+      diag_note(s->diag, outer->span, "'%s' is bound here", nm->name);
       return NULL;
     }
     /* carried as at the top level, in a binding of the function's own:
@@ -106,13 +106,13 @@ Binding *sema_bind_let(Sema *s, Scope *sc, const Node *nm, BindKind k) {
   if (b && (home != sc || is_loop_var(sc, nm->name))) {
     if (is_loop_var(home, nm->name)) {
       sema_error(s, nm->span, "'%s' is a loop variable and cannot be rebound", nm->name);
-      diag_note(b->span, "the loop binds '%s' here", nm->name);
+      diag_note(s->diag, b->span, "the loop binds '%s' here", nm->name);
       return NULL;
     }
     if (!b->rebindable) {
       sema_error(s, nm->span, "'%s' is %s, and a loop's body rebinds only names bound by let or as a function's "
                  "argument", nm->name, kind_of(b));
-      diag_note(b->span, "'%s' is bound here", nm->name);
+      diag_note(s->diag, b->span, "'%s' is bound here", nm->name);
       return NULL;
     }
     b->kind = k;
@@ -218,11 +218,11 @@ bool sema_explain_ended(Sema *s, Scope *sc, const char *name, Span at) {
         continue;
       if (e->var) {
         sema_error(s, at, "'%s' is a loop variable, unbound after its loop", name);
-        diag_note(e->bound, "the loop binds '%s' here", name);
+        diag_note(s->diag, e->bound, "the loop binds '%s' here", name);
       } else {
         sema_error(s, at, "'%s' is local to each iteration of a loop, unbound after it; to carry it out of the loop, "
                    "bind it before the loop (the body then rebinds it)", name);
-        diag_note(e->bound, "'%s' is first bound here, in the loop's body", name);
+        diag_note(s->diag, e->bound, "'%s' is first bound here, in the loop's body", name);
       }
       return true;
     }
@@ -255,7 +255,7 @@ static bool range_end(Sema *s, Scope *sc, const Node *n, const char *which, int6
 /* Elaborates the iterations lo .. hi-1 of st in scope sc; false after an
  * error in one (the last elaborated). */
 static bool unroll(Sema *s, Scope *sc, const Node *st, int64_t lo, int64_t hi) {
-  int before = diag_errors();
+  int before = s->errors;
   Scope *it = arena_alloc(s->b.p->arena, sizeof *it);
   it->parent = sc;
   it->loop = st;
@@ -291,10 +291,10 @@ static bool unroll(Sema *s, Scope *sc, const Node *st, int64_t lo, int64_t hi) {
         sema_error(s, body->span, "this statement takes the program past %d operations evaluated while loops "
                    "unroll (a long expression in many iterations)", SEMA_MAX_EVALS);
       }
-      ok = !s->too_big && !diag_flooded();
+      ok = !s->too_big && !diag_flooded(s->diag);
     }
     s->b = outer;
-    ok = ok && diag_errors() == before;
+    ok = ok && s->errors == before;
   }
   s->depth--;
   return ok;
@@ -311,7 +311,7 @@ bool sema_exec_for(Sema *s, Scope *sc, const Node *st) {
   if (hidden && hidden->kind != BK_POISON) {
     sema_error(s, st->c->span, "the loop variable '%s' would hide the '%s' bound before the loop", st->c->name,
                st->c->name);
-    diag_note(hidden->span, "'%s' is bound here", st->c->name);
+    diag_note(s->diag, hidden->span, "'%s' is bound here", st->c->name);
     ok = false;
   }
   if (ok && hi < lo) {

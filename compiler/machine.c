@@ -124,7 +124,7 @@ enum { NSETTINGS = sizeof settings / sizeof *settings };
 /* Reads all of f, NUL-terminated, refusing more than MACHINE_MAX_BYTES (a
  * device or an endless pipe is not a machine file); NULL after reporting. */
 #define MACHINE_MAX_BYTES (1 << 20)
-static char *read_all(FILE *f, const char *path, size_t *len) {
+static char *read_all(FILE *f, const char *path, size_t *len, Diag *d) {
   size_t cap = 4096, n = 0;
   char *buf = xmalloc(cap);
   for (;;) {
@@ -133,7 +133,7 @@ static char *read_all(FILE *f, const char *path, size_t *len) {
     size_t got = fread(buf + n, 1, cap - 1 - n, f);
     n += got;
     if (n > MACHINE_MAX_BYTES) {
-      diag_fatal("--machine %s: longer than %d bytes: a machine file is a few lines of 'key = value'", path,
+      diag_fatal(d, "--machine %s: longer than %d bytes: a machine file is a few lines of 'key = value'", path,
                  MACHINE_MAX_BYTES);
       free(buf);
       return NULL;
@@ -142,7 +142,7 @@ static char *read_all(FILE *f, const char *path, size_t *len) {
       break;
   }
   if (ferror(f)) {
-    diag_fatal("--machine %s: %s", path, strerror(errno ? errno : EIO));
+    diag_fatal(d, "--machine %s: %s", path, strerror(errno ? errno : EIO));
     free(buf);
     return NULL;
   }
@@ -151,14 +151,14 @@ static char *read_all(FILE *f, const char *path, size_t *len) {
   return buf;
 }
 
-bool machine_load(Machine *m, const char *path, const char *const *axes, int naxes) {
+bool machine_load(Machine *m, const char *path, const char *const *axes, int naxes, Diag *d) {
   FILE *f = fopen(path, "r");
   if (!f) {
-    diag_fatal("--machine %s: %s", path, strerror(errno));
+    diag_fatal(d, "--machine %s: %s", path, strerror(errno));
     return false;
   }
   size_t len;
-  char *text = read_all(f, path, &len);
+  char *text = read_all(f, path, &len, d);
   fclose(f);
   if (!text)
     return false;
@@ -173,7 +173,7 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
     if (nl)
       *nl = '\0';
     if (strlen(line) != (size_t)((nl ? nl : text + len) - line)) {
-      diag_fatal("--machine %s:%d: a NUL byte: a machine file is text", path, lineno);
+      diag_fatal(d, "--machine %s:%d: a NUL byte: a machine file is text", path, lineno);
       ok = false;
       break;
     }
@@ -185,7 +185,7 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
       continue;
     char *eq = strchr(s, '=');
     if (!eq) {
-      diag_fatal("--machine %s:%d: expected 'key = value', got '%s'", path, lineno, quoted(s, q, sizeof q));
+      diag_fatal(d, "--machine %s:%d: expected 'key = value', got '%s'", path, lineno, quoted(s, q, sizeof q));
       ok = false;
       break;
     }
@@ -200,7 +200,7 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
         if (!strcmp(key + 9, axes[a]))
           k = NSETTINGS + a;
     if (k < 0) {
-      diag_fatal("--machine %s:%d: unknown key '%s' (gemm_f32_gflops, gemm_bf16_gflops, gemm_pinned_gflops, "
+      diag_fatal(d, "--machine %s:%d: unknown key '%s' (gemm_f32_gflops, gemm_bf16_gflops, gemm_pinned_gflops, "
                  "memory_gbs, rng_gbs, link_gbs, link_gbs.AXIS for an axis of the mesh, latency_us)", path, lineno,
                  quoted(key, q, sizeof q));
       ok = false;
@@ -210,19 +210,19 @@ bool machine_load(Machine *m, const char *path, const char *const *axes, int nax
     errno = 0;
     double x = strtod(val, &end);
     if (!*val || *end || !isfinite(x) || x <= 0) {
-      diag_fatal("--machine %s:%d: %s takes a positive number (%s), got '%s'", path, lineno, key, settings[r].unit,
+      diag_fatal(d, "--machine %s:%d: %s takes a positive number (%s), got '%s'", path, lineno, key, settings[r].unit,
                  quoted(val, q, sizeof q));
       ok = false;
       break;
     }
     if (x < settings[r].lo || x > settings[r].hi) {
-      diag_fatal("--machine %s:%d: %s = %s is out of range: it takes %g to %g (%s)", path, lineno, key,
+      diag_fatal(d, "--machine %s:%d: %s = %s is out of range: it takes %g to %g (%s)", path, lineno, key,
                  quoted(val, q, sizeof q), settings[r].lo, settings[r].hi, settings[r].unit);
       ok = false;
       break;
     }
     if (seen[k]) {
-      diag_fatal("--machine %s:%d: %s is set twice", path, lineno, key);
+      diag_fatal(d, "--machine %s:%d: %s is set twice", path, lineno, key);
       ok = false;
       break;
     }

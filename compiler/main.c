@@ -1,27 +1,39 @@
-/* main.c — the gslc driver: options, then the whole pipeline in one function.
+/* main.c — the gslc driver: options, then the pipeline, read as lists of
+ * passes, one a line:
  *
- *   source -> parse_source -> sema_run -> then per attempt, on a copy (ir_clone):
- *             ad_train -> ir_dce -> slots_skip_empty -> [auto_shard] -> shard_propagate ->
- *             shard_updates -> [samebits_block] -> spmd_partition -> spmd_combine -> plan_buffers
- *          -> cg_emit -> link
+ *   compile        output_path -> source_load -> front_end -> [machine_load] -> budget_search
+ *                  -> emit (or write_report)
+ *   front_end      parse_source -> sema_run: sema's program, which every build copies
+ *   budget_search  per attempt train_copy, then per round build_once, until the plan fits
+ *   train_copy     ir_clone (with the regions chosen so far recomputed) -> ad_train -> ir_dce
+ *                  -> slots_skip_empty
+ *   build_once     [auto_shard] -> shard_propagate -> shard_updates -> [samebits_block]
+ *                  -> spmd_partition -> spmd_combine -> plan_buffers
+ *   emit           cg_emit -> link_program
  *
- * with ir_verify after every pass that makes or changes IR, and
- * plan_verify after planning (a broken invariant is a compiler bug and
- * dies). One attempt unless --mem-budget finds the plan past the budget:
- * then the next recomputes more regions (remat.c measures and orders
- * them on the first plan), and with --auto-shard each attempt may search
- * again with a smaller bound on params and states (MEM_ROUNDS). Every
- * mode plans: --emit-ir prints the global program with the shardings
- * found, --emit-spmd and --explain the SPMD program, --stats the plan.
- * Each phase reports its own errors; the driver stops after the first phase
- * that reported any. Linking spawns the compiler driver configure found
- * (mpicc), as cproc spawns its assembler and linker, with libgslrt and the
- * BLAS after the program's object; the linker's stderr is held back and
- * printed after our own error line. The output file is never a source:
- * -o naming the input is refused before any work, -o naming an imported
- * module before anything is written. The runtime and the stdlib are found
- * from where gslc itself is (find_resources): a build tree or an install,
- * moved or not. */
+ * with ir_verify after every pass that makes or changes IR (run_pass,
+ * verified), and plan_verify after planning (a broken invariant is a
+ * compiler bug and dies). What a build makes is held in a Built, each
+ * program named for the pass that made it and freed by build_free. One
+ * attempt unless --mem-budget finds the plan past the budget: then the
+ * next recomputes more regions (remat.c measures and orders them on the
+ * first plan), and with --auto-shard each attempt may search again with a
+ * smaller bound on params and states (MEM_ROUNDS). Every mode plans:
+ * --emit-ir prints the global program with the shardings found,
+ * --emit-spmd and --explain the SPMD program, --stats the plan;
+ * --mesh-axes alone reads sema's program, before any build.
+ *
+ * Diagnostics go to one Diag, made here and handed to each phase that
+ * reports; an attempt after the first trains with a Diag that prints
+ * nothing (its warnings were given). Each phase says whether it failed,
+ * and the driver stops after the first that did. Linking spawns the
+ * compiler driver configure found (mpicc), as cproc spawns its assembler
+ * and linker, with libgslrt and the BLAS after the program's object; the
+ * linker's stderr is held back and printed after our own error line. The
+ * output file is never a source: -o naming the input is refused before
+ * any work, -o naming an imported module before anything is written. The
+ * runtime and the stdlib are found from where gslc itself is
+ * (find_resources): a build tree or an install, moved or not. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -349,16 +361,16 @@ static bool same_file(const char *a, const char *b) {
 
 /* Refuses an output that is a source this run read: the input (checked
  * before any work) or, after sema, a module the program imports. */
-static bool output_overwrites_source(const char *out, const char *input) {
+static bool output_overwrites_source(const char *out, const char *input, Diag *d) {
   if (!out)
     return false;
   if (same_file(out, input)) {
-    diag_fatal("the output file %s is the input file %s; refusing to overwrite it", out, input);
+    diag_fatal(d, "the output file %s is the input file %s; refusing to overwrite it", out, input);
     return true;
   }
   const char *src = source_was_read(out);
   if (src) {
-    diag_fatal("the output file %s is the module %s that %s imports; refusing to overwrite it", out, src,
+    diag_fatal(d, "the output file %s is the module %s that %s imports; refusing to overwrite it", out, src,
                input);
     return true;
   }
@@ -381,7 +393,7 @@ static void copy_child_output(int fd) {
  * temporary file, copied to ours after our own message, so that a failure
  * reads "gslc: error: linking failed ..." first and the linker's lines
  * after it. */
-static bool run(char **argv) {
+static bool run(char **argv, Diag *d) {
   pid_t pid;
   FILE *cap = tmpfile();
   posix_spawn_file_actions_t fa;
@@ -392,17 +404,17 @@ static bool run(char **argv) {
   posix_spawn_file_actions_destroy(&fa);
   bool ok = false;
   if (err) {
-    diag_fatal("cannot run %s: %s", argv[0], strerror(err));
+    diag_fatal(d, "cannot run %s: %s", argv[0], strerror(err));
     goto done;
   }
   int status;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) {
-      diag_fatal("waiting for %s: %s", argv[0], strerror(errno));
+      diag_fatal(d, "waiting for %s: %s", argv[0], strerror(errno));
       goto done;
     }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    diag_fatal("linking failed (%s exited with status %d)", argv[0],
+    diag_fatal(d, "linking failed (%s exited with status %d)", argv[0],
                WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     goto done;
   }
@@ -415,19 +427,19 @@ done:
   return ok;
 }
 
-static bool link_program(const char *object, const char *out, char *runtime) {
+static bool link_program(const char *object, const char *out, const char *runtime, Diag *d) {
   char *argv[32];
   int n = 0;
   argv[n++] = (char *)GSL_LINKER;
   argv[n++] = (char *)"-o";
   argv[n++] = (char *)out;
   argv[n++] = (char *)object;
-  argv[n++] = runtime;
+  argv[n++] = (char *)runtime;
   char *libs = xstrdup(GSL_LINK_LIBS);
   for (char *tok = strtok(libs, " "); tok && n < 30; tok = strtok(NULL, " "))
     argv[n++] = tok;
   argv[n] = NULL;
-  bool ok = run(argv);
+  bool ok = run(argv, d);
   free(libs);
   return ok;
 }
@@ -563,260 +575,310 @@ static void mesh_axes_print(FILE *f, const Program *p) {
   }
 }
 
-/* Dies naming what does not verify: a broken invariant is gslc's bug. */
-static void verified(const Program *p, const char *what) {
+/* ---- the pipeline --------------------------------------------------------------- */
+
+/* Dies naming what does not verify: a broken invariant is gslc's bug.
+ * Returns p, so a pass's new program is verified where it is made. */
+static Program *verified(Program *p, const char *what) {
   if (!ir_verify(p, stderr))
     die("%s does not verify", what);
+  return p;
 }
 
-static int compile(const Options *o) {
-  char *out = output_path(o);
-  if (output_overwrites_source(out, o->input)) {
-    free(out);
-    return 1;
-  }
-  Source *src = source_load(o->input);
-  if (!src) {
-    diag_fatal("cannot read %s: %s", o->input, source_strerror(errno));
-    free(out);
-    return 1;
-  }
-  Resources res;
-  find_resources(&res);
-  if (!*res.stdlib || (o->mode == MODE_LINK && !*res.runtime)) {
-    diag_fatal("cannot find %s: not beside this gslc (as in its build tree, or as installed in %s and %s from "
-               "%s), nor there", !*res.stdlib ? "the stdlib (nn.gsl)" : "the runtime library (libgslrt.a)",
-               GSL_LIBDIR, GSL_STDLIBDIR, GSL_BINDIR);
-    free(out);
-    source_free(src);
-    return 1;
-  }
-  Arena *ast_arena = arena_new();
-  Program *p = NULL, *sema_p = NULL, *spmd = NULL, *front = NULL;
-  int *order = NULL; /* the regions --mem-budget may recompute, in remat_order's order */
-  char *build = NULL; /* gslrt_program_info's build */
-  Plan *plan = NULL;
-  int rc = 1;
-  char *obj = NULL;
+/* Runs a pass that changes p in place, then the verifier on p. */
+static void run_pass(Program *p, void (*pass)(Program *), const char *what) {
+  pass(p);
+  verified(p, what);
+}
 
-  Node *root = parse_source(src, ast_arena);
-  if (!root || diag_errors())
-    goto done;
-  SemaOptions so = {o->includes, o->ninclude, res.stdlib, o->defines, o->ndefine};
-  p = ir_new(src->path);
+/* The front end: src parsed and elaborated into the global IR, sema's
+ * program, which every build copies; NULL after reporting. */
+static Program *front_end(const Options *o, const Source *src, const char *stdlib, Arena *ast_arena, Diag *d) {
+  Node *root = parse_source(src, ast_arena, d);
+  if (!root)
+    return NULL;
+  SemaOptions so = {o->includes, o->ninclude, stdlib, o->defines, o->ndefine};
+  Program *p = ir_new(src->path);
   p->precision = o->precision;
-  Sema *sema = sema_new(p, ast_arena, &so);
+  Sema *sema = sema_new(p, ast_arena, &so, d);
   bool elaborated = sema_run(sema, root);
   sema_free(sema);
-  if (!elaborated || diag_errors())
-    goto done;
-  build = build_json(o, p);
-  if (o->mode == MODE_MESH) { /* the mesh as sema elaborated it: nothing planned */
-    FILE *f = out ? fopen(out, "w") : stdout;
-    if (!f) {
-      diag_fatal("cannot write %s: %s", out, strerror(errno));
-      goto done;
-    }
-    mesh_axes_print(f, p);
-    if ((out ? fclose(f) : fflush(f)) != 0) {
-      diag_fatal("cannot write %s: %s", out ? out : "stdout", strerror(errno));
-      goto done;
-    }
-    rc = 0;
-    goto done;
+  if (!elaborated) {
+    ir_free(p);
+    return NULL;
   }
-  front = p; /* the forward program as sema built it: each attempt below trains a copy */
-  p = NULL;
-  AutoShard searched = {0};
-  double same_plain[2] = {0, 0}; /* --explain --same-bits: the estimated step without it (compute, communication) */
-  Machine mach;
-  machine_default(&mach);
-  if (o->machine && !machine_load(&mach, o->machine, front->mesh.name, front->mesh.naxes))
-    goto done;
-  /* Under --mem-budget, a plan past the budget is built again recomputing
-   * more regions (remat.c's order: the least recompute time per byte saved
-   * first, as many as the last plan's excess asks for), and with
-   * --auto-shard the search also cuts params and states; without a budget
-   * the regions the source marks are recomputed, once. */
-  order = xmalloc(sizeof *order * (size_t)(front->nregions + 1));
-  int ncand = -1, chosen = 0;
+  return p;
+}
+
+/* What one build made, from a copy of sema's program to the buffer plan.
+ * Every program here is the build's own (build_free). */
+typedef struct Built {
+  Program *trained;   /* sema's program copied, the chosen regions recomputed, trained (ad_train) */
+  Program *filled;    /* trained with its moe products restricted to the filled slots (slots_skip_empty;
+                         it shares trained's strings), or NULL: no block was */
+  Program *blocked;   /* --same-bits: the global program with its sums cut into blocks, else NULL */
+  Program *global;    /* the last of those three made: the global program, sharded, as the reports read it */
+  Program *spmd;      /* the per-device program, or NULL before it is made */
+  Plan *plan;         /* its buffers, or NULL before they are planned */
+  AutoShard searched; /* --auto-shard: what its last search did */
+  double plain[2];    /* --explain --same-bits: the estimated step without it (compute, communication) */
+} Built;
+
+/* The first half of a build: sema's program front copied with the first
+ * nchosen regions of order recomputed, trained (its warnings to d), its
+ * dead values dropped, its moe products restricted to the filled slots. */
+static void train_copy(const Options *o, const Program *front, const int *order, int nchosen, Diag *d, Built *b) {
+  b->trained = ir_clone(front);
+  for (int k = 0; k < nchosen; k++)
+    b->trained->regions[order[k] - 1].recompute = true;
+  ad_train(b->trained, d);
+  run_pass(b->trained, ir_dce, "the IR sema built");
+  b->filled = slots_skip_empty(b->trained, !o->no_skip_empty);
+  b->global = b->filled ? verified(b->filled, "the IR with moe fill counts") : b->trained;
+}
+
+/* --explain --same-bits: the estimated step of g partitioned without it
+ * (compute and communication seconds, for the comparison). */
+static void estimate_unblocked(const Program *g, const Machine *m, double plain[2]) {
+  Program *s = spmd_partition(g);
+  spmd_combine(s);
+  shard_estimate(s, m, &plain[0], &plain[1]);
+  ir_free(s);
+}
+
+/* The second half: the trained program sharded (--auto-shard's choices
+ * within bound bytes of params, states and inputs a device, bound < 0:
+ * none; then propagation), with --same-bits its sums blocked, partitioned
+ * into the per-device program, and its buffers planned. False after
+ * reporting, or with b->searched.infeasible and nothing reported: the
+ * mesh cannot hold the params, states and inputs within bound. */
+static bool build_once(const Options *o, Built *b, const Machine *m, double bound, Diag *d) {
+  if (o->auto_shard && !auto_shard(b->global, m, bound, o->mode == MODE_EXPLAIN, &b->searched, d))
+    return false;
+  run_pass(b->global, shard_propagate, "the shardings propagation found");
+  run_pass(b->global, shard_updates, "the shardings of the sharded updates");
+  if (o->same_bits) {
+    if (o->mode == MODE_EXPLAIN)
+      estimate_unblocked(b->global, m, b->plain);
+    if (!(b->blocked = samebits_block(b->global, o->same_bits, d)))
+      return false;
+    b->global = verified(b->blocked, "the IR with --same-bits' blocked sums");
+  }
+  b->spmd = verified(spmd_partition(b->global), "the SPMD program the partitioner built");
+  run_pass(b->spmd, spmd_combine, "the SPMD program with riding all-to-alls");
+  b->plan = plan_buffers(b->spmd);
+  if (!plan_verify(b->plan, stderr))
+    die("the buffer plan does not verify");
+  return true;
+}
+
+/* Undoes build_once: the trained program unsharded, to search again. */
+static void build_unplan(Built *b) {
+  plan_free(b->plan);
+  ir_free(b->spmd);
+  ir_free(b->blocked);
+  b->plan = NULL;
+  b->spmd = b->blocked = NULL;
+  b->global = b->filled ? b->filled : b->trained;
+  shard_reset(b->global);
+}
+
+static void build_free(Built *b) {
+  plan_free(b->plan);
+  ir_free(b->spmd);
+  ir_free(b->blocked);
+  ir_free(b->filled);
+  ir_free(b->trained);
+  *b = (Built){0};
+}
+
+/* The regions of order after the first `chosen` (of ncand) that are
+ * recomputed next: as many as it takes for their savings to cover excess
+ * bytes, each told why for --explain. Returns how many are chosen then. */
+static int choose_regions(const Options *o, Program *front, const int *order, int ncand, int chosen,
+                          int64_t excess) {
+  for (int64_t cover = 0; chosen < ncand && cover < excess; chosen++) {
+    Region *R = &front->regions[order[chosen] - 1];
+    R->why = arena_printf(front->arena, "--mem-budget %lld: it saves about %lld bytes a device for %.3g ms of "
+                          "recompute, number %d of %d candidates by recompute time per byte saved",
+                          (long long)o->mem_budget, (long long)R->saved, R->seconds * 1e3, chosen + 1, ncand);
+    cover += R->saved;
+  }
+  return chosen;
+}
+
+/* Builds sema's program front into b: once, or under --mem-budget until
+ * the plan fits. An attempt trains a copy recomputing the regions chosen
+ * so far (none at first; without a budget, those the source marks) and
+ * builds it; a plan past the budget is built again recomputing more
+ * regions, remat.c's order (the least recompute time per byte saved
+ * first, measured on the first plan), as many as the excess asks for.
+ * Once none is left, --auto-shard searches again on the same copy with
+ * its bound on params, states and inputs shrunk by the excess, up to
+ * MEM_ROUNDS searches. False after reporting. */
+static bool budget_search(const Options *o, Program *front, const Machine *m, Diag *d, Built *b) {
+  int *order = xmalloc(sizeof *order * (size_t)(front->nregions + 1)); /* remat_order's candidates */
+  int ncand = -1, chosen = 0; /* entries of order (-1: not measured yet); the first chosen of them */
+  Diag quiet = {NULL, 0, false}; /* an attempt after the first: its warnings were given */
+  bool ok = false;
   for (int attempt = 0;; attempt++) {
-    p = ir_clone(front);
-    for (int k = 0; k < chosen; k++)
-      p->regions[order[k] - 1].recompute = true;
-    FILE *quiet = attempt ? fopen("/dev/null", "w") : NULL; /* its warnings were given by the first */
-    if (quiet)
-      diag_set_stream(quiet);
-    ad_train(p);
-    if (quiet) {
-      diag_set_stream(NULL);
-      fclose(quiet);
-    }
-    ir_dce(p);
-    verified(p, "the IR sema built");
-    p = slots_skip_empty(sema_p = p, !o->no_skip_empty);
-    if (p != sema_p)
-      verified(p, "the IR with moe fill counts");
-    bool over = false, exhausted = false; /* past the budget; with nothing left to try */
-    /* with --mem-budget, the search bounds the params, states and inputs;
-     * where the plan's intermediates then take it past the budget, the
-     * bound shrinks by the excess and the search runs again */
-    double held_budget = o->mem_budget > 0 ? (double)o->mem_budget : -1;
+    train_copy(o, front, order, chosen, attempt ? &quiet : d, b);
+    double budget = o->mem_budget > 0 ? (double)o->mem_budget : -1; /* --auto-shard's bound */
     const char *last_largest = NULL; /* the largest parts of the last plan past the budget */
+    bool more = false;               /* regions left to recompute */
     for (int round = 0;; round++) {
-      if (o->auto_shard && !auto_shard(p, &mach, held_budget, o->mode == MODE_EXPLAIN, &searched)) {
-        if (searched.infeasible)
-          diag_fatal("--mem-budget %lld: on this mesh a device holds at least %.0f bytes of params, optimizer "
+      if (!build_once(o, b, m, budget, d)) {
+        if (b->searched.infeasible)
+          diag_fatal(d, "--mem-budget %lld: on this mesh a device holds at least %.0f bytes of params, optimizer "
                      "states and inputs (each cut over as many devices as its dimensions and annotations allow; "
                      "the largest: %s), more than %s",
-                     (long long)o->mem_budget, searched.least, searched.largest,
-                     round ? arena_printf(p->arena, "the %.0f bytes the budget leaves them beside the rest of the "
-                                                    "plans found (the largest parts of the last: %s)",
-                                          held_budget, last_largest)
+                     (long long)o->mem_budget, b->searched.least, b->searched.largest,
+                     round ? arena_printf(front->arena, "the %.0f bytes the budget leaves them beside the rest of "
+                                                        "the plans found (the largest parts of the last: %s)",
+                                          budget, last_largest)
                            : "the budget");
         goto done;
       }
-      shard_propagate(p);
-      verified(p, "the shardings propagation found");
-      shard_updates(p);
-      verified(p, "the shardings of the sharded updates");
-      if (o->same_bits) {
-        if (o->mode == MODE_EXPLAIN) { /* the estimate without it, for --explain's comparison */
-          Program *plain = spmd_partition(p);
-          spmd_combine(plain);
-          shard_estimate(plain, &mach, &same_plain[0], &same_plain[1]);
-          ir_free(plain);
-        }
-        Program *b = samebits_block(p, o->same_bits);
-        if (!b)
-          goto done;
-        if (p != sema_p)
-          ir_free(p);
-        p = b;
-        verified(p, "the IR with --same-bits' blocked sums");
+      if (!o->mem_budget || plan_total(b->plan) <= o->mem_budget) {
+        ok = true;
+        goto done;
       }
-      spmd = spmd_partition(p);
-      verified(spmd, "the SPMD program the partitioner built");
-      spmd_combine(spmd);
-      verified(spmd, "the SPMD program with riding all-to-alls");
-      plan = plan_buffers(spmd);
-      if (!plan_verify(plan, stderr))
-        die("the buffer plan does not verify");
-      if (!o->mem_budget || plan_total(plan) <= o->mem_budget)
+      more = ncand != 0 && chosen != ncand; /* ncand < 0: not measured yet */
+      if (more || !o->auto_shard || round == MEM_ROUNDS - 1)
         break;
-      /* past the budget: recompute (more) regions first, while any is left, then cut further */
-      bool more = ncand != 0 && chosen != ncand; /* regions left to recompute (ncand < 0: not measured yet) */
-      if (more || round == MEM_ROUNDS - 1 || !o->auto_shard) {
-        over = true;
-        exhausted = !more;
-        break;
-      }
-      last_largest = stats_largest(p->arena, spmd, plan);
-      held_budget -= (double)(plan_total(plan) - o->mem_budget);
-      shard_reset(p);
-      plan_free(plan);
-      ir_free(spmd);
-      plan = NULL;
-      spmd = NULL;
+      last_largest = stats_largest(front->arena, b->spmd, b->plan);
+      budget -= (double)(plan_total(b->plan) - o->mem_budget);
+      build_unplan(b);
     }
-    if (!over)
-      break;
     if (ncand < 0) { /* what each region would save, measured on this first plan */
-      remat_measure(front, spmd, plan, &mach);
+      remat_measure(front, b->spmd, b->plan, m);
       ncand = remat_order(front, order);
     }
-    if (exhausted) {
-      diag_fatal("--mem-budget %lld: the plan found needs %lld bytes a device, more than the budget%s%s; the "
-                 "largest parts: %s (gslc --stats says how)", (long long)o->mem_budget, (long long)plan_total(plan),
+    if (!more) {
+      diag_fatal(d, "--mem-budget %lld: the plan found needs %lld bytes a device, more than the budget%s%s; the "
+                 "largest parts: %s (gslc --stats says how)", (long long)o->mem_budget, (long long)plan_total(b->plan),
                  chosen ? " with every region recomputed" : "",
                  o->auto_shard ? "" : " (without --auto-shard, the annotations decide)",
-                 stats_largest(p->arena, spmd, plan));
+                 stats_largest(front->arena, b->spmd, b->plan));
       goto done;
     }
-    /* the next regions in the order, until their savings cover the excess */
-    int64_t excess = plan_total(plan) - o->mem_budget, cover = 0;
-    while (chosen < ncand && cover < excess) {
-      Region *R = &front->regions[order[chosen] - 1];
-      R->why = arena_printf(front->arena, "--mem-budget %lld: it saves about %lld bytes a device for %.3g ms of "
-                            "recompute, number %d of %d candidates by recompute time per byte saved",
-                            (long long)o->mem_budget, (long long)R->saved, R->seconds * 1e3, chosen + 1, ncand);
-      cover += R->saved;
-      chosen++;
-    }
-    plan_free(plan);
-    ir_free(spmd);
-    plan = NULL;
-    spmd = NULL;
-    if (p != sema_p)
-      ir_free(sema_p);
-    ir_free(p);
-    p = sema_p = NULL;
+    chosen = choose_regions(o, front, order, ncand, chosen, plan_total(b->plan) - o->mem_budget);
+    build_free(b);
   }
-  if (output_overwrites_source(out, o->input))
-    goto done;
-
-  if (o->mode == MODE_IR || o->mode == MODE_SPMD || o->mode == MODE_EXPLAIN || o->mode == MODE_STATS ||
-      o->mode == MODE_ANNOTATIONS) {
-    FILE *f = out ? fopen(out, "w") : stdout;
-    if (!f) {
-      diag_fatal("cannot write %s: %s", out, strerror(errno));
-      goto done;
-    }
-    if (o->mode == MODE_IR)
-      ir_print(f, p);
-    else if (o->mode == MODE_SPMD)
-      ir_print(f, spmd);
-    else if (o->mode == MODE_EXPLAIN)
-      explain_print(f, p, spmd, o->auto_shard ? &searched : NULL, &mach, o->same_bits ? same_plain : NULL);
-    else if (o->mode == MODE_ANNOTATIONS)
-      annotations_print(f, p);
-    else
-      stats_print(f, spmd, plan, p);
-    if ((out ? fclose(f) : fflush(f)) != 0) {
-      diag_fatal("cannot write %s: %s", out ? out : "stdout", strerror(errno));
-      goto done;
-    }
-    rc = 0;
-    goto done;
-  }
-
-  CodegenOptions co = {o->opt_level, EMIT_OBJECT, NULL, build};
-  if (o->mode == MODE_LINK) {
-    char tmpl[] = "/tmp/gslc-XXXXXX.o";
-    int fd = mkstemps(tmpl, 2);
-    if (fd < 0) {
-      diag_fatal("cannot create a temporary file: %s", strerror(errno));
-      goto done;
-    }
-    close(fd);
-    obj = xstrdup(tmpl);
-    co.out = obj;
-  } else {
-    co.emit = o->mode == MODE_ASM ? EMIT_ASM : o->mode == MODE_LLVM ? EMIT_LLVM : EMIT_OBJECT;
-    co.out = out;
-  }
-  if (!cg_emit(spmd, plan, &co))
-    goto done;
-  if (o->mode == MODE_LINK && !link_program(obj, out, res.runtime))
-    goto done;
-  rc = 0;
 done:
   free(order);
-  free(out);
-  free(build);
-  if (obj) {
-    unlink(obj);
-    free(obj);
+  return ok;
+}
+
+/* ---- the outputs ------------------------------------------------------------------ */
+
+/* A report to out (standard output if NULL): --mesh-axes, of sema's
+ * program front (b NULL: nothing built); --emit-ir, --emit-spmd,
+ * --explain, --stats and --emit-annotations, of build b. False after
+ * reporting. */
+static bool write_report(const Options *o, const char *out, const Program *front, const Built *b, const Machine *m,
+                         Diag *d) {
+  FILE *f = out ? fopen(out, "w") : stdout;
+  if (!f) {
+    diag_fatal(d, "cannot write %s: %s", out, strerror(errno));
+    return false;
   }
-  plan_free(plan);
-  ir_free(spmd);
-  if (p != sema_p)
-    ir_free(sema_p);
-  ir_free(p);
+  switch (o->mode) {
+  case MODE_MESH: mesh_axes_print(f, front); break;
+  case MODE_IR: ir_print(f, b->global); break;
+  case MODE_SPMD: ir_print(f, b->spmd); break;
+  case MODE_EXPLAIN:
+    explain_print(f, b->global, b->spmd, o->auto_shard ? &b->searched : NULL, m, o->same_bits ? b->plain : NULL);
+    break;
+  case MODE_ANNOTATIONS: annotations_print(f, b->global); break;
+  case MODE_STATS: stats_print(f, b->spmd, b->plan, b->global); break;
+  case MODE_LINK:
+  case MODE_OBJECT:
+  case MODE_ASM:
+  case MODE_LLVM: die("mode %d writes code, not a report", (int)o->mode);
+  }
+  if ((out ? fclose(f) : fflush(f)) != 0) {
+    diag_fatal(d, "cannot write %s: %s", out ? out : "stdout", strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+/* Whether mode m writes code (an executable, an object, assembly or LLVM
+ * IR), not a report. */
+static bool writes_code(Mode m) { return m == MODE_LINK || m == MODE_OBJECT || m == MODE_ASM || m == MODE_LLVM; }
+
+/* Build b's per-device program as code: an object file linked with the
+ * runtime into the executable out (MODE_LINK), or out itself as an object
+ * file, assembly or LLVM IR. False after reporting. */
+static bool emit(const Options *o, const char *out, const Program *front, const Built *b, const char *runtime,
+                 Diag *d) {
+  char *build = build_json(o, front);
+  CodegenOptions co = {o->opt_level, o->mode == MODE_ASM ? EMIT_ASM : o->mode == MODE_LLVM ? EMIT_LLVM : EMIT_OBJECT,
+                       out, build};
+  bool ok = false;
+  if (o->mode != MODE_LINK) {
+    ok = cg_emit(b->spmd, b->plan, &co, d);
+  } else {
+    char obj[] = "/tmp/gslc-XXXXXX.o"; /* the object, removed once linked */
+    int fd = mkstemps(obj, 2);
+    if (fd < 0) {
+      diag_fatal(d, "cannot create a temporary file: %s", strerror(errno));
+    } else {
+      close(fd);
+      co.out = obj;
+      ok = cg_emit(b->spmd, b->plan, &co, d) && link_program(obj, out, runtime, d);
+      unlink(obj);
+    }
+  }
+  free(build);
+  return ok;
+}
+
+/* The whole run: each step reports what stops it (to one Diag), and the
+ * exit status is 1 after any error. */
+static int compile(const Options *o) {
+  Diag d = {stderr, 0, false};
+  char *out = output_path(o);
+  Source *src = NULL;
+  Arena *ast_arena = arena_new();
+  Program *front = NULL; /* sema's program */
+  Built b = {0};
+  Resources res;
+  Machine mach;
+  bool ok = false;
+  if (output_overwrites_source(out, o->input, &d))
+    goto done;
+  if (!(src = source_load(o->input))) {
+    diag_fatal(&d, "cannot read %s: %s", o->input, source_strerror(errno));
+    goto done;
+  }
+  find_resources(&res);
+  if (!*res.stdlib || (o->mode == MODE_LINK && !*res.runtime)) {
+    diag_fatal(&d, "cannot find %s: not beside this gslc (as in its build tree, or as installed in %s and %s from "
+               "%s), nor there", !*res.stdlib ? "the stdlib (nn.gsl)" : "the runtime library (libgslrt.a)",
+               GSL_LIBDIR, GSL_STDLIBDIR, GSL_BINDIR);
+    goto done;
+  }
+  if (!(front = front_end(o, src, res.stdlib, ast_arena, &d)))
+    goto done;
+  if (o->mode == MODE_MESH) { /* the mesh as sema elaborated it: nothing built */
+    ok = write_report(o, out, front, NULL, NULL, &d);
+    goto done;
+  }
+  machine_default(&mach);
+  if (o->machine && !machine_load(&mach, o->machine, front->mesh.name, front->mesh.naxes, &d))
+    goto done;
+  if (!budget_search(o, front, &mach, &d, &b) || output_overwrites_source(out, o->input, &d))
+    goto done;
+  ok = writes_code(o->mode) ? emit(o, out, front, &b, res.runtime, &d) : write_report(o, out, front, &b, &mach, &d);
+done:
+  build_free(&b);
   ir_free(front);
   arena_free(ast_arena);
   source_free(src);
-  return rc || diag_errors() ? 1 : 0;
+  free(out);
+  return ok && !d.errors ? 0 : 1;
 }
 
 int main(int argc, char **argv) {

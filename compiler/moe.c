@@ -188,9 +188,9 @@ R sema_moe(Sema *s, Scope *sc, const Node *n) {
   double F = cap_n ? sema_eval_number(s, sc, cap_n, "moe's capacity", &ok) : 2.0;
   double Z = z_n ? sema_eval_number(s, sc, z_n, "moe's zloss", &ok) : 0.0;
   double rate = br_n ? sema_eval_number(s, sc, br_n, "moe's bias_rate", &ok) : 0.0;
-  int before = diag_errors();
+  int before = s->errors;
   bool rr = sema_bool_kwarg(s, sc, &a, "random_routing", K == 2);
-  if (!x || !wg || !ok || diag_errors() != before)
+  if (!x || !wg || !ok || s->errors != before)
     return none;
   if (x->dtype != DT_F32 || x->shape.rank != 3) {
     sema_error(s, a.pos[0]->span, "moe's tokens must be f32[G, S, M] (groups, tokens per group, model dim), got %s",

@@ -52,6 +52,7 @@ typedef struct SameBits {
   Value **remap;    /* g's value id -> its value in dst, to point sh_from at dst's values */
   SameNote *notes;  /* one per dimension blocked, for --explain (malloc'd) */
   int nnotes, cap;
+  Diag *diag;       /* where refusals are reported */
 } SameBits;
 
 /* The largest divisor of n not above bound. */
@@ -158,10 +159,10 @@ static void refuse(SameBits *S, const Value *at, const char *note, const char *f
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  diag_error(at->span, "--same-bits: this %s%s %s", sum_name(at), of_pass(S->dst->arena, at), msg);
+  diag_error(S->diag, at->span, "--same-bits: this %s%s %s", sum_name(at), of_pass(S->dst->arena, at), msg);
   if (note)
-    diag_note(at->span, "%s", note);
-  ir_note_calls(S->g, at);
+    diag_note(S->diag, at->span, "%s", note);
+  ir_note_calls(S->diag, S->g, at);
   S->failed = true;
 }
 
@@ -576,8 +577,8 @@ static Value *samebits_rewrite(void *ctx, Program *dst, const Value *v, Value **
   return r;
 }
 
-Program *samebits_block(const Program *g, int bound) {
-  SameBits S = {bound, g, NULL, false, xcalloc((size_t)g->nvalues + 1, sizeof(Value *)), NULL, 0, 0};
+Program *samebits_block(const Program *g, int bound, Diag *d) {
+  SameBits S = {bound, g, NULL, false, xcalloc((size_t)g->nvalues + 1, sizeof(Value *)), NULL, 0, 0, d};
   Program *r = ir_rewrite(g, false, samebits_rewrite, &S);
   /* the shardings' sources in r (g may be freed) */
   for (int i = 0; i < r->nvalues; i++) {

@@ -44,13 +44,14 @@ void sema_error(Sema *s, Span sp, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  diag_error(sp, "%s", msg);
+  diag_error(s->diag, sp, "%s", msg);
+  s->errors++;
   for (int i = s->depth - 1; i >= 0; i--) {
     const Frame *f = &s->stack[i];
     if (f->kind == FRAME_CALL)
-      diag_note(f->at, "in the call to '%s' here", f->name);
+      diag_note(s->diag, f->at, "in the call to '%s' here", f->name);
     else
-      diag_note(f->at, "in iteration %s = %" PRId64 " of the loop here", f->name, f->iter);
+      diag_note(s->diag, f->at, "in iteration %s = %" PRId64 " of the loop here", f->name, f->iter);
   }
 }
 
@@ -132,7 +133,7 @@ Binding *sema_bind(Sema *s, Scope *sc, const char *name, BindKind k, Span sp) {
   if (old) {
     sema_error(s, sp, "redefinition of '%s'", name);
     if (old->span.src)
-      diag_note(old->span, "'%s' was defined here", name);
+      diag_note(s->diag, old->span, "'%s' was defined here", name);
     return NULL;
   }
   if (k == BK_FN && sema_builtin_lookup(name) >= 0) {
@@ -1023,7 +1024,8 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
     const Tensor *pt = &s->b.p->tensors[i];
     if (pt->kind == TK_PARAM && !pt->frozen && pt->dtype == DT_BF16) {
       sema_error(s, pt->span, "param '%s' is bf16, and a trained param must be f32", pt->name);
-      diag_note(st->span, "trained here; keep the param f32 and convert where it is used (bf16(%s)), compile with "
+      diag_note(s->diag, st->span,
+                "trained here; keep the param f32 and convert where it is used (bf16(%s)), compile with "
                 "--precision bf16, or declare it frozen", pt->name);
       ok = false;
     }
@@ -1095,7 +1097,7 @@ static void exec_train(Sema *s, Scope *sc, const Node *st) {
   if (s->b.p->train.span.src) {
     if (!s->train_twice) { /* once: the statement's own errors are shown for each */
       sema_error(s, st->span, "a program has one train statement");
-      diag_note(s->b.p->train.span, "the first is here");
+      diag_note(s->diag, s->b.p->train.span, "the first is here");
     }
     s->train_twice = true;
     return;
@@ -1154,9 +1156,10 @@ static void import_into(Sema *s, Scope *sc, const char *name, Span at) {
   memcpy(text, src->text, src->len + 1);
   kept->text = text;
   source_free(src);
-  Node *root = parse_source(kept, s->ast);
+  Node *root = parse_source(kept, s->ast, s->diag);
   if (!root) {
-    diag_note(at, "imported here");
+    diag_note(s->diag, at, "imported here");
+    s->errors++;
     return;
   }
   exec_block(s, sc, &root->list);
@@ -1180,7 +1183,7 @@ static void exec_fn(Sema *s, Scope *sc, const Node *st) {
  * fn, const and import. false once the program grew too large. */
 static bool exec_block(Sema *s, Scope *sc, const NodeList *stmts) {
   bool user = sc == &s->global;
-  for (int i = 0; i < stmts->len && !s->too_big && !diag_flooded(); i++) {
+  for (int i = 0; i < stmts->len && !s->too_big && !diag_flooded(s->diag); i++) {
     const Node *st = stmts->items[i];
     if (!user && st->kind != AST_IMPORT && st->kind != AST_CONST && st->kind != AST_FN && st->kind != AST_ERROR) {
       sema_error(s, st->span, "a module the compiler calls into may hold only fn, const and import");
@@ -1235,8 +1238,9 @@ static bool exec_block(Sema *s, Scope *sc, const NodeList *stmts) {
 
 /* ---- the public API ------------------------------------------------------------- */
 
-Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt) {
+Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt, Diag *d) {
   Sema *s = xcalloc(1, sizeof *s);
+  s->diag = d;
   s->b = build_at(p, PASS_FORWARD, (Span){0}, 0);
   s->ast = ast_arena;
   s->opt = opt;
@@ -1247,27 +1251,29 @@ Sema *sema_new(Program *p, Arena *ast_arena, const SemaOptions *opt) {
 static void make_updates(Sema *s);
 
 bool sema_run(Sema *s, const Node *root) {
-  int before = diag_errors();
+  int before = s->errors;
   exec_block(s, &s->global, &root->list);
   const SemaOptions *opt = s->opt;
   for (int i = 0; opt && i < opt->ndefines; i++)
-    if (!s->define_used[i] && diag_errors() == before) {
+    if (!s->define_used[i] && s->errors == before) {
       int j;
-      if (find_define(s, opt->defines[i].name, &j) && j == i)
-        diag_fatal("-D %s: the program has no const named %s", opt->defines[i].name, opt->defines[i].name);
+      if (find_define(s, opt->defines[i].name, &j) && j == i) {
+        diag_fatal(s->diag, "-D %s: the program has no const named %s", opt->defines[i].name, opt->defines[i].name);
+        s->errors++;
+      }
     }
   /* the states sema makes (a moe block's routing bias) move after each
    * training step: without one they would move at every step of a
    * program that only computes */
   const Program *p = s->b.p;
-  for (int i = 0; i < p->ntensors && !p->train.loss && diag_errors() == before; i++)
+  for (int i = 0; i < p->ntensors && !p->train.loss && s->errors == before; i++)
     if (p->tensors[i].kind == TK_STATE)
       sema_error(s, p->tensors[i].span,
                  "bias_rate moves the routing bias %s after each training step, and the program has no train statement",
                  p->tensors[i].name);
-  if (diag_errors() == before && s->b.p->train.loss)
+  if (s->errors == before && s->b.p->train.loss)
     make_updates(s);
-  return diag_errors() == before;
+  return s->errors == before;
 }
 
 /* The top-level scope of module name, loaded the first time; NULL after
@@ -1277,9 +1283,9 @@ static Scope *module_scope(Sema *s, const char *name, Span at) {
     if (strcmp(s->modules[i].name, name) == 0)
       return s->modules[i].scope;
   Scope *sc = arena_alloc(s->b.p->arena, sizeof *sc);
-  int before = diag_errors();
+  int before = s->errors;
   import_into(s, sc, name, at);
-  if (diag_errors() != before) {
+  if (s->errors != before) {
     free(sc->imported);
     sc = NULL;
   }
@@ -1307,7 +1313,7 @@ static int call(Sema *s, const char *module, const char *fn, Value **args, int n
   if (all != b->fn->list.len) {
     sema_error(s, at, "'%s' takes %d argument%s, %d given", fn, b->fn->list.len, b->fn->list.len == 1 ? "" : "s",
                all);
-    diag_note(b->fn->span, "'%s' is defined here", fn);
+    diag_note(s->diag, b->fn->span, "'%s' is defined here", fn);
     return -1;
   }
   Span *spans = arena_alloc(s->b.p->arena, sizeof *spans * (size_t)(all ? all : 1));
@@ -1435,9 +1441,9 @@ void sema_free(Sema *s) {
   free(s);
 }
 
-Program *sema_program(const Node *root, const Source *src, Arena *ast_arena, const SemaOptions *opt) {
+Program *sema_program(const Node *root, const Source *src, Arena *ast_arena, const SemaOptions *opt, Diag *d) {
   Program *p = ir_new(src ? src->path : NULL);
-  Sema *s = sema_new(p, ast_arena, opt);
+  Sema *s = sema_new(p, ast_arena, opt, d);
   bool ok = sema_run(s, root);
   sema_free(s);
   if (!ok) {

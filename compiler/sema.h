@@ -111,6 +111,9 @@ struct Sema {
                                   put this one back whole */
   Arena *ast;                  /* arena for imported ASTs */
   const SemaOptions *opt;      /* search path, -D */
+  Diag *diag;                  /* where its errors go (and the parser's, for the modules it imports) */
+  int errors;                  /* errors it reported, a module that did not parse counted once: a
+                                  construct failed when they grew while it was elaborated */
   Scope global;                /* top-level names of the user's program */
   Frame stack[SEMA_MAX_DEPTH]; /* calls being inlined and loop iterations being unrolled, outermost first */
   int depth;                   /* entries of stack in use */

@@ -314,12 +314,13 @@ Program *slots_skip_empty(Program *p, bool enable) {
   bool any = false;
   for (int i = 0; i < S.nblk; i++)
     any |= enable && !S.blk[i].bad;
-  Program *q = any ? ir_rewrite(p, false, rewrite, &S) : p;
-  q->nmoe = S.nblk;
-  q->moe = arena_alloc(q->arena, sizeof *q->moe * (size_t)(S.nblk + 1));
+  Program *q = any ? ir_rewrite(p, false, rewrite, &S) : NULL;
+  Program *noted = q ? q : p; /* the program the notes go with */
+  noted->nmoe = S.nblk;
+  noted->moe = arena_alloc(noted->arena, sizeof *noted->moe * (size_t)(S.nblk + 1));
   for (int i = 0; i < S.nblk; i++) {
     const Block *B = &S.blk[i];
-    MoeNote *m = &q->moe[i];
+    MoeNote *m = &noted->moe[i];
     m->span = B->dispatch->span;
     m->e = B->dispatch->shape.d[0];
     m->g = B->dispatch->shape.d[1];
@@ -334,7 +335,7 @@ Program *slots_skip_empty(Program *p, bool enable) {
     if (B->bad) {
       Span sp = B->bad->span;
       const char *base = sp.src ? strrchr(sp.src->path, '/') : NULL;
-      m->why = arena_printf(q->arena, "the body mixes slots: the %s at %s:%u", op_name(B->bad->op),
+      m->why = arena_printf(noted->arena, "the body mixes slots: the %s at %s:%u", op_name(B->bad->op),
                             !sp.src ? "-" : base ? base + 1 : sp.src->path, sp.line);
     } else if (!enable) {
       m->why = "-fno-moe-skip-empty";

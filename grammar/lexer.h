@@ -44,6 +44,7 @@ typedef struct LexBracket {
 typedef struct Lexer {
   const Source *src;      /* the text scanned */
   Arena *arena;           /* names, strings and the bracket stack live here */
+  Diag *diag;             /* where its errors (and the parser's) are reported */
   const char *cur;        /* next byte to scan */
   const char *lim;        /* src->text + src->len: the end of the input */
   const char *tok;        /* first byte of the token being scanned */
@@ -65,10 +66,11 @@ typedef struct Lexer {
   bool stopped;           /* gave up: every later token is TOK_END */
 } Lexer;
 
-/* Starts scanning src; strings and names are allocated in a. */
-void lex_init(Lexer *lx, const Source *src, Arena *a);
+/* Starts scanning src; strings and names are allocated in a, errors
+ * reported to d. */
+void lex_init(Lexer *lx, const Source *src, Arena *a, Diag *d);
 /* Scans the next token into *t and returns its kind. Lexical errors are
- * reported through diag_error and counted in lx->nerrors; the offending
+ * reported to lx->diag and counted in lx->nerrors; the offending
  * bytes are skipped. Once the errors reach lx->max_errors, the lexer says
  * so in a note, stops reporting, and returns only TOK_END. */
 int lex_next(Lexer *lx, Token *t);

@@ -22,10 +22,11 @@
 #include "lexer.h"
 #include "parser.h"
 
-void lex_init(Lexer *lx, const Source *src, Arena *a) {
+void lex_init(Lexer *lx, const Source *src, Arena *a, Diag *d) {
   memset(lx, 0, sizeof *lx);
   lx->src = src;
   lx->arena = a;
+  lx->diag = d;
   lx->cur = src->text;
   lx->lim = src->text + src->len;
   lx->line_start = src->text;
@@ -50,7 +51,7 @@ static bool over_limit(const Lexer *lx) {
 
 /* Gives up at sp: the rest of the input is skipped. */
 static void stop(Lexer *lx, Span sp) {
-  diag_note(sp, "too many errors, giving up on this file");
+  diag_note(lx->diag, sp, "too many errors, giving up on this file");
   lx->stopped = true;
   lx->cur = lx->lim;
   lx->depth = 0;
@@ -65,7 +66,7 @@ static void lex_error(Lexer *lx, Span sp, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  diag_error(sp, "%s", msg);
+  diag_error(lx->diag, sp, "%s", msg);
   lx->nerrors++;
   if (over_limit(lx))
     stop(lx, sp);

@@ -78,7 +78,7 @@ static void yyerror(const Span *loc, Parser *ps, const char *msg);
 static void syntax_error(Parser *ps, Span sp, const char *msg) {
   if (ps->lx.stopped)
     return;
-  diag_error(sp, "%s", msg);
+  diag_error(ps->lx.diag, sp, "%s", msg);
   ps->lx.parse_errors++;
 }
 
@@ -120,7 +120,7 @@ static void missing_closer(Parser *ps, char closer, Span loc, ParseUnclosed u, b
   char msg[64];
   snprintf(msg, sizeof msg, "syntax error, missing '%c' at end of %s", closer, u.at_eof ? "file" : "line");
   syntax_error(ps, loc, msg);
-  diag_note(u.open, "to match this '%c'", ps->src->text[u.open.off]);
+  diag_note(ps->lx.diag, u.open, "to match this '%c'", ps->src->text[u.open.off]);
 }
 }
 
@@ -540,19 +540,19 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Parser *ps) {
     LexBracket b;
     char one[2] = {opens[i], '\0'};
     if (closer[i] && lex_open_bracket(&ps->lx, one, &b) && b.span.line != loc->line) {
-      diag_note(b.span, "to match this '%c'", b.open);
+      diag_note(ps->lx.diag, b.span, "to match this '%c'", b.open);
       break;
     }
   }
   return 0;
 }
 
-Node *parse_source(const Source *src, Arena *a) {
+Node *parse_source(const Source *src, Arena *a, Diag *d) {
   Parser ps;
   memset(&ps, 0, sizeof ps);
   ps.src = src;
   ps.arena = a;
-  lex_init(&ps.lx, src, a);
+  lex_init(&ps.lx, src, a, d);
   ps.lx.max_errors = PARSE_MAX_ERRORS;
   int rc = yyparse(&ps);
   if (rc != 0 || ps.lx.parse_errors > 0 || ps.lx.nerrors > 0)

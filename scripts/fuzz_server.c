@@ -16,9 +16,10 @@
  *     its cost is the copy-on-write faults of the child's first writes
  *     (some 80 ms for a small program against 5 ms of gslc's work);
  *   - persistent: one long-lived child runs request after request in
- *     process, up to PERSIST_RUNS of them, with diag_reset() between (the
- *     diagnostics' counters are gslc's only global state; the rest lives
- *     in arenas and structs each run frees). A run that ends the child
+ *     process, up to PERSIST_RUNS of them (the diagnostics and their
+ *     counts live in each run's Diag, the rest in arenas and structs each
+ *     run frees; only diag.c's list of the files read, for the build
+ *     record and the output's check, outlives a run). A run that ends the child
  *     (a sanitizer's report, a signal, exit() from gslc, a timeout) is
  *     answered with how it ended and the next request starts a new child;
  *     fuzz.py runs any such result again fresh before it counts it, since
@@ -55,7 +56,6 @@
 
 int fuzz_target_main(int argc, char **argv);
 void __lsan_do_leak_check(void) __attribute__((weak)); /* LeakSanitizer's, when linked in */
-void diag_reset(void) __attribute__((weak));           /* gslc's, between persistent runs */
 
 #define MAX_FIELDS 4096
 #define PERSIST_RUNS 1000 /* requests a persistent child runs before a new one starts */
@@ -181,8 +181,6 @@ static void persistent_child(int in, int out, const sigset_t *old) {
   for (int runs = 0; runs < PERSIST_RUNS && (n = read_request(&r, fields, &raw, &rawlen)) >= 6; runs++) {
     if (!redirect(fields))
       _exit(125);
-    if (diag_reset)
-      diag_reset();
     int rc = fuzz_target_main(n - 5, fields + 5);
     fflush(NULL);
     char line[32];

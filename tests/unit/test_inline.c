@@ -12,7 +12,7 @@
 
 static char *diags;     /* diagnostics captured since begin() */
 static size_t ndiags;
-static FILE *diag_file;
+static Diag diag;       /* where they go: a memory stream over diags */
 static Source *src;     /* the "caller's" source that call spans point into */
 static Arena *ast;
 static Program *prog;
@@ -21,22 +21,19 @@ static Sema *sema;
 
 static void begin(const char *text) {
   diags = NULL;
-  diag_file = open_memstream(&diags, &ndiags);
-  diag_set_stream(diag_file);
-  diag_reset();
+  diag = (Diag){open_memstream(&diags, &ndiags), 0, false};
   src = source_from_string("t.gsl", text);
   ast = arena_new();
   prog = ir_new("t.gsl");
   top = build_at(prog, PASS_FORWARD, (Span){0}, 0);
   static const SemaOptions so = {NULL, 0, TEST_SRCDIR "/stdlib", NULL, 0};
-  sema = sema_new(prog, ast, &so);
+  sema = sema_new(prog, ast, &so, &diag);
 }
 
 /* the captured diagnostics, first lines only (caller frees) */
 static char *end(void) {
   sema_free(sema);
-  fclose(diag_file);
-  diag_set_stream(NULL);
+  fclose(diag.out);
   char *lines = tests_first_lines(diags);
   free(diags);
   ir_free(prog);
@@ -108,7 +105,7 @@ static void test_dense(void) {
   CU_ASSERT_EQUAL(after->region, 0);
   ir_output(prog, "y", y, call);
   CU_ASSERT_TRUE(ir_verify(prog, stderr));
-  CU_ASSERT_EQUAL(diag_errors(), 0);
+  CU_ASSERT_EQUAL(diag.errors, 0);
   free(end());
 }
 
@@ -131,7 +128,7 @@ static void test_shape_names_per_call(void) {
   CU_ASSERT_EQUAL(r2->shape.rank, 0);
   CU_ASSERT_EQUAL(r1->dtype, DT_F32);
   CU_ASSERT_TRUE(ir_verify(prog, stderr));
-  CU_ASSERT_EQUAL(diag_errors(), 0);
+  CU_ASSERT_EQUAL(diag.errors, 0);
   free(end());
 }
 
@@ -169,7 +166,7 @@ static void test_errors(void) {
 /* After sema_run, the program's own functions can be called too. */
 static void test_program_function(void) {
   begin("fn twice(v) {\n  return v + v\n}\n");
-  Node *root = parse_source(src, ast);
+  Node *root = parse_source(src, ast, &diag);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   CU_ASSERT_TRUE(sema_run(sema, root));
   int64_t d[] = {7};
@@ -192,7 +189,7 @@ static void test_program_function(void) {
  * a function with a random draw gets a fresh stream per inlining. */
 static void test_ir_function(void) {
   begin("fn noisy(v) {\n  return v + uniform_like(v)\n}\n");
-  Node *root = parse_source(src, ast);
+  Node *root = parse_source(src, ast, &diag);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   CU_ASSERT_TRUE(sema_run(sema, root));
   int64_t d[] = {3};

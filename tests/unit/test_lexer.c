@@ -4,7 +4,7 @@
  *
  * Most tests lex a text into one string, a token per line in the form
  * `line:col kind[ value]`, and compare it whole with the expected string;
- * errors are captured by pointing diag at a memory stream. */
+ * errors are captured by a Diag over a memory stream. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +36,8 @@ static Lexed lex_text_len(const char *text, size_t len) {
   Arena *a = arena_new();
   Lexer lx;
   Token t;
-  diag_set_stream(df);
-  lex_init(&lx, &src, a);
+  Diag d = {df, 0, false};
+  lex_init(&lx, &src, a, &d);
   for (int guard = 0; lex_next(&lx, &t) != TOK_END && guard < 10000; guard++) {
     fprintf(tf, "%u:%u %s", t.span.line, t.span.col, lex_token_name(t.kind));
     if (t.kind == TOK_NAME)
@@ -52,7 +52,6 @@ static Lexed lex_text_len(const char *text, size_t len) {
       fprintf(tf, " %u:%u%s", t.open.line, t.open.col, t.at_eof ? " eof" : "");
     fputc('\n', tf);
   }
-  diag_set_stream(NULL);
   r.nerrors = lx.nerrors;
   fclose(tf);
   fclose(df);

@@ -3,7 +3,7 @@
  * Programs are parsed and their ast_dump compared whole with the expected
  * S-expression: the SPEC's whole program and every form of SPEC sections
  * 3-6, precedence, spans. Bad programs are checked for the exact
- * diagnostics (captured from diag through a memory stream) and a NULL tree.
+ * diagnostics (captured by a Diag over a memory stream) and a NULL tree.
  * A fuzz test mutates the SPEC program with a fixed seed and checks that
  * the parser neither crashes nor disagrees with itself about errors. */
 #define _POSIX_C_SOURCE 200809L
@@ -20,7 +20,7 @@
 typedef struct Parsed {
   char *dump;  /* ast_dump of the tree, or NULL when parse_source failed */
   char *diags; /* diagnostics as printed */
-  int nerrors; /* diag_errors() after the parse */
+  int nerrors; /* the errors the parse reported */
 } Parsed;
 
 static Parsed parse_text_len(const char *text, size_t len) {
@@ -32,12 +32,9 @@ static Parsed parse_text_len(const char *text, size_t len) {
   buf[len] = '\0';
   Source src = {"m.gsl", buf, len};
   Arena *a = arena_new();
-  diag_reset();
-  diag_set_stream(df);
-  Node *root = parse_source(&src, a);
-  diag_set_stream(NULL);
-  r.nerrors = diag_errors();
-  diag_reset();
+  Diag d = {df, 0, false};
+  Node *root = parse_source(&src, a, &d);
+  r.nerrors = d.errors;
   fclose(df);
   if (root) {
     FILE *f = open_memstream(&r.dump, &n);
@@ -228,7 +225,8 @@ static void test_parse_loops(void) {
   /* the node spans the header, where notes point */
   Arena *a = arena_new();
   Source src = {"m.gsl", "for l in 0..L {\n  let h = h\n}\n", 29};
-  Node *root = parse_source(&src, a);
+  Diag d = {stderr, 0, false};
+  Node *root = parse_source(&src, a, &d);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   Node *loop = root->list.items[0];
   CU_ASSERT_EQUAL(loop->kind, AST_FOR);
@@ -251,7 +249,8 @@ static void test_parse_spans(void) {
   Arena *a = arena_new();
   const char *text = "const N = 4\n  let x = a +\tb * c\n";
   Source src = {"m.gsl", text, strlen(text)};
-  Node *root = parse_source(&src, a);
+  Diag d = {stderr, 0, false};
+  Node *root = parse_source(&src, a, &d);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   CU_ASSERT_EQUAL(root->list.len, 2);
   Node *let = root->list.items[1];

@@ -17,22 +17,20 @@ static Program *elaborate_with(const char *text, const Define *defs, int ndefs) 
   diag_text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&diag_text, &len);
-  diag_set_stream(f);
-  diag_reset();
+  Diag d = {f, 0, false};
   Source *src = source_from_string("t.gsl", text);
   Arena *ast = arena_new();
   Program *p = NULL;
-  Node *root = parse_source(src, ast);
+  Node *root = parse_source(src, ast, &d);
   if (root) {
     SemaOptions so = {NULL, 0, TEST_SRCDIR "/stdlib", defs, ndefs};
-    p = sema_program(root, src, ast, &so);
+    p = sema_program(root, src, ast, &so, &d);
     if (p && p->train.loss) { /* the front end as gslc runs it */
-      ad_train(p);
+      ad_train(p, &d);
       ir_dce(p);
     }
   }
   fclose(f);
-  diag_set_stream(NULL);
   if (p)
     CU_ASSERT_TRUE(ir_verify(p, stderr));
   /* the program's spans point into src and imported sources; keep src alive
