@@ -10,9 +10,11 @@
  * (type, batch, m, n, k, trans, ld, strides) key, and kept in a small open
  * hash table for the rest of the run: later calls only set the data handles
  * and execute on one CPU stream. A shape oneDNN declines, or serves only
- * with its reference (scalar) kernel, is remembered as declined and goes
- * to OpenBLAS: f32 directly, bf16 widened to f32 and rounded back when C is
- * bf16. Nothing here fails for want of a kernel.
+ * with its reference (scalar) kernel, is remembered as declined: f32 goes
+ * to OpenBLAS; bf16 (on a CPU without AVX-512, oneDNN 2.6 has no bf16
+ * product) is widened exactly to f32 in buffers kept for the run,
+ * multiplied as an f32 product of its shape is (oneDNN or OpenBLAS), and
+ * rounded back when C is bf16. Nothing here fails for want of a kernel.
  *
  * Which library runs an f32 product is decided per shape by what
  * bench/gemm_peak.c measured on this project's machine; see f32_by_onednn.
@@ -409,6 +411,21 @@ void gslrt_gemm_bf16(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m,
            counts.onednn_calls - before);
 }
 
+/* An f32 product on the library that runs its shape faster here
+ * (f32_by_onednn), OpenBLAS where oneDNN declines it. */
+static void f32_product(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                        const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
+                        int64_t stride_b, float *c, int64_t ldc, int64_t stride_c) {
+  if (k > 0 && f32_by_onednn(batch, m, n, k)) {
+    int64_t key[GEMM_KEY_LEN];
+    make_key(key, GEMM_F32, batch, trans_a, trans_b, m, n, k, lda, stride_a, ldb, stride_b, ldc,
+             stride_c);
+    if (onednn_gemm(key, a, b, c))
+      return;
+  }
+  blas_sgemm(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
+}
+
 static void sgemm_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
                       const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
                       int64_t stride_b, float *c, int64_t ldc, int64_t stride_c) {
@@ -421,29 +438,47 @@ static void sgemm_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m
     gslrt_sgemm_pinned(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
     return;
   }
-  if (k > 0 && f32_by_onednn(batch, m, n, k)) {
-    int64_t key[GEMM_KEY_LEN];
-    make_key(key, GEMM_F32, batch, trans_a, trans_b, m, n, k, lda, stride_a, ldb, stride_b, ldc,
-             stride_c);
-    if (onednn_gemm(key, a, b, c))
-      return;
-  }
-  blas_sgemm(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
+  f32_product(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
 }
 
 /* ---- bf16 ---------------------------------------------------------------------- */
 
+/* The fallback's f32 copies (the two operands, and C when C is bf16),
+ * each grown to the largest product met and kept for the run: one thread
+ * a process runs the products, one at a time. */
+static struct {
+  float *p;
+  int64_t n;
+} wide[3];
+
+static float *wide_buffer(int which, int64_t count) {
+  if (count > wide[which].n) {
+    free(wide[which].p);
+    wide[which].p = malloc((size_t)count * sizeof(float) + 1);
+    if (!wide[which].p)
+      gslrt_fatal(NULL, "gslrt_gemm_bf16: cannot allocate %lld floats to widen a product's operands",
+                  (long long)count);
+    wide[which].n = count;
+  }
+  return wide[which].p;
+}
+
 /* A bf16 operand (rows x cols per batch entry as stored) widened into a
- * dense f32 copy, batch entries rows * cols apart. */
-static float *widen(const uint16_t *x, int64_t batch, int64_t rows, int64_t cols, int64_t ld,
-                    int64_t stride) {
-  float *w = malloc((size_t)(batch * rows * cols) * sizeof *w + 1);
-  if (!w)
-    gslrt_fatal(NULL, "gslrt_gemm_bf16: cannot allocate %lld floats to widen an operand",
-                (long long)(batch * rows * cols));
-  for (int64_t e = 0; e < batch; e++)
-    for (int64_t i = 0; i < rows; i++)
-      gslrt_bf16_widen_n(w + (e * rows + i) * cols, x + e * stride + i * ld, cols);
+ * dense f32 copy (wide[which]), batch entries rows * cols apart; *stride
+ * becomes the copy's. An operand shared by every batch entry (stride 0) is
+ * widened once. */
+static float *widen(int which, const uint16_t *x, int64_t batch, int64_t rows, int64_t cols, int64_t ld,
+                    int64_t *stride) {
+  int64_t entries = batch > 1 && *stride == 0 ? 1 : batch;
+  float *w = wide_buffer(which, entries * rows * cols);
+  for (int64_t e = 0; e < entries; e++) {
+    if (ld == cols)
+      gslrt_bf16_widen_n(w + e * rows * cols, x + e * *stride, rows * cols);
+    else
+      for (int64_t i = 0; i < rows; i++)
+        gslrt_bf16_widen_n(w + (e * rows + i) * cols, x + e * *stride + i * ld, cols);
+  }
+  *stride = entries == 1 ? 0 : rows * cols;
   return w;
 }
 
@@ -476,24 +511,24 @@ static void bf16_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m,
     if (onednn_gemm(key, a, b, c))
       return;
   }
-  /* The fallback: widened (exactly) to f32, multiplied by OpenBLAS, each
-   * sum rounded once to bf16 if C is bf16. */
+  /* The fallback (no bf16 product here: a CPU without AVX-512): the
+   * operands widened (exactly) to f32, multiplied as an f32 product is,
+   * each sum rounded once to bf16 if C is bf16. */
   int64_t ra = trans_a ? k : m, ca = trans_a ? m : k, rb = trans_b ? n : k, cb = trans_b ? k : n;
-  float *wa = widen(a, batch, ra, ca, lda, stride_a), *wb = widen(b, batch, rb, cb, ldb, stride_b);
-  if (c_dtype == GSLRT_F32)
-    blas_sgemm(batch, trans_a, trans_b, m, n, k, wa, ca, ra * ca, wb, cb, rb * cb, c, ldc, stride_c);
-  else {
-    float *wc = malloc((size_t)(batch * m * n) * sizeof *wc + 1);
-    if (!wc)
-      gslrt_fatal(NULL, "gslrt_gemm_bf16: cannot allocate %lld floats for the f32 product",
-                  (long long)(batch * m * n));
-    blas_sgemm(batch, trans_a, trans_b, m, n, k, wa, ca, ra * ca, wb, cb, rb * cb, wc, n, m * n);
-    uint16_t *hc = c;
-    for (int64_t e = 0; e < batch; e++)
+  int64_t sa = stride_a, sb = stride_b;
+  float *wa = widen(0, a, batch, ra, ca, lda, &sa), *wb = widen(1, b, batch, rb, cb, ldb, &sb);
+  if (c_dtype == GSLRT_F32) {
+    f32_product(batch, trans_a, trans_b, m, n, k, wa, ca, sa, wb, cb, sb, c, ldc, stride_c);
+    return;
+  }
+  float *wc = wide_buffer(2, batch * m * n);
+  f32_product(batch, trans_a, trans_b, m, n, k, wa, ca, sa, wb, cb, sb, wc, n, m * n);
+  uint16_t *hc = c;
+  for (int64_t e = 0; e < batch; e++) {
+    if (ldc == n && stride_c == m * n)
+      gslrt_bf16_round_n(hc + e * stride_c, wc + e * m * n, m * n);
+    else
       for (int64_t i = 0; i < m; i++)
         gslrt_bf16_round_n(hc + e * stride_c + i * ldc, wc + (e * m + i) * n, n);
-    free(wc);
   }
-  free(wa);
-  free(wb);
 }

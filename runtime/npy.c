@@ -397,14 +397,62 @@ fn_exit:
   return rc;
 }
 
-void gslrt_bf16_widen_n(float *dst, const uint16_t *src, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
+/* The conversions of whole runs, eight elements at a time in GCC's vector
+ * extensions (two SSE2 registers, or one AVX2 register where the compiler
+ * may use it), the rest one by one; each element exactly as
+ * gslrt_bf16_widen and gslrt_bf16_round give it. The bf16 products'
+ * fallback (blas.c) widens every operand it multiplies: one element at a
+ * time, that took 18 % of the lm's bf16 step on a CPU without bf16
+ * products. */
+typedef uint32_t u32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+
+#define WIDEN_BODY                                                                                 \
+  int64_t i = 0;                                                                                   \
+  for (; i + 8 <= n; i += 8) {                                                                     \
+    u16x8 h;                                                                                       \
+    memcpy(&h, src + i, sizeof h);                                                                 \
+    u32x8 u = __builtin_convertvector(h, u32x8) << 16;                                             \
+    memcpy(dst + i, &u, sizeof u);                                                                 \
+  }                                                                                                \
+  for (; i < n; i++)                                                                               \
     dst[i] = gslrt_bf16_widen(src[i]);
+
+/* a NaN (magnitude past infinity's bits) keeps its top half, quieted;
+ * anything else rounds to nearest, ties to even (infinity stays) */
+#define ROUND_BODY                                                                                 \
+  int64_t i = 0;                                                                                   \
+  for (; i + 8 <= n; i += 8) {                                                                     \
+    u32x8 u;                                                                                       \
+    memcpy(&u, src + i, sizeof u);                                                                 \
+    i32x8 nan = (i32x8)((u & 0x7fffffffu) > 0x7f800000u);                                          \
+    u32x8 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x0040u;                     \
+    u16x8 h = __builtin_convertvector((q & (u32x8)nan) | (r & ~(u32x8)nan), u16x8);                \
+    memcpy(dst + i, &h, sizeof h);                                                                 \
+  }                                                                                                \
+  for (; i < n; i++)                                                                               \
+    dst[i] = gslrt_bf16_round(src[i]);
+
+static void widen_sse2(float *dst, const uint16_t *src, int64_t n) { WIDEN_BODY }
+__attribute__((target("avx2"))) static void widen_avx2(float *dst, const uint16_t *src, int64_t n) { WIDEN_BODY }
+static void round_sse2(uint16_t *dst, const float *src, int64_t n) { ROUND_BODY }
+__attribute__((target("avx2"))) static void round_avx2(uint16_t *dst, const float *src, int64_t n) { ROUND_BODY }
+
+/* The same code twice: for any x86-64 (SSE2), and for AVX2 where the CPU
+ * has it, chosen on the first call. */
+void gslrt_bf16_widen_n(float *dst, const uint16_t *src, int64_t n) {
+  static void (*run)(float *, const uint16_t *, int64_t);
+  if (!run)
+    run = __builtin_cpu_supports("avx2") ? widen_avx2 : widen_sse2;
+  run(dst, src, n);
 }
 
 void gslrt_bf16_round_n(uint16_t *dst, const float *src, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    dst[i] = gslrt_bf16_round(src[i]);
+  static void (*run)(uint16_t *, const float *, int64_t);
+  if (!run)
+    run = __builtin_cpu_supports("avx2") ? round_avx2 : round_sse2;
+  run(dst, src, n);
 }
 
 #define NPY_STAGE 4096 /* f32 elements converted at a time */

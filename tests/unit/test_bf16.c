@@ -93,6 +93,43 @@ static void test_widen(void) {
   CU_ASSERT(!memcmp(r, h, sizeof h));
 }
 
+/* The runs' conversions (eight at a time, the rest one by one) give each
+ * element as the scalar ones above do: every bf16 widened, and for every
+ * bf16 bit pattern the f32s just below, at and just past its rounding ties
+ * (NaNs, infinities and subnormals among them) rounded, in runs whose
+ * lengths and starts leave a tail of every length. */
+static void test_runs(void) {
+  enum { N = 0x10000, LOWS = 6 };
+  static const uint16_t lows[LOWS] = {0x0000, 0x7fff, 0x8000, 0x8001, 0xffff, 0x1234};
+  uint16_t *h = malloc(N * sizeof *h), *r = malloc(LOWS * N * sizeof *r);
+  float *w = malloc(N * sizeof *w), *f = malloc(LOWS * N * sizeof *f);
+  CU_ASSERT_FATAL(h && r && w && f);
+  for (uint32_t i = 0; i < N; i++)
+    h[i] = (uint16_t)i;
+  int bad = 0;
+  for (int64_t start = 0; start < 9; start++) {
+    memset(w, 0xff, N * sizeof *w);
+    gslrt_bf16_widen_n(w + start, h + start, N - 2 * start);
+    for (int64_t i = start; i < N - start; i++)
+      bad += bits_of(w[i]) != (uint32_t)h[i] << 16;
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+  for (uint32_t i = 0; i < N; i++)
+    for (int j = 0; j < LOWS; j++)
+      f[i * LOWS + j] = f32_of(i << 16 | lows[j]);
+  for (int64_t start = 0; start < 9; start++) {
+    memset(r, 0xab, LOWS * N * sizeof *r);
+    gslrt_bf16_round_n(r + start, f + start, LOWS * N - 2 * start);
+    for (int64_t i = start; i < LOWS * N - start; i++)
+      bad += r[i] != gslrt_bf16_round(f[i]);
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+  free(h);
+  free(r);
+  free(w);
+  free(f);
+}
+
 /* A bf16 [2, 3] array written by gslrt_npy_write: a '<f4' file whose data
  * are the widened values, bit for bit; numpy reads it as float32. */
 static void test_npy_write(void) {
@@ -252,6 +289,7 @@ void add_bf16_tests(void) {
   CU_pSuite s = tests_suite("bf16");
   tests_add(s, "rounding to bf16", test_round);
   tests_add(s, "widening", test_widen);
+  tests_add(s, "runs widened and rounded as one by one", test_runs);
   tests_add(s, "npy write of bf16", test_npy_write);
   tests_add(s, "npy read into bf16", test_npy_read);
   tests_add(s, "moe routing on bf16", test_routing);
