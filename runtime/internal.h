@@ -551,6 +551,11 @@ void gslrt_sgemm_pinned(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t
 void gslrt_gemm_bf16_pinned(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
                             const uint16_t *a, int64_t lda, int64_t stride_a, const uint16_t *b, int64_t ldb,
                             int64_t stride_b, void *c, int32_t c_dtype, int64_t ldc, int64_t stride_c);
+/* The tiles those products run from now on: the widest this CPU has (2
+ * AVX-512, 1 AVX2 with FMA, 0 scalar fmaf), or at most at_most (>= 0:
+ * the unit tests run each); returns the tiles chosen. Every choice gives
+ * the same bits. */
+int gslrt_pinned_tiles(int at_most);
 
 /* ---- rng.c --------------------------------------------------------------- */
 

@@ -634,17 +634,23 @@ static int check_pinned(int bf16, int32_t c_dtype, int64_t batch, int ta, int tb
 }
 
 static void test_gemm_pinned(void) {
-  static const int64_t sizes[][3] = {{1, 1, 1}, {5, 63, 3}, {7, 65, 257}, {13, 130, 300}, {2, 600, 40}, {64, 48, 32}};
+  static const int64_t sizes[][3] = {{1, 1, 1}, {5, 63, 3}, {7, 65, 257}, {13, 130, 300}, {2, 600, 40}, {64, 48, 32},
+                                     {6, 24, 5}, {11, 9, 17}};
   gslrt_gemm_pin(1);
-  for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
-    for (int ta = 0; ta < 2; ta++)
-      for (int tb = 0; tb < 2; tb++) {
-        int64_t m = sizes[z][0], n = sizes[z][1], k = sizes[z][2];
-        CU_ASSERT(check_pinned(0, GSLRT_F32, 1, ta, tb, m, n, k, 0));
-        CU_ASSERT(check_pinned(0, GSLRT_F32, 2, ta, tb, m, n, k, 3));
-        CU_ASSERT(check_pinned(1, GSLRT_F32, 2, ta, tb, m, n, k, 1));
-        CU_ASSERT(check_pinned(1, GSLRT_BF16, 1, ta, tb, m, n, k, 2));
-      }
+  /* each kind of tile this CPU has (AVX-512, AVX2 with FMA, scalar), the widest last */
+  int widest = gslrt_pinned_tiles(-1);
+  for (int tiles = 0; tiles <= widest; tiles++) {
+    CU_ASSERT_EQUAL(gslrt_pinned_tiles(tiles), tiles);
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+          int64_t m = sizes[z][0], n = sizes[z][1], k = sizes[z][2];
+          CU_ASSERT(check_pinned(0, GSLRT_F32, 1, ta, tb, m, n, k, 0));
+          CU_ASSERT(check_pinned(0, GSLRT_F32, 2, ta, tb, m, n, k, 3));
+          CU_ASSERT(check_pinned(1, GSLRT_F32, 2, ta, tb, m, n, k, 1));
+          CU_ASSERT(check_pinned(1, GSLRT_BF16, 1, ta, tb, m, n, k, 2));
+        }
+  }
   /* rows 5..21 of a 40-row product alone: the same bits as in the whole */
   enum { M = 40, N = 70, K = 90 };
   float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
