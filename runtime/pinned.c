@@ -234,8 +234,11 @@ TILE_AVX512(tile_avx512_4, 4)
 #define ROW2_LOAD(r)                                                                       \
   do {                                                                                     \
     bool z = first || (r) >= rows;                                                         \
-    c##r##0 = z ? _mm256_setzero_ps() : _mm256_maskload_ps(cs + (r) * ldc, m0);            \
-    c##r##1 = z ? _mm256_setzero_ps() : _mm256_maskload_ps(cs + (r) * ldc + 8, m1);        \
+    c##r##0 = z ? _mm256_setzero_ps()                                                      \
+                : whole ? _mm256_loadu_ps(cs + (r) * ldc) : _mm256_maskload_ps(cs + (r) * ldc, m0); \
+    c##r##1 = z ? _mm256_setzero_ps()                                                      \
+                : whole ? _mm256_loadu_ps(cs + (r) * ldc + 8)                              \
+                        : _mm256_maskload_ps(cs + (r) * ldc + 8, m1);                      \
   } while (0)
 #define ROW2_FMA(r)                                                                        \
   do {                                                                                     \
@@ -245,7 +248,10 @@ TILE_AVX512(tile_avx512_4, 4)
   } while (0)
 #define ROW2_STORE(r)                                                                      \
   do {                                                                                     \
-    if ((r) < rows) {                                                                      \
+    if ((r) < rows && whole) {                                                             \
+      _mm256_storeu_ps(cs + (r) * ldc, c##r##0);                                           \
+      _mm256_storeu_ps(cs + (r) * ldc + 8, c##r##1);                                       \
+    } else if ((r) < rows) {                                                               \
       _mm256_maskstore_ps(cs + (r) * ldc, m0, c##r##0);                                    \
       _mm256_maskstore_ps(cs + (r) * ldc + 8, m1, c##r##1);                                \
     }                                                                                      \
@@ -259,6 +265,7 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(const float *pa, const
     __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
     __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(left - 8), lane);
     float *cs = c + s * 16;
+    bool whole = left >= 16; /* masked moves only at the edge: they are slow on some CPUs (AMD's) */
     ROWS(ROW2_DECL);
     ROWS(ROW2_LOAD);
     for (int64_t t = 0; t < kc; t++) {
