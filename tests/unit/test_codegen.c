@@ -60,7 +60,7 @@ static void output(Program *p, const char *name, Value *v) {
     p->capoutputs = p->capoutputs ? 2 * p->capoutputs : 8;
     p->outputs = xrealloc(p->outputs, (size_t)p->capoutputs * sizeof *p->outputs);
   }
-  p->outputs[p->noutputs++] = (Output){arena_strdup(p->arena, name), v, (Span){0}};
+  p->outputs[p->noutputs++] = (Output){.name = arena_strdup(p->arena, name), .value = v};
 }
 
 static Value *un(Program *p, int fn, Value *a) {
@@ -240,7 +240,7 @@ static bool build(Program *p, const char *exe, int opt_level) {
   CU_ASSERT_TRUE_FATAL(ir_verify(p, stderr));
   char obj[300], cmd[1200];
   snprintf(obj, sizeof obj, "%s.o", exe);
-  CodegenOptions o = {opt_level, EMIT_OBJECT, obj};
+  CodegenOptions o = {.opt_level = opt_level, .emit = EMIT_OBJECT, .out = obj};
   if (!emit(p, &o)) {
     CU_FAIL("codegen failed");
     return false;
@@ -358,7 +358,7 @@ static void test_fusion_ir(void) {
   Value *y = tensor(p, "y", TK_INPUT, DT_F32, 1, &d[1]);
   output(p, "out", chain(p, x, y));
   const char *ll = path("chain.ll");
-  CodegenOptions o = {0, EMIT_LLVM, ll};
+  CodegenOptions o = {.emit = EMIT_LLVM, .out = ll};
   CU_ASSERT_TRUE_FATAL(emit(p, &o));
   char *s = slurp(ll);
   CU_ASSERT_PTR_NOT_NULL_FATAL(s);
@@ -789,10 +789,10 @@ static void einsum_ref(const char *spec, const float *a, const int64_t *ad, cons
   strcpy(all, lo);
   for (const char *s = la; *s; s++)
     if (!strchr(all, *s))
-      strncat(all, s, 1);
+      lower_append(all, *s);
   for (const char *s = lb; *s; s++)
     if (!strchr(all, *s))
-      strncat(all, s, 1);
+      lower_append(all, *s);
   int n = (int)strlen(all);
   int64_t no = 1;
   for (int i = 0; lo[i]; i++)
@@ -1037,7 +1037,7 @@ static void test_spmd_ir(void) {
   output(p, "xm", split(p, xm, 0, 0));
   output(p, "noise", split(p, rng(p, RNG_NORMAL, 1, 0, 3, 2, (int64_t[]){4, 3}), 1, 1));
   const char *ll = path("spmd.ll");
-  CodegenOptions o = {0, EMIT_LLVM, ll};
+  CodegenOptions o = {.emit = EMIT_LLVM, .out = ll};
   CU_ASSERT_TRUE_FATAL(emit(p, &o));
   char *t = slurp(ll);
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);

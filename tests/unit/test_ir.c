@@ -28,7 +28,7 @@ static Value *add_input(Program *p, const char *name, Shape sh) {
 
 static void add_output(Program *p, const char *name, Value *v) {
   p->outputs = xrealloc(p->outputs, sizeof(Output) * (size_t)(p->noutputs + 1));
-  p->outputs[p->noutputs++] = (Output){name, v, nospan};
+  p->outputs[p->noutputs++] = (Output){.name = name, .value = v, .span = nospan};
 }
 
 static char *print(const Program *p) {
