@@ -21,6 +21,7 @@
  * to the later values of the nest in a register (CG.pre), so that an
  * optimizer's update reads the param, its gradient and its states once. */
 #include <math.h>
+#include <string.h>
 
 #include <llvm-c/Core.h>
 
@@ -215,19 +216,20 @@ static void preload_scalars(CG *g, const Value *v) {
   }
 }
 
-/* The buffers of vs[0..n), values of one shape, = their elements, in one
- * loop nest over that shape: each element of each computed in program
- * order, stored (unless the plan holds it in registers only, Plan.held),
- * and kept for the later ones, which read it element for element only (the
- * plan's promise, plan_loops), from the register. */
-void cg_emit_map(CG *g, const Value *const *vs, int n) {
-  Loop l[GSL_MAX_RANK];
-  Aff idx[GSL_MAX_RANK];
-  const Shape *s = &vs[n - 1]->shape;
-  for (int j = 0; j < n && shape_elems(s) > 1; j++)
-    preload_scalars(g, vs[j]);
-  cg_nest_open(g, l, s->rank, s->d, idx);
-  Aff lin = cg_linear_of(s, idx);
+/* The counts that bound the loop nest of vs (Value.rows, slots.c): those
+ * every value of it names, at the same dims; else NULL. */
+static const Value *rows_of(const Value *const *vs, int n) {
+  for (int j = 1; j < n; j++)
+    if (vs[j]->rows != vs[0]->rows || memcmp(vs[j]->rows_dim, vs[0]->rows_dim, sizeof vs[0]->rows_dim))
+      return NULL;
+  return vs[0]->rows;
+}
+
+/* The elements of vs at idx (every loop of the nest open): each computed
+ * in program order, stored (unless the plan holds it in registers only,
+ * Plan.held), and kept for the later ones. */
+static void map_body(CG *g, const Value *const *vs, int n, const Aff *idx) {
+  Aff lin = cg_linear_of(&vs[n - 1]->shape, idx);
   int64_t k = lin.k;
   lin.k = 0;
   for (int j = 0; j < n; j++) {
@@ -239,7 +241,73 @@ void cg_emit_map(CG *g, const Value *const *vs, int n) {
       g->pre_ids[g->npre++] = vs[j]->id;
     }
   }
-  cg_nest_close(g, l, s->rank);
+}
+
+/* The nest of vs over their slot rows (slots.c): the loops down to the
+ * C dim as usual; in each (e, g) the count n = counts[e, g] (clamped to
+ * [0, C]: on a tile cut unevenly, a padding row's count may be anything);
+ * the rows c < n computed, the rows past them (contiguous: the dims after
+ * C are the last) set to zero bytes, the zero of every dtype. */
+static void emit_rows(CG *g, const Value *const *vs, int n, const Value *counts, Aff *idx) {
+  LLVMBuilderRef b = g->b;
+  const Shape *s = &vs[n - 1]->shape;
+  const int8_t *d = vs[n - 1]->rows_dim;
+  int c = d[2];
+  Loop l[GSL_MAX_RANK];
+  cg_nest_open(g, l, c, s->d, idx);
+  Aff at[2] = {idx[d[0]], idx[d[1]]};
+  LLVMValueRef cnt = cg_elem_at(g, counts, at), C = cg_ci32(g, s->d[c]);
+  cnt = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, cnt, C, ""), cnt, C, "");
+  LLVMValueRef end = LLVMBuildZExt(b, cnt, g->t_i64, "filled");
+  cg_loop_open_range(g, &l[c], cg_ci64(g, 0), end);
+  idx[c] = cg_aff_unit(g->niv - 1);
+  cg_nest_open(g, l + c + 1, s->rank - c - 1, s->d + c + 1, idx + c + 1);
+  map_body(g, vs, n, idx);
+  cg_nest_close(g, l + c + 1, s->rank - c - 1);
+  cg_loop_close(g, &l[c], false);
+  int64_t inner = 1;
+  for (int i = c + 1; i < s->rank; i++)
+    inner *= s->d[i];
+  idx[c] = cg_aff_const(0);
+  for (int i = c + 1; i < s->rank; i++)
+    idx[i] = cg_aff_const(0);
+  Aff lin = cg_linear_of(s, idx); /* row (.., c = 0, 0, ..); the empty rows start n rows on */
+  int64_t k = lin.k;
+  lin.k = 0;
+  LLVMValueRef from = LLVMBuildNSWAdd(b, cg_aff_value(g, &lin), LLVMBuildNSWMul(b, end, cg_ci64(g, inner), ""), "");
+  LLVMValueRef rows = LLVMBuildNSWSub(b, cg_ci64(g, s->d[c]), end, "");
+  for (int j = 0; j < n; j++) {
+    if (g->pl->held[vs[j]->id])
+      continue;
+    DType dt = vs[j]->dtype;
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(b, cg_elem_type(g, dt), cg_buffer_at(g, vs[j], k), &from, 1, "");
+    LLVMValueRef bytes = LLVMBuildNSWMul(b, rows, cg_ci64(g, inner * dtype_size(dt)), "");
+    LLVMBuildMemSet(b, p, LLVMConstInt(LLVMInt8TypeInContext(g->ctx), 0, 0), bytes, (unsigned)dtype_size(dt));
+  }
+  cg_nest_close(g, l, c);
+}
+
+/* The buffers of vs[0..n), values of one shape, = their elements, in one
+ * loop nest over that shape: each element of each computed in program
+ * order, stored (unless the plan holds it in registers only, Plan.held), and
+ * kept for the later ones, which read it element for element only (the
+ * plan's promise, plan_loops), from the register. A nest whose values'
+ * slot rows are bounded (Value.rows) runs over the filled rows alone
+ * (emit_rows). */
+void cg_emit_map(CG *g, const Value *const *vs, int n) {
+  Loop l[GSL_MAX_RANK];
+  Aff idx[GSL_MAX_RANK];
+  const Shape *s = &vs[n - 1]->shape;
+  for (int j = 0; j < n && shape_elems(s) > 1; j++)
+    preload_scalars(g, vs[j]);
+  const Value *counts = rows_of(vs, n);
+  if (counts) {
+    emit_rows(g, vs, n, counts, idx);
+  } else {
+    cg_nest_open(g, l, s->rank, s->d, idx);
+    map_body(g, vs, n, idx);
+    cg_nest_close(g, l, s->rank);
+  }
   while (g->npre)
     g->pre[g->pre_ids[--g->npre]] = NULL;
 }

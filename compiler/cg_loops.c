@@ -150,19 +150,36 @@ LLVMValueRef cg_shape_array(CG *g, const Shape *s) { return cg_const_array(g, g-
 
 /* ---- loops --------------------------------------------------------------- */
 
-LLVMValueRef cg_loop_open(CG *g, Loop *l, int64_t n) {
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
-  l->n = n;
-  l->body = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "loop");
-  LLVMBuildBr(g->b, l->body);
+/* the loop's header block, its counter starting at lo, entered from
+ * where the builder is (after the branch to it there) */
+static LLVMValueRef loop_header(CG *g, Loop *l, LLVMBasicBlockRef pre, LLVMValueRef lo) {
   LLVMPositionBuilderAtEnd(g->b, l->body);
   l->iv = LLVMBuildPhi(g->b, g->t_i64, "i");
-  LLVMValueRef zero = cg_ci64(g, 0);
-  LLVMAddIncoming(l->iv, &zero, &pre, 1);
+  LLVMAddIncoming(l->iv, &lo, &pre, 1);
   if (g->niv >= CG_MAXL)
     die("loop nest too deep");
   g->iv[g->niv++] = l->iv;
   return l->iv;
+}
+
+LLVMValueRef cg_loop_open(CG *g, Loop *l, int64_t n) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
+  l->n = n;
+  l->end = NULL;
+  l->skip = NULL;
+  l->body = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "loop");
+  LLVMBuildBr(g->b, l->body);
+  return loop_header(g, l, pre, cg_ci64(g, 0));
+}
+
+LLVMValueRef cg_loop_open_range(CG *g, Loop *l, LLVMValueRef lo, LLVMValueRef hi) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
+  l->n = 0;
+  l->end = hi;
+  l->body = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "loop");
+  l->skip = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "done");
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, lo, hi, ""), l->body, l->skip);
+  return loop_header(g, l, pre, lo);
 }
 
 /* Marks the loop ending in branch br as one whose floating-point reduction
@@ -180,8 +197,8 @@ static void allow_reorder(CG *g, LLVMValueRef br) {
 void cg_loop_close(CG *g, Loop *l, bool reorder) {
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
   LLVMValueRef next = LLVMBuildNSWAdd(g->b, l->iv, cg_ci64(g, 1), "i.next");
-  LLVMValueRef more = LLVMBuildICmp(g->b, LLVMIntSLT, next, cg_ci64(g, l->n), "");
-  LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "done");
+  LLVMValueRef more = LLVMBuildICmp(g->b, LLVMIntSLT, next, l->end ? l->end : cg_ci64(g, l->n), "");
+  LLVMBasicBlockRef exit = l->skip ? l->skip : LLVMAppendBasicBlockInContext(g->ctx, g->fn, "done");
   LLVMValueRef br = LLVMBuildCondBr(g->b, more, l->body, exit);
   if (reorder)
     allow_reorder(g, br);

@@ -45,7 +45,9 @@ typedef struct Group {
 typedef struct Loop {
   LLVMValueRef iv;        /* the counter (a phi in body) */
   LLVMBasicBlockRef body; /* first block of the body, the loop header */
-  int64_t n;              /* trip count, at least 1 */
+  int64_t n;              /* trip count, at least 1 (a loop over a constant range) */
+  LLVMValueRef end;       /* a loop over a range [lo, end) known at run time (cg_loop_open_range), else NULL */
+  LLVMBasicBlockRef skip; /* with end: the block after it, where an empty range goes straight */
 } Loop;
 
 #define SLOT_PARAM INT_MIN
@@ -148,6 +150,9 @@ LLVMValueRef cg_shape_array(CG *g, const Shape *s);
 LLVMValueRef cg_loop_open(CG *g, Loop *l, int64_t n);
 /* reorder: the vectorizer may reassociate the loop's floating-point reduction */
 void cg_loop_close(CG *g, Loop *l, bool reorder);
+/* A loop over [lo, hi), i64 values known at run time, which may be empty;
+ * closed by cg_loop_close. Returns the counter. */
+LLVMValueRef cg_loop_open_range(CG *g, Loop *l, LLVMValueRef lo, LLVMValueRef hi);
 void cg_nest_open(CG *g, Loop *l, int n, const int64_t *dims, Aff *idx);
 void cg_nest_close(CG *g, Loop *l, int n);
 LLVMValueRef cg_new_acc(CG *g, LLVMTypeRef t); /* an alloca in the function's entry */

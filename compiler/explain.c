@@ -255,7 +255,8 @@ void explain_print(FILE *f, const Program *g, const Program *s, const AutoShard 
     if (m->why)
       fprintf(f, "padded (%s)\n", m->why);
     else
-      fprintf(f, "empty slots skipped: %d products by rows, %d by summed slots\n", m->rows, m->depth);
+      fprintf(f, "empty slots skipped: %d products by rows, %d by summed slots, %d elementwise ops by rows\n",
+              m->rows, m->depth, m->loops);
     if (m->c >= m->s && !m->recomputed) { /* no expert can get more than S of a group's choices */
       int64_t c1 = (m->k * m->s + m->e - 1) / m->e, b1 = m->bytes / m->c * c1;
       fprintf(f, "  dropless: C = %" PRId64 " = S, room for every choice; the dispatched tokens take %" PRId64

@@ -418,6 +418,11 @@ struct Value {
   Value *rider;        /* all_to_all: a small all_to_all on the same group moved right after it and
                           exchanged in its call (combine.c), or NULL */
   const Value *carrier; /* an all_to_all that rides: the one whose call moves it, or NULL */
+  /* a moe block's slot rows (slots.c) */
+  const Value *rows;   /* an elementwise value whose slot rows run over the filled slots alone: its block's
+                          counts, i32[E, G] (in the SPMD program: their tile on this value's cuts), or NULL */
+  int8_t rows_dim[3];  /* with rows: the value's dims of E, G and C; the elements whose C index is at or
+                          past the count n[e, g] may be left out, and then hold zero */
 };
 
 typedef enum InitKind { INIT_NONE, INIT_ZEROS, INIT_ONES, INIT_NORMAL, INIT_UNIFORM } InitKind;
@@ -508,6 +513,7 @@ typedef struct MoeNote {
   int64_t s, k, m; /* tokens a group, choices a token, the tokens' width */
   int64_t bytes;   /* the dispatched tokens' bytes, E·G·C·M elements, over the whole mesh */
   int rows, depth; /* products restricted to the filled slots: by rows, by summed slots */
+  int loops;       /* elementwise values restricted to the filled slots (Value.rows) */
   const char *why; /* padded: why (the op that mixes slots, or the option); NULL: skipped */
   bool recomputed; /* the block computed again for the backward pass (its region recomputed) */
 } MoeNote;
@@ -772,11 +778,12 @@ const Value *ir_vmap(const Build *bd, int first, int64_t n, Value **seeds, Value
 /* After autodiff, before propagation. Each moe block whose body treats its
  * capacity slots row by row (slots.c's header says how that is found) gets
  * its fill counts (i32[E, G], from the routing) and its matrix products,
- * forward and backward, a third operand: those counts (EinsumSpec.fill).
+ * forward and backward, a third operand: those counts (EinsumSpec.fill);
+ * with loops, its elementwise values are bounded by them too (Value.rows).
  * Returns the new program (p must outlive it: the new one shares its
  * strings) with a MoeNote per block, or NULL when no block qualifies or
  * enable is false: the notes are then p's. */
-Program *slots_skip_empty(Program *p, bool enable);
+Program *slots_skip_empty(Program *p, bool enable, bool loops);
 
 /* ---- verify.c: the IR verifier --------------------------------------------- */
 

@@ -1061,6 +1061,8 @@ Value *ir_copy(Program *dst, const Value *v, Value **args) {
   c->gshape = v->gshape;
   c->orig = v->orig;
   c->why = v->why;
+  c->rows = v->rows;
+  memcpy(c->rows_dim, v->rows_dim, sizeof c->rows_dim);
   return c;
 }
 
@@ -1159,6 +1161,8 @@ Program *ir_rewrite(const Program *src, bool spmd, IrRewriteFn *fn, void *ctx) {
     }
     if (r->remat_of && r->remat_of == v->remat_of) /* a recomputed value: its forward value's copy */
       r->remat_of = map[v->remat_of->id];
+    if (r->rows && r->rows == v->rows) /* a copy's counts: their copy */
+      r->rows = map[v->rows->id];
     map[i] = r;
   }
   dst->base = src->base;
@@ -1479,6 +1483,8 @@ void ir_print(FILE *f, const Program *p) {
     print_attrs(f, tmp, p, v);
     for (int j = 0; j < v->nargs; j++)
       fprintf(f, "%s%%%d", j ? ", " : " ", v->args[j]->id);
+    if (v->rows) /* its slot rows bounded by those counts, at these dims */
+      fprintf(f, " rows %%%d [%d, %d, %d]", v->rows->id, v->rows_dim[0], v->rows_dim[1], v->rows_dim[2]);
     if (v->span.src) {
       const char *base = strrchr(v->span.src->path, '/');
       fprintf(f, "   ; %s:%u", base ? base + 1 : v->span.src->path, v->span.line);

@@ -65,6 +65,7 @@ typedef struct Options {
   Define *defines;        /* -D */
   int ndefine;
   bool no_skip_empty;     /* -fno-moe-skip-empty: moe bodies compute every capacity slot */
+  bool no_skip_loops;     /* -fno-moe-skip-loops: moe bodies' elementwise loops run over every slot */
   bool auto_shard;        /* --auto-shard: the cost search chooses the unannotated shardings */
   const char *machine;    /* --machine FILE: the rates the search prices with, or NULL */
   int64_t mem_budget;     /* --mem-budget: the most bytes a device may need (--stats' total), 0: none */
@@ -110,6 +111,8 @@ static const char usage[] =
     "                 params, optimizer states, losses, norms and softmaxes in f32\n"
     "  -fno-moe-skip-empty  run moe bodies' matrix products over every capacity slot,\n"
     "                 empty ones too (default: over the filled slots where the body is row by row)\n"
+    "  -fno-moe-skip-loops  run them over the filled slots, but the elementwise loops between\n"
+    "                 them over every slot (default: those too over the filled slots alone)\n"
     "  --auto-shard   choose every sharding the program does not annotate by a cost search\n"
     "                 (an integer linear program, solved by CBC); --explain says what it chose\n"
     "  --same-bits[=N]  the same bits on every mesh: sums over split dimensions in fixed blocks\n"
@@ -184,6 +187,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->precision = strcmp(v, "bf16") == 0 ? DT_BF16 : DT_F32;
     } else if (strcmp(a, "-fno-moe-skip-empty") == 0 || strcmp(a, "-fmoe-skip-empty") == 0) {
       o->no_skip_empty = a[2] == 'n';
+    } else if (strcmp(a, "-fno-moe-skip-loops") == 0 || strcmp(a, "-fmoe-skip-loops") == 0) {
+      o->no_skip_loops = a[2] == 'n';
     } else if (strcmp(a, "--auto-shard") == 0) {
       o->auto_shard = true;
     } else if (strcmp(a, "--same-bits") == 0) {
@@ -633,7 +638,7 @@ static void train_copy(const Options *o, const Program *front, const int *order,
     b->trained->regions[order[k] - 1].recompute = true;
   ad_train(b->trained, d);
   run_pass(b->trained, ir_dce, "the IR sema built");
-  b->filled = slots_skip_empty(b->trained, !o->no_skip_empty);
+  b->filled = slots_skip_empty(b->trained, !o->no_skip_empty, !o->no_skip_loops);
   b->global = b->filled ? verified(b->filled, "the IR with moe fill counts") : b->trained;
 }
 

@@ -144,24 +144,38 @@ static const char *reason(Part *P, const Value *consumer, int k, const Value *x,
                       consumer->id, sharding_str(P->s->arena, P->s, x), sharding_str(P->s->arena, P->s, &tmp));
 }
 
-/* The SPMD value of global operand k of v, resharded to want. */
-static Value *operand(Part *P, const Value *v, int k, const Sharding *want) {
-  Value *x = P->map[v->args[k]->id];
+/* SPMD value x in sharding want if it is at hand: x itself, or x already
+ * resharded so for another consumer; else NULL. */
+static Value *at_hand(const Part *P, Value *x, const Sharding *want) {
   if (shard_eq(&x->sh, want, x->gshape.rank))
     return x;
-  /* a value already resharded this way for another consumer is reused */
   for (Reuse *r = P->reuse; r; r = r->next)
     if (r->from == x && shard_eq(&r->to->sh, want, x->gshape.rank))
       return r->to;
-  /* an annotation that says why it is there (samebits.c's) gives its reason */
-  const char *why = v->op == OP_ANNOTATE && v->why ? v->why : reason(P, v, k, x, want);
-  Value *y = reshard(P, x, want, v->span, why);
+  return NULL;
+}
+
+/* x resharded to want for consumer v at sp, for the reason why, and
+ * remembered for the next consumer that needs the same */
+static Value *reshard_kept(Part *P, Value *x, const Sharding *want, Span sp, const char *why) {
+  Value *y = reshard(P, x, want, sp, why);
   Reuse *r = arena_alloc(P->s->arena, sizeof *r);
   r->from = x;
   r->to = y;
   r->next = P->reuse;
   P->reuse = r;
   return y;
+}
+
+/* The SPMD value of global operand k of v, resharded to want. */
+static Value *operand(Part *P, const Value *v, int k, const Sharding *want) {
+  Value *x = P->map[v->args[k]->id];
+  Value *y = at_hand(P, x, want); /* a value already resharded this way for another consumer is reused */
+  if (y)
+    return y;
+  /* an annotation that says why it is there (samebits.c's) gives its reason */
+  const char *why = v->op == OP_ANNOTATE && v->why ? v->why : reason(P, v, k, x, want);
+  return reshard_kept(P, x, want, v->span, why);
 }
 
 /* Reshards the op's natural local result to the value's own sharding,
@@ -179,8 +193,37 @@ static Value *finish(Part *P, const Value *v, Value *r) {
   return reshard(P, r, &t, v->span, why);
 }
 
+/* The counts that bound v's slot rows (slots.c) on its local tile in
+ * sharding sh: its block's counts on the cuts of its E and G dims, when its
+ * C dim is whole, it holds no partial sums, and those counts are at hand
+ * without moving a byte (resharded so for a product already, or needing
+ * only a renaming or a local slice); else NULL: the tile runs over every
+ * slot. */
+static Value *local_rows(Part *P, const Value *v, const Sharding *sh) {
+  const int8_t *d = v->rows_dim;
+  if (!v->rows || sh->naxes[d[2]] || sh->partial)
+    return NULL;
+  Value *x = P->map[v->rows->id];
+  Sharding want = {{0}, {{0}}, 0};
+  for (int r = 0; r < 2; r++) {
+    want.naxes[r] = sh->naxes[d[r]];
+    memcpy(want.axes[r], sh->axes[d[r]], sizeof want.axes[r]);
+  }
+  Value *n = at_hand(P, x, &want);
+  if (!n && !x->sh.partial && !shard_reshard_bytes(P->s, &x->gshape, x->dtype, &x->sh, &want))
+    n = reshard_kept(P, x, &want, v->span,
+                     arena_printf(P->s->arena, "the counts that bound %s (%%%d)", op_name(v->op), v->id));
+  return n;
+}
+
 static Value *emit_like(Part *P, const Value *v, const Sharding *sh, Value **args) {
-  return emit(P, v, v->op, v->dtype, v->shape, sh, v->span, v->nargs, args);
+  Value *n = local_rows(P, v, sh);
+  Value *o = emit(P, v, v->op, v->dtype, v->shape, sh, v->span, v->nargs, args);
+  if (n) {
+    o->rows = n;
+    memcpy(o->rows_dim, v->rows_dim, sizeof o->rows_dim);
+  }
+  return o;
 }
 
 /* operand k's SPMD value's sharding, for the rule's readings */

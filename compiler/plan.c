@@ -110,6 +110,8 @@ static void decide_buffers(Plan *pl, const Program *p) {
     const Value *v = p->values[i];
     if (!pl->mat[i] && ir_uses_count(&uses, i) == 0)
       continue;
+    if (v->rows && pl->mat[i]) /* the counts its loop nest reads (slots.c) */
+      pl->mat[v->rows->id] = true;
     switch (v->op) {
     case OP_EINSUM:
       for (int j = 0; j < v->nargs; j++) {
@@ -377,6 +379,8 @@ static void plan_lifetimes(Plan *pl, const Program *p) {
         at[a->id] = at[i];
       }
     }
+    if (u->rows && pl->mat[i] && pl->last[pl->root[u->rows->id]] < at[i]) /* its loop nest reads the counts */
+      pl->last[pl->root[u->rows->id]] = at[i];
   }
   for (int i = 0; i < p->noutputs; i++)
     pl->last[pl->root[p->outputs[i].value->id]] = n;

@@ -42,10 +42,35 @@
  * GEMM lowering (lower.c, gslrt_sgemm_fill) runs each (expert, group) block
  * over its first n rows (or terms) and zeroes the result rows past them,
  * so no value of an empty slot is ever garbage: the rows a restricted
- * product leaves out are zeros, and the ops after it compute on them as on
- * any row. Nothing reads them into a result: combine reads routed slots,
- * the restricted products skip them, and the backward's reductions over
- * slots read the cotangent's zeros there. */
+ * product leaves out are zeros.
+ *
+ * The elementwise ops between the products (a bias add, an activation,
+ * their backward, the casts under --precision bf16) are restricted too:
+ * a ROW value that is a unary, binary, select, cast or dropout, its C dim
+ * after its E and G dims, gets the counts as a note (Value.rows, its dims
+ * of E, G and C in rows_dim), not an operand: it reads no element of
+ * them. The partitioner gives the local op the counts' tile on its own
+ * cuts of E and G, where those are at hand without moving a byte (the
+ * tile a product of the block already reads, or a renaming), its C dim
+ * whole; the plan keeps that tile live to the op's loop; and codegen
+ * (cg_fuse.c, emit_rows) runs the loop nest of a value with a buffer
+ * whose every value names the same counts over c < n[e, g] alone, and
+ * sets the rows past it to zero bytes (a memset: the zero of f32, bf16
+ * and i32). A skipped row thus holds zero, as a restricted product's
+ * does, and the invariant stands: no value of an empty slot is garbage.
+ * A filled row is computed as before, from the same filled rows (a ROW
+ * value's row reads its operands' same row alone), so its bits do not
+ * change; what an empty row holds reaches no result: combine reads
+ * routed slots (below the count, which is their largest + 1), the
+ * restricted products skip them, and the backward's reductions over
+ * slots (a bias's gradient) read zeros there, as they read the
+ * cotangent's zeros before (the weighted dispatch writes zeros in empty
+ * slots, and a row-wise op of zeros and finite values gave zero, as the
+ * zeros written now do). A value inlined into its user's loop is computed
+ * where that loop runs; a value without the note (a reduction, a layout
+ * op, a loop shared with a value that names other counts or none) runs
+ * over every slot and computes on the zero rows as on any row.
+ * -fno-moe-skip-loops keeps the products' restriction without this one. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +85,8 @@ typedef struct Block {
   const Value *bad;             /* the first forward op that mixes its slots, or NULL */
   Value *fills;                 /* in the new program: the counts, i32[E, G] */
   int rows, depth;              /* products restricted */
+  int loops;                    /* elementwise values restricted (Value.rows) */
+  bool products;                /* it has products to restrict (the loops are restricted with them) */
 } Block;
 
 typedef struct Slots {
@@ -68,6 +95,7 @@ typedef struct Slots {
   int8_t *st;         /* per value: ST_* */
   int *b;             /* per ROW value: its block */
   int8_t (*pos)[3];   /* per ROW value: the dims of E, G and C */
+  bool loops;         /* elementwise values bounded too (else the products alone) */
   int8_t *kind;       /* per einsum: GF_ROWS or GF_DEPTH to restrict, else GF_NONE */
   char (*letters)[3]; /* per einsum to restrict: the letters of E, G and C */
 } Slots;
@@ -157,7 +185,7 @@ static void classify(Slots *S, const Value *v) {
   if (b < 0) {
     if (v->op == OP_DISPATCH && v->nargs == 3) {
       S->blk = xrealloc(S->blk, sizeof *S->blk * (size_t)(S->nblk + 1));
-      S->blk[S->nblk] = (Block){v, v->args[1], v->args[2], NULL, NULL, 0, 0};
+      S->blk[S->nblk] = (Block){v, v->args[1], v->args[2], NULL, NULL, 0, 0, 0, false};
       set_row(S, v, S->nblk++, first3);
     } else if (v->op == OP_DISPATCH) { /* the weighted one: a cotangent of the block's results */
       int f = find_block(S, v->args[1], v->args[2]);
@@ -261,6 +289,25 @@ static Value *make_fills(const Build *bd, Value *expert, Value *slot, int64_t E,
   return ir_cast(bd, ir_transpose(bd, m, perm, sp), DT_I32, sp);
 }
 
+/* the block of an einsum to restrict: its ROW operands' */
+static int product_block(const Slots *S, const Value *v) {
+  int b = -1;
+  for (int k = 0; k < v->nargs; k++)
+    if (S->st[v->args[k]->id] == ST_ROW)
+      b = S->b[v->args[k]->id];
+  return b;
+}
+
+/* Whether ROW value v, its E, G and C at dims pos, is computed element by
+ * element at its own index (a loop nest of its own when it has a buffer)
+ * with its C dim inside its E and G dims, so that a loop over C can stop
+ * at the count of the (e, g) it is in. */
+static bool row_loop(const Value *v, const int8_t *pos) {
+  bool elementwise = v->op == OP_UNARY || v->op == OP_BINARY || v->op == OP_SELECT || v->op == OP_CAST ||
+                     v->op == OP_DROPOUT;
+  return elementwise && v->nargs <= 3 && pos[0] < pos[2] && pos[1] < pos[2];
+}
+
 static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
   Slots *S = ctx;
   Value *args[3];
@@ -275,14 +322,20 @@ static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
     B->fills = make_fills(&at, args[1], args[2], v->shape.d[0], v->span);
     return ir_copy(dst, v, args);
   }
+  if (S->loops && S->st[v->id] == ST_ROW && row_loop(v, S->pos[v->id])) {
+    Block *B = &S->blk[S->b[v->id]];
+    if (B->bad || !B->fills || !B->products)
+      return NULL;
+    Value *c = ir_copy(dst, v, args);
+    c->rows = B->fills;
+    memcpy(c->rows_dim, S->pos[v->id], sizeof c->rows_dim);
+    B->loops++;
+    return c;
+  }
   if (v->op != OP_EINSUM || !S->kind[v->id])
     return NULL;
   const char *l = S->letters[v->id];
-  int b = -1;
-  for (int k = 0; k < v->nargs; k++)
-    if (S->st[v->args[k]->id] == ST_ROW)
-      b = S->b[v->args[k]->id];
-  Block *B = &S->blk[b];
+  Block *B = &S->blk[product_block(S, v)];
   if (B->bad || !B->fills)
     return NULL;
   args[v->nargs] = B->fills;
@@ -305,12 +358,16 @@ static Value *rewrite(void *ctx, Program *dst, const Value *v, Value **map) {
   return c;
 }
 
-Program *slots_skip_empty(Program *p, bool enable) {
+Program *slots_skip_empty(Program *p, bool enable, bool loops) {
   int n = p->nvalues;
   Slots S = {NULL, 0, xcalloc((size_t)n + 1, 1), xcalloc((size_t)n + 1, sizeof(int)),
-             xcalloc((size_t)n + 1, sizeof *S.pos), xcalloc((size_t)n + 1, 1), xcalloc((size_t)n + 1, sizeof *S.letters)};
+             xcalloc((size_t)n + 1, sizeof *S.pos), loops, xcalloc((size_t)n + 1, 1),
+             xcalloc((size_t)n + 1, sizeof *S.letters)};
   for (int i = 0; i < n; i++)
     classify(&S, p->values[i]);
+  for (int i = 0; i < n; i++)
+    if (S.kind[i])
+      S.blk[product_block(&S, p->values[i])].products = true;
   bool any = false;
   for (int i = 0; i < S.nblk; i++)
     any |= enable && !S.blk[i].bad;
@@ -331,6 +388,7 @@ Program *slots_skip_empty(Program *p, bool enable) {
     m->bytes = plan_value_bytes(B->dispatch);
     m->rows = B->rows;
     m->depth = B->depth;
+    m->loops = B->loops;
     m->recomputed = B->dispatch->pass == PASS_RECOMPUTE;
     if (B->bad) {
       Span sp = B->bad->span;

@@ -456,6 +456,17 @@ bool ir_verify(const Program *p, FILE *err) {
         o->op != v->op || o->dtype != v->dtype || !same(&o->shape, &v->shape) || o->nargs != v->nargs)
       fail(&c, v, "a recomputed value that is not its forward value's copy");
   }
+  for (int i = 0; i < p->nvalues; i++) { /* slot rows bounded: by earlier counts i32[E, G] of the dims named */
+    const Value *v = p->values[i], *n = v->rows;
+    if (!n)
+      continue;
+    const int8_t *d = v->rows_dim;
+    bool dims = d[0] >= 0 && d[1] >= 0 && d[0] < d[2] && d[1] < d[2] && d[0] != d[1] && d[2] < v->shape.rank;
+    if (n->id >= v->id || p->values[n->id] != n || n->dtype != DT_I32 || n->shape.rank != 2 || !dims ||
+        n->shape.d[0] != v->shape.d[d[0]] || n->shape.d[1] != v->shape.d[d[1]])
+      fail(&c, v, "slot rows bounded by %%%d, not earlier counts of its dims %d and %d (before its dim %d)", n->id,
+           d[0], d[1], d[2]);
+  }
   for (int r = 0; r < p->nregions; r++)
     if (p->regions[r].parent < 0 || p->regions[r].parent > r)
       fail(&c, NULL, "region %d's parent %d is not before it", r + 1, p->regions[r].parent);

@@ -141,5 +141,43 @@ grep -q 'padded (the body mixes slots: the reduce at mixed.gsl:18)' "$work/mixed
 "$GSLC" --emit-spmd "$work/mixed.gsl" | grep -q 'fill "' && fail "mixed.gsl's products got fill counts"
 "$GSLC" --emit-spmd "$work/rows.gsl" | grep -q 'fill "' || fail "rows.gsl's products got no fill counts"
 
-[ $status -eq 0 ] && pass "moe_skip_empty (sparse within 1e-4 of the padded path on 1 and 2 ranks; full the same bits; with a body mixing slots, padded)"
+# The elementwise ops between the products (the bias add, relu, the
+# division, their backward and, under bf16, the casts) run over the filled
+# slots too and write zeros past them (Value.rows, cg_fuse.c's emit_rows).
+# Against -fno-moe-skip-loops (the same products over the filled slots,
+# those loops over every slot) the results are the same bits, f32 and
+# bf16, on 1 and 2 devices: a filled row computed otherwise, or a later op
+# reading a skipped row that held anything but what it would hold there,
+# would show. --explain counts the bounded ops, --emit-spmd shows each
+# bounded by its counts (on 2 devices: the counts the products read, no
+# collective more), and the optimized code loops to a count it loads.
+# (a skipped row left unwritten would hold what the arena held before:
+# another value's bytes, which the comparison catches.)
+loops() { # name ranks options...: bounded against -fno-moe-skip-loops, bit for bit
+  ln=$1 lr=$2; shift 2 # (build sets n)
+  build "$ln" "$work/rows.gsl" "$@" && build "${ln}_all" "$work/rows.gsl" "$@" -fno-moe-skip-loops &&
+    run "$ln" "$lr" && run "${ln}_all" "$lr" && same_bits "$ln" "${ln}_all"
+}
+loops loops 1
+loops loops16 1 --precision bf16
+loops loops2 2 -D D=2 -D G=4
+loops loops16x2 2 -D D=2 -D G=4 --precision bf16
+grep -q 'by summed slots, [1-9][0-9]* elementwise ops by rows' "$work/rows.explain" ||
+  fail "rows.gsl's --explain counts no elementwise op by rows: $(cat "$work/rows.explain")"
+explain loops_off "$work/rows.gsl" -fno-moe-skip-loops
+grep -q 'by summed slots, 0 elementwise ops by rows' "$work/loops_off.explain" ||
+  fail "-fno-moe-skip-loops still bounds elementwise ops: $(cat "$work/loops_off.explain")"
+for o in "" "--precision bf16" "-D D=2 -D G=4" "-D D=2 -D G=4 --precision bf16"; do
+  # shellcheck disable=SC2086
+  "$GSLC" --emit-spmd $o "$work/rows.gsl" >"$work/loops.spmd" || fail "--emit-spmd $o"
+  grep -q '= unary relu .* rows %[0-9]* \[0, 1, 2\]' "$work/loops.spmd" || fail "the relu is not bounded by the counts ($o)"
+  grep -q '= binary div .* rows %[0-9]* \[0, 1, 2\]' "$work/loops.spmd" || fail "the division is not bounded by the counts ($o)"
+  # shellcheck disable=SC2086
+  [ "$(grep -c all_to_all "$work/loops.spmd")" -eq "$("$GSLC" --emit-spmd $o -fno-moe-skip-loops "$work/rows.gsl" | grep -c all_to_all)" ] ||
+    fail "bounded loops move the counts once more ($o)"
+done
+"$GSLC" --emit-llvm -O2 "$work/rows.gsl" -o "$work/rows.ll" && grep -q '%filled = zext' "$work/rows.ll" ||
+  fail "no loop nest of rows.gsl runs to a count it loads"
+
+[ $status -eq 0 ] && pass "moe_skip_empty (sparse within 1e-4 of the padded path on 1 and 2 ranks; full the same bits; with a body mixing slots, padded; elementwise loops over the filled slots the same bits as over every slot, f32 and bf16, 1 and 2 ranks)"
 exit $status
