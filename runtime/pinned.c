@@ -80,15 +80,14 @@ static void pack_a(float *pa, const void *a, int esize, int32_t ta, int64_t lda,
   }
   for (int r = 0; r < rows; r++) {
     int64_t base = (i0 + r) * lda + k0;
-    if (esize == 4) {
-      const float *src = (const float *)a + base;
-      for (int64_t t = 0; t < kc; t++)
-        pa[t * MR + r] = src[t];
-    } else {
-      const uint16_t *src = (const uint16_t *)a + base;
-      for (int64_t t = 0; t < kc; t++)
-        pa[t * MR + r] = gslrt_bf16_widen(src[t]);
+    const float *src = (const float *)a + base;
+    float wide[KC];
+    if (esize == 2) { /* the row's terms widened eight at a time first */
+      gslrt_bf16_widen_n(wide, (const uint16_t *)a + base, kc);
+      src = wide;
     }
+    for (int64_t t = 0; t < kc; t++)
+      pa[t * MR + r] = src[t];
   }
 }
 
@@ -111,20 +110,25 @@ static void pack_b(float *pb, const void *b, int esize, int32_t tb, int64_t ldb,
         for (int64_t c = cols; c < w; c++)
           q[t * w + c] = 0.0f;
     if (tb) {
-      for (int64_t c = 0; c < cols; c++)
+      for (int64_t c = 0; c < cols; c++) {
+        int64_t base = (jp + c) * ldb + k0;
+        const float *src = (const float *)b + base;
+        float wide[KC];
+        if (esize == 2) { /* the column's terms widened eight at a time first */
+          gslrt_bf16_widen_n(wide, (const uint16_t *)b + base, kc);
+          src = wide;
+        }
         for (int64_t t = 0; t < kc; t++)
-          q[t * w + c] = at(b, esize, (jp + c) * ldb + k0 + t);
+          q[t * w + c] = src[t];
+      }
       continue;
     }
     for (int64_t t = 0; t < kc; t++) {
       int64_t base = (k0 + t) * ldb + jp;
-      if (esize == 4) {
+      if (esize == 4)
         memcpy(q + t * w, (const float *)b + base, sizeof *q * (size_t)cols);
-      } else {
-        const uint16_t *src = (const uint16_t *)b + base;
-        for (int64_t c = 0; c < cols; c++)
-          q[t * w + c] = gslrt_bf16_widen(src[c]);
-      }
+      else
+        gslrt_bf16_widen_n(q + t * w, (const uint16_t *)b + base, cols);
     }
   }
 }
