@@ -58,11 +58,6 @@ static float *grow(float **p, size_t *have, size_t want) {
   return *p;
 }
 
-/* x[i] widened to f32 (esize 4: f32, 2: bf16) */
-static inline float at(const void *x, int esize, int64_t i) {
-  return esize == 4 ? ((const float *)x)[i] : gslrt_bf16_widen(((const uint16_t *)x)[i]);
-}
-
 /* A's rows i0 .. i0+rows-1, terms k0 .. k0+kc-1, packed term by term:
  * pa[t * MR + r] (rows past `rows` zero). op(A)[r][t] is a[r * lda + t],
  * or a[t * lda + r] transposed; each loop reads along memory. */
@@ -72,10 +67,15 @@ static void pack_a(float *pa, const void *a, int esize, int32_t ta, int64_t lda,
     for (int64_t t = 0; t < kc; t++)
       for (int r = rows; r < MR; r++)
         pa[t * MR + r] = 0.0f;
-  if (ta) {
-    for (int64_t t = 0; t < kc; t++)
-      for (int r = 0; r < rows; r++)
-        pa[t * MR + r] = at(a, esize, (k0 + t) * lda + i0 + r);
+  if (ta) { /* term t's rows lie side by side in A: copied, or widened, as a run */
+    for (int64_t t = 0; t < kc; t++) {
+      int64_t base = (k0 + t) * lda + i0;
+      if (esize == 4)
+        memcpy(pa + t * MR, (const float *)a + base, sizeof *pa * (size_t)rows);
+      else
+        for (int r = 0; r < rows; r++)
+          pa[t * MR + r] = gslrt_bf16_widen(((const uint16_t *)a)[base + r]);
+    }
     return;
   }
   for (int r = 0; r < rows; r++) {
