@@ -58,20 +58,6 @@ static float *grow(float **p, size_t *have, size_t want) {
   return *p;
 }
 
-/* n (at most KC) consecutive elements of x (f32, or bf16 widened eight at a
- * time first) laid out stride floats apart: dst[t * stride]. */
-static inline __attribute__((always_inline)) void lay_out(float *dst, int64_t stride, const void *x, int esize,
-                                                          int64_t n) {
-  const float *src = x;
-  float wide[KC];
-  if (esize == 2) {
-    gslrt_bf16_widen_n(wide, x, n);
-    src = wide;
-  }
-  for (int64_t t = 0; t < n; t++)
-    dst[t * stride] = src[t];
-}
-
 /* A's rows i0 .. i0+rows-1, terms k0 .. k0+kc-1, packed term by term:
  * pa[t * MR + r] (rows past `rows` zero). op(A)[r][t] is a[r * lda + t],
  * or a[t * lda + r] transposed; each loop reads along memory. */
@@ -92,8 +78,17 @@ static void pack_a(float *pa, const void *a, int esize, int32_t ta, int64_t lda,
     }
     return;
   }
-  for (int r = 0; r < rows; r++)
-    lay_out(pa + r, MR, (const char *)a + ((i0 + r) * lda + k0) * esize, esize, kc);
+  for (int r = 0; r < rows; r++) {
+    int64_t base = (i0 + r) * lda + k0;
+    const float *src = (const float *)a + base;
+    float wide[KC];
+    if (esize == 2) { /* the row's terms widened eight at a time first */
+      gslrt_bf16_widen_n(wide, (const uint16_t *)a + base, kc);
+      src = wide;
+    }
+    for (int64_t t = 0; t < kc; t++)
+      pa[t * MR + r] = src[t];
+  }
 }
 
 /* The width of the panel of B that holds `cols` columns (at most NR):
@@ -115,8 +110,17 @@ static void pack_b(float *pb, const void *b, int esize, int32_t tb, int64_t ldb,
         for (int64_t c = cols; c < w; c++)
           q[t * w + c] = 0.0f;
     if (tb) {
-      for (int64_t c = 0; c < cols; c++)
-        lay_out(q + c, w, (const char *)b + ((jp + c) * ldb + k0) * esize, esize, kc);
+      for (int64_t c = 0; c < cols; c++) {
+        int64_t base = (jp + c) * ldb + k0;
+        const float *src = (const float *)b + base;
+        float wide[KC];
+        if (esize == 2) { /* the column's terms widened eight at a time first */
+          gslrt_bf16_widen_n(wide, (const uint16_t *)b + base, kc);
+          src = wide;
+        }
+        for (int64_t t = 0; t < kc; t++)
+          q[t * w + c] = src[t];
+      }
       continue;
     }
     for (int64_t t = 0; t < kc; t++) {
