@@ -62,6 +62,7 @@
 #define EXIT_USAGE 2     /* the runtime's usage errors */
 #define EXIT_BUSY 5      /* the runtime's GSLRT_EXIT_BUSY: another run holds the --checkpoint DIR */
 #define EXIT_NOSTART 1   /* gslrun could not start the job at all */
+#define PM_GRACE 10.0    /* seconds mpirun has to end after every rank found on this host has */
 #define TO_GSLRUN "gslrun-ranks:" /* the runtime's lines for gslrun alone: each rank's pid and host (health.c) */
 
 /* A file as stat(2) saw it: changed when any of these differ. */
@@ -150,6 +151,7 @@ typedef struct Segment {
   int ntogether;
   double died_at;     /* when (now()) */
   double detect;      /* from then to mpirun's end, seconds */
+  double pm_ended;    /* gslrun ended mpirun this long after the last rank found here had ended, 0 */
   char last_err[512]; /* the last line on the job's stderr */
   char written[256];  /* the last checkpoint the job said it wrote: DIR/step-N */
 } Segment;
@@ -994,6 +996,7 @@ static int run_job(Run *r, const char *bin, bool resume, Segment *s) {
   Stream st[2] = {{out[0], 1, "", 0, false}, {err[0], 2, "", 0, false}};
   int status = -1, forwarded = 0;
   double ended = 0, started = now(), scanned = 0;
+  double gone = 0, termed = 0; /* when every rank found here had ended; when gslrun sent mpirun SIGTERM */
   for (;;) {
     if (got_signal && forwarded != got_signal) {
       forwarded = got_signal;
@@ -1015,6 +1018,30 @@ static int run_job(Run *r, const char *bin, bool resume, Segment *s) {
       break;
     if (status >= 0 && now() - ended > 2) /* a process left holding the pipes */
       break;
+    if (status < 0 && s->nfound > 0) {
+      /* Every rank found on this host has ended, and mpirun has not: it
+       * waits on a host it no longer reaches (one lost while the ranks
+       * were inside a blocking MPI call, which the runtime's deadline
+       * ended: hydra then waits for that host's proxy for ever). Past
+       * PM_GRACE, time for the other hosts' ranks to end and say why,
+       * gslrun ends mpirun's group as a signal would: SIGTERM, then
+       * SIGKILL. */
+      bool live = false;
+      for (int q = 0; q < s->np && q < MAX_RANKS && !live; q++)
+        live = s->pidfd[q] >= 0;
+      if (live)
+        gone = 0;
+      else if (!gone)
+        gone = now();
+      else if (!termed && now() - gone > PM_GRACE) {
+        s->pm_ended = now() - gone;
+        termed = now();
+        kill(-pid, SIGTERM);
+      } else if (termed && now() - termed > 3) {
+        kill(-pid, SIGKILL);
+        termed = now() + 1e9; /* once */
+      }
+    }
     struct pollfd pf[3 + 64] = {{st[0].fd, POLLIN, 0}, {st[1].fd, POLLIN, 0}, {sig_pipe[0], POLLIN, 0}};
     int npf = 3, rank_of[64];
     for (int q = 0; q < s->np && q < MAX_RANKS && npf < 3 + 64; q++)
@@ -1246,6 +1273,35 @@ static bool same_host(const char *a, const char *b) {
   return n == m && !strncmp(a, b, n);
 }
 
+/* The ranks of segment s that gslrun never found on this host, grouped
+ * by the host the runtime said each runs on: "ranks 2, 3 on host h2",
+ * "rank 2 on host h2, rank 3 on host h3", "ranks 2, 3 on a host not
+ * known"; NULL when there are none. */
+static char *unseen_ranks(const Segment *s) {
+  char buf[1024] = "";
+  bool done[MAX_RANKS] = {false};
+  int shown = 0;
+  for (long q = 0; q < s->np && q < MAX_RANKS; q++) {
+    if (done[q] || s->pid[q])
+      continue;
+    const char *host = s->all_host[q][0] ? s->all_host[q] : NULL;
+    char ranks[512] = "";
+    int n = 0;
+    for (long u = q; u < s->np && u < MAX_RANKS; u++)
+      if (!done[u] && !s->pid[u] && (host ? s->all_host[u][0] && same_host(s->all_host[u], host) : !s->all_host[u][0])) {
+        done[u] = true;
+        if (n++ < 16)
+          snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), "%s%ld", n > 1 ? ", " : "", u);
+        else if (n == 17)
+          snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ", ...");
+      }
+    if (shown++ < 8)
+      snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s %s on %s%s", shown > 1 ? ", " : "",
+               n == 1 ? "rank" : "ranks", ranks, host ? "host " : "a host not known", host ? host : "");
+  }
+  return buf[0] ? xstrdup(buf) : NULL;
+}
+
 /* What ended segment s, in words: the rank whose error line came first,
  * else a rank of another host that hydra's BAD TERMINATION block names
  * (mapped to its rank by the runtime's gslrun-ranks lines), else the
@@ -1327,6 +1383,15 @@ static char *cause_of(const Segment *s) {
   else
     text = xasprintf("exit status %d%s%s%s", s->status, s->last_err[0] ? "; the job's last line: '" : "", s->last_err,
                      s->last_err[0] ? "'" : "");
+  if (s->pm_ended > 0) {
+    char *more = unseen_ranks(s);
+    char *whole = xasprintf("%s; mpirun had not ended %.0f s after the last rank found on this host (%s) had, so "
+                            "gslrun ended it%s%s",
+                            text, s->pm_ended, me, more ? "; not seen to end: " : "", more ? more : "");
+    free(text);
+    free(more);
+    text = whole;
+  }
   return text;
 }
 

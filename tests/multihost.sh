@@ -20,8 +20,14 @@
 #      w2 those of an uninterrupted run on 1 host;
 #   D  the same, host 2 lost after step 5 (its link cut, every process on
 #      it killed, the hostfile edited to h1:2): the watchdog (3 T, below)
-#      ends the segment naming h2, gslrun recompiles for [data = 1,
-#      model = 2] and ends 0 on h1 alone, w1 and w2 still those bits;
+#      ends the segment naming h2, or, where the loss fell inside the
+#      step-8 checkpoint, the runtime's deadline over its MPI-IO call and
+#      gslrun's end of the mpirun left waiting for h2 (D2's path); gslrun
+#      recompiles for [data = 1, model = 2] and ends 0 on h1 alone, w1
+#      and w2 still those bits;
+#   D2 the same, host 2 lost once the step-8 checkpoint has begun (its
+#      temporary directory made): gslrun ends mpirun 10 s after the last
+#      rank on h1 ended and names ranks 2 and 3 on h2;
 #   E  a cut link (ip link set eth0 down on h2) under --collective-timeout
 #      T (5 s, or 20 steps where the machine is slower): the job ends with
 #      status 4 within T plus a margin of 10 steps (at least 2 s) of the
@@ -271,38 +277,80 @@ T=$(awk -v ms="${tcp_ms:-0}" 'BEGIN { t = 20 * ms / 1000; print (t > 5 ? int(t +
 
 # ---- D: host 2 lost, the mesh shrinks onto host 1 -------------------------------------------------------------------
 # (a deadline of 3 T: a checkpoint's MPI-IO calls run under it, and take seconds here)
-begin
 TD=$((3 * T))
-printf 'h1:2\nh2:2\n' >hfd
-sup d --hostfile hfd -np 4 "$mlp" --same-bits $tiny -D DP=2 -D MP=2 -- --steps $steps --checkpoint ckd \
-  --checkpoint-every 4 --collective-timeout $TD --output w1=d_w1.npy --output w2=d_w2.npy
-lost=0
-if until_line d.out '^step 5/'; then
-  printf 'h1:2\n' >hfd
-  touch "$sim_dir/h2.down"
-  sim_link h2 down
-  for p in $(sim_procs); do [ "$(sim_host_of "$p")" = h2 ] && kill -KILL "$p" && lost=$((lost + 1)); done
+# lose_h2 NAME WHEN: gslrun over mlp on h1:2 + h2:2, host 2 lost once WHEN
+# holds (its link cut, every process on it killed, the hostfile edited to
+# h1:2); then the one failure, the mesh recompiled for h1 and resumed,
+# status 0 and the bits of an uninterrupted run; the failed line in failed
+lose_h2() {
+  name=$1 when=$2
+  printf 'h1:2\nh2:2\n' >"hf$name"
+  sup "$name" --hostfile "hf$name" -np 4 "$mlp" --same-bits $tiny -D DP=2 -D MP=2 -- --steps $steps \
+    --checkpoint "ck$name" --checkpoint-every 4 --collective-timeout $TD --output w1="${name}_w1.npy" \
+    --output w2="${name}_w2.npy"
+  lost=0
+  if eval "$when"; then
+    printf 'h1:2\n' >"hf$name"
+    touch "$sim_dir/h2.down"
+    sim_link h2 down
+    for p in $(sim_procs); do [ "$(sim_host_of "$p")" = h2 ] && kill -KILL "$p" && lost=$((lost + 1)); done
+  fi
+  wait $tpid
+  rc=$?
+  none_left "$name" 2
+  rm -f "$sim_dir/h2.down"
+  sim_link h2 up
+  [ $lost -gt 0 ] || fail "$name: nothing of the job was found on h2"
+  finished "$name"
+  failed=$(grep '^gslrun: segment 1 failed' "$name.err")
+  [ "$(count "$name.err" '^gslrun: segment [0-9]* failed')" -eq 1 ] || fail "$name: not one failure"
+  grep -q "the hostfile hf$name has 2 slots: recompiling .*mlp.gsl for mesh \[data = 1, model = 2\] (2 ranks, was \[data = 2, model = 2\])" "$name.err" &&
+    grep -q '^gslrun: segment 2: 2 ranks, mesh \[data = 1, model = 2\], resuming' "$name.err" ||
+    fail "$name: not recompiled for [data = 1, model = 2] and resumed on 2 ranks"
+}
+# what ended segment 1 in words: the watchdog's line naming h2 (a loss
+# inside a step), or the runtime's deadline over a blocking MPI call and
+# gslrun's end of the mpirun left waiting for h2, naming h2's ranks
+by_watchdog() { echo "$failed" | grep -q "did not complete within $TD s.*(host h2)"; }
+by_gslrun() {
+  echo "$failed" | grep -q "did not complete within $TD s (writing the checkpoint of step 8).*mpirun had not ended [0-9]* s after the last rank found on this host (h1) had, so gslrun ended it; not seen to end: ranks 2, 3 on host h2 (the job ended"
+}
+
+# D: the loss after step 5, inside a step or the step-8 checkpoint (the
+# machine decides; either way named)
+begin
+lose_h2 d "until_line d.out '^step 5/'"
+if by_watchdog; then how="the watchdog named h2 within $TD s"
+elif by_gslrun; then how="inside the step-8 checkpoint: the deadline of $TD s, then gslrun ended mpirun and named h2's ranks"
+else fail "D: gslrun's line names neither the watchdog's h2 nor h2's ranks: ${failed:-no failed line}"
 fi
-wait $tpid
-rc=$?
-none_left D 2
-rm -f "$sim_dir/h2.down"
-sim_link h2 up
-[ $lost -gt 0 ] || fail "D: nothing of the job was found on h2"
-finished d
-failed=$(grep '^gslrun: segment 1 failed' d.err)
-echo "$failed" | grep -q "did not complete within $TD s.*(host h2)" ||
-  fail "D: gslrun's line does not quote the watchdog naming h2: ${failed:-no failed line}"
-[ "$(count d.err '^gslrun: segment [0-9]* failed')" -eq 1 ] || fail "D: not one failure"
-grep -q 'the hostfile hfd has 2 slots: recompiling .*mlp.gsl for mesh \[data = 1, model = 2\] (2 ranks, was \[data = 2, model = 2\])' d.err &&
-  grep -q '^gslrun: segment 2: 2 ranks, mesh \[data = 1, model = 2\], resuming' d.err ||
-  fail "D: not recompiled for [data = 1, model = 2] and resumed on 2 ranks"
 if [ "$fails" -eq "$f0" ]; then
-  pass "D: host 2 lost after step 5 ($lost processes killed, its link cut, the hostfile h1:2): the watchdog named h2 within $TD s, gslrun finished on [data = 1, model = 2] on h1, status 0, w1 and w2 an uninterrupted run's bits"
+  pass "D: host 2 lost after step 5 ($lost processes killed, its link cut, the hostfile h1:2): $how, gslrun finished on [data = 1, model = 2] on h1, status 0, w1 and w2 an uninterrupted run's bits"
 else
   grep -v '^step' d.err
 fi
 row D "gslrun, 2 hosts x 2, mlp 16 steps: host 2 lost, shrunk onto h1 ([data = 1, model = 2])"
+
+# D2: the loss inside the step-8 checkpoint (its temporary directory made):
+# the ranks on h1 end at the deadline of the MPI-IO call; hydra would wait
+# for h2's proxy for ever, so gslrun ends it PM_GRACE (10 s) later
+begin
+ck_started() {
+  i=0
+  while ! ls -d ckd2/step-00000008.tmp* >/dev/null 2>&1 && [ $i -lt 24000 ]; do sleep 0.005; i=$((i + 1)); done
+  ls -d ckd2/step-00000008.tmp* >/dev/null 2>&1
+}
+lose_h2 d2 ck_started
+if [ $lost -gt 0 ] && ! by_gslrun; then
+  by_watchdog && echo "D2: (the checkpoint was written before the loss: this run took the watchdog's path)" ||
+    fail "D2: gslrun's line does not name the deadline, its end of mpirun and h2's ranks: ${failed:-no failed line}"
+fi
+if [ "$fails" -eq "$f0" ]; then
+  pass "D2: host 2 lost inside the step-8 checkpoint: the MPI-IO deadline ($TD s), gslrun ended the mpirun left waiting for h2 and named ranks 2, 3 on h2, finished on [data = 1, model = 2], status 0, the bits"
+else
+  grep -v '^step' d2.err
+fi
+row D2 "gslrun, 2 hosts x 2, mlp 16 steps: host 2 lost inside a checkpoint, mpirun ended by gslrun"
 
 # ---- E: a cut link: the job ends within the watchdog's deadline, no rank left -------------------------------------
 begin
