@@ -146,6 +146,7 @@ typedef struct Segment {
   char all_host[MAX_RANKS][64]; /* and host */
   int pidfd[MAX_RANKS]; /* a pidfd of each, polled for its end; -1 none */
   int nfound;           /* how many are known */
+  int ntracked;         /* how many of them have a pidfd (none without pidfd_open) */
   int first_dead;       /* the local rank seen to end first, -1 */
   int together[8];      /* the ranks seen to end at that same wakeup, first_dead among them */
   int ntogether;
@@ -802,6 +803,7 @@ static void find_ranks(pid_t root, Segment *s) {
           s->nfound++;
 #if defined(__linux__) && defined(SYS_pidfd_open)
           s->pidfd[rank] = (int)syscall(SYS_pidfd_open, (pid_t)fam[i], 0);
+          s->ntracked += s->pidfd[rank] >= 0;
 #endif
         }
         break;
@@ -1018,14 +1020,15 @@ static int run_job(Run *r, const char *bin, bool resume, Segment *s) {
       break;
     if (status >= 0 && now() - ended > 2) /* a process left holding the pipes */
       break;
-    if (status < 0 && s->nfound > 0) {
+    if (status < 0 && s->ntracked > 0) {
       /* Every rank found on this host has ended, and mpirun has not: it
        * waits on a host it no longer reaches (one lost while the ranks
        * were inside a blocking MPI call, which the runtime's deadline
        * ended: hydra then waits for that host's proxy for ever). Past
        * PM_GRACE, time for the other hosts' ranks to end and say why,
        * gslrun ends mpirun's group as a signal would: SIGTERM, then
-       * SIGKILL. */
+       * SIGKILL. Only ranks watched through a pidfd count: without
+       * pidfd_open nothing is ended this way. */
       bool live = false;
       for (int q = 0; q < s->np && q < MAX_RANKS && !live; q++)
         live = s->pidfd[q] >= 0;
