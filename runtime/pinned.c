@@ -17,7 +17,9 @@
  * into blocks of KC (a block continues the chain in C, an f32 store and
  * load being exact), B's block is packed into panels of NR columns and A's
  * rows into tiles of MR, both widened to f32 (bf16 is f32's upper half, so
- * exactly), and a micro-kernel keeps an MR x NR tile of C in registers
+ * exactly; where a term's values lie a stride apart, eight runs at a time
+ * go through an 8 x 8 transpose of AVX2 registers: moves, so the same
+ * bits), and a micro-kernel keeps an MR x NR tile of C in registers
  * (AVX-512: 6 x 64, 24 accumulators; a panel of fewer columns is packed
  * 16, 32 or 48 wide and has a kernel of its width). A CPU without AVX-512
  * but with AVX2 and FMA runs the panel in strips of 16 columns, a 6 x 16
@@ -58,15 +60,95 @@ static float *grow(float **p, size_t *have, size_t want) {
   return *p;
 }
 
+#ifdef PINNED_X86
+/* dst[t * ld + r] = src[r][t] for r < 8 and t < 8 (a row past `rows`
+ * gives zeros): eight rows of eight terms transposed into eight runs of
+ * eight floats, each stored whole, in t's order. With ld < 8 each run
+ * overwrites the previous one's tail, and the last writes 8 - ld floats
+ * past dst[7 * ld + ld - 1]: the caller leaves room there. */
+__attribute__((target("avx2"))) static inline void transpose8(float *dst, int64_t ld, const float *const src[8],
+                                                               int rows) {
+  __m256 r[8];
+  for (int i = 0; i < 8; i++)
+    r[i] = i < rows ? _mm256_loadu_ps(src[i]) : _mm256_setzero_ps();
+  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  _mm256_storeu_ps(dst + 0 * ld, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(dst + 1 * ld, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(dst + 2 * ld, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(dst + 3 * ld, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(dst + 4 * ld, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(dst + 5 * ld, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(dst + 6 * ld, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(dst + 7 * ld, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* pa[t * MR + r] = widen(a[(k0 + t) * lda + i0 + r]) for r < 8, t < kc:
+ * a transposed bf16 A's terms, eight values of each term's row read and
+ * widened at once, each run of 8 floats stored whole in t's order (the
+ * next one overwrites its tail; the last writes 8 - MR floats past the
+ * tile: pack_a's room). The caller knows 8 values lie in each row. */
+__attribute__((target("avx2"))) static void widen_runs8(float *pa, const uint16_t *a, int64_t lda, int64_t kc) {
+  for (int64_t t = 0; t < kc; t++) {
+    __m128i h = _mm_loadu_si128((const __m128i *)(a + t * lda));
+    __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+    _mm256_storeu_ps(pa + t * MR, _mm256_castsi256_ps(w));
+  }
+}
+
+static bool can_transpose8(void) {
+  static int have = -1;
+  if (have < 0)
+    have = __builtin_cpu_supports("avx2");
+  return have;
+}
+#endif
+
+/* dst[t * ld + r] = src[r][t] for r < rows (at most 8) and t < kc: up to
+ * eight runs of terms laid out term by term, eight terms at a time where
+ * the CPU has AVX2. That path stores whole runs of 8 floats, zeros past
+ * `rows`: dst[t * ld + rows .. t * ld + 8) may be written (with zeros, or
+ * overwritten by the next term's run when ld < 8), so the caller leaves
+ * 8 floats of room past dst[(kc - 1) * ld] and fills those past `rows`
+ * after. */
+static void lay_out(float *dst, int64_t ld, const float *const src[8], int rows, int64_t kc) {
+  int64_t t = 0;
+#ifdef PINNED_X86
+  if (can_transpose8() && rows > 1) {
+    const float *at[8];
+    for (; t + 8 <= kc; t += 8) {
+      for (int r = 0; r < rows; r++)
+        at[r] = src[r] + t;
+      transpose8(dst + t * ld, ld, at, rows);
+    }
+  }
+#endif
+  for (; t < kc; t++)
+    for (int r = 0; r < rows; r++)
+      dst[t * ld + r] = src[r][t];
+}
+
 /* A's rows i0 .. i0+rows-1, terms k0 .. k0+kc-1, packed term by term:
  * pa[t * MR + r] (rows past `rows` zero). op(A)[r][t] is a[r * lda + t],
  * or a[t * lda + r] transposed; each loop reads along memory. */
 static void pack_a(float *pa, const void *a, int esize, int32_t ta, int64_t lda, int64_t i0, int rows, int64_t k0,
-                   int64_t kc) {
-  if (rows < MR)
-    for (int64_t t = 0; t < kc; t++)
-      for (int r = rows; r < MR; r++)
-        pa[t * MR + r] = 0.0f;
+                   int64_t kc, int64_t m) {
+#ifdef PINNED_X86
+  if (ta && esize == 2 && i0 + 8 <= m && can_transpose8()) { /* 8 values in each term's row of op(A)'s m */
+    widen_runs8(pa, (const uint16_t *)a + k0 * lda + i0, lda, kc);
+    if (rows < MR)
+      for (int64_t t = 0; t < kc; t++)
+        for (int r = rows; r < MR; r++)
+          pa[t * MR + r] = 0.0f;
+    return;
+  }
+#endif
   if (ta) { /* term t's rows lie side by side in A: copied, or widened, as a run */
     for (int64_t t = 0; t < kc; t++) {
       int64_t base = (k0 + t) * lda + i0;
@@ -76,19 +158,23 @@ static void pack_a(float *pa, const void *a, int esize, int32_t ta, int64_t lda,
         for (int r = 0; r < rows; r++)
           pa[t * MR + r] = gslrt_bf16_widen(((const uint16_t *)a)[base + r]);
     }
-    return;
-  }
-  for (int r = 0; r < rows; r++) {
-    int64_t base = (i0 + r) * lda + k0;
-    const float *src = (const float *)a + base;
-    float wide[KC];
-    if (esize == 2) { /* the row's terms widened eight at a time first */
-      gslrt_bf16_widen_n(wide, (const uint16_t *)a + base, kc);
-      src = wide;
+  } else { /* each row's terms (widened eight at a time first, bf16) laid out eight terms at a time */
+    static float wide[MR][KC];
+    const float *src[8];
+    for (int r = 0; r < rows; r++) {
+      int64_t base = (i0 + r) * lda + k0;
+      src[r] = (const float *)a + base;
+      if (esize == 2) {
+        gslrt_bf16_widen_n(wide[r], (const uint16_t *)a + base, kc);
+        src[r] = wide[r];
+      }
     }
-    for (int64_t t = 0; t < kc; t++)
-      pa[t * MR + r] = src[t];
+    lay_out(pa, MR, src, rows, kc);
   }
+  if (rows < MR) /* after: lay_out's runs may cover them */
+    for (int64_t t = 0; t < kc; t++)
+      for (int r = rows; r < MR; r++)
+        pa[t * MR + r] = 0.0f;
 }
 
 /* The width of the panel of B that holds `cols` columns (at most NR):
@@ -109,17 +195,21 @@ static void pack_b(float *pb, const void *b, int esize, int32_t tb, int64_t ldb,
       for (int64_t t = 0; t < kc; t++)
         for (int64_t c = cols; c < w; c++)
           q[t * w + c] = 0.0f;
-    if (tb) {
-      for (int64_t c = 0; c < cols; c++) {
-        int64_t base = (jp + c) * ldb + k0;
-        const float *src = (const float *)b + base;
-        float wide[KC];
-        if (esize == 2) { /* the column's terms widened eight at a time first */
-          gslrt_bf16_widen_n(wide, (const uint16_t *)b + base, kc);
-          src = wide;
+    if (tb) { /* eight columns' terms at a time (widened eight at a time first, bf16) laid out; a run of
+               * fewer writes zeros past its columns, within the panel, where they are zero */
+      static float wide[8][KC];
+      for (int64_t c0 = 0; c0 < cols; c0 += 8) {
+        int n8 = cols - c0 < 8 ? (int)(cols - c0) : 8;
+        const float *src[8];
+        for (int c = 0; c < n8; c++) {
+          int64_t base = (jp + c0 + c) * ldb + k0;
+          src[c] = (const float *)b + base;
+          if (esize == 2) {
+            gslrt_bf16_widen_n(wide[c], (const uint16_t *)b + base, kc);
+            src[c] = wide[c];
+          }
         }
-        for (int64_t t = 0; t < kc; t++)
-          q[t * w + c] = src[t];
+        lay_out(q + c0, w, src, n8, kc);
       }
       continue;
     }
@@ -326,7 +416,7 @@ static void product(const void *a, const void *b, int esize, int32_t ta, int32_t
       memset(c + i * ldc, 0, sizeof *c * (size_t)n);
     return;
   }
-  float *pa = grow(&pk.a, &pk.na, (size_t)MR * KC);
+  float *pa = grow(&pk.a, &pk.na, (size_t)MR * KC + 8); /* lay_out's room */
   float *pb = grow(&pk.b, &pk.nb, (size_t)KC * ((NC + NR - 1) / NR * NR));
   for (int64_t j0 = 0; j0 < n; j0 += NC) {
     int64_t nc = n - j0 < NC ? n - j0 : NC;
@@ -335,7 +425,7 @@ static void product(const void *a, const void *b, int esize, int32_t ta, int32_t
       pack_b(pb, b, esize, tb, ldb, k0, kc, j0, nc);
       for (int64_t i0 = 0; i0 < m; i0 += MR) {
         int rows = m - i0 < MR ? (int)(m - i0) : MR;
-        pack_a(pa, a, esize, ta, lda, i0, rows, k0, kc);
+        pack_a(pa, a, esize, ta, lda, i0, rows, k0, kc, m);
         for (int64_t p = 0; p * NR < nc; p++) {
           int cols = nc - p * NR < NR ? (int)(nc - p * NR) : NR;
           int64_t w = panel_width(cols);
