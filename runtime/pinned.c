@@ -140,12 +140,8 @@ static void lay_out(float *dst, int64_t ld, const float *const src[8], int rows,
 static void pack_a(float *pa, const void *a, int esize, int32_t ta, int64_t lda, int64_t i0, int rows, int64_t k0,
                    int64_t kc, int64_t m) {
 #ifdef PINNED_X86
-  if (ta && esize == 2 && i0 + 8 <= m && can_transpose8()) { /* 8 values in each term's row of op(A)'s m */
+  if (ta && esize == 2 && i0 + 8 <= m && can_transpose8()) { /* 8 of op(A)'s m rows from i0: rows is MR */
     widen_runs8(pa, (const uint16_t *)a + k0 * lda + i0, lda, kc);
-    if (rows < MR)
-      for (int64_t t = 0; t < kc; t++)
-        for (int r = rows; r < MR; r++)
-          pa[t * MR + r] = 0.0f;
     return;
   }
 #endif
