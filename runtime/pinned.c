@@ -221,14 +221,15 @@ static void pack_b(float *pb, const void *b, int esize, int32_t tb, int64_t ldb,
 
 /* The chains of an MR x w tile over kc terms (w: the panel's width),
  * continued from C (first false) or from zero: C's rows x cols corner
- * written. Scalar: any CPU. */
-static void tile_scalar(const float *pa, const float *pb, int64_t w, int64_t kc, float *c, int64_t ldc, int rows,
-                        int cols, bool first) {
+ * written. A's term t of row r is pa[t * ts + r * rs]: packed (ts MR, rs
+ * 1), or read where it lies (see product). Scalar: any CPU. */
+static void tile_scalar(const float *pa, int64_t rs, int64_t ts, const float *pb, int64_t w, int64_t kc, float *c,
+                        int64_t ldc, int rows, int cols, bool first) {
   for (int r = 0; r < rows; r++)
     for (int j = 0; j < cols; j++) {
       float acc = first ? 0.0f : c[r * ldc + j];
       for (int64_t t = 0; t < kc; t++)
-        acc = fmaf(pa[t * MR + r], pb[t * w + j], acc);
+        acc = fmaf(pa[t * ts + r * rs], pb[t * w + j], acc);
       c[r * ldc + j] = acc;
     }
 }
@@ -251,7 +252,7 @@ static void tile_scalar(const float *pa, const float *pb, int64_t w, int64_t kc,
   } while (0)
 #define ROW_FMA(r)                                                                         \
   do {                                                                                     \
-    __m512 a = _mm512_set1_ps(q[r]);                                                       \
+    __m512 a = _mm512_set1_ps(q[(r) * rs]);                                                \
     c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0);                                             \
     if (NV > 1)                                                                            \
       c##r##1 = _mm512_fmadd_ps(a, b1, c##r##1);                                           \
@@ -276,8 +277,9 @@ static void tile_scalar(const float *pa, const float *pb, int64_t w, int64_t kc,
 
 /* The AVX-512 tile of NV vectors of 16 columns (w = 16 NV). */
 #define TILE_AVX512(NAME, NVEC)                                                                                 \
-  __attribute__((target("avx512f"))) static void NAME(const float *pa, const float *pb, int64_t w, int64_t kc,  \
-                                                      float *c, int64_t ldc, int rows, int cols, bool first) {  \
+  __attribute__((target("avx512f"))) static void NAME(const float *pa, int64_t rs, int64_t ts, const float *pb,  \
+                                                      int64_t w, int64_t kc, float *c, int64_t ldc, int rows,   \
+                                                      int cols, bool first) {                                   \
     (void)w;                                                                                                    \
     enum { NV = NVEC };                                                                                         \
     __mmask16 m[4];                                                                                             \
@@ -290,7 +292,7 @@ static void tile_scalar(const float *pa, const float *pb, int64_t w, int64_t kc,
     ROWS(ROW_DECL);                                                                                             \
     ROWS(ROW_LOAD);                                                                                             \
     for (int64_t t = 0; t < kc; t++) {                                                                          \
-      const float *q = pa + t * MR, *p = pb + t * 16 * (NV);                                                    \
+      const float *q = pa + t * ts, *p = pb + t * 16 * (NV);                                                    \
       __m512 b0 = _mm512_load_ps(p), b1, b2, b3;                                                                \
       if (NV > 1)                                                                                               \
         b1 = _mm512_load_ps(p + 16);                                                                            \
@@ -332,7 +334,7 @@ TILE_AVX512(tile_avx512_4, 4)
   } while (0)
 #define ROW2_FMA(r)                                                                        \
   do {                                                                                     \
-    __m256 a = _mm256_broadcast_ss(q + (r));                                               \
+    __m256 a = _mm256_broadcast_ss(a##r + t * ts);                                         \
     c##r##0 = _mm256_fmadd_ps(a, b0, c##r##0);                                             \
     c##r##1 = _mm256_fmadd_ps(a, b1, c##r##1);                                             \
   } while (0)
@@ -347,9 +349,11 @@ TILE_AVX512(tile_avx512_4, 4)
     }                                                                                      \
   } while (0)
 
-__attribute__((target("avx2,fma"))) static void tile_avx2(const float *pa, const float *pb, int64_t w, int64_t kc,
-                                                          float *c, int64_t ldc, int rows, int cols, bool first) {
+__attribute__((target("avx2,fma"))) static void tile_avx2(const float *pa, int64_t rs, int64_t ts, const float *pb,
+                                                          int64_t w, int64_t kc, float *c, int64_t ldc, int rows,
+                                                          int cols, bool first) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const float *a0 = pa, *a1 = pa + rs, *a2 = pa + 2 * rs, *a3 = pa + 3 * rs, *a4 = pa + 4 * rs, *a5 = pa + 5 * rs;
   for (int64_t s = 0; s * 16 < w && s * 16 < cols; s++) {
     int left = cols - (int)s * 16;
     __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
@@ -359,7 +363,7 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(const float *pa, const
     ROWS(ROW2_DECL);
     ROWS(ROW2_LOAD);
     for (int64_t t = 0; t < kc; t++) {
-      const float *q = pa + t * MR, *p = pb + t * w + s * 16;
+      const float *p = pb + t * w + s * 16;
       __m256 b0 = _mm256_load_ps(p), b1 = _mm256_load_ps(p + 8);
       ROWS(ROW2_FMA);
     }
@@ -368,7 +372,7 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(const float *pa, const
 }
 #endif
 
-typedef void Tile(const float *, const float *, int64_t, int64_t, float *, int64_t, int, int, bool);
+typedef void Tile(const float *, int64_t, int64_t, const float *, int64_t, int64_t, float *, int64_t, int, int, bool);
 
 /* The tiles the products run: 2 AVX-512, 1 AVX2 with FMA, 0 scalar; -1
  * until the first product looks. */
@@ -413,6 +417,9 @@ static void product(const void *a, const void *b, int esize, int32_t ta, int32_t
     return;
   }
   float *pa = grow(&pk.a, &pk.na, (size_t)MR * KC + 8); /* lay_out's room */
+  static float wide[MR][KC];
+  if (tiles < 0)
+    gslrt_pinned_tiles(-1);
   float *pb = grow(&pk.b, &pk.nb, (size_t)KC * ((NC + NR - 1) / NR * NR));
   for (int64_t j0 = 0; j0 < n; j0 += NC) {
     int64_t nc = n - j0 < NC ? n - j0 : NC;
@@ -421,11 +428,24 @@ static void product(const void *a, const void *b, int esize, int32_t ta, int32_t
       pack_b(pb, b, esize, tb, ldb, k0, kc, j0, nc);
       for (int64_t i0 = 0; i0 < m; i0 += MR) {
         int rows = m - i0 < MR ? (int)(m - i0) : MR;
-        pack_a(pa, a, esize, ta, lda, i0, rows, k0, kc, m);
+        /* A's six rows read where they lie by the AVX2 and scalar tiles:
+         * f32 rows (or a transposed A's terms) in place, bf16 rows
+         * widened each as a run; else packed. The chains are the same. */
+        const float *qa = pa;
+        int64_t rs = 1, ts = MR;
+        if (tiles < 2 && rows == MR && esize == 4 && !ta) {
+          qa = (const float *)a + (ta ? k0 * lda + i0 : i0 * lda + k0);
+          rs = ta ? 1 : lda, ts = ta ? lda : 1;
+        } else if (tiles < 2 && rows == MR && !ta) {
+          for (int r = 0; r < MR; r++)
+            gslrt_bf16_widen_n(wide[r], (const uint16_t *)a + (i0 + r) * lda + k0, kc);
+          qa = wide[0], rs = KC, ts = 1;
+        } else
+          pack_a(pa, a, esize, ta, lda, i0, rows, k0, kc, m);
         for (int64_t p = 0; p * NR < nc; p++) {
           int cols = nc - p * NR < NR ? (int)(nc - p * NR) : NR;
           int64_t w = panel_width(cols);
-          tile_kernel(w)(pa, pb + p * kc * NR, w, kc, c + i0 * ldc + j0 + p * NR, ldc, rows, cols, k0 == 0);
+          tile_kernel(w)(qa, rs, ts, pb + p * kc * NR, w, kc, c + i0 * ldc + j0 + p * NR, ldc, rows, cols, k0 == 0);
         }
       }
     }
