@@ -362,7 +362,7 @@ if [ "$fails" -eq "$f0" ]; then
 else
   grep -v '^step' d2.err
 fi
-row D2 "gslrun, 2 hosts x 2, mlp 16 steps: host 2 lost inside a checkpoint, mpirun ended by gslrun"
+row D2 "gslrun, 2 hosts x 2, mlp 16 steps: host 2 lost inside a checkpoint, named, shrunk onto h1"
 
 # ---- E: a cut link: the job ends within the watchdog's deadline, no rank left -------------------------------------
 begin
