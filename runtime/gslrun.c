@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -1414,6 +1415,20 @@ static bool lock_was_ours(const Run *r, long rank0) {
   return rank0 > 0 && gslrt_ckdir_lock_holder(line, &pid, host) && pid == rank0 && !strcmp(host, me);
 }
 
+/* Whether another run holds DIR/.lock now, the segment over: its flock
+ * taken (not even a shared lock can be had) by other than the previous
+ * segment's rank 0. */
+static bool lock_held_elsewhere(const Run *r, long rank0) {
+  char *path = xasprintf("%s/" CKDIR_LOCK, r->ckdir ? r->ckdir : ".");
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  free(path);
+  if (fd < 0)
+    return false;
+  bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return held && !lock_was_ours(r, rank0);
+}
+
 static void sleep_for(double secs) {
   double end = now() + secs;
   while (!got_signal && now() < end) {
@@ -1573,7 +1588,10 @@ static int supervise(Run *r) {
       free(s);
       return EXIT_NOSTART;
     }
-    if (status == EXIT_BUSY && !lock_was_ours(r, rank0)) {
+    /* status 5 is the program's refusal only where another run holds the
+     * lock now: an MPI_Abort's code can end in the same byte (MPICH's was
+     * seen to, a rank aborted inside a checkpoint when its peer died) */
+    if (status == EXIT_BUSY && lock_held_elsewhere(r, rank0)) {
       say("segment %d was refused: another run holds the --checkpoint directory %s (the program's message is "
           "above); not restarting, and nothing written",
           k, r->ckdir ? r->ckdir : "");

@@ -110,6 +110,24 @@ static bool can_transpose8(void) {
 }
 #endif
 
+/* Runs of kc terms, run r at x + r * ld (elements of esize bytes), for
+ * r < n (at most 8): src[r] where run r is read as f32, in place (f32),
+ * or widened into this one buffer (bf16), eight values at a time. Its
+ * users (pack_b's transposed columns, then A's rows) take turns. */
+static float wide[8][KC];
+static void runs(const float *src[8], const void *x, int esize, int64_t ld, int n, int64_t kc) {
+  for (int r = 0; r < n; r++)
+    if (esize == 4) {
+      src[r] = (const float *)x + r * ld;
+    } else {
+      gslrt_bf16_widen_n(wide[r], (const uint16_t *)x + r * ld, kc);
+      src[r] = wide[r];
+    }
+}
+
+/* The element `at` of an array of esize-byte elements. */
+static const void *elem(const void *x, int esize, int64_t at) { return (const char *)x + at * esize; }
+
 /* dst[t * ld + r] = src[r][t] for r < rows (at most 8) and t < kc: up to
  * eight runs of terms laid out term by term, eight terms at a time where
  * the CPU has AVX2. That path stores whole runs of 8 floats, zeros past
@@ -155,16 +173,8 @@ static void pack_a(float *pa, const void *a, int esize, int32_t ta, int64_t lda,
           pa[t * MR + r] = gslrt_bf16_widen(((const uint16_t *)a)[base + r]);
     }
   } else { /* each row's terms (widened eight at a time first, bf16) laid out eight terms at a time */
-    static float wide[MR][KC];
     const float *src[8];
-    for (int r = 0; r < rows; r++) {
-      int64_t base = (i0 + r) * lda + k0;
-      src[r] = (const float *)a + base;
-      if (esize == 2) {
-        gslrt_bf16_widen_n(wide[r], (const uint16_t *)a + base, kc);
-        src[r] = wide[r];
-      }
-    }
+    runs(src, elem(a, esize, i0 * lda + k0), esize, lda, rows, kc);
     lay_out(pa, MR, src, rows, kc);
   }
   if (rows < MR) /* after: lay_out's runs may cover them */
@@ -193,18 +203,10 @@ static void pack_b(float *pb, const void *b, int esize, int32_t tb, int64_t ldb,
           q[t * w + c] = 0.0f;
     if (tb) { /* eight columns' terms at a time (widened eight at a time first, bf16) laid out; a run of
                * fewer writes zeros past its columns, within the panel, where they are zero */
-      static float wide[8][KC];
       for (int64_t c0 = 0; c0 < cols; c0 += 8) {
         int n8 = cols - c0 < 8 ? (int)(cols - c0) : 8;
         const float *src[8];
-        for (int c = 0; c < n8; c++) {
-          int64_t base = (jp + c0 + c) * ldb + k0;
-          src[c] = (const float *)b + base;
-          if (esize == 2) {
-            gslrt_bf16_widen_n(wide[c], (const uint16_t *)b + base, kc);
-            src[c] = wide[c];
-          }
-        }
+        runs(src, elem(b, esize, (jp + c0) * ldb + k0), esize, ldb, n8, kc);
         lay_out(q + c0, w, src, n8, kc);
       }
       continue;
@@ -417,7 +419,6 @@ static void product(const void *a, const void *b, int esize, int32_t ta, int32_t
     return;
   }
   float *pa = grow(&pk.a, &pk.na, (size_t)MR * KC + 8); /* lay_out's room */
-  static float wide[MR][KC];
   if (tiles < 0)
     gslrt_pinned_tiles(-1);
   float *pb = grow(&pk.b, &pk.nb, (size_t)KC * ((NC + NR - 1) / NR * NR));
@@ -429,17 +430,15 @@ static void product(const void *a, const void *b, int esize, int32_t ta, int32_t
       for (int64_t i0 = 0; i0 < m; i0 += MR) {
         int rows = m - i0 < MR ? (int)(m - i0) : MR;
         /* A's six rows read where they lie by the AVX2 and scalar tiles:
-         * f32 rows (or a transposed A's terms) in place, bf16 rows
-         * widened each as a run; else packed. The chains are the same. */
+         * f32 rows in place, bf16 rows widened each as a run; else
+         * packed (a transposed A, the AVX-512 tiles, the edge rows).
+         * The chains are the same. */
         const float *qa = pa;
         int64_t rs = 1, ts = MR;
-        if (tiles < 2 && rows == MR && esize == 4 && !ta) {
-          qa = (const float *)a + (ta ? k0 * lda + i0 : i0 * lda + k0);
-          rs = ta ? 1 : lda, ts = ta ? lda : 1;
-        } else if (tiles < 2 && rows == MR && !ta) {
-          for (int r = 0; r < MR; r++)
-            gslrt_bf16_widen_n(wide[r], (const uint16_t *)a + (i0 + r) * lda + k0, kc);
-          qa = wide[0], rs = KC, ts = 1;
+        if (tiles < 2 && rows == MR && !ta) {
+          const float *src[8];
+          runs(src, elem(a, esize, i0 * lda + k0), esize, lda, MR, kc);
+          qa = src[0], rs = esize == 4 ? lda : KC, ts = 1;
         } else
           pack_a(pa, a, esize, ta, lda, i0, rows, k0, kc, m);
         for (int64_t p = 0; p * NR < nc; p++) {

@@ -20,7 +20,11 @@
 #   (e) a rank killed when the newest checkpoint in DIR is another run's
 #       (copied in while the job ran): gslrun does not restart, and ends
 #       with the job's status;
-#   (f) a hostfile of 1 slot under --min-np 2: not started, status 1.
+#   (f) a hostfile of 1 slot under --min-np 2: not started, status 1;
+#   (g) rank 1 aborted inside the first checkpoint with a code whose low
+#       byte is 5, the status of a run refused another's --checkpoint DIR
+#       (tests/mpi_hang.c preloaded; MPICH was seen to abort so): the lock
+#       is this job's own, so a failure, restarted and finished bit for bit.
 #
 # Each fault's time to detect (the kill to gslrun's `failed` line), time
 # to recover (the kill to the first step logged after the resume) and steps
@@ -189,5 +193,24 @@ if [ $rc -eq 9 ] && grep -q '^gslrun: not restarting: the newest checkpoint cke/
   pass "(e) another run's checkpoint the newest in DIR: not restarted, status 9"
 else
   fail "(e) (status $rc)"; cat e.err
+fi
+# (g) an abort whose status is the refusal's (5) in segment 1, the lock this job's: restarted
+$CC -shared -fPIC $(pkg-config --cflags mpich) "$top_srcdir/tests/mpi_hang.c" -o mpi_hang.so ||
+  fatal "cannot build tests/mpi_hang.c"
+timeout "$(scaled 60)" $MPIEXEC -n 2 ./ref2 --steps 12 --quiet --output w1=g_ref_w1.npy --output w2=g_ref_w2.npy ||
+  fail "(g) the uninterrupted run"
+t=$(now)
+code=$((0x20611305)) # MPICH's code in that abort; 5 its low byte
+ABORT_OPEN=1 ABORT_CODE=$code ABORT_ONCE=$work/g.aborted LD_PRELOAD=$work/mpi_hang.so \
+  timeout "$(scaled 120)" "$gslrun" --backoff 0.2 -np 2 ./ref2 --steps 12 --quiet --checkpoint ckg \
+  --checkpoint-every 4 --output w1=g_w1.npy --output w2=g_w2.npy >g.out 2>g.err
+rc=$?
+if [ $rc -eq 0 ] && [ -e g.aborted ] && ! grep -q 'was refused' g.err &&
+   grep '^gslrun: segment 1 failed after ' g.err | grep -q 'status 5' &&
+   grep -q '^gslrun: restart 1 of 3 in ' g.err && [ "$(grep -c '^gslrun: segment [0-9]* failed' g.err)" -eq 1 ] &&
+   cmp -s g_w1.npy g_ref_w1.npy && cmp -s g_w2.npy g_ref_w2.npy; then
+  pass "(g) rank 1 aborted in the first checkpoint with status 5 (code $code), the lock its job's own: a failure, restarted, w1 and w2 an uninterrupted run's bits ($(secs "$t" "$(now)") s)"
+else
+  fail "(g) (status $rc)"; cat g.err
 fi
 exit $status

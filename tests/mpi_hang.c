@@ -8,7 +8,12 @@
  * handler does when the call fails), on those in HUP_FINALIZE raises
  * SIGHUP (a process manager's clean-up, or its connection gone) and on
  * those in KILL_FINALIZE raises SIGKILL; every other rank calls the real
- * one. */
+ * one. For tests/gslrun.sh, MPI_File_open on the ranks in ABORT_OPEN
+ * calls MPI_Abort with the code ABORT_CODE, once: only while the file
+ * ABORT_ONCE can still be made (as MPICH's ROMIO was seen to abort a rank
+ * whose peer died inside a checkpoint, with an error code whose low byte,
+ * the rank's exit status, is 5). */
+#include <fcntl.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
@@ -45,4 +50,14 @@ int MPI_Abort(MPI_Comm comm, int code) {
     for (;;)
       pause();
   return PMPI_Abort(comm, code);
+}
+
+int MPI_File_open(MPI_Comm comm, const char *name, int amode, MPI_Info info, MPI_File *fh) {
+  const char *once = getenv("ABORT_ONCE"), *code = getenv("ABORT_CODE");
+  int fd;
+  if (listed("ABORT_OPEN") && once && code && (fd = open(once, O_CREAT | O_EXCL | O_WRONLY, 0666)) >= 0) {
+    close(fd);
+    PMPI_Abort(MPI_COMM_WORLD, atoi(code));
+  }
+  return PMPI_File_open(comm, name, amode, info, fh);
 }

@@ -82,13 +82,19 @@ sim_up 3 "$work/net" || skip "multihost: $sim_why"
 
 # (to 0.1 s: the table's and case E's measure, where lib.sh's is to 0.01 s)
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
-# begin: a case begins; row ID WHAT: it ends, a row of the table: PASS
-# unless a FAIL was said since it began
+# begin: a case begins. end_case ID ERR PASSMSG WHAT: it ends: PASSMSG
+# said if no FAIL was said since it began, else ERR's last lines but the
+# steps (none where ERR is -); then its row of the table, ID WHAT, PASS or FAIL
 begin() { t=$(now) f0=$fails; }
-row() {
+end_case() {
   r=PASS
-  [ "$fails" -eq "$f0" ] || r=FAIL
-  printf '%s|%s|%s|%s\n' "$1" "$2" "$(secs "$t" "$(now)")" $r >>table
+  if [ "$fails" -eq "$f0" ]; then
+    pass "$3"
+  else
+    r=FAIL
+    [ "$2" = - ] || grep -v '^step' "$2" | tail -20
+  fi
+  printf '%s|%s|%s|%s\n' "$1" "$4" "$(secs "$t" "$(now)")" $r >>table
 }
 
 # none_left WHAT SECONDS: no process of the job left within SECONDS (0: now);
@@ -206,9 +212,9 @@ if ! echo "$eps" | grep -q '\[h1:.*tag(tcp/eth0)' || ! echo "$eps" | grep -q '\[
   fail "A: UCX's endpoints between ranks are not all tcp/eth0 on h1 and h2:"
   echo "$eps" | head -8
 fi
-[ "$fails" -eq "$f0" ] &&
-  pass "A: moe, 20 steps: 2 hosts x 2 ranks over TCP (tag(tcp/eth0) on h1 and h2) byte for byte 1 host x 4 ranks: $(echo $files | wc -w) checkpoint files and y"
-row A "moe 20 steps: 1 host x 4 (shared memory), 2 hosts x 2 (TCP), equal"
+end_case A - \
+  "A: moe, 20 steps: 2 hosts x 2 ranks over TCP (tag(tcp/eth0) on h1 and h2) byte for byte 1 host x 4 ranks: $(echo $files | wc -w) checkpoint files and y" \
+  "moe 20 steps: 1 host x 4 (shared memory), 2 hosts x 2 (TCP), equal"
 echo "pace: moe at 4 ranks, ${shm_ms:-?} ms a step on 1 host (shared memory), ${tcp_ms:-?} ms on 2 hosts (TCP)"
 
 # ---- A3: 3 hosts ---------------------------------------------------------------------------------------------------
@@ -219,8 +225,9 @@ same A3 cka1/step-00000020 cka3/step-00000020 $files a1_y.npy:a3_y.npy
 for h in h1 h2 h3; do
   grep 'ep_cfg\[' a3.out | grep -q "\[$h:.*tag(tcp/eth0)" || fail "A3: no rank on $h used tcp/eth0"
 done
-[ "$fails" -eq "$f0" ] && pass "A3: moe, 20 steps on 3 hosts (2, 1 and 1 ranks) byte for byte 1 host x 4"
-row A3 "moe 20 steps, 3 hosts (2 + 1 + 1 ranks), equal to 1 host x 4"
+end_case A3 - \
+  "A3: moe, 20 steps on 3 hosts (2, 1 and 1 ranks) byte for byte 1 host x 4" \
+  "moe 20 steps, 3 hosts (2 + 1 + 1 ranks), equal to 1 host x 4"
 
 # ---- B: a resume across host counts --------------------------------------------------------------------------------
 begin
@@ -229,9 +236,9 @@ mpi b2 hf12 2 "" "$moe2" --steps 14 --quiet --collective-timeout $ct --checkpoin
 mpi b3 hf22 4 "$sim_tcp" "$moe4" --steps 20 --quiet --collective-timeout $ct --checkpoint ckb --resume \
   --output y=b_y.npy
 same B cka1/step-00000020 ckb/step-00000020 $files a1_y.npy:b_y.npy
-[ "$fails" -eq "$f0" ] &&
-  pass "B: moe resumed from 2 hosts x 2 ranks (step 8) onto 1 host x 2 ranks ([d = 2]), then back onto 2 hosts (steps 15 to 20): byte for byte 1 host x 4"
-row B "moe: 2 hosts x 2 to step 8, 1 host x 2 to 14, 2 hosts x 2 to 20, equal to A"
+end_case B - \
+  "B: moe resumed from 2 hosts x 2 ranks (step 8) onto 1 host x 2 ranks ([d = 2]), then back onto 2 hosts (steps 15 to 20): byte for byte 1 host x 4" \
+  "moe: 2 hosts x 2 to step 8, 1 host x 2 to 14, 2 hosts x 2 to 20, equal to A"
 
 # ---- gslrun: the reference, uninterrupted on 1 host ----------------------------------------------------------------
 mlp=$top_srcdir/examples/mlp.gsl
@@ -268,12 +275,9 @@ echo "$failed" | grep -q "failed after [0-9.]* s: rank 3 (pid $victim on host h2
   fail "C: gslrun does not name rank 3 (pid $victim on host h2) killed by SIGKILL: ${failed:-no failed line}"
 [ "$(count c.err '^gslrun: segment [0-9]* failed')" -eq 1 ] && grep -q '^gslrun: restart 1 of 3 in ' c.err ||
   fail "C: not one failure and one restart"
-if [ "$fails" -eq "$f0" ]; then
-  pass "C: rank 3 (pid $victim on h2) SIGKILLed after step 5: named with its host, restarted, status 0, w1 and w2 an uninterrupted run's bits"
-else
-  grep -v '^step' c.err
-fi
-row C "gslrun, 2 hosts x 2, mlp 16 steps: rank 3 SIGKILLed on h2, named, restarted"
+end_case C c.err \
+  "C: rank 3 (pid $victim on h2) SIGKILLed after step 5: named with its host, restarted, status 0, w1 and w2 an uninterrupted run's bits" \
+  "gslrun, 2 hosts x 2, mlp 16 steps: rank 3 SIGKILLed on h2, named, restarted"
 
 # ---- the watchdog's deadline, from the pace over TCP: 5 s, or 20 steps where a step takes over 250 ms ----------------
 T=$(awk -v ms="${tcp_ms:-0}" 'BEGIN { t = 20 * ms / 1000; print (t > 5 ? int(t + 0.999) : 5) }')
@@ -327,12 +331,9 @@ if by_watchdog; then how="the watchdog named h2 within $TD s"
 elif by_gslrun; then how="inside the step-8 checkpoint: the deadline of $TD s, then gslrun ended mpirun and named h2's ranks"
 else fail "D: gslrun's line names neither the watchdog's h2 nor h2's ranks: ${failed:-no failed line}"
 fi
-if [ "$fails" -eq "$f0" ]; then
-  pass "D: host 2 lost after step 5 ($lost processes killed, its link cut, the hostfile h1:2): $how, gslrun finished on [data = 1, model = 2] on h1, status 0, w1 and w2 an uninterrupted run's bits"
-else
-  grep -v '^step' d.err
-fi
-row D "gslrun, 2 hosts x 2, mlp 16 steps: host 2 lost, shrunk onto h1 ([data = 1, model = 2])"
+end_case D d.err \
+  "D: host 2 lost after step 5 ($lost processes killed, its link cut, the hostfile h1:2): $how, gslrun finished on [data = 1, model = 2] on h1, status 0, w1 and w2 an uninterrupted run's bits" \
+  "gslrun, 2 hosts x 2, mlp 16 steps: host 2 lost, shrunk onto h1 ([data = 1, model = 2])"
 
 # D2: the loss inside the step-8 checkpoint (its temporary directory made):
 # the ranks on h1 end at the deadline of the MPI-IO call; hydra may then
@@ -357,12 +358,9 @@ if [ $lost -gt 0 ]; then
     fail "D2: gslrun's line names neither the checkpoint's deadline (and, where gslrun ended mpirun, h2's ranks) nor the watchdog's h2: ${failed:-no failed line}"
   fi
 fi
-if [ "$fails" -eq "$f0" ]; then
-  pass "D2: host 2 lost inside the step-8 checkpoint: the MPI-IO deadline ($TD s), then $how2; finished on [data = 1, model = 2], status 0, the bits"
-else
-  grep -v '^step' d2.err
-fi
-row D2 "gslrun, 2 hosts x 2, mlp 16 steps: host 2 lost inside a checkpoint, named, shrunk onto h1"
+end_case D2 d2.err \
+  "D2: host 2 lost inside the step-8 checkpoint: the MPI-IO deadline ($TD s), then $how2; finished on [data = 1, model = 2], status 0, the bits" \
+  "gslrun, 2 hosts x 2, mlp 16 steps: host 2 lost inside a checkpoint, named, shrunk onto h1"
 
 # ---- E: a cut link: the job ends within the watchdog's deadline, no rank left -------------------------------------
 begin
@@ -389,12 +387,9 @@ sim_link h2 up
   fail "E: the job ended $took s after the cut, past the deadline $T s and the margin $margin s"
 hung=$(grep "did not complete within $T s" e.err | head -1)
 echo "$hung" | grep -q '(host h2)' || fail "E: the watchdog's line does not name h2: ${hung:-none}"
-if [ "$fails" -eq "$f0" ]; then
-  pass "E: h2's link cut after step 20 ($ms ms a step): status 4 in $took s (deadline $T s, bound $bound s), h2 named, no process left on any host within $grace s"
-else
-  grep -v '^step' e.err | tail -6
-fi
-row E "moe on 2 hosts x 2, h2's link cut, --collective-timeout $T: ended in $took s (bound $bound s)"
+end_case E e.err \
+  "E: h2's link cut after step 20 ($ms ms a step): status 4 in $took s (deadline $T s, bound $bound s), h2 named, no process left on any host within $grace s" \
+  "moe on 2 hosts x 2, h2's link cut, --collective-timeout $T: ended in $took s (bound $bound s)"
 
 echo
 echo "multihost: the cases ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
