@@ -38,7 +38,10 @@ priced as the timing run's forward passes over held-out batches); the
 schedule is sized to them, and the run also stops early should the next
 step and the last evaluation not fit in the budget (GSL's --max-time; the
 evaluation priced as the last one took, or before the first as the timing
-run priced it). With --steps N, N steps and no limit. The timing run times
+run priced it). With --steps N, N steps and no limit. Each timing run
+also ends once its steps have taken --timing-limit seconds (60; at least 4
+steps run): bf16 autocast on a CPU without bf16 products took minutes a
+pair, and a pair that slow is not the fastest. The timing run times
 every pair of a precision and a way that --precision and --way allow, and
 the run trains with the fastest: --precision auto (the default) times f32
 and bf16 (torch.autocast("cpu", dtype=torch.bfloat16) around the forward
@@ -191,19 +194,23 @@ class Run:
 
 
 def time_steps(a, start, train, held, bf16, way):
-    """ms a step (the mean of the last quarter of --timing-steps steps) and
-    ms a held-out batch's forward pass, on a throwaway copy of the params."""
+    """ms a step (the mean of the last quarter of the steps run: --timing-steps,
+    or fewer, at least 4, where --timing-limit ends them), ms a held-out
+    batch's forward pass, and the steps run, on a throwaway copy of the params."""
     r = Run(a, split_params({n: t.detach() for n, t in stacked(start).items()}), train, held, 1000, bf16, way)
     times = []
+    t0 = time.perf_counter()
     for _ in range(a.timing_steps):
         t = time.perf_counter()
         r.step()
         times.append(time.perf_counter() - t)
+        if len(times) >= 4 and time.perf_counter() - t0 > a.timing_limit:
+            break
     tail = times[-max(1, len(times) // 4):]
     t = time.perf_counter()
     k = 8
     r.evaluate(k)
-    return 1000 * sum(tail) / len(tail), 1000 * (time.perf_counter() - t) / min(k, len(held))
+    return 1000 * sum(tail) / len(tail), 1000 * (time.perf_counter() - t) / min(k, len(held)), len(times)
 
 
 def stacked(p):
@@ -230,6 +237,8 @@ def main():
                     "(default 600)")
     ap.add_argument("--steps", type=int, help="train this many steps: no timing run, no time limit")
     ap.add_argument("--timing-steps", type=int, default=160, help="steps of each timing run (default 160)")
+    ap.add_argument("--timing-limit", type=float, default=60, help="seconds after which a timing run ends, "
+                    "at least 4 steps run (default 60)")
     ap.add_argument("--precision", choices=("auto", "f32", "bf16"), default="auto",
                     help="f32, bf16 autocast, or auto: the faster by the timing run (default)")
     ap.add_argument("--way", choices=("auto", "index", "einsum"), default="auto",
@@ -244,6 +253,8 @@ def main():
         ap.error("--L must be even and positive: a dense and a moe layer per pair, as lm.gsl")
     if (a.steps is None or a.precision == "auto" or a.way == "auto") and a.timing_steps < 4:
         ap.error("--timing-steps must be at least 4")
+    if not a.timing_limit > 0:
+        ap.error("--timing-limit must be positive")
     if a.steps is not None and a.steps < 1:
         ap.error("--steps must be at least 1")
     torch.set_num_threads(a.threads)
@@ -262,15 +273,17 @@ def main():
     if a.steps is None or len(pairs) > 1:
         for pair in pairs:
             timed[pair] = time_steps(a, start, train, held, pair[0] == "bf16", pair[1])
-            print("timing %s %s %.3f ms a step, %.3f ms a held-out batch (%d steps)"
-                  % (pair + timed[pair] + (a.timing_steps,)), flush=True)
+            ms, eval_ms, ran = timed[pair]
+            print("timing %s %s %.3f ms a step, %.3f ms a held-out batch (%d steps%s)"
+                  % (pair + (ms, eval_ms, ran, "" if ran == a.timing_steps else
+                             " of %d: --timing-limit %g s" % (a.timing_steps, a.timing_limit))), flush=True)
     prec, way = min(timed, key=lambda p: timed[p][0]) if len(pairs) > 1 else pairs[0]
     print("precision %s, way %s" % (prec, way), flush=True)
     eval_guess = None      # seconds an evaluation is guessed to take, until one is measured
     if a.steps is not None:
         steps, limit = a.steps, None
     else:
-        ms, eval_ms = timed[prec, way]
+        ms, eval_ms, _ = timed[prec, way]
         steps = max(100, int((0.97 * a.budget * 1000 - 10 * len(held) * eval_ms) / ms))
         limit = a.budget
         eval_guess = eval_ms * len(held) / 1000

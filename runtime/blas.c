@@ -411,41 +411,10 @@ void gslrt_gemm_bf16(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m,
            counts.onednn_calls - before);
 }
 
-/* An f32 product on the library that runs its shape faster here
- * (f32_by_onednn), OpenBLAS where oneDNN declines it. */
-static void f32_product(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
-                        const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
-                        int64_t stride_b, float *c, int64_t ldc, int64_t stride_c) {
-  if (k > 0 && f32_by_onednn(batch, m, n, k)) {
-    int64_t key[GEMM_KEY_LEN];
-    make_key(key, GEMM_F32, batch, trans_a, trans_b, m, n, k, lda, stride_a, ldb, stride_b, ldc,
-             stride_c);
-    if (onednn_gemm(key, a, b, c))
-      return;
-  }
-  blas_sgemm(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
-}
-
-static void sgemm_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
-                      const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
-                      int64_t stride_b, float *c, int64_t ldc, int64_t stride_c) {
-  if (m < 0 || n < 0 || k < 0 || batch < 0)
-    gslrt_fatal(NULL, "gslrt_sgemm: negative dimension (batch %lld, m=%lld n=%lld k=%lld)",
-                (long long)batch, (long long)m, (long long)n, (long long)k);
-  if (batch == 0 || m == 0 || n == 0)
-    return;
-  if (pinned_on) {
-    gslrt_sgemm_pinned(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
-    return;
-  }
-  f32_product(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
-}
-
-/* ---- bf16 ---------------------------------------------------------------------- */
-
-/* The fallback's f32 copies (the two operands, and C when C is bf16),
- * each grown to the largest product met and kept for the run: one thread
- * a process runs the products, one at a time. */
+/* The products' f32 copies (the bf16 fallback's two operands and its C
+ * when C is bf16; an f32 A transposed), each grown to the largest product
+ * met and kept for the run: one thread a process runs the products, one
+ * at a time. */
 static struct {
   float *p;
   int64_t n;
@@ -463,16 +432,68 @@ static float *wide_buffer(int which, int64_t count) {
   return wide[which].p;
 }
 
+/* An f32 product on the library that runs its shape faster here
+ * (f32_by_onednn), OpenBLAS where oneDNN declines it. */
+static void f32_product(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                        const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
+                        int64_t stride_b, float *c, int64_t ldc, int64_t stride_c) {
+  if (k > 0 && f32_by_onednn(batch, m, n, k)) {
+    int64_t key[GEMM_KEY_LEN];
+    make_key(key, GEMM_F32, batch, trans_a, trans_b, m, n, k, lda, stride_a, ldb, stride_b, ldc,
+             stride_c);
+    if (onednn_gemm(key, a, b, c))
+      return;
+  }
+  blas_sgemm(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
+}
+
+/* Whether a transposed A is laid out m x k before its product (into a
+ * copy, or as it is widened): one matrix (not a batch) with m >= k, as a
+ * weight gradient's activations are, k the tokens or an expert's slots.
+ * oneDNN's f32 product ran those shapes at 58-72 GFLOP/s with A
+ * transposed and 84-86 with A plain ([512, k]^T x [k, 128], k 64 and 112,
+ * warm; on an AVX2 Zen whose peak is 95), and in the lm's bf16 step the
+ * fallback's went from 44-53 to 60-72 (GSL_GEMM_PROFILE, three runs each);
+ * with m < k (k 512) and batched (the attention's) a transposed A ran as
+ * fast or faster as it is (68 against 63, 48 against 37: bench/README.md). */
+static int flip_a(int64_t batch, int32_t trans_a, int64_t m, int64_t k) { return trans_a && batch == 1 && m >= k; }
+
+static void sgemm_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                      const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
+                      int64_t stride_b, float *c, int64_t ldc, int64_t stride_c) {
+  if (m < 0 || n < 0 || k < 0 || batch < 0)
+    gslrt_fatal(NULL, "gslrt_sgemm: negative dimension (batch %lld, m=%lld n=%lld k=%lld)",
+                (long long)batch, (long long)m, (long long)n, (long long)k);
+  if (batch == 0 || m == 0 || n == 0)
+    return;
+  if (pinned_on) {
+    gslrt_sgemm_pinned(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
+    return;
+  }
+  if (flip_a(batch, trans_a, m, k) && f32_by_onednn(batch, m, n, k)) { /* A laid out m x k first */
+    float *t = wide_buffer(0, m * k);
+    gslrt_f32_transpose(t, k, a, lda, k, m);
+    f32_product(1, 0, trans_b, m, n, k, t, k, 0, b, ldb, stride_b, c, ldc, stride_c);
+    return;
+  }
+  f32_product(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
+}
+
+/* ---- bf16 ---------------------------------------------------------------------- */
+
 /* A bf16 operand (rows x cols per batch entry as stored) widened into a
- * dense f32 copy (wide[which]), batch entries rows * cols apart; *stride
- * becomes the copy's. An operand shared by every batch entry (stride 0) is
- * widened once. */
+ * dense f32 copy (wide[which]), batch entries rows * cols apart, or with
+ * `transpose` into its transpose (cols x rows); *stride becomes the
+ * copy's. An operand shared by every batch entry (stride 0) is widened
+ * once. */
 static float *widen(int which, const uint16_t *x, int64_t batch, int64_t rows, int64_t cols, int64_t ld,
-                    int64_t *stride) {
+                    int64_t *stride, int transpose) {
   int64_t entries = batch > 1 && *stride == 0 ? 1 : batch;
   float *w = wide_buffer(which, entries * rows * cols);
   for (int64_t e = 0; e < entries; e++) {
-    if (ld == cols)
+    if (transpose)
+      gslrt_bf16_widen_t(w + e * rows * cols, rows, x + e * *stride, ld, rows, cols);
+    else if (ld == cols)
       gslrt_bf16_widen_n(w + e * rows * cols, x + e * *stride, rows * cols);
     else
       for (int64_t i = 0; i < rows; i++)
@@ -513,16 +534,19 @@ static void bf16_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m,
   }
   /* The fallback (no bf16 product here: a CPU without AVX-512): the
    * operands widened (exactly) to f32, multiplied as an f32 product is,
-   * each sum rounded once to bf16 if C is bf16. */
+   * each sum rounded once to bf16 if C is bf16; A widened into its
+   * transpose where flip_a says. */
+  int flip = flip_a(batch, trans_a, m, k), tw = trans_a && !flip;
   int64_t ra = trans_a ? k : m, ca = trans_a ? m : k, rb = trans_b ? n : k, cb = trans_b ? k : n;
   int64_t sa = stride_a, sb = stride_b;
-  float *wa = widen(0, a, batch, ra, ca, lda, &sa), *wb = widen(1, b, batch, rb, cb, ldb, &sb);
+  float *wa = widen(0, a, batch, ra, ca, lda, &sa, flip), *wb = widen(1, b, batch, rb, cb, ldb, &sb, 0);
+  int64_t lwa = tw ? m : k;
   if (c_dtype == GSLRT_F32) {
-    f32_product(batch, trans_a, trans_b, m, n, k, wa, ca, sa, wb, cb, sb, c, ldc, stride_c);
+    f32_product(batch, tw, trans_b, m, n, k, wa, lwa, sa, wb, cb, sb, c, ldc, stride_c);
     return;
   }
   float *wc = wide_buffer(2, batch * m * n);
-  f32_product(batch, trans_a, trans_b, m, n, k, wa, ca, sa, wb, cb, sb, wc, n, m * n);
+  f32_product(batch, tw, trans_b, m, n, k, wa, lwa, sa, wb, cb, sb, wc, n, m * n);
   uint16_t *hc = c;
   for (int64_t e = 0; e < batch; e++) {
     if (ldc == n && stride_c == m * n)

@@ -453,6 +453,11 @@ int gslrt_npy_read_tile_as(const char *path, const gslrt_npy *h, const int64_t *
 /* n bf16 values widened into f32 (exact), and n f32 values rounded to bf16. */
 void gslrt_bf16_widen_n(float *dst, const uint16_t *src, int64_t n);
 void gslrt_bf16_round_n(uint16_t *dst, const float *src, int64_t n);
+/* A rows x cols bf16 matrix (rows lds apart) widened into its f32
+ * transpose: dst[j * ldd + i] = widen(src[i * lds + j]), exactly. */
+void gslrt_bf16_widen_t(float *dst, int64_t ldd, const uint16_t *src, int64_t lds, int64_t rows, int64_t cols);
+/* The same of an f32 matrix: dst[j * ldd + i] = src[i * lds + j]. */
+void gslrt_f32_transpose(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols);
 /* The header numpy.save writes for an array (version 1.0, or 2.0 if it
  * needs more room), padded so that the data starts at a multiple of 64
  * bytes: its length in bytes, written to buf, or -1 if cap is too small.

@@ -11,6 +11,8 @@
 # budget of 8 s, --precision auto and --way auto: the four pairs of f32 or
 # bf16 and index or einsum timed, one chosen, and the run (its last
 # record's elapsed time and evaluation) ends within 1.5 times the budget.
+# Last, --timing-limit 0.5 against 100000 timing steps: both f32 pairs'
+# timings end at the limit, after 4 steps or more, and say so.
 set -u
 . "$top_srcdir/tests/lib.sh"
 LC_ALL=C
@@ -64,5 +66,12 @@ n=$(grep -c '^timing \(f32\|bf16\) \(index\|einsum\) [0-9.]* ms a step' "$work/o
 end=$(tail -n 1 "$work/b.jsonl" | sed 's/.*"elapsed_s": \([0-9.]*\).*"eval_s": \([0-9.]*\).*/\1 \2/')
 awk -v e="$end" 'BEGIN { split(e, t, " "); exit !(t[1] + t[2] > 0 && t[1] + t[2] < 12) }' ||
   fail "--budget 8: the run ended at '$end' (elapsed, last evaluation) s"
+# --timing-limit: each pair's timing ends once it has taken the limit, 4 steps or more run
+# shellcheck disable=SC2086
+"$py" "$top/bench/lm_torch_train.py" --data "$work/data" $sizes --steps 2 --precision f32 --timing-steps 100000 \
+  --timing-limit 0.5 --threads 1 >"$work/outl" 2>&1 || fail "lm_torch_train.py --timing-limit 0.5: $(cat "$work/outl")"
+ran=$(sed -n 's/^timing f32 \(index\|einsum\) [0-9.]* ms a step, [0-9.]* ms a held-out batch (\([0-9]*\) steps of 100000: --timing-limit 0.5 s)$/\2/p' "$work/outl")
+[ "$(echo $ran | wc -w)" -eq 2 ] && for k in $ran; do [ "$k" -ge 4 ] && [ "$k" -lt 100000 ] || ran=; done && [ -n "$ran" ] ||
+  fail "--timing-limit 0.5: not two pairs ended by the limit after 4 or more steps: $(cat "$work/outl")"
 [ $status -eq 0 ] && pass "lm_torch_train (initial loss $first; $(tail -n 1 "$work/out"))"
 exit $status

@@ -130,6 +130,40 @@ static void test_runs(void) {
   free(f);
 }
 
+/* A matrix widened into its transpose, and an f32 one transposed: every
+ * (i, j) of shapes whose rows and columns leave every edge (0-7 past a
+ * block of 8) and leading dimensions wider than the matrix, each
+ * element's bits the bf16's shifted (the f32's own), and nothing written
+ * outside the transpose (the gaps keep their filler). */
+static void test_widen_t(void) {
+  enum { MAXD = 27, LDS = 31, LDD = 29 };
+  static uint16_t src[MAXD * LDS];
+  static float src32[MAXD * LDS], dst[MAXD * LDD];
+  int bad = 0;
+  for (int i = 0; i < MAXD * LDS; i++) {
+    src[i] = (uint16_t)(i * 2654435761u >> 13);
+    src32[i] = f32_of(i * 2654435761u);
+  }
+  for (int rows = 1; rows <= MAXD; rows++)
+    for (int cols = 1; cols <= MAXD; cols++) {
+      memset(dst, 0xff, sizeof dst);
+      gslrt_bf16_widen_t(dst, LDD, src, LDS, rows, cols);
+      for (int j = 0; j < MAXD; j++)
+        for (int i = 0; i < LDD; i++) {
+          uint32_t want = j < cols && i < rows ? (uint32_t)src[i * LDS + j] << 16 : 0xffffffffu;
+          bad += bits_of(dst[j * LDD + i]) != want;
+        }
+      memset(dst, 0xff, sizeof dst);
+      gslrt_f32_transpose(dst, LDD, src32, LDS, rows, cols);
+      for (int j = 0; j < MAXD; j++)
+        for (int i = 0; i < LDD; i++) {
+          uint32_t want = j < cols && i < rows ? bits_of(src32[i * LDS + j]) : 0xffffffffu;
+          bad += bits_of(dst[j * LDD + i]) != want;
+        }
+    }
+  CU_ASSERT_EQUAL(bad, 0);
+}
+
 /* A bf16 [2, 3] array written by gslrt_npy_write: a '<f4' file whose data
  * are the widened values, bit for bit; numpy reads it as float32. */
 static void test_npy_write(void) {
@@ -290,6 +324,7 @@ void add_bf16_tests(void) {
   tests_add(s, "rounding to bf16", test_round);
   tests_add(s, "widening", test_widen);
   tests_add(s, "runs widened and rounded as one by one", test_runs);
+  tests_add(s, "a matrix widened into its transpose, and an f32 one transposed", test_widen_t);
   tests_add(s, "npy write of bf16", test_npy_write);
   tests_add(s, "npy read into bf16", test_npy_read);
   tests_add(s, "moe routing on bf16", test_routing);
