@@ -453,7 +453,8 @@ static const char *default_shapes =
     "1,1024,1024,1024,0,0 1,8192,1024,256,0,0 "
     "1,64,256,2048,1,0 1,2048,64,256,0,1 1,256,1024,8192,1,0 1,8192,256,1024,0,1 "
     "8,256,1024,256,0,0 32,64,64,32,0,1 32,64,32,64,0,0 "
-    "1,96,512,128,0,0 1,272,256,64,0,0 1,272,64,256,0,1";
+    "1,96,512,128,0,0 1,272,256,64,0,0 1,272,64,256,0,1 "
+    "1,512,128,64,1,0 1,512,128,128,1,0"; /* the lm's weight gradients: A transposed, m >= k (blas.c's flip_a) */
 
 /* The peaks of this run: the better of the measurements before and after
  * the kernels (f32: on the widest vectors; bf16: vdpbf16ps, else f32's). */
