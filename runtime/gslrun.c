@@ -1415,16 +1415,25 @@ static bool lock_was_ours(const Run *r, long rank0) {
   return rank0 > 0 && gslrt_ckdir_lock_holder(line, &pid, host) && pid == rank0 && !strcmp(host, me);
 }
 
-/* Whether another run holds DIR/.lock now, the segment over: its flock
- * taken (not even a shared lock can be had) by other than the previous
- * segment's rank 0. */
+#define LOCK_GRACE 5.0 /* s: for this segment's rank 0, killed with the job, to let go of DIR/.lock */
+
+/* Whether another run holds DIR/.lock, the segment over: its flock still
+ * taken (not even a shared lock can be had) LOCK_GRACE s on (this
+ * segment's rank 0 may not have ended yet when mpirun has), and by other
+ * than the previous segment's rank 0. */
 static bool lock_held_elsewhere(const Run *r, long rank0) {
   char *path = xasprintf("%s/" CKDIR_LOCK, r->ckdir ? r->ckdir : ".");
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   free(path);
   if (fd < 0)
     return false;
-  bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  bool held = true;
+  for (double end = now() + LOCK_GRACE; held && !got_signal;) {
+    held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    if (!held || now() >= end)
+      break;
+    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+  }
   close(fd);
   return held && !lock_was_ours(r, rank0);
 }
