@@ -425,7 +425,7 @@ static float *wide_buffer(int which, int64_t count) {
     free(wide[which].p);
     wide[which].p = malloc((size_t)count * sizeof(float) + 1);
     if (!wide[which].p)
-      gslrt_fatal(NULL, "gslrt_gemm_bf16: cannot allocate %lld floats to widen a product's operands",
+      gslrt_fatal(NULL, "the matrix products cannot allocate %lld floats to lay out an operand",
                   (long long)count);
     wide[which].n = count;
   }
@@ -451,11 +451,12 @@ static void f32_product(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t
  * copy, or as it is widened): one matrix (not a batch) with m >= k, as a
  * weight gradient's activations are, k the tokens or an expert's slots.
  * oneDNN's f32 product ran those shapes at 58-72 GFLOP/s with A
- * transposed and 84-86 with A plain ([512, k]^T x [k, 128], k 64 and 112,
+ * transposed and 81-86 with A plain ([512, k]^T x [k, 128], k 64 and 112,
  * warm; on an AVX2 Zen whose peak is 95), and in the lm's bf16 step the
- * fallback's went from 44-53 to 60-72 (GSL_GEMM_PROFILE, three runs each);
- * with m < k (k 512) and batched (the attention's) a transposed A ran as
- * fast or faster as it is (68 against 63, 48 against 37: bench/README.md). */
+ * fallback's went from 44-53 to 60-72 (GSL_GEMM_PROFILE, three runs each).
+ * Where m < k (k 512) or batched (the attention's), left transposed they
+ * ran faster than laid out first (68 against 63 and 48 against 37 GFLOP/s;
+ * bench/README.md). */
 static int flip_a(int64_t batch, int32_t trans_a, int64_t m, int64_t k) { return trans_a && batch == 1 && m >= k; }
 
 static void sgemm_run(int64_t batch, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
