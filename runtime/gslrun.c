@@ -1415,6 +1415,15 @@ static bool lock_was_ours(const Run *r, long rank0) {
   return rank0 > 0 && gslrt_ckdir_lock_holder(line, &pid, host) && pid == rank0 && !strcmp(host, me);
 }
 
+static void sleep_for(double secs) {
+  double end = now() + secs;
+  while (!got_signal && now() < end) {
+    struct pollfd pf = {sig_pipe[0], POLLIN, 0};
+    int ms = (int)((end - now()) * 1000) + 1;
+    poll(&pf, 1, ms > 0 ? ms : 0);
+  }
+}
+
 #define LOCK_GRACE 5.0 /* s: for this segment's rank 0, killed with the job, to let go of DIR/.lock */
 
 /* Whether another run holds DIR/.lock, the segment over: its flock still
@@ -1427,24 +1436,12 @@ static bool lock_held_elsewhere(const Run *r, long rank0) {
   free(path);
   if (fd < 0)
     return false;
-  bool held = true;
-  for (double end = now() + LOCK_GRACE; held && !got_signal;) {
-    held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    if (!held || now() >= end)
-      break;
-    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
-  }
+  double end = now() + LOCK_GRACE;
+  bool held;
+  while ((held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) && !got_signal && now() < end)
+    sleep_for(0.05);
   close(fd);
   return held && !lock_was_ours(r, rank0);
-}
-
-static void sleep_for(double secs) {
-  double end = now() + secs;
-  while (!got_signal && now() < end) {
-    struct pollfd pf = {sig_pipe[0], POLLIN, 0};
-    int ms = (int)((end - now()) * 1000) + 1;
-    poll(&pf, 1, ms > 0 ? ms : 0);
-  }
 }
 
 static void remove_tmp(Run *r) {

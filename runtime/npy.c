@@ -436,29 +436,30 @@ typedef uint16_t u16x8 __attribute__((vector_size(16)));
 
 /* dst[j * ldd + i] = f(src[i * lds + j]) for i < rows, j < cols: a
  * matrix into its f32 transpose, f widening a bf16 (as gslrt_bf16_widen)
- * or copying an f32 (LOAD8 reads 8 elements of a row into a u32x8, ONE
- * gives one as a float), blocks of 8 x 8 transposed in registers (unpack, shuffle,
- * swap of halves, as _mm256_unpack*_ps, _mm256_shuffle_ps and
- * _mm256_permute2f128_ps do); the edges one by one. Moves: exact. */
+ * or copying an f32 (LOAD8(v, p) reads 8 elements of a row into the u32x8
+ * v, ONE(x) gives one as a float), blocks of 8 x 8 transposed in
+ * registers (unpack, shuffle, swap of halves, as _mm256_unpack*_ps,
+ * _mm256_shuffle_ps and _mm256_permute2f128_ps do); the edges one by one.
+ * Moves: exact. */
 #define L8(...) ((i32x8){__VA_ARGS__})
-#define WIDEN_T_BODY                                                                               \
+#define TRANSPOSE_BODY(LOAD8, ONE)                                                                 \
   int64_t i = 0;                                                                                   \
   for (; i + 8 <= rows; i += 8) {                                                                  \
     int64_t j = 0;                                                                                 \
     for (; j + 8 <= cols; j += 8) {                                                                \
       u32x8 r[8], t[8], q[8];                                                                      \
-      for (int k = 0; k < 8; k++)                                                                  \
+      _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)                                          \
         LOAD8(r[k], src + (i + k) * lds + j);                                                      \
-      for (int k = 0; k < 8; k += 2) {                                                             \
+      _Pragma("GCC unroll 4") for (int k = 0; k < 8; k += 2) {                                                             \
         t[k] = __builtin_shuffle(r[k], r[k + 1], L8(0, 8, 1, 9, 4, 12, 5, 13));                    \
         t[k + 1] = __builtin_shuffle(r[k], r[k + 1], L8(2, 10, 3, 11, 6, 14, 7, 15));              \
       }                                                                                            \
-      for (int k = 0; k < 8; k += 4)                                                               \
-        for (int l = 0; l < 2; l++) {                                                              \
+      _Pragma("GCC unroll 2") for (int k = 0; k < 8; k += 4)                                       \
+        _Pragma("GCC unroll 2") for (int l = 0; l < 2; l++) {                                                              \
           q[k + 2 * l] = __builtin_shuffle(t[k + l], t[k + l + 2], L8(0, 1, 8, 9, 4, 5, 12, 13));  \
           q[k + 2 * l + 1] = __builtin_shuffle(t[k + l], t[k + l + 2], L8(2, 3, 10, 11, 6, 7, 14, 15)); \
         }                                                                                          \
-      for (int k = 0; k < 4; k++) {                                                                \
+      _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {                                                                \
         u32x8 lo = __builtin_shuffle(q[k], q[k + 4], L8(0, 1, 2, 3, 8, 9, 10, 11));                \
         u32x8 hi = __builtin_shuffle(q[k], q[k + 4], L8(4, 5, 6, 7, 12, 13, 14, 15));              \
         memcpy(dst + (j + k) * ldd + i, &lo, sizeof lo);                                           \
@@ -482,62 +483,25 @@ typedef uint16_t u16x8 __attribute__((vector_size(16)));
 #define LOAD8_F32(v, p) memcpy(&(v), (p), sizeof(v))
 #define ONE_F32(x) (x)
 
-#define LOAD8 LOAD8_BF16
-#define ONE gslrt_bf16_widen
-static void widen_t_sse2(float *dst, int64_t ldd, const uint16_t *src, int64_t lds, int64_t rows, int64_t cols) {
-  WIDEN_T_BODY
-}
-__attribute__((target("avx2"))) static void widen_t_avx2(float *dst, int64_t ldd, const uint16_t *src, int64_t lds,
-                                                         int64_t rows, int64_t cols) {
-  WIDEN_T_BODY
-}
-#undef LOAD8
-#undef ONE
-#define LOAD8 LOAD8_F32
-#define ONE ONE_F32
-static void transpose_sse2(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
-  WIDEN_T_BODY
-}
-__attribute__((target("avx2"))) static void transpose_avx2(float *dst, int64_t ldd, const float *src, int64_t lds,
-                                                           int64_t rows, int64_t cols) {
-  WIDEN_T_BODY
-}
-#undef LOAD8
-#undef ONE
-static void widen_sse2(float *dst, const uint16_t *src, int64_t n) { WIDEN_BODY }
-__attribute__((target("avx2"))) static void widen_avx2(float *dst, const uint16_t *src, int64_t n) { WIDEN_BODY }
-static void round_sse2(uint16_t *dst, const float *src, int64_t n) { ROUND_BODY }
-__attribute__((target("avx2"))) static void round_avx2(uint16_t *dst, const float *src, int64_t n) { ROUND_BODY }
+/* The same code twice, NAME_sse2 for any x86-64 and NAME_avx2 for AVX2
+ * (GCC may use its wider registers there), and NAME, which runs the AVX2
+ * one where the CPU has it, chosen on the first call. */
+#define TWO_WAYS(NAME, PARAMS, ARGS, BODY)                                                         \
+  static void NAME##_sse2 PARAMS { BODY }                                                          \
+  __attribute__((target("avx2"))) static void NAME##_avx2 PARAMS { BODY }                          \
+  void NAME PARAMS {                                                                               \
+    static void (*run) PARAMS;                                                                     \
+    if (!run)                                                                                      \
+      run = __builtin_cpu_supports("avx2") ? NAME##_avx2 : NAME##_sse2;                            \
+    run ARGS;                                                                                      \
+  }
 
-/* The same code twice: for any x86-64 (SSE2), and for AVX2 where the CPU
- * has it, chosen on the first call. */
-void gslrt_bf16_widen_n(float *dst, const uint16_t *src, int64_t n) {
-  static void (*run)(float *, const uint16_t *, int64_t);
-  if (!run)
-    run = __builtin_cpu_supports("avx2") ? widen_avx2 : widen_sse2;
-  run(dst, src, n);
-}
-
-void gslrt_bf16_widen_t(float *dst, int64_t ldd, const uint16_t *src, int64_t lds, int64_t rows, int64_t cols) {
-  static void (*run)(float *, int64_t, const uint16_t *, int64_t, int64_t, int64_t);
-  if (!run)
-    run = __builtin_cpu_supports("avx2") ? widen_t_avx2 : widen_t_sse2;
-  run(dst, ldd, src, lds, rows, cols);
-}
-
-void gslrt_f32_transpose(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
-  static void (*run)(float *, int64_t, const float *, int64_t, int64_t, int64_t);
-  if (!run)
-    run = __builtin_cpu_supports("avx2") ? transpose_avx2 : transpose_sse2;
-  run(dst, ldd, src, lds, rows, cols);
-}
-
-void gslrt_bf16_round_n(uint16_t *dst, const float *src, int64_t n) {
-  static void (*run)(uint16_t *, const float *, int64_t);
-  if (!run)
-    run = __builtin_cpu_supports("avx2") ? round_avx2 : round_sse2;
-  run(dst, src, n);
-}
+TWO_WAYS(gslrt_bf16_widen_n, (float *dst, const uint16_t *src, int64_t n), (dst, src, n), WIDEN_BODY)
+TWO_WAYS(gslrt_bf16_round_n, (uint16_t *dst, const float *src, int64_t n), (dst, src, n), ROUND_BODY)
+TWO_WAYS(gslrt_bf16_widen_t, (float *dst, int64_t ldd, const uint16_t *src, int64_t lds, int64_t rows, int64_t cols),
+         (dst, ldd, src, lds, rows, cols), TRANSPOSE_BODY(LOAD8_BF16, gslrt_bf16_widen))
+TWO_WAYS(gslrt_f32_transpose, (float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols),
+         (dst, ldd, src, lds, rows, cols), TRANSPOSE_BODY(LOAD8_F32, ONE_F32))
 
 #define NPY_STAGE 4096 /* f32 elements converted at a time */
 
