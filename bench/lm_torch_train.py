@@ -31,8 +31,9 @@ The recipe is scripts/lm.sh's (scripts/lm_recipe.sh), as PyTorch writes it:
   - torch.nn.utils.clip_grad_norm_(every param, --clip 1.0), GSL's clip
     (min(1, C / (norm + 1e-6)) on the global norm).
 
-The steps. With --budget, a timing run of --timing-steps (160) steps gives
-the step time (the mean of the last quarter), as lm.sh's does, and the run
+The steps. With --budget, a timing run of --timing-steps (240) steps gives
+the step time (the fastest of its six windows after the first: 40 steps
+each at 240), as lm.sh's does, and the run
 takes the steps that fit in 97 % of the budget after 10 evaluations (each
 priced as the timing run's forward passes over held-out batches); the
 schedule is sized to them, and the run also stops early should the next
@@ -194,8 +195,9 @@ class Run:
 
 
 def time_steps(a, start, train, held, bf16, way):
-    """ms a step (the mean of the last quarter of the steps run: --timing-steps,
-    or fewer, at least 4, where --timing-limit ends them), ms a held-out
+    """ms a step (the fastest window after the first, of six windows of the
+    steps run: --timing-steps, or fewer, at least 4, where --timing-limit
+    ends them; lm.sh's rule), ms a held-out
     batch's forward pass, and the steps run, on a throwaway copy of the params."""
     r = Run(a, split_params({n: t.detach() for n, t in stacked(start).items()}), train, held, 1000, bf16, way)
     times = []
@@ -206,11 +208,13 @@ def time_steps(a, start, train, held, bf16, way):
         times.append(time.perf_counter() - t)
         if len(times) >= 4 and time.perf_counter() - t0 > a.timing_limit:
             break
-    tail = times[-max(1, len(times) // 4):]
+    w = max(1, len(times) // 6)
+    windows = [times[i:i + w] for i in range(0, len(times) - w + 1, w)]
+    per = min(sum(x) / len(x) for x in (windows[1:] or windows))
     t = time.perf_counter()
     k = 8
     r.evaluate(k)
-    return 1000 * sum(tail) / len(tail), 1000 * (time.perf_counter() - t) / min(k, len(held)), len(times)
+    return 1000 * per, 1000 * (time.perf_counter() - t) / min(k, len(held)), len(times)
 
 
 def stacked(p):
@@ -236,7 +240,7 @@ def main():
     ap.add_argument("--budget", type=float, default=600, help="seconds of training, evaluations included "
                     "(default 600)")
     ap.add_argument("--steps", type=int, help="train this many steps: no timing run, no time limit")
-    ap.add_argument("--timing-steps", type=int, default=160, help="steps of each timing run (default 160)")
+    ap.add_argument("--timing-steps", type=int, default=240, help="steps of each timing run (default 240)")
     ap.add_argument("--timing-limit", type=float, default=60, help="seconds after which a timing run ends, "
                     "at least 4 steps run (default 60)")
     ap.add_argument("--precision", choices=("auto", "f32", "bf16"), default="auto",

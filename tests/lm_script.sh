@@ -8,6 +8,12 @@
 # lr and grad_norm; the checkpoint of step 20 exists; the score on
 # eval_all.npy (here a copy of eval.npy) is the last eval_ce, to the bit;
 # the sample after the prompt is SAMPLE bytes.
+# Then the timing run, at the same toy size with BUDGET=6 and no STEPS:
+# the timing run's 240 steps are kept in RUNS/lm.timing.jsonl, and the
+# steps lm.sh trains are worked out here from them by its rule (the
+# fastest 40-step window after the first; the steps that fit in 97 % of
+# the budget after 10 passes over the held-out batches, each a third of
+# a step a batch), and must be the steps it says fit and compiles in.
 set -u
 . "$top_srcdir/tests/lib.sh"
 LC_ALL=C
@@ -36,5 +42,25 @@ grep -q '^{"step": 20, .*"lr": .*"grad_norm": ' "$m" || fail "no step-20 record 
 # the sample: the line after the notice, the prompt, then SAMPLE bytes, then a newline
 n=$(sed -n '/a sample/,$p' "$work/out" | sed 1d | head -c 2000 | wc -c)
 [ "$n" -eq $((4 + 24 + 1)) ] || fail "the sample is $n bytes with its prompt and newline, not 29"
-[ $status -eq 0 ] && pass "lm_script (cross-entropy $ce after 20 steps)"
+
+DATA="$work/data" RUNS="$work/timed" EXPERTS= BUDGET=6 NP=2 CKPT=no MPIEXEC="$MPIEXEC" \
+  SIZES="-D T=16 -D B=8 -D M=32 -D NH=2 -D H=64 -D L=2 -D E=4 -D LR=0.003 -D MIN_LR=0.0003 -D WARMUP=5 -D CLIP=1.0" \
+  sh "$top/scripts/lm.sh" >"$work/out2" 2>"$work/err2" || fail "scripts/lm.sh with BUDGET=6: $(cat "$work/err2")"
+t="$work/timed/lm.timing.jsonl"
+windows=$(grep -c '"ms_per_step"' "$t" 2>/dev/null)
+[ "$windows" = 6 ] && grep -q '^{"step": 240,' "$t" || fail "the timing run's metrics are not 6 windows to step 240: $(cat "$t")"
+held=$(python3 -c 'import ast, sys
+f = open(sys.argv[1], "rb"); f.read(8); n = int.from_bytes(f.read(2), "little")
+print(ast.literal_eval(f.read(n).decode("latin1"))["shape"][0])' "$work/data/eval.npy")
+want=$(grep '"ms_per_step"' "$t" | sed 's/.*"ms_per_step": *\([0-9.e+-]*\).*/\1/' | python3 -c '
+import sys
+w = [float(l) for l in sys.stdin][1:]
+ms, held = min(w), int(sys.argv[1])
+s = int((0.97 * 6 * 1000 - 10 * held * ms / 3) / ms)
+print(s if s > 100 else 100)' "$held")
+got=$(sed -n 's/^scripts\/lm.sh: .* ms a step on 2 ranks .*: \([0-9]*\) steps fit in 6 s$/\1/p' "$work/out2")
+[ -n "$want" ] && [ "$got" = "$want" ] || fail "lm.sh sized $got steps from its timing run, the rule gives $want: $(cat "$work/out2")"
+last=$(sed -n '$s/^{"step": *\([0-9]*\).*/\1/p' "$work/timed/lm.jsonl")
+[ -n "$last" ] && [ "$last" -le "$want" ] || fail "the timed run ended at step '$last', past its $want"
+[ $status -eq 0 ] && pass "lm_script (cross-entropy $ce after 20 steps; $got steps sized from the timing run)"
 exit $status
