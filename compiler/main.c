@@ -865,7 +865,9 @@ static int compile(const Options *o) {
                GSL_LIBDIR, GSL_STDLIBDIR, GSL_BINDIR);
     goto done;
   }
-  if (!(front = front_end(o, src, res.stdlib, ast_arena, &d)))
+  /* the front end has read every module: none may be the output, in any
+   * mode (--mesh-axes writes before anything is built) */
+  if (!(front = front_end(o, src, res.stdlib, ast_arena, &d)) || output_overwrites_source(out, o->input, &d))
     goto done;
   if (o->mode == MODE_MESH) { /* the mesh as sema elaborated it: nothing built */
     ok = write_report(o, out, front, NULL, NULL, &d);
@@ -874,7 +876,7 @@ static int compile(const Options *o) {
   machine_default(&mach);
   if (o->machine && !machine_load(&mach, o->machine, front->mesh.name, front->mesh.naxes, &d))
     goto done;
-  if (!budget_search(o, front, &mach, &d, &b) || output_overwrites_source(out, o->input, &d))
+  if (!budget_search(o, front, &mach, &d, &b))
     goto done;
   ok = writes_code(o->mode) ? emit(o, out, front, &b, res.runtime, &d) : write_report(o, out, front, &b, &mach, &d);
 done:

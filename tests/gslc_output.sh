@@ -45,7 +45,7 @@ refused() {
   fi
   cp x.orig x.gsl; cp m.orig lib/m.gsl  # the next case starts clean even if this one failed
 }
-for mode in "" -c -S --emit-llvm --emit-ir --emit-spmd --explain; do
+for mode in "" -c -S --emit-llvm --emit-ir --emit-spmd --explain --stats --emit-annotations --mesh-axes; do
   # shellcheck disable=SC2086
   refused x.gsl "the output file x.gsl is the input file x.gsl" -I lib $mode x.gsl -o x.gsl
   # shellcheck disable=SC2086
