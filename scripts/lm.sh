@@ -46,8 +46,9 @@
 # schedule's end. The estimate errs to the fast side on purpose: the
 # cosine's tail is flat (at 90 % of the schedule the lr is within 2.5 % of
 # LR - MIN_LR of its floor), so a run cut short loses little, where a
-# step time guessed long leaves budget unused (a 10 % over-estimate left
-# the MoE's last ten-minute run at 534 s). The run writes
+# step time guessed long leaves budget unused (the mean of the last 40 of
+# 160 steps, the guess before 2026-11-29, was 10 % long for the MoE and
+# left 66 s of its ten minutes unused; doc/lm.md). The run writes
 # RUNS/NAME.jsonl (--metrics) and, unless CKPT=no, a checkpoint at the end
 # (RUNS/NAME.ckpt), prints the held-out cross-entropy of the last
 # evaluation, the wall-clock time of the training command, and, on the
