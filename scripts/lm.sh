@@ -107,7 +107,7 @@ if [ -z "${STEPS:-}" ]; then
     --metrics "$runs/$name.timing.jsonl"
   # the fastest window after the first
   ms=$(sed -n 's/.*"ms_per_step": *\([0-9.e+-]*\).*/\1/p' "$runs/$name.timing.jsonl" |
-    awk 'NR > 1 && (m == "" || $1 + 0 < m) { m = $1 + 0 } END { if (m != "") print m }')
+    awk 'NR > 1 && (m == "" || $1 + 0 < m + 0) { m = $1 } END { if (m != "") print m }')
   [ -n "$ms" ] || { echo "scripts/lm.sh: error: the timing run logged no step time ($runs/$name.timing.jsonl)" >&2; exit 1; }
   # one pass over the held-out batches costs about their count of forward
   # passes, a third of a step each
