@@ -154,12 +154,12 @@ def gelu(x):
     return F.gelu(x, approximate="tanh")
 
 
-def moe_ffn(x, wg, wi, we, C, routing, way):
+def moe_ffn(x, wg, wi, we, C, routing, way, bias=None, loads=None):
     """The moe block on x [B, T, M], every sequence a group, dispatched by
     way (bench/moe_torch.py's einsum or index): y, aux, and the number of
-    choices kept (a tensor)."""
+    choices kept (a tensor); bias and loads as moe_torch.moe's."""
     u = torch.rand(x.shape[:2]) if routing else None
-    return moe(x, wg, wi, we, C, way, gelu, u)
+    return moe(x, wg, wi, we, C, way, gelu, u, bias, loads)
 
 
 def loss_fn(p, tokens, a, maskadd, C, routing, kept=None, way="einsum"):
@@ -168,10 +168,12 @@ def loss_fn(p, tokens, a, maskadd, C, routing, kept=None, way="einsum"):
     return ce + a.aux * aux
 
 
-def forward(p, tokens, a, maskadd, C, routing, kept=None, way="einsum"):
+def forward(p, tokens, a, maskadd, C, routing, kept=None, way="einsum", biases=None, loads=None):
     """The cross-entropy of one batch (lm.gsl's `output ce`) and its moe
     layers' aux losses, summed; appends each moe layer's kept choices to
-    kept."""
+    kept. With biases (a routing bias [E] per moe layer), each layer routes
+    by its gates plus its bias, and appends its routed choices per expert
+    to the list loads."""
     T = tokens.shape[1] - 1
     x, y = tokens[:, :T], tokens[:, 1:]
     h = F.embedding(x, p["emb"]) + p["pos"]
@@ -182,7 +184,8 @@ def forward(p, tokens, a, maskadd, C, routing, kept=None, way="einsum"):
         if l % 2 == 0:
             h = h + F.gelu(n @ p["w1"][l // 2], approximate="tanh") @ p["w2"][l // 2]
         else:
-            dh, la, k = moe_ffn(n, p["wg"][l // 2], p["wi"][l // 2], p["we"][l // 2], C, routing, way)
+            dh, la, k = moe_ffn(n, p["wg"][l // 2], p["wi"][l // 2], p["we"][l // 2], C, routing, way,
+                                None if biases is None else biases[l // 2], loads)
             h, aux = h + dh, aux + la
             if kept is not None:
                 kept.append(int(k.item()))

@@ -4,12 +4,12 @@ model, data and schedule, trained for a budget of wall-clock time, then
 scored on the same held-out bytes (issue 44, item 5).
 
     lm_torch_train.py [--data DIR] [--budget SECONDS | --steps N]
-                      [--precision auto|f32|bf16] [--way auto|index|einsum]
+                      [--precision auto|f32|bf16] [--way auto|index|einsum|loop]
                       [--threads N] [--metrics FILE] [sizes and recipe]
 
 The model is bench/lm_torch.py's (examples/lm.gsl layer for layer: a dense
 and an MoE feed-forward layer in turn, top-2 gating with random routing,
-capacity factor 1.0, a sequence a group; its moe layer bench/moe_torch.py's),
+capacity factor 4.0, a sequence a group; its moe layer bench/moe_torch.py's),
 at scripts/lm.sh's sizes unless told otherwise: --T 128 --B 8 --M 128
 --NH 4 --H 512 --L 4 --E 16 --HE 256. The data are DIR/train.npy and
 DIR/eval.npy (scripts/lm_data.py's; default data/corpus_t128, what
@@ -19,8 +19,15 @@ outside the budget, as lm.sh scores GSL's checkpoint): step k (from 1) trains on
 train.npy, as GSL's --input cycles.
 
 The recipe is scripts/lm.sh's (scripts/lm_recipe.sh), as PyTorch writes it:
-  - loss = ce + 0.01 (aux of each moe layer), ce the mean next-byte
-    cross-entropy in nats, aux GShard's load-balancing loss (--aux);
+  - loss = ce, the mean next-byte cross-entropy in nats (--aux W adds W
+    times each moe layer's aux, GShard's load-balancing loss; 0 as the
+    recipe);
+  - the routing bias of GSL's bias_rate (--bias-rate 0.001; 0 for none):
+    each moe layer chooses its experts by the gates plus a bias per
+    expert, starting at zeros and moved after each step by the rate toward
+    the even load of the step's routed choices (DeepSeek-V3's balancing
+    without a loss; the weights stay the gates'); evaluations route with
+    it as it is;
   - torch.optim.AdamW(betas (0.9, 0.999), eps 1e-8, weight_decay WD) on
     every param, WD 0 as the recipe (AdamW with 0 is Adam; GSL's adam with
     wd decays every param the same way);
@@ -47,9 +54,13 @@ every pair of a precision and a way that --precision and --way allow, and
 the run trains with the fastest: --precision auto (the default) times f32
 and bf16 (torch.autocast("cpu", dtype=torch.bfloat16) around the forward
 pass; the router and the cross-entropy in f32), --way auto (the default)
-the index dispatch (index_copy, bmm, index_add) and the einsum one
-(GShard's one-hot tensors): doc/benchmarks.md found index the faster for
-the moe layer, einsum under autocast for the lm's step at T = 64. The timed
+the index dispatch (index_copy into the capacity slots, bmm over all of
+them, index_add), the einsum one (GShard's one-hot tensors) and the loop
+(expert by expert over its kept tokens alone, Mixtral's layer in Hugging
+Face: no empty slot computed, which the other two compute; at the
+recipe's capacity factor of 4 three in four slots are empty):
+doc/benchmarks.md found index the faster for the moe layer, einsum under
+autocast for the lm's step at T = 64, both at capacity 1 or 2. The timed
 steps train a throwaway copy: the run starts from the same initial params.
 
 Evaluations, as GSL's: after every STEPS / 10 steps and after the last, the
@@ -124,7 +135,7 @@ sys.dont_write_bytecode = True  # importing lm_torch leaves no __pycache__ in be
 # moe_torch (imported by lm_torch) sets OPENBLAS_NUM_THREADS=1 and
 # OMP_NUM_THREADS=1 before it imports torch, and exits 3 without torch
 from lm_torch import forward, init_params, leaves, split_params, torch  # noqa: E402
-from moe_torch import capacity_of, precision  # noqa: E402
+from moe_torch import bias_step, capacity_of, precision  # noqa: E402
 
 PROG = "lm_torch_train"
 EVAL_SEED = 1 << 40  # random routing of held-out batch j draws from seed EVAL_SEED + j
@@ -162,6 +173,8 @@ class Run:
         self.maskadd = (torch.tril(torch.ones(a.T, a.T)) - 1) * 1e9
         self.C = capacity_of(a.T, a.E, a.capacity)
         self.k = 0
+        # the moe layers' routing biases (GSL's bias_rate): zeros, moved after each step, not trained
+        self.biases = [torch.zeros(a.E) for _ in range(a.L // 2)] if a.bias_rate > 0 else None
 
     def step(self):
         """One training step: (loss, lr, grad norm before clipping)."""
@@ -169,13 +182,18 @@ class Run:
         self.k += 1
         lr = self.opt.param_groups[0]["lr"]
         self.opt.zero_grad(set_to_none=True)
+        loads = []
         with precision(self.bf16):        # the forward pass only, as autocast's recipe says
-            ce, aux = forward(self.p, tokens, self.a, self.maskadd, self.C, True, way=self.way)
+            ce, aux = forward(self.p, tokens, self.a, self.maskadd, self.C, True, way=self.way,
+                              biases=self.biases, loads=loads)
             loss = ce + self.a.aux * aux
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(leaves(self.p), self.a.clip) if self.a.clip > 0 else None
         self.opt.step()
         self.sched.step()
+        if self.biases is not None:
+            for b, routed in zip(self.biases, loads):
+                bias_step(b, routed, self.a.bias_rate)
         return loss.item(), lr, None if norm is None else norm.item()
 
     def evaluate(self, batches=None):
@@ -188,7 +206,8 @@ class Run:
                 torch.manual_seed(EVAL_SEED + j)
                 tokens = torch.from_numpy(self.held[j]).long()
                 with precision(self.bf16):
-                    ce, aux = forward(self.p, tokens, self.a, self.maskadd, self.C, True, way=self.way)
+                    ce, aux = forward(self.p, tokens, self.a, self.maskadd, self.C, True, way=self.way,
+                                      biases=self.biases)
                 tot_ce += float(ce)
                 tot_loss += float(ce + self.a.aux * aux)
         return tot_loss / n, tot_ce / n
@@ -227,8 +246,10 @@ def main():
     for n, v in (("L", 4), ("B", 8), ("T", 128), ("V", 256), ("M", 128), ("NH", 4), ("H", 512), ("HE", 256),
                  ("E", 16), ("seed", 0)):
         ap.add_argument("--" + n, type=int, default=v)
-    ap.add_argument("--capacity", type=float, default=1.0, help="the capacity factor (default 1.0)")
-    ap.add_argument("--aux", type=float, default=0.01, help="weight of the aux losses (default 0.01)")
+    ap.add_argument("--capacity", type=float, default=4.0, help="the capacity factor (default 4.0)")
+    ap.add_argument("--aux", type=float, default=0.0, help="weight of the aux losses (default 0: none)")
+    ap.add_argument("--bias-rate", type=float, default=0.001,
+                    help="the routing bias's step, GSL's bias_rate; 0: no bias (default 0.001)")
     ap.add_argument("--lr", type=float, default=2e-3, help="the lr after warmup (default 2e-3)")
     ap.add_argument("--min-lr", type=float, default=2e-4, help="the lr the cosine ends at (default 2e-4)")
     ap.add_argument("--warmup", type=int, default=200, help="steps of linear warmup (default 200)")
@@ -245,9 +266,9 @@ def main():
                     "at least 4 steps run (default 60)")
     ap.add_argument("--precision", choices=("auto", "f32", "bf16"), default="auto",
                     help="f32, bf16 autocast, or auto: the faster by the timing run (default)")
-    ap.add_argument("--way", choices=("auto", "index", "einsum"), default="auto",
-                    help="the moe layers' dispatch: index, einsum, or auto: the faster by the timing run "
-                         "(default)")
+    ap.add_argument("--way", choices=("auto", "index", "einsum", "loop"), default="auto",
+                    help="the moe layers' dispatch: index, einsum, loop, or auto: the fastest by the timing "
+                         "run (default)")
     ap.add_argument("--threads", type=int, default=2, help="intra-op threads, one a core (default 2)")
     ap.add_argument("--metrics", metavar="FILE", help="GSL's --metrics lines (JSON Lines)")
     a = ap.parse_args()
@@ -257,6 +278,8 @@ def main():
         ap.error("--L must be even and positive: a dense and a moe layer per pair, as lm.gsl")
     if (a.steps is None or a.precision == "auto" or a.way == "auto") and a.timing_steps < 4:
         ap.error("--timing-steps must be at least 4")
+    if a.bias_rate < 0:
+        ap.error("--bias-rate must not be negative")
     if not a.timing_limit > 0:
         ap.error("--timing-limit must be positive")
     if a.steps is not None and a.steps < 1:
@@ -271,7 +294,7 @@ def main():
     # the precision and the steps
     # the precision and the way (the fastest pair by the timing run), and the steps
     precs = ("f32", "bf16") if a.precision == "auto" else (a.precision,)
-    ways = ("index", "einsum") if a.way == "auto" else (a.way,)
+    ways = ("index", "einsum", "loop") if a.way == "auto" else (a.way,)
     pairs = [(p, w) for p in precs for w in ways]
     timed = {}
     if a.steps is None or len(pairs) > 1:
@@ -334,7 +357,8 @@ def main():
             if not records:
                 rec["provenance"] = {"program": "bench/lm_torch_train.py", "torch": torch.__version__,
                                      "precision": prec, "way": way, "threads": a.threads, "steps": steps,
-                                     "data": a.data,
+                                     "data": a.data, "capacity": a.capacity, "aux": a.aux,
+                                     "bias_rate": a.bias_rate,
                                      "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
             records += 1
             print("step %d/%d  loss %.6g  lr %.3g%s  eval_loss %.6g  eval_ce %.6g  tokens/s %.0f  "

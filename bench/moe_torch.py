@@ -80,18 +80,23 @@ class Routes:
         return self.keep1.sum() + self.keep2.sum()
 
 
-def top2routes(logits, C, u=None):
+def top2routes(logits, C, u=None, bias=None):
     """logits [G, S, E] -> Routes. With u [G, S] (uniform in [0, 1)):
     random routing, a second choice is routed only where 2 * w2 > u, and
-    one not routed takes no slot. Only [G, S, E] tensors: both ways of
-    dispatch start from these routes, so they route alike to the token."""
+    one not routed takes no slot. With bias [E] (a routing bias, GSL's
+    bias_rate): the experts are chosen by gates + bias, the weights are
+    the gates' (DeepSeek-V3's balancing without a loss). Only [G, S, E]
+    tensors: both ways of dispatch start from these routes, so they route
+    alike to the token. Routes.routed [E]: the choices routed to each
+    expert, before capacity (GSL's routing_signals' counts)."""
     G, S, E = logits.shape
     gates = F.softmax(logits, dim=-1)
+    score = gates if bias is None else gates + bias
     # first choice; torch.argmax returns the first of equal maxima
-    idx1 = torch.argmax(gates, dim=-1)
+    idx1 = torch.argmax(score, dim=-1)
     mask1 = F.one_hot(idx1, E).to(gates.dtype)
     # second choice: the best of the rest
-    idx2 = torch.argmax(gates.masked_fill(mask1.bool(), float("-inf")), dim=-1)
+    idx2 = torch.argmax(score.masked_fill(mask1.bool(), float("-inf")), dim=-1)
     mask2 = F.one_hot(idx2, E).to(gates.dtype)
     # the two gates, renormalized over the two before any dropping
     g1 = (gates * mask1).sum(dim=-1)
@@ -100,6 +105,7 @@ def top2routes(logits, C, u=None):
     w1, w2 = g1 / denom, g2 / denom
     if u is not None:
         mask2 = mask2 * (2 * w2 > u)[..., None].to(gates.dtype)
+    routed = (mask1 + mask2).detach().sum(dim=(0, 1))
     # load-balancing loss from the first choices (before dropping)
     me = gates.mean(dim=1)                      # [G, E]
     ce = mask1.mean(dim=1)                      # [G, E]
@@ -109,17 +115,20 @@ def top2routes(logits, C, u=None):
     mask1 = mask1 * (loc1 < C)
     loc2 = torch.cumsum(mask2, dim=1) - mask2 + mask1.sum(dim=1, keepdim=True)
     mask2 = mask2 * (loc2 < C)
-    return Routes(e1=idx1, e2=idx2, w1=w1, w2=w2, aux=aux,
+    return Routes(e1=idx1, e2=idx2, w1=w1, w2=w2, aux=aux, routed=routed,
                   s1=(loc1 * mask1).sum(dim=-1).long(), s2=(loc2 * mask2).sum(dim=-1).long(),
                   keep1=mask1.sum(dim=-1), keep2=mask2.sum(dim=-1))
 
 
-def top2gating(logits, C, u=None):
+def top2gating(logits, C, u=None, bias=None, loads=None):
     """logits [G, S, E] -> combine [G, S, E, C] (gate-weighted), dispatch
     [G, S, E, C] (0/1), aux (scalar), number of choices kept (a tensor):
-    GShard's dense one-hot form of top2routes."""
+    GShard's dense one-hot form of top2routes (bias its; Routes.routed
+    appended to the list loads, where given)."""
     E = logits.shape[-1]
-    r = top2routes(logits, C, u)
+    r = top2routes(logits, C, u, bias)
+    if loads is not None:
+        loads.append(r.routed)
     mask1 = F.one_hot(r.e1, E).to(r.w1.dtype) * r.keep1[..., None]
     mask2 = F.one_hot(r.e2, E).to(r.w1.dtype) * r.keep2[..., None]
     # each kept choice's slot, one-hot over C (0 for dropped choices)
@@ -140,9 +149,9 @@ def gate_logits(x, wg):
         return torch.einsum("gsm,me->gse", x.float(), wg)
 
 
-def moe_einsum(x, wg, wi, wo, C, act=torch.relu, u=None):
+def moe_einsum(x, wg, wi, wo, C, act=torch.relu, u=None, bias=None, loads=None):
     """GShard's dense form: one-hot [G, S, E, C] tensors and four einsums."""
-    combine, dispatch, aux, kept = top2gating(gate_logits(x, wg), C, u)
+    combine, dispatch, aux, kept = top2gating(gate_logits(x, wg), C, u, bias, loads)
     t = torch.einsum("gsec,gsm->egcm", dispatch, x)
     h = act(torch.einsum("egcm,emh->egch", t, wi))
     out = torch.einsum("egch,ehm->egcm", h, wo)
@@ -150,7 +159,7 @@ def moe_einsum(x, wg, wi, wo, C, act=torch.relu, u=None):
     return y, aux, kept
 
 
-def moe_index(x, wg, wi, wo, C, act=torch.relu, u=None):
+def moe_index(x, wg, wi, wo, C, act=torch.relu, u=None, bias=None, loads=None):
     """Dispatch by index: every kept choice's token copied into its slot of
     an [E * G * C, M] buffer (flat slot (e * G + g) * C + s, the layout of
     [E, G, C, M]; empty slots stay zero, as in the dense form), one bmm per
@@ -158,7 +167,9 @@ def moe_index(x, wg, wi, wo, C, act=torch.relu, u=None):
     added into their tokens weighted by the gate (index_add_)."""
     G, S, M = x.shape
     E = wg.shape[1]
-    r = top2routes(gate_logits(x, wg), C, u)
+    r = top2routes(gate_logits(x, wg), C, u, bias)
+    if loads is not None:
+        loads.append(r.routed)
     grp = torch.arange(G).view(G, 1)
     keep = torch.stack([r.keep1, r.keep2], -1) > 0                          # [G, S, 2]
     slot = torch.stack([(r.e1 * G + grp) * C + r.s1, (r.e2 * G + grp) * C + r.s2], -1)[keep]
@@ -172,12 +183,57 @@ def moe_index(x, wg, wi, wo, C, act=torch.relu, u=None):
     return y.view(G, S, M), r.aux, keep.sum()
 
 
-WAYS = {"einsum": moe_einsum, "index": moe_index}
+def moe_loop(x, wg, wi, wo, C, act=torch.relu, u=None, bias=None, loads=None):
+    """Expert by expert over its kept choices alone (the loop of Hugging
+    Face's Mixtral layer and of many MoE codes): the kept choices sorted by
+    expert, each expert's tokens gathered (index_select), two matmuls on
+    them, and the outputs added into their tokens weighted by the gate
+    (index_add). The same routes as the other ways (a choice past capacity
+    is dropped), but no empty slot is computed: at a capacity factor of 4
+    the index way's bmm runs four times the rows that carry a token."""
+    G, S, M = x.shape
+    E = wg.shape[1]
+    r = top2routes(gate_logits(x, wg), C, u, bias)
+    if loads is not None:
+        loads.append(r.routed)
+    keep = (torch.stack([r.keep1, r.keep2], -1) > 0).reshape(-1)           # [G * S * 2]
+    expert = torch.stack([r.e1, r.e2], -1).reshape(-1)[keep]
+    token = torch.arange(G * S).repeat_interleave(2)[keep]
+    weight = torch.stack([r.w1, r.w2], -1).reshape(-1)[keep]
+    order = torch.argsort(expert, stable=True)
+    token, weight = token[order], weight[order]
+    xs = x.reshape(G * S, M)
+    outs, at = [], 0
+    for e, n in enumerate(torch.bincount(expert, minlength=E).tolist()):
+        if n:
+            t = xs.index_select(0, token[at:at + n])
+            outs.append(act(t @ wi[e]) @ wo[e])
+            at += n
+    y = xs.new_zeros(G * S, M)
+    if outs:
+        y = y.index_add(0, token, torch.cat(outs) * weight[:, None])
+    return y.view(G, S, M), r.aux, keep.sum()
 
 
-def moe(x, wg, wi, wo, C, way="einsum", act=torch.relu, u=None):
-    """The layer: y [G, S, M], aux, the number of choices kept (a tensor)."""
-    return WAYS[way](x, wg, wi, wo, C, act, u)
+WAYS = {"einsum": moe_einsum, "index": moe_index, "loop": moe_loop}
+
+
+def moe(x, wg, wi, wo, C, way="einsum", act=torch.relu, u=None, bias=None, loads=None):
+    """The layer: y [G, S, M], aux, the number of choices kept (a tensor);
+    with bias [E], routed by the gates plus it (top2routes), and with the
+    list loads, each call's routed choices per expert appended to it."""
+    return WAYS[way](x, wg, wi, wo, C, act, u, bias, loads)
+
+
+def bias_step(bias, routed, rate):
+    """GSL's routing bias step (stdlib/moe.gsl's bias_step), in place:
+    each expert's bias moves by rate toward the even load, up where it got
+    less than 1/E of the routed choices (counts over the whole batch), down
+    where more; in float32, as GSL computes it."""
+    E = bias.shape[0]
+    load = routed.float() / routed.float().sum()
+    even = torch.tensor(1.0, dtype=torch.float32) / E
+    bias += torch.tensor(rate, dtype=torch.float32) * ((load < even).float() - (load > even).float())
 
 
 def precision(autocast):
@@ -190,7 +246,7 @@ def precision(autocast):
 
 
 def self_check(train=False):
-    """The index way must compute the einsum way's numbers in float32: y and
+    """The index and loop ways must compute the einsum way's numbers in float32: y and
     aux (and with train, the gradients of every weight) at a tiny size with
     choices dropped and random routing, to 1e-5 of max |ref|; under
     autocast bf16 the same routes and y within 5e-2 (bf16 rounding)."""
@@ -212,10 +268,13 @@ def self_check(train=False):
                 out += [t.grad for t in w]
             res[way, amp] = out, int(kept)
     err = lambda a, b: float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
-    (ref, k), (idx, ki) = res["einsum", False], res["index", False]
-    assert k == ki and 0 < k < 2 * G * S, (k, ki)
-    bad = [(i, err(a, b)) for i, (a, b) in enumerate(zip(idx, ref)) if not err(a, b) < 1e-5]
-    assert not bad, "index and einsum dispatch differ in float32: %s" % bad
+    (ref, k) = res["einsum", False]
+    assert 0 < k < 2 * G * S, k
+    for way in WAYS:
+        got, kw = res[way, False]
+        assert kw == k, (way, kw, k)
+        bad = [(i, err(a, b)) for i, (a, b) in enumerate(zip(got, ref)) if not err(a, b) < 1e-5]
+        assert not bad, "%s and einsum dispatch differ in float32: %s" % (way, bad)
     for way in WAYS:
         (y16, _), k16 = res[way, True][0][:2], res[way, True][1]
         assert k16 == k and err(y16, ref[0]) < 5e-2, (way, k16, err(y16, ref[0]))

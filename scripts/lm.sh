@@ -15,9 +15,9 @@
 #   SIZES    the model's -D settings (default: the recipe, the same for
 #            both models: scripts/lm_recipe.sh)
 #   EXPERTS  the MoE model's -D settings of its experts, after SIZES
-#            (default -D E=16 -D HE=256; empty for the file's own, as
-#            the shared model's default), or other settings of the
-#            file's: -D BIAS_RATE=0.001 -D AUX=0, say
+#            (default the recipe's: -D E=16 -D HE=256 -D CAP=4
+#            -D BIAS_RATE=0.001 -D AUX=0; empty for the file's own, as
+#            the shared model's default: capacity 1.0 and the aux loss)
 #   PROMPT   the sample's prompt (default "The "), SAMPLE its bytes (400;
 #            0: no sample)
 #   CKPT     yes (default) or no: no checkpoint, and so no sample

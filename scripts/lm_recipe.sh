@@ -15,7 +15,11 @@ T=${T:-128}
 B=${B:-8}
 SIZES=${SIZES:--D T=$T -D B=$B -D M=128 -D NH=4 -D H=512 -D L=4 -D LR=0.002 -D MIN_LR=0.0002 -D WARMUP=200 -D CLIP=1.0}
 # the MoE's experts: 16 of width 256, top-2 (as many FLOPs a token as the
-# dense model's feed-forward layers of width 512; doc/lm.md says what else
-# was tried)
+# dense model's feed-forward layers of width 512), a capacity factor of 4
+# (the products skip the empty slots) and the routing bias in place of the
+# aux loss (issue 46's bias_rate, which evens the load from the first
+# steps: 2026-11-29's equal-steps table and ten minutes, where the MoE came
+# out ahead of the dense model; a capacity factor of 2 dropped 1-6 % of the
+# choices and was no faster; doc/lm.md says what else was tried)
 # shellcheck disable=SC2034 # read by the scripts that source this
-RECIPE_EXPERTS="-D E=16 -D HE=256"
+RECIPE_EXPERTS="-D E=16 -D HE=256 -D CAP=4 -D BIAS_RATE=0.001 -D AUX=0"
