@@ -18,8 +18,9 @@ stdlib/transformer.gsl's blocks, layer for layer:
 
 LN is layer norm over M with gain and bias, eps 1e-5; gelu the tanh form.
 The moe layer is bench/moe_torch.py's (imported: GShard's top-2 gating, then
---way einsum, dense one-hot dispatch and combine tensors [G, S, E, C], or
---way index, index_copy into the experts' slots, bmm, index_add back),
+--way einsum, dense one-hot dispatch and combine tensors [G, S, E, C],
+--way index, index_copy into the experts' slots, bmm, index_add back, or
+--way loop, expert by expert over its kept tokens alone),
 with every sequence a group (G = B, S = T),
 capacity factor F = 1.0 as in stdlib/transformer.gsl (C = ceil(F * 2 * T /
 E) = 2T/E; --capacity F for another; bench/run.sh passes the factor it
@@ -46,7 +47,7 @@ intra-op thread (torch.set_num_threads(1)); bench runs
 moe_torch.self_check(train=True) first.
 
 Timing:  lm_torch.py --data train.npy [--L 4 --B 8 --T 64 --M 128 --NH 4
-         --H 512 --HE H --E 8 --capacity 1.0] --steps 20 --warmup 3 [--way einsum|index]
+         --H 512 --HE H --E 8 --capacity 1.0] --steps 20 --warmup 3 [--way einsum|index|loop]
          [--autocast] [--log-every K]
          [--metrics FILE]
          prints "ms_per_step X" and "tokens_per_s Y" (over the --steps
@@ -65,7 +66,8 @@ Check:   lm_torch.py --check DIR --steps N [--data FILE] [sizes as above]
          for each step, "check loss ERR" (max |a - b| / max |ref|, ref =
          GSL's) and "check upd_NAME ERR" (the relative L2 error ||a - b|| /
          ||ref|| of the N steps' updates p_N - p_0 of each param), in
-         float32, for each way (the index way's lines named index_*).
+         float32, for each way (the index and loop ways' lines named
+         index_* and loop_*).
 Exits 3 if torch cannot be imported. Run with OPENBLAS_NUM_THREADS=1 (set
 here if unset, before torch loads OpenBLAS: two BLAS threads on a 2-core
 machine fight torch's own thread pool).
@@ -156,7 +158,7 @@ def gelu(x):
 
 def moe_ffn(x, wg, wi, we, C, routing, way, bias=None, loads=None):
     """The moe block on x [B, T, M], every sequence a group, dispatched by
-    way (bench/moe_torch.py's einsum or index): y, aux, and the number of
+    way (bench/moe_torch.py's einsum, index or loop): y, aux, and the number of
     choices kept (a tensor); bias and loads as moe_torch.moe's."""
     u = torch.rand(x.shape[:2]) if routing else None
     return moe(x, wg, wi, we, C, way, gelu, u, bias, loads)
@@ -308,7 +310,7 @@ def main():
     p.add_argument("--log-every", metavar="K", type=int, default=0, help="print the loss every K timed steps")
     p.add_argument("--metrics", metavar="FILE", help="with --log-every: JSON Lines as GSL's --metrics")
     p.add_argument("--way", choices=sorted(WAYS), default="einsum",
-                   help="the moe layers' dispatch: einsum (one-hot tensors, the default) or index")
+                   help="the moe layers' dispatch: einsum (one-hot tensors, the default), index or loop")
     p.add_argument("--autocast", action="store_true", help="the forward pass under torch.autocast bfloat16")
     p.add_argument("--check", metavar="DIR")
     a = p.parse_args()

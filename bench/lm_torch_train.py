@@ -85,10 +85,13 @@ at the end "held-out cross-entropy X nats/byte after N steps, S s of
 training". --metrics FILE writes GSL's --metrics lines (man gslrun, LOG
 AND METRICS): one JSON object a logged step, with step, loss, lr,
 grad_norm, eval_loss and eval_ce, tokens_per_s, elapsed_s (since training
-began, evaluations included), ms_per_step, eval_s, peak_rss_kib (the last
+began, evaluations included), ms_per_step, eval_s, with a routing bias
+moe.layerL.bias_range for each moe layer L (its bias's largest entry less
+its least, GSL's moe.NAME.bias_range signal), peak_rss_kib (the last
 record: this process's peak RSS, one rank), and in the first record a
 "provenance" object (the program, torch's version, precision, way,
-threads, OPENBLAS_CORETYPE); scripts/lm_runs.py and scripts/lm_plot.py read
+threads, the capacity, aux and bias settings, OPENBLAS_CORETYPE);
+scripts/lm_runs.py and scripts/lm_plot.py read
 them as they read GSL's. Exits 3 if torch cannot be imported, 2 on a usage
 error.
 """
@@ -135,7 +138,7 @@ sys.dont_write_bytecode = True  # importing lm_torch leaves no __pycache__ in be
 # moe_torch (imported by lm_torch) sets OPENBLAS_NUM_THREADS=1 and
 # OMP_NUM_THREADS=1 before it imports torch, and exits 3 without torch
 from lm_torch import forward, init_params, leaves, split_params, torch  # noqa: E402
-from moe_torch import bias_step, capacity_of, precision  # noqa: E402
+from moe_torch import WAYS, bias_step, capacity_of, precision  # noqa: E402
 
 PROG = "lm_torch_train"
 EVAL_SEED = 1 << 40  # random routing of held-out batch j draws from seed EVAL_SEED + j
@@ -266,7 +269,7 @@ def main():
                     "at least 4 steps run (default 60)")
     ap.add_argument("--precision", choices=("auto", "f32", "bf16"), default="auto",
                     help="f32, bf16 autocast, or auto: the faster by the timing run (default)")
-    ap.add_argument("--way", choices=("auto", "index", "einsum", "loop"), default="auto",
+    ap.add_argument("--way", choices=("auto",) + tuple(WAYS), default="auto",
                     help="the moe layers' dispatch: index, einsum, loop, or auto: the fastest by the timing "
                          "run (default)")
     ap.add_argument("--threads", type=int, default=2, help="intra-op threads, one a core (default 2)")
@@ -294,7 +297,7 @@ def main():
     # the precision and the steps
     # the precision and the way (the fastest pair by the timing run), and the steps
     precs = ("f32", "bf16") if a.precision == "auto" else (a.precision,)
-    ways = ("index", "einsum", "loop") if a.way == "auto" else (a.way,)
+    ways = tuple(WAYS) if a.way == "auto" else (a.way,)
     pairs = [(p, w) for p in precs for w in ways]
     timed = {}
     if a.steps is None or len(pairs) > 1:
@@ -346,6 +349,8 @@ def main():
             rec = {"step": k, "loss": loss, "lr": lr}   # evaluate every STEPS / 10 steps)
             if norm is not None:
                 rec["grad_norm"] = norm
+            for j, b in enumerate(run.biases or []):   # GSL's moe.NAME.bias_range, NAME the layer
+                rec["moe.layer%d.bias_range" % (2 * j + 1)] = float(b.max() - b.min())
             t = time.perf_counter()
             rec["eval_loss"], rec["eval_ce"] = run.evaluate()
             last_eval = time.perf_counter() - t

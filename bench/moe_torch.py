@@ -2,7 +2,7 @@
 """bench/moe_torch.py: bench/moe.gsl's forward MoE layer in PyTorch (CPU).
 
 GShard's top-2 mixture of experts (SPEC section 6; Algorithms 1 and 2 of the
-paper), two ways (--way), both from the same routes (top2routes, [G, S, E]
+paper), three ways (--way), all from the same routes (top2routes, [G, S, E]
 tensors only):
 
   gates    = softmax(x @ wg) over E, in float32 (even under autocast)  [G, S, E]
@@ -24,14 +24,17 @@ tensors only):
   (index_select, index_copy), one torch.bmm per weight over [E, G * C, .],
   and the slots' outputs added into their tokens weighted by the gate
   (index_add); no [G, S, E, C] tensor.
+  loop (Hugging Face's Mixtral layer): expert by expert over its kept
+  tokens alone (index_select, two matmuls, index_add): no empty slot
+  computed, where the two above compute every one of the E * C slots.
 
 self_check() asserts at a tiny size (drops, random routing, gradients) that
-the two ways compute the same numbers in float32 (to 1e-5 of max |ref|);
+the three ways compute the same numbers in float32 (to 1e-5 of max |ref|);
 bench runs it first.
 
 One intra-op thread (torch.set_num_threads(1)), torch.inference_mode().
 Timing:  moe_torch.py --G 4 --S 256 --M 64 --H 256 --E 8 --steps 20 --warmup 3
-         [--way einsum|index] [--autocast] [--x FILE.npy]
+         [--way einsum|index|loop] [--autocast] [--x FILE.npy]
          prints "ms_per_step X" (mean over --steps steps after --warmup
          steps); x is read from FILE (the batch GSL is given), else drawn;
          the weights are drawn with bench/moe.gsl's stds. --autocast runs
@@ -40,8 +43,9 @@ Timing:  moe_torch.py --G 4 --S 256 --M 64 --H 256 --E 8 --steps 20 --warmup 3
 Check:   moe_torch.py --check DIR [--capacity F]
          reads DIR/{x,wg,wi,wo,y,aux}.npy (y, aux and the weights from GSL)
          and prints "check NAME ERR" lines: max |a - b| / max |ref| of torch's
-         y and aux against GSL's in float32, for each way (the index way's
-         named index_y, index_aux), and a "routing" line (choices dropped).
+         y and aux against GSL's in float32, for each way (the index and
+         loop ways' named index_y, loop_y, ...), and a "routing" line
+         (choices dropped).
 Exits 3 if torch cannot be imported. Run with OPENBLAS_NUM_THREADS=1 (set
 here if unset, before torch loads OpenBLAS: two BLAS threads on a 2-core
 machine with one intra-op thread are much slower).
@@ -79,16 +83,26 @@ class Routes:
     def kept(self):
         return self.keep1.sum() + self.keep2.sum()
 
+    def choices(self):
+        """The kept choices, token by token and first choice first: keep
+        [G, S, 2] (bool), and each kept choice's token (flat g * S + s) and
+        combine weight: what the index and loop ways dispatch by."""
+        G, S = self.e1.shape
+        keep = torch.stack([self.keep1, self.keep2], -1) > 0
+        token = torch.arange(G * S).view(G, S, 1).expand(G, S, 2)[keep]
+        return keep, token, torch.stack([self.w1, self.w2], -1)[keep]
 
-def top2routes(logits, C, u=None, bias=None):
+
+def top2routes(logits, C, u=None, bias=None, loads=None):
     """logits [G, S, E] -> Routes. With u [G, S] (uniform in [0, 1)):
     random routing, a second choice is routed only where 2 * w2 > u, and
     one not routed takes no slot. With bias [E] (a routing bias, GSL's
     bias_rate): the experts are chosen by gates + bias, the weights are
     the gates' (DeepSeek-V3's balancing without a loss). Only [G, S, E]
-    tensors: both ways of dispatch start from these routes, so they route
+    tensors: every way of dispatch starts from these routes, so they route
     alike to the token. Routes.routed [E]: the choices routed to each
-    expert, before capacity (GSL's routing_signals' counts)."""
+    expert, before capacity (GSL's routing_signals' counts), also appended
+    to the list loads where one is given."""
     G, S, E = logits.shape
     gates = F.softmax(logits, dim=-1)
     score = gates if bias is None else gates + bias
@@ -106,6 +120,8 @@ def top2routes(logits, C, u=None, bias=None):
     if u is not None:
         mask2 = mask2 * (2 * w2 > u)[..., None].to(gates.dtype)
     routed = (mask1 + mask2).detach().sum(dim=(0, 1))
+    if loads is not None:
+        loads.append(routed)
     # load-balancing loss from the first choices (before dropping)
     me = gates.mean(dim=1)                      # [G, E]
     ce = mask1.mean(dim=1)                      # [G, E]
@@ -123,12 +139,9 @@ def top2routes(logits, C, u=None, bias=None):
 def top2gating(logits, C, u=None, bias=None, loads=None):
     """logits [G, S, E] -> combine [G, S, E, C] (gate-weighted), dispatch
     [G, S, E, C] (0/1), aux (scalar), number of choices kept (a tensor):
-    GShard's dense one-hot form of top2routes (bias its; Routes.routed
-    appended to the list loads, where given)."""
+    GShard's dense one-hot form of top2routes (bias and loads its)."""
     E = logits.shape[-1]
-    r = top2routes(logits, C, u, bias)
-    if loads is not None:
-        loads.append(r.routed)
+    r = top2routes(logits, C, u, bias, loads)
     mask1 = F.one_hot(r.e1, E).to(r.w1.dtype) * r.keep1[..., None]
     mask2 = F.one_hot(r.e2, E).to(r.w1.dtype) * r.keep2[..., None]
     # each kept choice's slot, one-hot over C (0 for dropped choices)
@@ -167,14 +180,10 @@ def moe_index(x, wg, wi, wo, C, act=torch.relu, u=None, bias=None, loads=None):
     added into their tokens weighted by the gate (index_add_)."""
     G, S, M = x.shape
     E = wg.shape[1]
-    r = top2routes(gate_logits(x, wg), C, u, bias)
-    if loads is not None:
-        loads.append(r.routed)
+    r = top2routes(gate_logits(x, wg), C, u, bias, loads)
+    keep, token, weight = r.choices()
     grp = torch.arange(G).view(G, 1)
-    keep = torch.stack([r.keep1, r.keep2], -1) > 0                          # [G, S, 2]
     slot = torch.stack([(r.e1 * G + grp) * C + r.s1, (r.e2 * G + grp) * C + r.s2], -1)[keep]
-    token = torch.arange(G * S).view(G, S, 1).expand(G, S, 2)[keep]
-    weight = torch.stack([r.w1, r.w2], -1)[keep]
     xs = x.reshape(G * S, M)
     t = xs.new_zeros(E * G * C, M).index_copy(0, slot, xs.index_select(0, token))
     h = act(torch.bmm(t.view(E, G * C, M), wi))
@@ -193,13 +202,9 @@ def moe_loop(x, wg, wi, wo, C, act=torch.relu, u=None, bias=None, loads=None):
     the index way's bmm runs four times the rows that carry a token."""
     G, S, M = x.shape
     E = wg.shape[1]
-    r = top2routes(gate_logits(x, wg), C, u, bias)
-    if loads is not None:
-        loads.append(r.routed)
-    keep = (torch.stack([r.keep1, r.keep2], -1) > 0).reshape(-1)           # [G * S * 2]
-    expert = torch.stack([r.e1, r.e2], -1).reshape(-1)[keep]
-    token = torch.arange(G * S).repeat_interleave(2)[keep]
-    weight = torch.stack([r.w1, r.w2], -1).reshape(-1)[keep]
+    r = top2routes(gate_logits(x, wg), C, u, bias, loads)
+    keep, token, weight = r.choices()
+    expert = torch.stack([r.e1, r.e2], -1)[keep]
     order = torch.argsort(expert, stable=True)
     token, weight = token[order], weight[order]
     xs = x.reshape(G * S, M)
@@ -289,8 +294,8 @@ def relerr(a, ref):
 
 
 def check(d, factor):
-    """GSL's y and aux against both ways' (the index way's lines named
-    index_*), in float32."""
+    """GSL's y and aux against each way's (the index and loop ways' lines
+    named index_* and loop_*), in float32."""
     import numpy as np
     ld = lambda n: np.load(os.path.join(d, n + ".npy"))
     x, wg, wi, wo = (torch.from_numpy(ld(n)) for n in ("x", "wg", "wi", "wo"))
@@ -347,7 +352,7 @@ def arguments(doc):
         p.add_argument("--" + n, type=int, default=v)
     p.add_argument("--capacity", type=float, default=2.0, help="capacity factor F (default 2.0)")
     p.add_argument("--way", choices=sorted(WAYS), default="einsum",
-                   help="dispatch: einsum (GShard's one-hot tensors, the default) or index")
+                   help="dispatch: einsum (GShard's one-hot tensors, the default), index or loop")
     p.add_argument("--autocast", action="store_true", help="run the step under torch.autocast bfloat16")
     return p
 

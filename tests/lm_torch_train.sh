@@ -7,7 +7,9 @@
 # more than 1 nat/byte from the first evaluation to the last; 10 records (one every
 # STEPS / 10 steps) with GSL's keys; the lr of GSL's schedule (warmup 5,
 # cosine from 3e-3 to 3e-4 over 60 steps: 3e-3 at step 6, 0.00293392618 at
-# step 12 as GSL logs it); scripts/lm_runs.py reads the file. Then, with a
+# step 12 as GSL logs it); the routing bias's range at each record a whole
+# number of its rate, within 2 steps times it, not 0 throughout;
+# scripts/lm_runs.py reads the file. Then, with a
 # budget of 8 s, --precision auto and --way auto: the six pairs of f32 or
 # bf16 and index, einsum or loop timed, one chosen, and the run (its last
 # record's elapsed time and evaluation) ends within 1.5 times the budget.
@@ -52,6 +54,15 @@ if not recs[0]["eval_ce"] - recs[-1]["eval_ce"] > 1.0:
     bad.append("held-out %.4f -> %.4f: it did not fall by 1" % (recs[0]["eval_ce"], recs[-1]["eval_ce"]))
 if abs(recs[0]["lr"] - 0.003) > 1e-9 or abs(recs[1]["lr"] - 0.00293392618) > 1e-8:
     bad.append("lr %r at step 6 and %r at step 12, not GSL's 0.003 and 0.00293392618" % (recs[0]["lr"], recs[1]["lr"]))
+# the routing bias (default rate R = 0.001) moves in training: after k steps each of the moe layer's 4
+# biases is n R for an integer n in [-k, k], so its range is a whole number of R's, at most 2 k R, and
+# not 0 at every record (that would take every expert's moves up and down to cancel alike)
+R, ranges = 0.001, [r.get("moe.layer1.bias_range") for r in recs]
+if None in ranges:
+    bad.append("records without moe.layer1.bias_range: %s" % ranges)
+elif not all(0 <= x <= 2 * r["step"] * R + 1e-6 and abs(x / R - round(x / R)) < 1e-3 for x, r in zip(ranges, recs)) \
+        or not max(ranges) > 0:
+    bad.append("bias ranges %s: not whole numbers of R = 0.001 within 2 k R, or all 0" % ranges)
 for b in bad:
     print("FAIL: lm_torch_train: " + b)
 sys.exit(1 if bad else 0)
